@@ -1,0 +1,75 @@
+"""Cluster facts a policy may read, passed in as plain data.
+
+The CLI builds them from the objects in its input, the webhook from a
+watch-backed cache; the policies see only this interface.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+DEFAULT_NAMESPACE = "default"
+
+
+def namespace_of(obj: dict, default: str = DEFAULT_NAMESPACE) -> str:
+    meta = obj.get("metadata")
+    return (meta.get("namespace") if isinstance(meta, dict) else None) or default
+
+
+def is_hpa(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("kind") == "HorizontalPodAutoscaler" and \
+        str(obj.get("apiVersion", "")).startswith("autoscaling/")
+
+
+def hpa_target(hpa: dict) -> tuple[str, str] | None:
+    """``(namespace, deployment name)`` an HPA scales, or None if it scales something else.
+
+    ``scaleTargetRef`` is the same in autoscaling/v1 and v2; its apiVersion is
+    optional and, when given, must be in the ``apps`` group.
+    """
+    spec = hpa.get("spec") if isinstance(hpa.get("spec"), dict) else {}
+    ref = spec.get("scaleTargetRef")
+    if not isinstance(ref, dict) or ref.get("kind") != "Deployment" or not ref.get("name"):
+        return None
+    api_version = ref.get("apiVersion")
+    if api_version and not str(api_version).startswith(("apps/", "extensions/")):
+        return None
+    return namespace_of(hpa), ref["name"]
+
+
+@dataclass
+class ClusterFacts:
+    """HorizontalPodAutoscalers indexed by the Deployment they target, and Nodes."""
+
+    hpas: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
+    nodes: list[dict] = field(default_factory=list)
+
+    @classmethod
+    def from_objects(cls, objects: Iterable[dict]) -> "ClusterFacts":
+        facts = cls()
+        for obj in objects:
+            facts.add(obj)
+        return facts
+
+    def add(self, obj: dict) -> bool:
+        """Index ``obj`` if it is a fact; returns whether it was one."""
+        if is_hpa(obj):
+            target = hpa_target(obj)
+            if target:
+                self.hpas.setdefault(target, []).append(obj)
+            return True
+        if isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1":
+            self.nodes.append(obj)
+            return True
+        return False
+
+    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+        return self.hpas.get((namespace, name), [])
+
+
+NO_FACTS = ClusterFacts()
+
+
+def is_fact(obj: object) -> bool:
+    """Objects that inform policies and are not themselves mutated or printed."""
+    return is_hpa(obj) or (isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1")

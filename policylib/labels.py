@@ -1,0 +1,173 @@
+"""Kubernetes label syntax and label selector semantics.
+
+Ports of ``k8s.io/apimachinery/pkg/util/validation/validation.go``
+(IsQualifiedName, IsValidLabelValue, IsDNS1123Subdomain) and of
+``k8s.io/apimachinery/pkg/apis/meta/v1/validation`` (ValidateLabelSelector),
+plus selector matching as in ``metav1.LabelSelectorAsSelector``.
+"""
+from __future__ import annotations
+
+import re
+from typing import Iterable, Mapping
+
+from .errors import FieldError
+
+_QUALIFIED_NAME_MAX = 63
+_NAME_FMT = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_DNS1123_SUBDOMAIN_MAX = 253
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def dns1123_subdomain_errors(value: str) -> list[str]:
+    """IsDNS1123Subdomain: lowercase RFC 1123 subdomain, at most 253 characters."""
+    errs = []
+    if len(value) > _DNS1123_SUBDOMAIN_MAX:
+        errs.append(f"must be no more than {_DNS1123_SUBDOMAIN_MAX} characters")
+    if not _DNS1123_SUBDOMAIN.match(value):
+        errs.append("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric character")
+    return errs
+
+
+def dns1123_label_errors(value: str) -> list[str]:
+    """IsDNS1123Label: lowercase RFC 1123 label, at most 63 characters."""
+    errs = []
+    if len(value) > 63:
+        errs.append("must be no more than 63 characters")
+    if not _DNS1123_LABEL.match(value):
+        errs.append("a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                    "characters or '-', and must start and end with an alphanumeric character")
+    return errs
+
+
+def qualified_name_errors(value: object) -> list[str]:
+    """IsQualifiedName: ``[prefix/]name``, the syntax of label and annotation keys."""
+    if not isinstance(value, str):
+        return [f"must be a string, got {type(value).__name__}"]
+    parts = value.split("/")
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            return ["prefix part must be non-empty"]
+        errs = [f"prefix part {m}" for m in dns1123_subdomain_errors(prefix)]
+        if errs:
+            return errs
+    else:
+        return ["a qualified name must consist of alphanumeric characters, '-', '_' or '.', "
+                "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"]
+    if not name:
+        return ["name part must be non-empty"]
+    if len(name) > _QUALIFIED_NAME_MAX:
+        return [f"name part must be no more than {_QUALIFIED_NAME_MAX} characters"]
+    if not _NAME_FMT.match(name):
+        return ["name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+                "start and end with an alphanumeric character"]
+    return []
+
+
+def label_value_errors(value: object) -> list[str]:
+    """IsValidLabelValue: empty, or at most 63 characters of the qualified-name alphabet."""
+    if not isinstance(value, str):
+        return [f"must be a string, got {type(value).__name__}"]
+    if value == "":
+        return []
+    if len(value) > 63:
+        return ["must be no more than 63 characters"]
+    if not _NAME_FMT.match(value):
+        return ["a valid label must be an empty string or consist of alphanumeric characters, "
+                "'-', '_' or '.', and must start and end with an alphanumeric character"]
+    return []
+
+
+def validate_label_selector(selector: object, path: str) -> list[FieldError]:
+    """ValidateLabelSelector (apimachinery meta/v1/validation): keys, values, operators."""
+    if selector is None:
+        return []
+    if not isinstance(selector, dict):
+        return [FieldError(path, "must be an object")]
+    errs: list[FieldError] = []
+    match_labels = selector.get("matchLabels") or {}
+    if not isinstance(match_labels, dict):
+        errs.append(FieldError(f"{path}.matchLabels", "must be a map of strings"))
+        match_labels = {}
+    for key, value in match_labels.items():
+        errs += [FieldError(f"{path}.matchLabels", f"key {key!r}: {m}") for m in qualified_name_errors(key)]
+        errs += [FieldError(f"{path}.matchLabels", f"value {value!r}: {m}") for m in label_value_errors(value)]
+    exprs = selector.get("matchExpressions") or []
+    if not isinstance(exprs, list):
+        return errs + [FieldError(f"{path}.matchExpressions", "must be a list")]
+    for i, expr in enumerate(exprs):
+        p = f"{path}.matchExpressions[{i}]"
+        if not isinstance(expr, dict):
+            errs.append(FieldError(p, "must be an object"))
+            continue
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op in ("In", "NotIn"):
+            if not values:
+                errs.append(FieldError(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+        elif op in ("Exists", "DoesNotExist"):
+            if values:
+                errs.append(FieldError(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        else:
+            errs.append(FieldError(f"{p}.operator", f"not a valid selector operator: {op!r}"))
+        errs += [FieldError(f"{p}.key", m) for m in qualified_name_errors(expr.get("key"))]
+        for j, v in enumerate(values if isinstance(values, list) else []):
+            errs += [FieldError(f"{p}.values[{j}]", m) for m in label_value_errors(v)]
+    return errs
+
+
+def selector_keys(selector: Mapping | None) -> set[str]:
+    """Every key a selector mentions, in matchLabels or matchExpressions."""
+    if not selector:
+        return set()
+    keys = set((selector.get("matchLabels") or {}).keys())
+    keys.update(e.get("key") for e in selector.get("matchExpressions") or () if isinstance(e, dict))
+    return keys
+
+
+def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
+    """Whether ``labels`` satisfy ``selector``, as LabelSelectorAsSelector reads it.
+
+    A null selector matches nothing (affinity terms); an empty one matches
+    everything. An unknown operator matches nothing, the safe answer for callers
+    that remove what matches.
+    """
+    if selector is None:
+        return False
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or ():
+        key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
+        if op == "In":
+            ok = key in labels and labels[key] in values
+        elif op == "NotIn":
+            ok = key not in labels or labels[key] not in values
+        elif op == "Exists":
+            ok = key in labels
+        elif op == "DoesNotExist":
+            ok = key not in labels
+        else:
+            return False
+        if not ok:
+            return False
+    return True
+
+
+def without_keys(selector: Mapping, keys: Iterable[str]) -> dict:
+    """A copy of a label selector with every requirement on ``keys`` dropped."""
+    drop = set(keys)
+    out: dict = {}
+    match_labels = {k: v for k, v in (selector.get("matchLabels") or {}).items() if k not in drop}
+    if match_labels:
+        out["matchLabels"] = match_labels
+    exprs = [dict(e, values=list(e["values"])) if "values" in e else dict(e)
+             for e in selector.get("matchExpressions") or () if e.get("key") not in drop]
+    if exprs:
+        out["matchExpressions"] = exprs
+    return out

@@ -1,0 +1,22 @@
+"""Dispatch by kind: every policy behind one ``mutate`` call."""
+from __future__ import annotations
+
+from .config import Config, load_config
+from .facts import ClusterFacts
+from .result import Result
+from .spread import is_deployment, mutate_deployment
+
+
+def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None = None,
+           facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
+    """Apply the policy for ``obj``'s kind; other kinds come back unchanged.
+
+    ``old`` is the object before an UPDATE (None on CREATE); ``facts`` the
+    cluster objects a policy may read (HPAs, Nodes); ``namespace`` overrides
+    ``metadata.namespace`` (an AdmissionReview's request namespace).
+    Raises :class:`~policylib.errors.PolicyError` for an object it cannot handle.
+    """
+    config = load_config(config)
+    if is_deployment(obj):
+        return mutate_deployment(obj, config, old=old, facts=facts, namespace=namespace)
+    return Result(obj)

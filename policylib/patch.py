@@ -1,0 +1,138 @@
+"""Copy-on-write edits and RFC 6902 patches made by diffing owned subtrees.
+
+Policies never build patch operations by hand (controller-runtime's
+``PatchResponseFromRaw`` is the model): they edit a :class:`Draft` of the
+object, and :func:`diff_owned` compares the original and the edited copy at
+the paths the policy owns. A draft copies only the mappings along the paths
+it writes, so the original is never changed and a large object is not
+deep-copied; an unchanged object yields an empty patch.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+Path = Sequence[str]
+
+
+def escape_token(token: object) -> str:
+    """JSON Pointer escaping (RFC 6901): ``~`` then ``/``."""
+    return str(token).replace("~", "~0").replace("/", "~1")
+
+
+def pointer(path: Iterable[object]) -> str:
+    return "".join("/" + escape_token(p) for p in path)
+
+
+class Draft:
+    """A copy-on-write view of a JSON object.
+
+    ``dict_at(path)`` returns a mapping at ``path`` that is safe to change:
+    every mapping from the root down to it is a fresh shallow copy, made once
+    and reused. Subtrees that are not written stay shared with the original.
+    """
+
+    def __init__(self, original: dict):
+        self.original = original
+        self.root = dict(original)
+        self._fresh = {id(self.root)}
+
+    def get(self, path: Path, default: Any = None) -> Any:
+        node: Any = self.root
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
+                return default
+            node = node[key]
+        return node
+
+    def dict_at(self, path: Path) -> dict:
+        node = self.root
+        for key in path:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = {}
+                node[key] = child
+                self._fresh.add(id(child))
+            elif id(child) not in self._fresh:
+                child = dict(child)
+                self._fresh.add(id(child))
+                node[key] = child
+            node = child
+        return node
+
+    def set(self, path: Path, value: Any) -> None:
+        self.dict_at(path[:-1])[path[-1]] = value
+
+    def delete(self, path: Path) -> None:
+        """Remove the key at ``path`` if present, creating nothing on the way."""
+        if self.get(path, _MISSING) is _MISSING:
+            return
+        self.dict_at(path[:-1]).pop(path[-1], None)
+
+    def prune_empty(self, path: Path) -> None:
+        """Delete the mapping at ``path`` and each ancestor up to ``path[0]`` left empty."""
+        for end in range(len(path), 0, -1):
+            value = self.get(path[:end], _MISSING)
+            if value is _MISSING:
+                continue
+            if value not in ({}, None):
+                return
+            self.delete(path[:end])
+
+
+_MISSING = object()
+
+
+def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dict]:
+    """The RFC 6902 operations that turn ``original`` into ``mutated`` at ``owned`` paths.
+
+    Mappings are compared key by key; lists and scalars that differ are
+    replaced whole. Where an owned path's parent is missing in the original,
+    the first missing mapping is added whole (and only once when several owned
+    paths share it). Everything outside the owned paths must be identical; the
+    caller guarantees that by editing only through a :class:`Draft`.
+    """
+    ops: list[dict] = []
+    emitted: list[tuple] = []
+    for path in owned:
+        a: Any = original
+        b: Any = mutated
+        for i, key in enumerate(path):
+            prefix = tuple(path[: i + 1])
+            a_has = isinstance(a, dict) and key in a
+            b_has = isinstance(b, dict) and key in b
+            if not a_has and not b_has:
+                break
+            if a_has and b_has:
+                a, b = a[key], b[key]
+                continue
+            if not _covered(prefix, emitted):
+                op = {"op": "add", "path": pointer(prefix), "value": b[key]} if b_has else \
+                     {"op": "remove", "path": pointer(prefix)}
+                ops.append(op)
+                emitted.append(prefix)
+            break
+        else:
+            if a is not b and not _covered(tuple(path), emitted):
+                _diff_values(tuple(path), a, b, ops)
+                emitted.append(tuple(path))
+    return ops
+
+
+def _covered(path: tuple, emitted: list[tuple]) -> bool:
+    return any(path[: len(e)] == e for e in emitted)
+
+
+def _diff_values(path: tuple, a: Any, b: Any, ops: list[dict]) -> None:
+    if a == b and type(a) is type(b):
+        return
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in a:
+            if key not in b:
+                ops.append({"op": "remove", "path": pointer(path + (key,))})
+        for key, value in b.items():
+            if key not in a:
+                ops.append({"op": "add", "path": pointer(path + (key,)), "value": value})
+            else:
+                _diff_values(path + (key,), a[key], value, ops)
+        return
+    ops.append({"op": "replace", "path": pointer(path), "value": b})

@@ -1,0 +1,515 @@
+"""Zone and host topology spread for Deployments (seed 000, "LRS topology spread").
+
+Each function decides one rule and cites the seed section it follows. The
+entry point :func:`mutate_deployment` edits a copy of the Deployment and
+returns a :class:`~policylib.result.Result` whose patch is diffed from the
+subtrees this policy owns: the pod template's ``topologySpreadConstraints``
+and ``affinity``, and this policy's own annotations on the Deployment.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
+from .errors import PolicyError, object_ref
+from .facts import NO_FACTS, ClusterFacts, namespace_of
+from .labels import selector_matches, without_keys
+from .patch import Draft, diff_owned
+from .result import Result
+from .validation import validate_topology_spread_constraints
+
+DOMAIN = "policylib.io"
+#: Label or annotation ``policylib.io/skip: "true"`` opts an object out of every policy.
+SKIP_KEY = f"{DOMAIN}/skip"
+#: Annotation stating the autoscaling minimum when the HPA is not visible to us.
+AUTOSCALING_MIN_ANNOTATION = f"{DOMAIN}/autoscaling-min-replicas"
+#: What was applied, recorded on the Deployment (never the pod template).
+RECORD_REPLICAS = f"{DOMAIN}/spread-effective-replicas"
+RECORD_SETTINGS = f"{DOMAIN}/spread-settings"
+RECORD_KEYS = f"{DOMAIN}/spread-topology-keys"
+RECORD_ANNOTATIONS = (RECORD_REPLICAS, RECORD_SETTINGS, RECORD_KEYS)
+
+POD_SPEC = ("spec", "template", "spec")
+CONSTRAINTS = POD_SPEC + ("topologySpreadConstraints",)
+AFFINITY = POD_SPEC + ("affinity",)
+ANNOTATIONS = ("metadata", "annotations")
+OWNED_PATHS = (ANNOTATIONS, CONSTRAINTS, AFFINITY)
+ANTI_AFFINITY_TERMS = ("requiredDuringSchedulingIgnoredDuringExecution",
+                       "preferredDuringSchedulingIgnoredDuringExecution")
+
+
+def is_deployment(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
+
+
+def is_opted_out(obj: dict) -> bool:
+    """The documented opt-out: label or annotation ``policylib.io/skip: "true"``."""
+    meta = obj.get("metadata") or {}
+    return any(str((meta.get(k) or {}).get(SKIP_KEY, "")).lower() == "true" for k in ("labels", "annotations"))
+
+
+# --- effective replica count (seed 000 "Settings reference") ----------------
+
+@dataclass(frozen=True)
+class Effective:
+    """The effective replica count and where it came from."""
+
+    replicas: int
+    source: str
+    warnings: tuple[str, ...] = ()
+
+
+def _int_field(value: Any, ref: str, path: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyError(ref, path, f"must be an integer, got {value!r}")
+    if value < minimum:
+        raise PolicyError(ref, path, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def hpa_min_replicas(hpa: dict) -> int:
+    """``spec.minReplicas`` of an autoscaling/v1 or v2 HPA; the API defaults it to 1."""
+    spec = hpa.get("spec") or {}
+    value = spec.get("minReplicas")
+    if value is None:
+        return 1
+    return _int_field(value, object_ref(hpa), "spec.minReplicas", 0)
+
+
+def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
+                       namespace: str | None = None) -> Effective:
+    """Seed 000 "Effective replica count": the autoscaling minimum, else the replicas.
+
+    An HPA in the same namespace that targets the Deployment wins; without one,
+    the annotation ``policylib.io/autoscaling-min-replicas`` states the minimum
+    for clusters whose HPAs we cannot see; otherwise ``spec.replicas``, which
+    the API defaults to 1.
+    """
+    ns = namespace or namespace_of(deployment)
+    ref = object_ref(deployment, ns)
+    name = (deployment.get("metadata") or {}).get("name")
+    hpas = facts.hpas_for(ns, name) if name else []
+    if hpas:
+        mins = sorted((hpa_min_replicas(h), h["metadata"].get("name", "")) for h in hpas)
+        count, hpa_name = mins[-1]
+        warnings = ()
+        if len(hpas) > 1:
+            names = ", ".join(n for _, n in mins)
+            warnings = (f"{len(hpas)} HorizontalPodAutoscalers target this Deployment ({names}); "
+                        f"using the highest minReplicas, {count}",)
+        return Effective(count, f"HorizontalPodAutoscaler {hpa_name} minReplicas {count}", warnings)
+    annotations = (deployment.get("metadata") or {}).get("annotations") or {}
+    if AUTOSCALING_MIN_ANNOTATION in annotations:
+        raw = annotations[AUTOSCALING_MIN_ANNOTATION]
+        path = f"metadata.annotations[{AUTOSCALING_MIN_ANNOTATION}]"
+        try:
+            count = int(str(raw).strip(), 10)
+        except ValueError:
+            raise PolicyError(ref, path, f"must be a whole number as a string, got {raw!r}") from None
+        _int_field(count, ref, path, 0)
+        return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    if replicas is None:
+        return Effective(1, "spec.replicas absent (defaults to 1)")
+    return Effective(_int_field(replicas, ref, "spec.replicas", 0), f"spec.replicas {replicas}")
+
+
+# --- the two constraints (seed 000 "Zone spread", "Host spread") ------------
+
+def spread_label_selector(deployment_selector: dict, match_label_keys: tuple[str, ...]) -> dict:
+    """The Deployment's own ``spec.selector`` without any key in matchLabelKeys.
+
+    The API server rejects a key in both labelSelector and matchLabelKeys
+    (validateMatchLabelKeysInTopologySpread).
+    """
+    return without_keys(deployment_selector, match_label_keys)
+
+
+def _constraint(max_skew: int, topology_key: str, when: str, selector: dict,
+                match_label_keys: tuple[str, ...], min_domains: int | None = None) -> dict:
+    """A TopologySpreadConstraint with fields in the API's order; both spreads honor taints."""
+    c: dict = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when,
+               "labelSelector": spread_label_selector(selector, match_label_keys)}
+    if min_domains is not None:
+        c["minDomains"] = min_domains
+    c["nodeTaintsPolicy"] = "Honor"
+    if match_label_keys:
+        c["matchLabelKeys"] = list(match_label_keys)
+    return c
+
+
+def zone_constraint(selector: dict, zone: ZoneSpread) -> dict:
+    """Seed 000 "Zone spread": always a preference (ScheduleAnyway)."""
+    return _constraint(zone.maxSkew, zone.topologyKey, SCHEDULE_ANYWAY, selector, zone.matchLabelKeys)
+
+
+def host_spread_enforced(effective: int, host: HostSpread) -> bool:
+    """Seed 000 "Host spread": DoNotSchedule only for >= hardMinReplicas effective replicas."""
+    return host.whenUnsatisfiable == DO_NOT_SCHEDULE and effective >= host.hardMinReplicas
+
+
+def derived_max_skew(effective: int, host: HostSpread) -> int:
+    """Seed 000 replica-derived rule: max(maxSkew, ceil(effective / minDomains)) when enabled."""
+    if not host.enableReplicaDerivedMaxSkewRule:
+        return host.maxSkew
+    return max(host.maxSkew, math.ceil(effective / host.minDomains))
+
+
+def host_constraint(selector: dict, effective: int, host: HostSpread) -> tuple[dict, str]:
+    """Seed 000 "Preference or requirement": the host constraint and the reason for its shape.
+
+    minDomains goes only on a DoNotSchedule constraint (the API server rejects
+    it otherwise); the replica-derived maxSkew applies only when enforced.
+    """
+    if not host_spread_enforced(effective, host):
+        if host.whenUnsatisfiable == DO_NOT_SCHEDULE:
+            why = (f"host spread is a preference: {effective} effective replicas < "
+                   f"hardMinReplicas {host.hardMinReplicas}")
+        else:
+            why = "host spread is a preference: whenUnsatisfiable ScheduleAnyway"
+        return _constraint(host.maxSkew, host.topologyKey, SCHEDULE_ANYWAY, selector, host.matchLabelKeys), why
+    skew = derived_max_skew(effective, host)
+    why = f"host spread enforced: {effective} effective replicas >= hardMinReplicas {host.hardMinReplicas}"
+    if host.enableReplicaDerivedMaxSkewRule and skew > host.maxSkew:
+        why += f"; maxSkew {skew} = ceil({effective}/{host.minDomains})"
+    else:
+        why += f"; maxSkew {skew}"
+    return _constraint(skew, host.topologyKey, DO_NOT_SCHEDULE, selector, host.matchLabelKeys,
+                       min_domains=host.minDomains), why
+
+
+def desired_constraints(selector: dict, effective: int, config: Config) -> tuple[list[dict], list[str]]:
+    """The constraints the current settings write, zone first; ``enabled: false`` writes none."""
+    out, reasons = [], []
+    if config.zone.enabled:
+        out.append(zone_constraint(selector, config.zone))
+        reasons.append(f"zone spread on {config.zone.topologyKey}: maxSkew {config.zone.maxSkew}, ScheduleAnyway")
+    if config.host.enabled:
+        c, why = host_constraint(selector, effective, config.host)
+        out.append(c)
+        reasons.append(why)
+    return out, reasons
+
+
+# --- ownership of constraint keys --------------------------------------------
+
+def recorded_keys(obj: dict | None) -> set[str]:
+    """Topology keys this policy wrote earlier, from the Deployment's record annotation."""
+    if not obj:
+        return set()
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(RECORD_KEYS) or ""
+    return {k for k in str(raw).split(",") if k}
+
+
+def managed_keys(config: Config, *objs: dict | None) -> set[str]:
+    """Keys whose constraints this policy owns: enabled spreads' keys and keys it wrote before.
+
+    A user's own constraint on the key of a disabled spread stays unless we
+    wrote it (seed 000: ``enabled: false`` means the constraint is not written).
+    """
+    keys = {s.topologyKey for s in (config.zone, config.host) if s.enabled}
+    for obj in objs:
+        keys |= recorded_keys(obj)
+    return keys
+
+
+def _constraints_of(obj: dict) -> list:
+    value = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("topologySpreadConstraints")
+    return value if isinstance(value, list) else []
+
+
+def _split(constraints: list, keys: set[str]) -> tuple[list, list]:
+    ours = [c for c in constraints if isinstance(c, dict) and c.get("topologyKey") in keys]
+    others = [c for c in constraints if not (isinstance(c, dict) and c.get("topologyKey") in keys)]
+    return others, ours
+
+
+# --- legacy anti-affinity (seed 000 "Existing deployments") ------------------
+
+def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
+    """Whether a PodAffinityTerm selects the Deployment's own pods.
+
+    Namespaces follow the API: ``namespaces`` and ``namespaceSelector`` are a
+    union; both unset means the pod's own namespace; ``{}`` selects all. A
+    non-empty namespaceSelector cannot be evaluated without Namespace objects
+    and counts only through ``namespaces``. A term with mismatchLabelKeys is
+    never counted as selecting its own revision.
+    """
+    if not isinstance(term, dict) or term.get("mismatchLabelKeys"):
+        return False
+    namespaces = term.get("namespaces") or []
+    ns_selector = term.get("namespaceSelector")
+    if ns_selector is None:
+        in_scope = not namespaces or namespace in namespaces
+    else:
+        in_scope = ns_selector == {} or namespace in namespaces
+    return in_scope and selector_matches(term.get("labelSelector"), pod_labels)
+
+
+def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> tuple[Any, int]:
+    """Seed 000: the spread replaces ``ha_topology_key`` anti-affinity.
+
+    Returns the new affinity (None when emptied) and how many terms went. Mode
+    ``own`` removes required and preferred terms that select the Deployment's
+    own pods; ``all`` removes every pod anti-affinity term, as the seed's
+    "removes any pod anti-affinity" says literally. Emptied maps are removed.
+    """
+    if not isinstance(affinity, dict) or not isinstance(affinity.get("podAntiAffinity"), dict):
+        return affinity, 0
+    anti = affinity["podAntiAffinity"]
+    new_anti, removed = {}, 0
+    for key, value in anti.items():
+        if key not in ANTI_AFFINITY_TERMS or not isinstance(value, list):
+            new_anti[key] = value
+            continue
+        keep = []
+        for term in value:
+            inner = term.get("podAffinityTerm") if key.startswith("preferred") and isinstance(term, dict) else term
+            if mode == "all" or term_selects_own_pods(inner, pod_labels, namespace):
+                removed += 1
+            else:
+                keep.append(term)
+        if keep:
+            new_anti[key] = keep
+    if not removed:
+        return affinity, 0
+    new_affinity = {k: v for k, v in affinity.items() if k != "podAntiAffinity"}
+    if new_anti:
+        new_affinity["podAntiAffinity"] = new_anti
+    return (new_affinity or None), removed
+
+
+# --- when to write (seed 000 "Pod rollouts", "Existing deployments") --------
+
+def recorded_replicas(obj: dict | None) -> int | None:
+    raw = ((obj or {}).get("metadata") or {}).get("annotations", {}) or {}
+    try:
+        return int(raw.get(RECORD_REPLICAS))
+    except (TypeError, ValueError):
+        return None
+
+
+def update_trigger(new: Effective, old: Effective | None, recorded: int | None) -> str | None:
+    """Seed 000 "Pod rollouts": on UPDATE, write only when the effective count changed.
+
+    Changed from the old object, or from the count recorded when the spread was
+    last written (an HPA's minReplicas can change without a write to the
+    Deployment). Returns the reason, or None to keep the old placement.
+    """
+    if old is None:
+        return "old object unreadable: writing the spread"
+    if new.replicas != old.replicas:
+        return f"effective replicas changed {old.replicas} -> {new.replicas}"
+    if recorded is not None and recorded != new.replicas:
+        return f"effective replicas {new.replicas} differ from the {recorded} recorded when the spread was written"
+    return None
+
+
+# --- the mutation -------------------------------------------------------------
+
+@dataclass
+class _Ctx:
+    config: Config
+    ref: str
+    namespace: str
+    selector: dict
+    pod_labels: dict
+    effective: Effective
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
+    """The selector and pod labels; errors name the missing field."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise PolicyError(ref, "spec", "required: a Deployment needs a spec")
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        raise PolicyError(ref, "spec.selector", "required: apps/v1 Deployments need a non-empty selector")
+    template = spec.get("template")
+    if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
+        raise PolicyError(ref, "spec.template.spec", "required: a Deployment needs a pod template")
+    constraints = template["spec"].get("topologySpreadConstraints")
+    if constraints is not None and not isinstance(constraints, list):
+        raise PolicyError(ref, "spec.template.spec.topologySpreadConstraints", "must be a list")
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    return selector, labels if isinstance(labels, dict) else {}
+
+
+def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
+    """Write the current spread: replace managed constraints, drop legacy anti-affinity, record.
+
+    ``previous`` is the object whose record says which keys we wrote before
+    (the old object on UPDATE).
+    """
+    config = ctx.config
+    desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config)
+    ctx.reasons += why
+    current = _constraints_of(draft.root)
+    others, _ = _split(current, managed_keys(config, draft.original, previous))
+    new = others + desired
+    if new != current:
+        if new:
+            draft.set(CONSTRAINTS, new)
+        else:
+            draft.delete(CONSTRAINTS)
+    annotations = draft.get(ANNOTATIONS) or {}
+    if desired:
+        affinity, removed = remove_pod_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
+                                                     config.removePodAntiAffinity)
+        if removed:
+            draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
+            scope = "" if config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
+            ctx.reasons.append(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
+        record = {RECORD_REPLICAS: str(ctx.effective.replicas), RECORD_SETTINGS: config.spread_fingerprint(),
+                  RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
+        if any(annotations.get(k) != v for k, v in record.items()):
+            draft.dict_at(ANNOTATIONS).update(record)
+    elif any(k in annotations for k in RECORD_ANNOTATIONS):
+        target = draft.dict_at(ANNOTATIONS)
+        for k in RECORD_ANNOTATIONS:
+            target.pop(k, None)
+        draft.prune_empty(ANNOTATIONS)
+    if not desired:
+        ctx.reasons.append("both spreads are disabled: no constraints written")
+
+
+def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
+    """Seed 000 "Existing deployments": keep the old object's placement rules exactly.
+
+    Managed constraints and the record come back from the old object when the
+    new one dropped or changed them (``kubectl replace`` drops them), so an
+    update never rolls pods through this policy unless the count changed.
+    """
+    keys = managed_keys(ctx.config, old, draft.original)
+    current = _constraints_of(draft.root)
+    others, ours_new = _split(current, keys)
+    _, ours_old = _split(_constraints_of(old), keys)
+    if ours_new != ours_old:
+        new = others + ours_old
+        draft.set(CONSTRAINTS, new) if new else draft.delete(CONSTRAINTS)
+        changed = sorted({c.get("topologyKey") for c in ours_new + ours_old})
+        if ours_new:
+            ctx.warnings.append(f"reverted changes to the managed spread on {', '.join(changed)}: set by policylib "
+                                f"when the effective replica count changes (opt out: label {SKIP_KEY}=true)")
+        else:
+            ctx.reasons.append(f"restored the spread on {', '.join(changed)} from the old object")
+    old_annotations = (old.get("metadata") or {}).get("annotations") or {}
+    new_annotations = draft.get(ANNOTATIONS) or {}
+    if any(old_annotations.get(k) != new_annotations.get(k) for k in RECORD_ANNOTATIONS):
+        target = draft.dict_at(ANNOTATIONS)
+        for k in RECORD_ANNOTATIONS:
+            if k in old_annotations:
+                target[k] = old_annotations[k]
+            else:
+                target.pop(k, None)
+        draft.prune_empty(ANNOTATIONS)
+
+
+def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective | None:
+    try:
+        return effective_replicas(old, facts, namespace)
+    except PolicyError:
+        return None
+
+
+def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | None = None,
+                      facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
+    """Apply seed 000 to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
+    config = load_config(config)
+    facts = facts or NO_FACTS
+    namespace = namespace or namespace_of(obj)
+    ref = object_ref(obj, namespace)
+    if is_opted_out(obj):
+        return Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
+    selector, pod_labels = _checked_shape(obj, ref)
+    effective = effective_replicas(obj, facts, namespace)
+    ctx = _Ctx(config, ref, namespace, selector, pod_labels, effective,
+               reasons=[f"effective replicas {effective.replicas} ({effective.source})"],
+               warnings=list(effective.warnings))
+    draft = Draft(obj)
+    if old is None:
+        write_spread(draft, ctx)
+    else:
+        trigger = update_trigger(effective, _old_effective(old, facts, namespace), recorded_replicas(old))
+        if trigger:
+            ctx.reasons.append(trigger)
+            write_spread(draft, ctx, previous=old)
+        else:
+            ctx.reasons.append("effective replica count unchanged: placement rules kept")
+            keep_old_placement(draft, old, ctx)
+    patch = diff_owned(obj, draft.root, OWNED_PATHS)
+    result_obj = draft.root if patch else obj
+    for err in validate_topology_spread_constraints(_constraints_of(result_obj) or None):
+        ctx.warnings.append(f"{err} (the API server will reject this Deployment)")
+    return Result(result_obj, patch, ctx.reasons, ctx.warnings)
+
+
+# --- drift (seed 000 "Existing deployments", reconcileDrift) ----------------
+
+@dataclass(frozen=True)
+class Drift:
+    """Whether an existing Deployment needs a rewrite under reconcileDrift, and why."""
+
+    needs_rewrite: bool
+    effective: int
+    reasons: tuple[str, ...]
+
+
+def _describe(c: dict) -> str:
+    parts = [f"{c.get('whenUnsatisfiable')}", f"maxSkew {c.get('maxSkew')}"]
+    if "minDomains" in c:
+        parts.append(f"minDomains {c['minDomains']}")
+    return ", ".join(parts)
+
+
+def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterFacts | None = None,
+                 namespace: str | None = None) -> Drift:
+    """Seed 000 "Existing deployments": rewrite a Deployment that has >= hardMinReplicas
+    effective replicas and still has pod anti-affinity, or constraints that differ from
+    the current settings.
+
+    "Differ" is measured against what :func:`write_spread` would write, so a
+    Deployment this policy would leave unchanged never counts as drift; the
+    reasons name each difference.
+    """
+    config = load_config(config)
+    facts = facts or NO_FACTS
+    namespace = namespace or namespace_of(deployment)
+    ref = object_ref(deployment, namespace)
+    if not is_deployment(deployment) or is_opted_out(deployment):
+        return Drift(False, 0, ("not a managed Deployment",))
+    selector, pod_labels = _checked_shape(deployment, ref)
+    effective = effective_replicas(deployment, facts, namespace)
+    if effective.replicas < config.host.hardMinReplicas:
+        return Drift(False, effective.replicas, (f"{effective.replicas} effective replicas < hardMinReplicas "
+                                                 f"{config.host.hardMinReplicas}: kept until the count changes",))
+    ctx = _Ctx(config, ref, namespace, selector, pod_labels, effective)
+    draft = Draft(deployment)
+    write_spread(draft, ctx)
+    reasons = []
+    before_aff, after_aff = draft.original["spec"]["template"]["spec"].get("affinity"), draft.get(AFFINITY)
+    if before_aff != after_aff:
+        reasons.append("has pod anti-affinity that the spread replaces")
+    before, after = _constraints_of(deployment), _constraints_of(draft.root)
+    if before != after:
+        keys = managed_keys(config, deployment)
+        _, old_ours = _split(before, keys)
+        _, new_ours = _split(after, keys)
+        old_by_key = {c.get("topologyKey"): c for c in old_ours}
+        new_by_key = {c.get("topologyKey"): c for c in new_ours}
+        for key in sorted(set(old_by_key) | set(new_by_key)):
+            o, n = old_by_key.get(key), new_by_key.get(key)
+            if o is None:
+                reasons.append(f"missing spread on {key} ({_describe(n)})")
+            elif n is None:
+                reasons.append(f"has a spread on {key} that the current settings do not write")
+            elif o != n:
+                reasons.append(f"spread on {key} differs: {_describe(o)} -> {_describe(n)}"
+                               if _describe(o) != _describe(n) else f"spread on {key} differs in selector or policies")
+        if not reasons:
+            reasons.append("topology spread constraints differ from the current settings")
+    return Drift(bool(reasons), effective.replicas, tuple(reasons))
