@@ -42,6 +42,10 @@ class PolicyError(PolicylibError):
         super().__init__(f"{obj_ref}: {field}: {message}" if field else f"{obj_ref}: {message}")
 
 
+class InputError(PolicylibError):
+    """Input the CLI cannot read: a file, bad YAML/JSON, or a document that is not an object."""
+
+
 @dataclass(frozen=True)
 class FieldError:
     """One validation finding, shaped like Kubernetes' ``field.Error``."""

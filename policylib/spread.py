@@ -89,6 +89,9 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     """
     ns = namespace or namespace_of(deployment)
     ref = object_ref(deployment, ns)
+    replicas = (deployment.get("spec") or {}).get("replicas")
+    if replicas is not None:
+        _int_field(replicas, ref, "spec.replicas", 0)
     name = (deployment.get("metadata") or {}).get("name")
     hpas = facts.hpas_for(ns, name) if name else []
     if hpas:
@@ -110,10 +113,9 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
             raise PolicyError(ref, path, f"must be a whole number as a string, got {raw!r}") from None
         _int_field(count, ref, path, 0)
         return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
-    replicas = (deployment.get("spec") or {}).get("replicas")
     if replicas is None:
         return Effective(1, "spec.replicas absent (defaults to 1)")
-    return Effective(_int_field(replicas, ref, "spec.replicas", 0), f"spec.replicas {replicas}")
+    return Effective(replicas, f"spec.replicas {replicas}")
 
 
 # --- the two constraints (seed 000 "Zone spread", "Host spread") ------------

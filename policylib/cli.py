@@ -1,0 +1,137 @@
+"""``policylib`` command line: dry-run previews of what the webhook would do.
+
+``policylib preview [--config FILE] -f FILE [-f FILE ...] [--old FILE]
+[-o yaml|patch|diff] [--exit-code]``
+
+This module is the imperative shell: it reads files, calls the pure policy
+functions and prints. User errors print one line on stderr and exit 2; with
+``--exit-code`` the exit status is 1 when any object would change (like
+``kubectl diff``).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from typing import Sequence, TextIO
+
+from .config import Config, load_config
+from .documents import Document, dump_yaml, parse_documents
+from .errors import InputError, PolicyError, PolicylibError, object_ref
+from .facts import ClusterFacts, is_fact, namespace_of
+from .mutate import mutate
+from .result import Result
+
+EXIT_OK, EXIT_CHANGED, EXIT_ERROR = 0, 1, 2
+
+
+def _read_source(path: str, stdin: TextIO) -> str:
+    if path == "-":
+        return stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
+def read_documents(paths: Sequence[str], stdin: TextIO) -> list[Document]:
+    docs: list[Document] = []
+    for path in paths:
+        docs += parse_documents(_read_source(path, stdin), "<stdin>" if path == "-" else path)
+    return docs
+
+
+def object_key(obj: dict) -> tuple:
+    """Identity of an object for matching ``--old``: kind, namespace, name."""
+    meta = obj.get("metadata") or {}
+    return obj.get("kind"), namespace_of(obj), meta.get("name")
+
+
+def _diff_text(before: dict, after: dict, label: str) -> str:
+    lines = difflib.unified_diff(dump_yaml(before).splitlines(keepends=True),
+                                 dump_yaml(after).splitlines(keepends=True),
+                                 fromfile=f"a/{label}", tofile=f"b/{label}")
+    return "".join(lines)
+
+
+def _format(doc: Document, result: Result, output: str) -> str:
+    if output == "patch":
+        return json.dumps(result.patch, separators=(",", ":")) + "\n"
+    if output == "diff":
+        label = object_ref(doc.obj)
+        body = _diff_text(doc.obj, result.object, label) if result.changed else f"= {label}: unchanged\n"
+        return body + "".join(f"# {r}\n" for r in result.reasons)
+    text = dump_yaml(result.object)
+    for extra in result.extra_objects:
+        text += "---\n" + dump_yaml(extra)
+    return text
+
+
+def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    config = load_config(args.config)
+    docs = read_documents(args.filename, stdin)
+    facts = ClusterFacts.from_objects(d.obj for d in docs)
+    olds = {}
+    if args.old:
+        olds = {object_key(d.obj): d.obj for d in read_documents([args.old], stdin)}
+    subjects = [d for d in docs if not is_fact(d.obj)]
+    outputs, changed = [], False
+    for doc in subjects:
+        result = _mutate_document(doc, config, facts, olds.get(object_key(doc.obj)))
+        changed = changed or result.changed
+        for w in result.warnings:
+            stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
+        if args.verbose:
+            for r in result.reasons:
+                stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
+        outputs.append(_format(doc, result, args.output))
+    separator = "---\n" if args.output == "yaml" else ""
+    stdout.write(separator.join(outputs))
+    return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
+
+
+def _mutate_document(doc: Document, config: Config, facts: ClusterFacts, old: dict | None) -> Result:
+    try:
+        return mutate(doc.obj, config, old=old, facts=facts)
+    except PolicyError as e:
+        raise InputError(f"{doc.source}: {e}") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="policylib", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("preview", help="show what the webhook would do to objects, without a cluster",
+                       description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
+                                   "and Nodes in the input are cluster context: they inform the policies "
+                                   "and are not printed.")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML; the seed's shape or Helm values)")
+    p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
+                   help="YAML or JSON, multi-document, kind: List; '-' for stdin. Repeatable")
+    p.add_argument("--old", metavar="FILE", help="old objects: preview an UPDATE from them (matched by "
+                                                 "kind, namespace and name)")
+    p.add_argument("-o", "--output", choices=("yaml", "patch", "diff"), default="yaml",
+                   help="yaml: mutated objects; patch: one RFC 6902 patch per line; diff: unified diff "
+                        "with reasons")
+    p.add_argument("--exit-code", action="store_true",
+                   help="exit 1 when any object would change (for CI gates)")
+    p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
+    p.set_defaults(func=preview)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
+         stderr: TextIO = sys.stderr) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args, stdin, stdout, stderr)
+    except PolicylibError as e:
+        stderr.write(f"policylib: error: {e}\n")
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

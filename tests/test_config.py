@@ -1,0 +1,132 @@
+"""load_config: the seed's YAML, Helm nesting, defaults and errors (seed 000 "Default values")."""
+import textwrap
+
+import pytest
+
+from policylib import ConfigError, load_config
+from policylib.config import Config, HostSpread, ZoneSpread
+
+SEED_DEFAULTS = textwrap.dedent("""\
+    lrs-operator:
+      operator:
+        config:
+          zoneTopologySpread:
+            enabled: true
+            topologyKey: topology.kubernetes.io/zone
+            maxSkew: 1
+            matchLabelKeys: pod-template-hash
+          hostTopologySpread:
+            enabled: true
+            whenUnsatisfiable: ScheduleAnyway
+            topologyKey: kubernetes.io/hostname
+            maxSkew: 1
+            minDomains: 3
+            hardMinReplicas: 3
+            enableReplicaDerivedMaxSkewRule: true
+            matchLabelKeys: pod-template-hash
+            reconcileDrift: false
+    """)
+
+
+def test_none_gives_the_seed_defaults():
+    c = load_config(None)
+    assert c.zone == ZoneSpread(True, "topology.kubernetes.io/zone", 1, ("pod-template-hash",))
+    assert c.host == HostSpread(True, "ScheduleAnyway", "kubernetes.io/hostname", 1, 3, 3, True,
+                                ("pod-template-hash",), False)
+    assert c.removePodAntiAffinity == "own"
+
+
+def test_seed_default_block_as_helm_values_file_equals_defaults(tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(SEED_DEFAULTS)
+    assert load_config(path) == Config()
+    assert load_config(str(path)) == Config()
+
+
+def test_top_level_form_and_missing_keys_take_defaults():
+    c = load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,
+                                            "hardMinReplicas": 3}})
+    assert c.host.whenUnsatisfiable == "DoNotSchedule"
+    assert c.host.maxSkew == 1 and c.host.topologyKey == "kubernetes.io/hostname"
+    assert c.zone == ZoneSpread()
+
+
+def test_seed_example_turn_off_both_spreads():
+    c = load_config({"lrs-operator": {"operator": {"config": {
+        "zoneTopologySpread": {"enabled": False}, "hostTopologySpread": {"enabled": False}}}}})
+    assert (c.zone.enabled, c.host.enabled) == (False, False)
+
+
+def test_helm_values_other_operator_keys_are_ignored():
+    c = load_config({"lrs-operator": {"image": "x", "operator": {"replicas": 2, "config": {
+        "logLevel": "debug", "hostTopologySpread": {"maxSkew": 2}}}}})
+    assert c.host.maxSkew == 2
+
+
+@pytest.mark.parametrize("value,expected", [
+    ("pod-template-hash", ("pod-template-hash",)),
+    ("none", ()),
+    (["pod-template-hash", "example.com/rev"], ("pod-template-hash", "example.com/rev")),
+    ([], ()),
+])
+def test_match_label_keys_forms(value, expected):
+    assert load_config({"zoneTopologySpread": {"matchLabelKeys": value}}).zone.matchLabelKeys == expected
+
+
+@pytest.mark.parametrize("data,path,fragment", [
+    ({"hostTopologySpread": {"maxSkew": 0}}, "hostTopologySpread.maxSkew", "integer >= 1"),
+    ({"zoneTopologySpread": {"maxSkew": -1}}, "zoneTopologySpread.maxSkew", "integer >= 1"),
+    ({"hostTopologySpread": {"minDomains": 0}}, "hostTopologySpread.minDomains", "integer >= 1"),
+    ({"hostTopologySpread": {"hardMinReplicas": 0}}, "hostTopologySpread.hardMinReplicas", "integer >= 1"),
+    ({"hostTopologySpread": {"maxSkew": "2"}}, "hostTopologySpread.maxSkew", "got '2'"),
+    ({"hostTopologySpread": {"maxSkew": True}}, "hostTopologySpread.maxSkew", "got True"),
+    ({"hostTopologySpread": {"whenUnsatisfiable": "Never"}}, "hostTopologySpread.whenUnsatisfiable",
+     "DoNotSchedule, ScheduleAnyway"),
+    ({"zoneTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}, "zoneTopologySpread.whenUnsatisfiable",
+     "always ScheduleAnyway"),
+    ({"hostTopologySpread": {"enabled": "yes"}}, "hostTopologySpread.enabled", "true or false"),
+    ({"hostTopologySpread": {"reconcileDrift": 1}}, "hostTopologySpread.reconcileDrift", "true or false"),
+    ({"hostTopologySpread": {"maxSkw": 1}}, "hostTopologySpread.maxSkw", "did you mean 'maxSkew'"),
+    ({"zoneTopologySpred": {}}, "zoneTopologySpred", "did you mean 'zoneTopologySpread'"),
+    ({"hostTopologySpread": {"matchLabelKeys": "bad key!"}}, "hostTopologySpread.matchLabelKeys",
+     "not a valid label key"),
+    ({"hostTopologySpread": {"matchLabelKeys": ["a", "a"]}}, "hostTopologySpread.matchLabelKeys", "twice"),
+    ({"hostTopologySpread": {"topologyKey": ""}}, "hostTopologySpread.topologyKey", "non-empty"),
+    ({"hostTopologySpread": {"topologyKey": "topology.kubernetes.io/zone"}}, "hostTopologySpread.topologyKey",
+     "must differ"),
+    ({"removePodAntiAffinity": "some"}, "removePodAntiAffinity", "'own'"),
+    ({"hostTopologySpread": []}, "hostTopologySpread", "must be a mapping"),
+    ({"webhook": {"failureMode": "maybe"}}, "webhook.failureMode", "'open'"),
+])
+def test_bad_settings_name_the_key_path_and_what_is_allowed(data, path, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_config(data)
+    assert e.value.path == path
+    assert fragment in e.value.message
+
+
+def test_helm_nested_errors_carry_the_full_path():
+    with pytest.raises(ConfigError) as e:
+        load_config({"lrs-operator": {"operator": {"config": {"hostTopologySpread": {"minDomains": 0}}}}})
+    assert e.value.path == "lrs-operator.operator.config.hostTopologySpread.minDomains"
+
+
+def test_helm_near_miss_top_level_key_is_an_error():
+    with pytest.raises(ConfigError, match="did you mean 'hostTopologySpread'"):
+        load_config({"lrs-operator": {"operator": {"config": {"hostTopologySpred": {}}}}})
+
+
+def test_file_errors_name_the_file(tmp_path):
+    bad = tmp_path / "c.yaml"
+    bad.write_text("hostTopologySpread: [\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(bad)
+    assert str(bad) in str(e.value) and "invalid YAML" in str(e.value)
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.yaml")
+
+
+def test_fingerprint_tracks_what_is_written_not_reconcile_drift():
+    base = load_config(None)
+    assert base.spread_fingerprint() == load_config({"hostTopologySpread": {"reconcileDrift": True}}).spread_fingerprint()
+    assert base.spread_fingerprint() != load_config({"hostTopologySpread": {"maxSkew": 2}}).spread_fingerprint()
