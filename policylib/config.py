@@ -12,6 +12,7 @@ import difflib
 import hashlib
 import json
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -91,6 +92,10 @@ class Config:
 
         ``reconcileDrift`` is left out: it decides when to write, not what.
         """
+        return self._spread_fingerprint
+
+    @cached_property
+    def _spread_fingerprint(self) -> str:
         data = {"zone": asdict(self.zone), "host": asdict(self.host),
                 "removePodAntiAffinity": self.removePodAntiAffinity}
         data["host"].pop("reconcileDrift")

@@ -16,7 +16,10 @@ Path = Sequence[str]
 
 def escape_token(token: object) -> str:
     """JSON Pointer escaping (RFC 6901): ``~`` then ``/``."""
-    return str(token).replace("~", "~0").replace("/", "~1")
+    token = str(token)
+    if "~" in token or "/" in token:
+        return token.replace("~", "~0").replace("/", "~1")
+    return token
 
 
 def pointer(path: Iterable[object]) -> str:

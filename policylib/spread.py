@@ -321,6 +321,7 @@ class _Ctx:
     effective: Effective
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    written: list[dict] = field(default_factory=list)
 
 
 def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
@@ -350,6 +351,7 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
     config = ctx.config
     desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config)
     ctx.reasons += why
+    ctx.written = desired
     current = _constraints_of(draft.root)
     others, _ = _split(current, managed_keys(config, draft.original, previous))
     new = others + desired
@@ -411,6 +413,15 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         draft.prune_empty(ANNOTATIONS)
 
 
+def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[str]:
+    """Report constraints the API server would reject; ours are valid by construction,
+    so the check runs only when the list holds constraints we did not just write."""
+    if constraints == written:
+        return []
+    return [f"{err} (the API server will reject this Deployment)"
+            for err in validate_topology_spread_constraints(constraints or None)]
+
+
 def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective | None:
     try:
         return effective_replicas(old, facts, namespace)
@@ -445,8 +456,7 @@ def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | No
             keep_old_placement(draft, old, ctx)
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
-    for err in validate_topology_spread_constraints(_constraints_of(result_obj) or None):
-        ctx.warnings.append(f"{err} (the API server will reject this Deployment)")
+    ctx.warnings += invalid_constraint_warnings(_constraints_of(result_obj), ctx.written)
     return Result(result_obj, patch, ctx.reasons, ctx.warnings)
 
 

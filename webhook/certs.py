@@ -1,0 +1,239 @@
+"""Self-managed certificates for the webhook, made with ``cryptography``.
+
+``ensure_certs`` writes the four files of a Kubernetes TLS Secret plus the CA
+key (``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key``) and is safe to run
+again: it keeps a valid CA and serving certificate, and renews the serving
+certificate when less than a third of its lifetime is left (the rule
+cert-manager uses for its default ``renewBefore``).
+
+The serving certificate follows what the API server's Go TLS client checks:
+the host name ``NAME.NS.svc`` must be a DNS SAN (the Common Name is ignored),
+extended key usage ``serverAuth``, and a chain to the ``caBundle``.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import ipaddress
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
+DEFAULT_DAYS = 365
+CA_DAYS = 3650
+CLOCK_SKEW = dt.timedelta(minutes=5)
+LOCAL_DNS = ("localhost",)
+LOCAL_IPS = ("127.0.0.1",)
+
+
+class CertError(Exception):
+    """The certificate directory cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class CertState:
+    """What ``ensure_certs`` did: which files it (re)wrote and the CA bundle."""
+
+    directory: Path
+    new_ca: bool
+    new_serving: bool
+    reason: str
+    not_after: dt.datetime
+
+    @property
+    def ca_bundle(self) -> str:
+        """``caBundle`` for a webhook configuration: base64 of the CA's PEM."""
+        return base64.b64encode((self.directory / CA_CERT).read_bytes()).decode("ascii")
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names a Service is reached by in-cluster, then the local-run names."""
+    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
+            f"{service}.{namespace}.svc.cluster.local", *LOCAL_DNS]
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    """ECDSA P-256: accepted by Go's crypto/tls and cheaper to handshake than RSA."""
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _builder(subject: str, issuer: x509.Name, key, now: dt.datetime, days: int) -> x509.CertificateBuilder:
+    return (x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .issuer_name(issuer)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - CLOCK_SKEW)
+            .not_valid_after(now + dt.timedelta(days=days)))
+
+
+def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS):
+    """A self-signed CA: basicConstraints CA:TRUE, may sign certificates only."""
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}-ca")])
+    cert = (_builder(f"{service}-ca", name, key, now, days)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, key_cert_sign=True, crl_sign=True,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256()))
+    return cert, key
+
+
+def make_serving(ca_cert: x509.Certificate, ca_key, service: str, namespace: str,
+                 now: dt.datetime, days: int = DEFAULT_DAYS):
+    """The serving certificate: DNS and IP SANs, EKU serverAuth, signed by the CA."""
+    key = _new_key()
+    sans = [x509.DNSName(n) for n in service_dns_names(service, namespace)]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in LOCAL_IPS]
+    cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False,
+                                         key_agreement=False, key_cert_sign=False, crl_sign=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    return cert, key
+
+
+# --- reading what is on disk ----------------------------------------------
+
+def _load_pair(directory: Path, cert_name: str, key_name: str):
+    """(cert, key) from PEM files, or None when missing, unreadable or not a pair."""
+    try:
+        cert = x509.load_pem_x509_certificate((directory / cert_name).read_bytes())
+        key = serialization.load_pem_private_key((directory / key_name).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError):
+        return None
+    if cert.public_key().public_numbers() != key.public_key().public_numbers():
+        return None
+    return cert, key
+
+
+def _is_ca(cert: x509.Certificate) -> bool:
+    try:
+        return cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+    except x509.ExtensionNotFound:
+        return False
+
+
+def _dns_names(cert: x509.Certificate) -> list[str]:
+    try:
+        return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value \
+            .get_values_for_type(x509.DNSName)
+    except x509.ExtensionNotFound:
+        return []
+
+
+def ca_problem(pair, now: dt.datetime, days: int) -> str | None:
+    """Why the CA on disk cannot be kept, or None.
+
+    It must be a CA and outlive a serving certificate issued now.
+    """
+    if pair is None:
+        return "no readable CA certificate and matching key"
+    cert, _ = pair
+    if not _is_ca(cert):
+        return "ca.crt is not a CA (basicConstraints CA:FALSE)"
+    if cert.not_valid_after_utc < now + dt.timedelta(days=days):
+        return f"the CA expires {cert.not_valid_after_utc:%Y-%m-%d}, before a new serving certificate would"
+    return None
+
+
+def serving_problem(pair, ca_cert: x509.Certificate, service: str, namespace: str,
+                    now: dt.datetime) -> str | None:
+    """Why the serving certificate on disk must be renewed, or None."""
+    if pair is None:
+        return "no readable serving certificate and matching key"
+    cert, _ = pair
+    if cert.issuer != ca_cert.subject:
+        return "the serving certificate was not issued by ca.crt"
+    try:
+        cert.verify_directly_issued_by(ca_cert)
+    except (InvalidSignature, ValueError, TypeError):
+        return "the serving certificate's signature does not verify against ca.crt"
+    if sorted(_dns_names(cert)) != sorted(service_dns_names(service, namespace)):
+        return "the serving certificate's DNS names differ from the service's"
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    if now >= end - (end - start) / 3:
+        return f"less than a third of the serving certificate's lifetime is left (expires {end:%Y-%m-%d})"
+    return None
+
+
+# --- writing ----------------------------------------------------------------
+
+def _write_atomic(path: Path, data: bytes, mode: int) -> None:
+    """Write via a temporary file and rename, so a reader sees the old or the new file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _key_pem(key) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def write_pair(directory: Path, cert_name: str, key_name: str, cert, key) -> None:
+    """Key first, then certificate: a server reloading on the certificate's change sees both."""
+    _write_atomic(directory / key_name, _key_pem(key), 0o600)
+    _write_atomic(directory / cert_name, cert.public_bytes(serialization.Encoding.PEM), 0o644)
+
+
+def ensure_certs(directory: str | Path, service: str, namespace: str, days: int = DEFAULT_DAYS,
+                 renew: bool = False, now: dt.datetime | None = None) -> CertState:
+    """Make or keep the CA and serving certificate in ``directory`` (see module docstring).
+
+    ``renew`` forces a new serving certificate from the kept CA.
+    """
+    if days < 1:
+        raise CertError(f"--days must be at least 1, got {days}")
+    now = now or _now()
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CertError(f"cannot create {directory}: {e.strerror or e}") from None
+    ca = _load_pair(directory, CA_CERT, CA_KEY)
+    new_ca = ca_problem(ca, now, days)
+    if new_ca:
+        ca = make_ca(service, now, max(CA_DAYS, days * 3))
+        write_pair(directory, CA_CERT, CA_KEY, *ca)
+    serving = _load_pair(directory, TLS_CERT, TLS_KEY)
+    why = new_ca or ("renewal requested" if renew else None) or \
+        serving_problem(serving, ca[0], service, namespace, now)
+    if why:
+        serving = make_serving(ca[0], ca[1], service, namespace, now, days)
+        write_pair(directory, TLS_CERT, TLS_KEY, *serving)
+    return CertState(directory, bool(new_ca), bool(why), why or "kept: CA and serving certificate are valid",
+                     serving[0].not_valid_after_utc)
+
+
+def certificate_not_after(path: str | Path) -> float:
+    """A PEM certificate's notAfter as seconds since the epoch."""
+    cert = x509.load_pem_x509_certificate(Path(path).read_bytes())
+    return cert.not_valid_after_utc.timestamp()

@@ -1,0 +1,197 @@
+"""The AdmissionReview protocol as pure functions: bytes in, answer out.
+
+Follows ``k8s.io/api/admission/v1`` (types.go) and the API server's mutating
+dispatcher: the response echoes ``request.uid``; ``patch`` is base64 of an RFC
+6902 JSON patch and ``patchType: JSONPatch`` is set only with a patch;
+``auditAnnotations`` keys get the webhook's name as prefix, so ours are plain
+names (``reasons``) that keep ``<webhook name>/<key>`` a qualified name.
+No Flask, no I/O: :mod:`webhook.app` is the shell around this.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import policylib
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+MUTATING_OPERATIONS = ("CREATE", "UPDATE")
+OPERATIONS = MUTATING_OPERATIONS + ("DELETE", "CONNECT")
+#: kubectl prints every warning on every apply: keep each one short.
+MAX_WARNING_CHARS = 120
+MAX_WARNINGS = 10
+MAX_AUDIT_CHARS = 512
+AUDIT_REASONS_KEY = "reasons"
+
+# Outcomes, one label value each in the reviews metric.
+MUTATED, UNCHANGED, SKIPPED, FAIL_OPEN, FAIL_CLOSED = "mutated", "unchanged", "skipped", "fail_open", "fail_closed"
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview we can answer (HTTP 400)."""
+
+
+@dataclass(frozen=True)
+class ReviewRequest:
+    """The parts of ``AdmissionReview.request`` the webhook reads."""
+
+    uid: str
+    operation: str
+    group: str
+    version: str
+    kind: str
+    namespace: str | None
+    name: str | None
+    obj: dict | None
+    old: dict | None
+    dry_run: bool
+
+
+@dataclass
+class Answer:
+    """What to answer for one request; ``outcome`` and ``error`` are for metrics and logs."""
+
+    outcome: str
+    patch: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    reasons: list[str] = field(default_factory=list)
+    denial: str | None = None
+    error: str | None = None
+
+    @property
+    def allowed(self) -> bool:
+        return self.denial is None
+
+
+# --- parsing ------------------------------------------------------------------
+
+def _string(request: dict, key: str, required: bool = False) -> str | None:
+    value = request.get(key)
+    if value is None or value == "":
+        if required:
+            raise BadReview(f"request.{key} is required")
+        return None
+    if not isinstance(value, str):
+        raise BadReview(f"request.{key} must be a string, got {type(value).__name__}")
+    return value
+
+
+def _object(request: dict, key: str) -> dict | None:
+    value = request.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise BadReview(f"request.{key} must be an object, got {type(value).__name__}")
+    return value
+
+
+def parse_review(body: bytes) -> ReviewRequest:
+    """Parse and check an ``admission.k8s.io/v1`` AdmissionReview; raises :class:`BadReview`."""
+    try:
+        review = json.loads(body)
+    except (ValueError, RecursionError) as e:
+        raise BadReview(f"body is not valid JSON: {e}") from None
+    if not isinstance(review, dict):
+        raise BadReview(f"body must be a JSON object, got {type(review).__name__}")
+    if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
+        raise BadReview(f"body must be an {API_VERSION} {KIND}, got apiVersion={review.get('apiVersion')!r} "
+                        f"kind={review.get('kind')!r}")
+    request = review.get("request")
+    if not isinstance(request, dict):
+        raise BadReview("request is required and must be an object")
+    uid = _string(request, "uid", required=True)
+    operation = _string(request, "operation", required=True)
+    if operation not in OPERATIONS:
+        raise BadReview(f"request.operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")
+    kind = request.get("kind")
+    if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
+        raise BadReview("request.kind must be an object with group, version and kind")
+    obj, old = _object(request, "object"), _object(request, "oldObject")
+    if operation in MUTATING_OPERATIONS and obj is None:
+        raise BadReview(f"request.object is required for {operation}")
+    return ReviewRequest(uid=uid, operation=operation, group=str(kind.get("group") or ""),
+                         version=str(kind.get("version") or ""), kind=kind["kind"],
+                         namespace=_string(request, "namespace"), name=_string(request, "name"),
+                         obj=obj, old=old, dry_run=request.get("dryRun") is True)
+
+
+# --- deciding -----------------------------------------------------------------
+
+def decide(req: ReviewRequest, config: policylib.Config, facts: Any = None) -> Answer:
+    """Run policylib for CREATE and UPDATE; DELETE and CONNECT pass untouched.
+
+    A policy failure follows ``config.webhook.failureMode``: ``open`` admits the
+    object unchanged with a warning, ``closed`` denies it with the message.
+    ``dryRun`` changes nothing: policylib has no side effects.
+    """
+    if req.operation not in MUTATING_OPERATIONS:
+        return Answer(SKIPPED)
+    try:
+        result = policylib.mutate(req.obj, config, old=req.old if req.operation == "UPDATE" else None,
+                                  facts=facts, namespace=req.namespace)
+    except Exception as e:  # noqa: BLE001 -- any policy failure follows the failure mode
+        return failure_answer(e, config.webhook.failureMode)
+    return Answer(MUTATED if result.patch else UNCHANGED, list(result.patch),
+                  short_warnings(result.warnings), list(result.reasons))
+
+
+def failure_message(error: Exception) -> str:
+    """One line naming the problem; a programming error names its type too."""
+    if isinstance(error, policylib.PolicylibError):
+        return str(error)
+    return f"internal error {type(error).__name__}: {error}"
+
+
+def failure_answer(error: Exception, mode: str) -> Answer:
+    """Fail-open: allowed, no patch, a warning; fail-closed: denied with the message."""
+    message = failure_message(error)
+    if mode == "closed":
+        return Answer(FAIL_CLOSED, denial=f"policylib: {message}", error=message)
+    return Answer(FAIL_OPEN, warnings=short_warnings([f"policylib not applied: {message}"]), error=message)
+
+
+def truncate(text: str, limit: int) -> str:
+    """At most ``limit`` characters, cut at a word boundary when one is near, marked ``...``."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 3]
+    space = cut.rfind(" ")
+    if space >= limit * 2 // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:") + "..."
+
+
+def short_warnings(warnings: list[str]) -> list[str]:
+    """Each warning at most 120 characters, duplicates dropped, at most ten."""
+    out: list[str] = []
+    for w in warnings:
+        short = truncate(str(w), MAX_WARNING_CHARS)
+        if short and short not in out:
+            out.append(short)
+    return out[:MAX_WARNINGS]
+
+
+def audit_annotations(answer: Answer) -> dict[str, str]:
+    """A short summary of policylib's reasons, or of the failure."""
+    summary = "; ".join(answer.reasons)
+    if answer.error:
+        summary = f"policy failed ({answer.outcome}): {answer.error}"
+    return {AUDIT_REASONS_KEY: truncate(summary, MAX_AUDIT_CHARS)} if summary else {}
+
+
+def response_review(req: ReviewRequest, answer: Answer) -> dict:
+    """The AdmissionReview answer (admission/v1 AdmissionResponse)."""
+    response: dict = {"uid": req.uid, "allowed": answer.allowed}
+    if answer.denial is not None:
+        response["status"] = {"code": 400, "message": answer.denial}
+    if answer.patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(answer.patch, separators=(",", ":")).encode()).decode()
+    if answer.warnings:
+        response["warnings"] = answer.warnings
+    annotations = audit_annotations(answer)
+    if annotations:
+        response["auditAnnotations"] = annotations
+    return {"apiVersion": API_VERSION, "kind": KIND, "response": response}
