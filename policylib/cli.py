@@ -23,7 +23,7 @@ from .facts import ClusterFacts, is_fact, namespace_of
 from .mutate import mutate
 from .result import Result
 
-EXIT_OK, EXIT_CHANGED, EXIT_ERROR = 0, 1, 2
+EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
 
 
 def _read_source(path: str, stdin: TextIO) -> str:
@@ -77,10 +77,13 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     if args.old:
         olds = {object_key(d.obj): d.obj for d in read_documents([args.old], stdin)}
     subjects = [d for d in docs if not is_fact(d.obj)]
-    outputs, changed = [], False
+    outputs, changed, denied = [], False, False
     for doc in subjects:
         result = _mutate_document(doc, config, facts, olds.get(object_key(doc.obj)))
         changed = changed or result.changed
+        if result.denial:
+            denied = True
+            stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
         for w in result.warnings:
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
         if args.verbose:
@@ -89,6 +92,8 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
         outputs.append(_format(doc, result, args.output))
     separator = "---\n" if args.output == "yaml" else ""
     stdout.write(separator.join(outputs))
+    if denied:
+        return EXIT_DENIED
     return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
 
 

@@ -67,6 +67,70 @@ class WebhookSettings:
     maxRequestBytes: int = 6 * 1024 * 1024
 
 
+VOLCANO_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed",
+                  "JobUpdated")  # Volcano pkg/webhooks/admission/jobs/validate/util.go policyEventMap (allowed)
+NETWORK_TOPOLOGY_MODES = ("hard", "soft")
+
+
+@dataclass(frozen=True)
+class NetworkTopology:
+    """A Volcano ``networkTopology`` spec: mode and exactly one tier bound for hard mode."""
+
+    mode: str = "hard"
+    highestTierAllowed: int | None = 1
+    highestTierName: str | None = None
+
+    def as_spec(self) -> dict:
+        spec: dict = {"mode": self.mode}
+        if self.highestTierAllowed is not None:
+            spec["highestTierAllowed"] = self.highestTierAllowed
+        if self.highestTierName is not None:
+            spec["highestTierName"] = self.highestTierName
+        return spec
+
+
+@dataclass(frozen=True)
+class DiscoverySource:
+    """One entry of Volcano's ``networkTopologyDiscovery`` (seed 001, default_controller_conf).
+
+    ``topologies`` maps a topology name to its node label keys, top tier first,
+    the node level (``kubernetes.io/hostname``) last.
+    """
+
+    source: str
+    enabled: bool = True
+    topologies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class VolcanoSettings:
+    """``volcano`` (seed 001): RestartPartition events, partitions, network topology, discovery."""
+
+    restartPartitionEvents: tuple[str, ...] = ("PodEvicted", "PodFailed")
+    partitionSize: int | None = None
+    networkTopology: NetworkTopology | None = field(default_factory=NetworkTopology)
+    networkTopologyDiscovery: tuple[DiscoverySource, ...] = ()
+
+
+GANG_METHODS = ("labels", "podgroup", "koordinator")
+GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins")
+MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
+ON_VIOLATION = ("warn", "deny")
+
+
+@dataclass(frozen=True)
+class GangSettings:
+    """``gang`` (seed 002): how gang metadata is written for Kubeflow jobs."""
+
+    method: str = "labels"
+    scheduler: str = "ack"
+    scheduleTimeoutSeconds: int = 10
+    matchPolicy: str = "none"
+    groupByRole: bool = False
+    onViolation: str = "warn"
+    trainingOperatorGang: bool = False
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything policylib reads. Sections mirror the YAML keys."""
@@ -78,6 +142,8 @@ class Config:
     # ha_topology_key rule) and keep terms aimed at other workloads.
     removePodAntiAffinity: str = "own"
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
+    volcano: VolcanoSettings = field(default_factory=VolcanoSettings)
+    gang: GangSettings = field(default_factory=GangSettings)
 
     @property
     def zone(self) -> ZoneSpread:
@@ -170,6 +236,100 @@ def _parse_failure_mode(path: str, value: Any) -> str:
     return value
 
 
+def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def parse(path: str, value: Any) -> str:
+        if value not in choices:
+            raise ConfigError(path, f"must be one of {', '.join(choices)}; got {value!r}")
+        return value
+    return parse
+
+
+def _parse_events(path: str, value: Any) -> tuple[str, ...]:
+    """Volcano policy events; ``[]`` disables; ``*`` stands alone (validatePolicies)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(path, f"must be a list of Volcano events, got {value!r}")
+    for i, event in enumerate(value):
+        if event not in VOLCANO_EVENTS:
+            raise ConfigError(f"{path}[{i}]", f"unknown Volcano event {event!r}; allowed: {', '.join(VOLCANO_EVENTS)}")
+    if len(set(value)) != len(value):
+        raise ConfigError(path, f"lists an event twice: {value}")
+    if "*" in value and len(value) > 1:
+        raise ConfigError(path, "'*' covers every event and must stand alone")
+    return tuple(value)
+
+
+def _parse_optional_positive_int(path: str, value: Any) -> int | None:
+    return None if value is None else _parse_positive_int(path, value)
+
+
+def _parse_network_topology(path: str, value: Any) -> NetworkTopology | None:
+    """``{mode: hard|soft, highestTierAllowed: N}`` or ``highestTierName``, never both."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise ConfigError(path, f"must be a mapping like {{mode: hard, highestTierAllowed: 1}}, got {value!r}")
+    for key in value:
+        if key not in ("mode", "highestTierAllowed", "highestTierName"):
+            raise _unknown_key(f"{path}.", key, ["mode", "highestTierAllowed", "highestTierName"])
+    mode = _one_of(NETWORK_TOPOLOGY_MODES)(f"{path}.mode", value.get("mode", "hard"))
+    tier = _parse_optional_positive_int(f"{path}.highestTierAllowed", value.get("highestTierAllowed"))
+    name = value.get("highestTierName")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ConfigError(f"{path}.highestTierName", f"must be a non-empty tier name, got {name!r}")
+    if tier is not None and name is not None:
+        raise ConfigError(path, "highestTierAllowed and highestTierName are exclusive: set one")
+    if mode == "hard" and tier is None and name is None:
+        raise ConfigError(path, "hard mode needs highestTierAllowed or highestTierName; without one the "
+                                "Volcano scheduler silently does not enforce it")
+    return NetworkTopology(mode, tier, name)
+
+
+def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
+    """Seed 001 ``default_controller_conf.networkTopologyDiscovery``, verbatim."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ConfigError(path, f"must be a list (the seed's default_controller_conf list), got {value!r}")
+    out = []
+    for i, item in enumerate(value):
+        p = f"{path}[{i}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("source"), str):
+            raise ConfigError(p, "each entry needs a 'source' (for example 'label')")
+        enabled = _parse_bool(f"{p}.enabled", item.get("enabled", True))
+        topologies: tuple = ()
+        if item["source"] == "label":
+            types = ((item.get("config") or {}).get("networkTopologyTypes")) if isinstance(item.get("config"), Mapping) else None
+            if not isinstance(types, Mapping) or not types:
+                raise ConfigError(f"{p}.config.networkTopologyTypes", "must map a topology name to its list of "
+                                                                       "{nodeLabel: ...} entries")
+            if len(types) > 1:
+                raise ConfigError(f"{p}.config.networkTopologyTypes", "only one topology can be configured "
+                                                                       f"(seed 001); got {', '.join(map(str, types))}")
+            parsed = []
+            for name, tiers in types.items():
+                tp = f"{p}.config.networkTopologyTypes.{name}"
+                if not isinstance(name, str) or not 0 < len(name) <= 20:
+                    raise ConfigError(tp, "a topology name has 1 to 20 characters")
+                if not isinstance(tiers, list) or len(tiers) < 2:
+                    raise ConfigError(tp, "needs at least one tier label and the node level (kubernetes.io/hostname) last")
+                labels = []
+                for j, tier in enumerate(tiers):
+                    if not isinstance(tier, Mapping) or "nodeLabel" not in tier:
+                        raise ConfigError(f"{tp}[{j}]", "each tier is {nodeLabel: <label key>}")
+                    labels.append(_parse_label_key(f"{tp}[{j}].nodeLabel", tier["nodeLabel"]))
+                if labels[-1] != "kubernetes.io/hostname":
+                    raise ConfigError(f"{tp}[{len(labels) - 1}].nodeLabel", "the last entry is the node level and must "
+                                      f"be kubernetes.io/hostname (seed 001); got {labels[-1]!r}")
+                if len(set(labels)) != len(labels):
+                    raise ConfigError(tp, f"lists a label twice: {labels}")
+                parsed.append((name, tuple(labels)))
+            topologies = tuple(parsed)
+        out.append(DiscoverySource(item["source"], enabled, topologies))
+    return tuple(out)
+
+
 Parser = Callable[[str, Any], Any]
 
 ZONE_KEYS: dict[str, Parser] = {
@@ -194,11 +354,60 @@ WEBHOOK_KEYS: dict[str, Parser] = {
     "failureMode": _parse_failure_mode,
     "maxRequestBytes": _parse_positive_int,
 }
+VOLCANO_KEYS: dict[str, Parser] = {
+    "restartPartitionEvents": _parse_events,
+    "partitionSize": _parse_optional_positive_int,
+    "networkTopology": _parse_network_topology,
+    "networkTopologyDiscovery": _parse_discovery,
+}
+GANG_KEYS: dict[str, Parser] = {
+    "method": _one_of(GANG_METHODS),
+    "scheduler": _one_of(GANG_SCHEDULERS),
+    "scheduleTimeoutSeconds": _parse_positive_int,
+    "matchPolicy": _one_of(MATCH_POLICIES),
+    "groupByRole": _parse_bool,
+    "onViolation": _one_of(ON_VIOLATION),
+    "trainingOperatorGang": _parse_bool,
+}
+
+
+def check_volcano(v: VolcanoSettings) -> None:
+    """Seed 001 "Constraints": with a group (partition) policy, soft network topology is not supported."""
+    if v.partitionSize is not None and v.networkTopology is not None and v.networkTopology.mode == "soft":
+        raise ConfigError("volcano.networkTopology.mode", "soft mode is not supported with a partition policy "
+                          "(volcano.partitionSize is set); use hard")
+
+
+def check_gang(g: GangSettings) -> None:
+    """Combinations a scheduler does not support (issue: gang scheduling, "Facts that bind us")."""
+    def both(message: str, *keys: str) -> ConfigError:
+        return ConfigError(" and ".join(f"gang.{k}" for k in keys), message)
+    if g.method == "labels" and g.scheduler == "scheduler-plugins":
+        raise both("the lightweight pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator "
+                   "only; use method podgroup with scheduler-plugins", "method", "scheduler")
+    if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
+        raise both("scheduler-plugins does not read gang.scheduling.koordinator.sh annotations", "method", "scheduler")
+    if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
+        raise both("scheduler-plugins' coscheduling has no match policy", "matchPolicy", "scheduler")
+    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
+        raise both("waiting-running-succeed is an ACK-only match policy", "matchPolicy", "scheduler")
+    if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
+        raise both("on ACK the Koordinator annotation method supports only once-satisfied", "matchPolicy", "method")
+    if g.groupByRole and g.scheduler == "scheduler-plugins":
+        raise both("scheduler-plugins has no GangGroup", "groupByRole", "scheduler")
+
+
 TOP_LEVEL_SCALARS: dict[str, Parser] = {
     "removePodAntiAffinity": _parse_removal,
 }
-SECTIONS = ("zoneTopologySpread", "hostTopologySpread", "webhook")
-TOP_LEVEL_KEYS = SECTIONS + tuple(TOP_LEVEL_SCALARS)
+SECTIONS: dict[str, tuple[dict[str, Parser], type, Callable[[Any], None] | None]] = {
+    "zoneTopologySpread": (ZONE_KEYS, ZoneSpread, None),
+    "hostTopologySpread": (HOST_KEYS, HostSpread, None),
+    "webhook": (WEBHOOK_KEYS, WebhookSettings, None),
+    "volcano": (VOLCANO_KEYS, VolcanoSettings, check_volcano),
+    "gang": (GANG_KEYS, GangSettings, check_gang),
+}
+TOP_LEVEL_KEYS = tuple(SECTIONS) + tuple(TOP_LEVEL_SCALARS)
 
 
 def _unknown_key(path: str, key: Any, known: tuple[str, ...] | list[str]) -> ConfigError:
@@ -260,18 +469,21 @@ def config_from_dict(data: Mapping | None) -> Config:
             continue
         raise _unknown_key(prefix, key, TOP_LEVEL_KEYS)
     try:
-        zone = _parse_section("zoneTopologySpread", body.get("zoneTopologySpread"), ZONE_KEYS, ZoneSpread)
-        host = _parse_section("hostTopologySpread", body.get("hostTopologySpread"), HOST_KEYS, HostSpread)
-        webhook = _parse_section("webhook", body.get("webhook"), WEBHOOK_KEYS, WebhookSettings)
+        sections = {}
+        for name, (parsers, cls, check) in SECTIONS.items():
+            sections[name] = _parse_section(name, body.get(name), parsers, cls)
+            if check:
+                check(sections[name])
         scalars = {k: p(k, body[k]) for k, p in TOP_LEVEL_SCALARS.items() if k in body}
     except ConfigError as e:
         if not prefix:
             raise
         raise ConfigError(prefix + e.path, e.message) from None
+    zone, host = sections["zoneTopologySpread"], sections["hostTopologySpread"]
     if zone.enabled and host.enabled and zone.topologyKey == host.topologyKey:
         raise ConfigError(f"{prefix}hostTopologySpread.topologyKey",
                           f"must differ from zoneTopologySpread.topologyKey (both are {zone.topologyKey!r})")
-    return Config(zoneTopologySpread=zone, hostTopologySpread=host, webhook=webhook, **scalars)
+    return Config(**sections, **scalars)
 
 
 def load_config(source: str | Path | Mapping | Config | None = None) -> Config:

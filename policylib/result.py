@@ -13,7 +13,9 @@ class Result:
     unchanged); ``reasons`` are informational; ``warnings`` are things a user
     must act on; ``extra_objects`` are objects a policy wants to exist beside
     this one (shown by preview, created by the controller, never by the
-    webhook).
+    webhook); ``denial``, when set, is why the object must be rejected (a
+    policy configured to deny rather than warn): the webhook answers
+    ``allowed: false`` with it and preview exits non-zero.
     """
 
     object: dict
@@ -21,6 +23,7 @@ class Result:
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     extra_objects: list[dict] = field(default_factory=list)
+    denial: str | None = None
 
     @property
     def changed(self) -> bool:
