@@ -3,6 +3,8 @@
 ``policylib preview [--config FILE] -f FILE [-f FILE ...] [--old FILE]
 [-o yaml|patch|diff] [--exit-code]``
 
+``policylib hypernodes -f NODES.yaml [--config FILE] [-o yaml|tree]``
+
 This module is the imperative shell: it reads files, calls the pure policy
 functions and prints. User errors print one line on stderr and exit 2; with
 ``--exit-code`` the exit status is 1 when any object would change (like
@@ -20,6 +22,7 @@ from .config import Config, load_config
 from .documents import Document, dump_yaml, parse_documents
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
+from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
 from .result import Result
 
@@ -104,6 +107,25 @@ def _mutate_document(doc: Document, config: Config, facts: ClusterFacts, old: di
         raise InputError(f"{doc.source}: {e}") from None
 
 
+def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The HyperNodes Volcano's label discovery would build from the Nodes given."""
+    config = load_config(args.config)
+    sources = [s for s in config.volcano.networkTopologyDiscovery if s.source == "label" and s.enabled]
+    if not sources:
+        raise InputError("no enabled 'label' source in volcano.networkTopologyDiscovery; set it in --config "
+                         "(the seed's default_controller_conf list)")
+    nodes = [d.obj for d in read_documents(args.filename, stdin)
+             if d.obj.get("kind") == "Node" and d.obj.get("apiVersion") == "v1"]
+    if not nodes:
+        raise InputError(f"{', '.join(args.filename)}: no v1 Node objects found")
+    built = discover_hypernodes(nodes, sources)
+    if args.output == "tree":
+        stdout.write(render_tree(built))
+    else:
+        stdout.write("---\n".join(dump_yaml(h) for h in built))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policylib", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -123,6 +145,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="exit 1 when any object would change (for CI gates)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
     p.set_defaults(func=preview)
+    h = sub.add_parser("hypernodes", help="build the HyperNodes Volcano's label discovery makes from Nodes",
+                       description="Build the topology.volcano.sh/v1alpha1 HyperNodes that Volcano's label "
+                                   "discovery would build from these Nodes, with stable names.")
+    h.add_argument("-f", "--filename", metavar="NODES", action="append", required=True,
+                   help="Nodes as YAML or JSON (kubectl get nodes -o yaml works); '-' for stdin. Repeatable")
+    h.add_argument("--config", metavar="FILE", help="config with volcano.networkTopologyDiscovery")
+    h.add_argument("-o", "--output", choices=("yaml", "tree"), default="yaml",
+                   help="yaml: HyperNode objects; tree: the hierarchy for people")
+    h.set_defaults(func=hypernodes)
     return parser
 
 

@@ -94,7 +94,8 @@ class DiscoverySource:
     """One entry of Volcano's ``networkTopologyDiscovery`` (seed 001, default_controller_conf).
 
     ``topologies`` maps a topology name to its node label keys, top tier first,
-    the node level (``kubernetes.io/hostname``) last.
+    the node level (``kubernetes.io/hostname``) last. Upstream Volcano reads
+    several topologies (its docs configure two); CCE's add-on allows only one.
     """
 
     source: str
@@ -304,9 +305,6 @@ def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
             if not isinstance(types, Mapping) or not types:
                 raise ConfigError(f"{p}.config.networkTopologyTypes", "must map a topology name to its list of "
                                                                        "{nodeLabel: ...} entries")
-            if len(types) > 1:
-                raise ConfigError(f"{p}.config.networkTopologyTypes", "only one topology can be configured "
-                                                                       f"(seed 001); got {', '.join(map(str, types))}")
             parsed = []
             for name, tiers in types.items():
                 tp = f"{p}.config.networkTopologyTypes.{name}"

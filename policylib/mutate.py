@@ -5,6 +5,7 @@ from .config import Config, load_config
 from .facts import ClusterFacts
 from .result import Result
 from .spread import is_deployment, mutate_deployment
+from .volcano import is_volcano_job, is_volcano_workload, mutate_other_volcano_kind, mutate_volcano_job
 
 
 def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None = None,
@@ -19,4 +20,8 @@ def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None =
     config = load_config(config)
     if is_deployment(obj):
         return mutate_deployment(obj, config, old=old, facts=facts, namespace=namespace)
+    if is_volcano_job(obj):
+        return mutate_volcano_job(obj, config, old=old, facts=facts, namespace=namespace)
+    if is_volcano_workload(obj):
+        return mutate_other_volcano_kind(obj)
     return Result(obj)

@@ -89,7 +89,8 @@ def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dic
     """The RFC 6902 operations that turn ``original`` into ``mutated`` at ``owned`` paths.
 
     Mappings are compared key by key; lists and scalars that differ are
-    replaced whole. Where an owned path's parent is missing in the original,
+    replaced whole. A path may index into a list (``("spec", "tasks", 0,
+    "policies")``) when both sides have the same list length there. Where an owned path's parent is missing in the original,
     the first missing mapping is added whole (and only once when several owned
     paths share it). Everything outside the owned paths must be identical; the
     caller guarantees that by editing only through a :class:`Draft`.
@@ -101,8 +102,7 @@ def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dic
         b: Any = mutated
         for i, key in enumerate(path):
             prefix = tuple(path[: i + 1])
-            a_has = isinstance(a, dict) and key in a
-            b_has = isinstance(b, dict) and key in b
+            a_has, b_has = _has(a, key), _has(b, key)
             if not a_has and not b_has:
                 break
             if a_has and b_has:
@@ -119,6 +119,13 @@ def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dic
                 _diff_values(tuple(path), a, b, ops)
                 emitted.append(tuple(path))
     return ops
+
+
+def _has(node: Any, key: Any) -> bool:
+    """Mapping keys, and list indexes (paths may name an item of a list, like a task)."""
+    if isinstance(node, dict):
+        return key in node
+    return isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
 
 
 def _covered(path: tuple, emitted: list[tuple]) -> bool:

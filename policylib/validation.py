@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import FieldError
-from .labels import qualified_name_errors, selector_keys, validate_label_selector
+from .labels import dns1123_label_errors, qualified_name_errors, selector_keys, validate_label_selector
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
@@ -120,4 +120,181 @@ def validate_topology_spread_constraints(constraints: Any,
         errs += validate_node_inclusion_policy(c.get("nodeTaintsPolicy"), f"{p}.nodeTaintsPolicy")
         errs += validate_match_label_keys(c.get("matchLabelKeys"), c.get("labelSelector"), f"{p}.matchLabelKeys")
         errs += validate_label_selector(c.get("labelSelector"), f"{p}.labelSelector")
+    return errs
+
+
+# --- Volcano Job admission rules ---------------------------------------------
+# Ported from volcano-sh/volcano pkg/webhooks/admission/jobs/validate
+# (admit_job.go validateJobCreate, util.go validatePolicies) and the v1.14+
+# partitionPolicy rules; RestartPartition at job level is what Volcano's
+# optional ValidatingAdmissionPolicy denies.
+
+VOLCANO_POLICY_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed",
+                         "JobUpdated")
+VOLCANO_POLICY_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition",
+                          "TerminateJob", "CompleteJob", "ResumeJob")
+RESTART_PARTITION = "RestartPartition"
+
+
+def policy_events(policy: dict) -> list[str]:
+    """``event`` and ``events`` merged, duplicates removed (util.go getEventList)."""
+    events = list(policy.get("events") or [])
+    if policy.get("event"):
+        events.append(policy["event"])
+    return list(dict.fromkeys(events))
+
+
+def validate_volcano_policies(policies: Any, path: str) -> list[FieldError]:
+    """validatePolicies: event xor exitCode, known events and actions, each event once, ``*`` alone."""
+    if policies is None:
+        return []
+    if not isinstance(policies, list):
+        return [FieldError(path, "must be a list")]
+    errs: list[FieldError] = []
+    seen_events: dict[str, int] = {}
+    seen_codes: set = set()
+    for i, policy in enumerate(policies):
+        p = f"{path}[{i}]"
+        if not isinstance(policy, dict):
+            errs.append(FieldError(p, "must be an object"))
+            continue
+        events = policy_events(policy)
+        has_code = policy.get("exitCode") is not None
+        if events and has_code:
+            errs.append(FieldError(p, "must not specify event and exitCode simultaneously"))
+            continue
+        if not events and not has_code:
+            errs.append(FieldError(p, "either event or exitCode should be specified"))
+            continue
+        if policy.get("action") not in VOLCANO_POLICY_ACTIONS:
+            errs.append(FieldError(f"{p}.action", f"invalid policy action {policy.get('action')!r}"))
+        for event in events:
+            if event not in VOLCANO_POLICY_EVENTS:
+                errs.append(FieldError(f"{p}.event", f"invalid policy event {event!r}"))
+            elif event in seen_events:
+                errs.append(FieldError(p, f"duplicate event {event} across different policy "
+                                          f"(also in {path}[{seen_events[event]}])"))
+            else:
+                seen_events[event] = i
+        if has_code:
+            code = policy["exitCode"]
+            if code == 0:
+                errs.append(FieldError(f"{p}.exitCode", "0 is not a valid error code"))
+            elif code in seen_codes:
+                errs.append(FieldError(f"{p}.exitCode", f"duplicate exitCode {code}"))
+            seen_codes.add(code)
+    if "*" in seen_events and len(seen_events) > 1:
+        errs.append(FieldError(path, "if there's * here, no other policy should be here"))
+    return errs
+
+
+def validate_network_topology(spec: Any, path: str) -> list[FieldError]:
+    """highestTierAllowed and highestTierName are exclusive; a hard mode without either is not enforced."""
+    if spec is None:
+        return []
+    if not isinstance(spec, dict):
+        return [FieldError(path, "must be an object")]
+    errs = []
+    if spec.get("mode", "hard") not in ("hard", "soft"):
+        errs.append(FieldError(f"{path}.mode", f"Unsupported value: {spec.get('mode')!r}: supported values: \"hard\", \"soft\""))
+    if spec.get("highestTierAllowed") is not None and spec.get("highestTierName"):
+        errs.append(FieldError(path, "highestTierAllowed and highestTierName are exclusive"))
+    if spec.get("mode", "hard") == "hard" and spec.get("highestTierAllowed") is None and not spec.get("highestTierName"):
+        errs.append(FieldError(path, "hard mode without highestTierAllowed or highestTierName: the scheduler "
+                                     "silently does not enforce it"))
+    return errs
+
+
+def validate_partition_policy(task: dict, path: str) -> list[FieldError]:
+    """replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions;
+    a task minAvailable equals minPartitions * partitionSize (Volcano v1.14.0-v1.15.0)."""
+    pp = task.get("partitionPolicy")
+    if pp is None:
+        return []
+    p = f"{path}.partitionPolicy"
+    if not isinstance(pp, dict):
+        return [FieldError(p, "must be an object")]
+    errs = []
+    total, size, min_parts = pp.get("totalPartitions"), pp.get("partitionSize"), pp.get("minPartitions", 0)
+    for key, value in (("totalPartitions", total), ("partitionSize", size)):
+        if not _is_int(value) or value < 1:
+            errs.append(FieldError(f"{p}.{key}", f"must be an integer >= 1, got {value!r}"))
+    if not _is_int(min_parts) or min_parts < 0:
+        errs.append(FieldError(f"{p}.minPartitions", f"must be an integer >= 0, got {min_parts!r}"))
+    if errs:
+        return errs
+    replicas = task.get("replicas", 0)
+    if replicas != total * size:
+        errs.append(FieldError(f"{path}.replicas", f"must equal totalPartitions * partitionSize "
+                                                   f"({total} * {size} = {total * size}), got {replicas}"))
+    if min_parts > total:
+        errs.append(FieldError(f"{p}.minPartitions", f"must be <= totalPartitions {total}, got {min_parts}"))
+    if task.get("minAvailable") is not None and task["minAvailable"] != min_parts * size:
+        errs.append(FieldError(f"{path}.minAvailable", f"must equal minPartitions * partitionSize "
+                                                       f"({min_parts} * {size} = {min_parts * size}), "
+                                                       f"got {task['minAvailable']}"))
+    errs += validate_network_topology(pp.get("networkTopology"), f"{p}.networkTopology")
+    return errs
+
+
+def _validate_task(task: Any, path: str) -> list[FieldError]:
+    if not isinstance(task, dict):
+        return [FieldError(path, "must be an object")]
+    errs: list[FieldError] = []
+    name = task.get("name")
+    if not isinstance(name, str):
+        errs.append(FieldError(f"{path}.name", "Required value"))
+    else:
+        errs += [FieldError(f"{path}.name", m) for m in dns1123_label_errors(name)]
+    replicas = task.get("replicas", 0)
+    if not _is_int(replicas) or replicas < 0:
+        errs.append(FieldError(f"{path}.replicas", f"must be an integer >= 0, got {replicas!r}"))
+        replicas = 0
+    min_available = task.get("minAvailable")
+    if min_available is not None:
+        if not _is_int(min_available) or min_available < 0:
+            errs.append(FieldError(f"{path}.minAvailable", f"must be an integer >= 0, got {min_available!r}"))
+        elif min_available > replicas:
+            errs.append(FieldError(f"{path}.minAvailable", "'minAvailable' is greater than 'replicas'"))
+    errs += validate_volcano_policies(task.get("policies"), f"{path}.policies")
+    has_restart_partition = any(isinstance(pol, dict) and pol.get("action") == RESTART_PARTITION
+                                for pol in task.get("policies") or [])
+    if has_restart_partition and task.get("partitionPolicy") is None:
+        errs.append(FieldError(f"{path}.policies", "RestartPartition has no effect on a task without a partitionPolicy"))
+    errs += validate_partition_policy(task, path)
+    return errs
+
+
+def validate_volcano_job(job: dict) -> list[FieldError]:
+    """Volcano's job admission rules for tasks, policies and partitionPolicy, with field paths."""
+    spec = job.get("spec")
+    if not isinstance(spec, dict):
+        return [FieldError("spec", "Required value")]
+    errs: list[FieldError] = []
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        return [FieldError("spec.tasks", "No task specified in job spec")]
+    names: dict = {}
+    total = 0
+    for i, task in enumerate(tasks):
+        errs += _validate_task(task, f"spec.tasks[{i}]")
+        if isinstance(task, dict):
+            if task.get("name") in names:
+                errs.append(FieldError(f"spec.tasks[{i}].name", f"duplicated task name {task.get('name')}"))
+            names[task.get("name")] = i
+            replicas = task.get("replicas", 0)
+            total += replicas if _is_int(replicas) else 0
+    min_available = spec.get("minAvailable")
+    if min_available is not None:
+        if not _is_int(min_available) or min_available < 0:
+            errs.append(FieldError("spec.minAvailable", "job 'minAvailable' must be >= 0"))
+        elif min_available > total:
+            errs.append(FieldError("spec.minAvailable", "job 'minAvailable' should not be greater than total "
+                                                        f"replicas in tasks ({total})"))
+    errs += validate_volcano_policies(spec.get("policies"), "spec.policies")
+    for i, policy in enumerate(spec.get("policies") or []):
+        if isinstance(policy, dict) and policy.get("action") == RESTART_PARTITION:
+            errs.append(FieldError(f"spec.policies[{i}].action", "RestartPartition is denied at job level "
+                                                                 "(Volcano's ValidatingAdmissionPolicy); use task policies"))
+    errs += validate_network_topology(spec.get("networkTopology"), "spec.networkTopology")
     return errs

@@ -130,3 +130,52 @@ def test_fingerprint_tracks_what_is_written_not_reconcile_drift():
     base = load_config(None)
     assert base.spread_fingerprint() == load_config({"hostTopologySpread": {"reconcileDrift": True}}).spread_fingerprint()
     assert base.spread_fingerprint() != load_config({"hostTopologySpread": {"maxSkew": 2}}).spread_fingerprint()
+
+
+# --- volcano section (issue: Volcano Jobs) ------------------------------------------
+
+def test_volcano_defaults_and_seed_discovery_list():
+    from policylib.config import NetworkTopology
+    v = load_config(None).volcano
+    assert v.restartPartitionEvents == ("PodEvicted", "PodFailed") and v.partitionSize is None
+    assert v.networkTopology == NetworkTopology("hard", 1, None)
+    seeded = load_config({"volcano": {"networkTopologyDiscovery": [{"source": "label", "enabled": True, "config": {
+        "networkTopologyTypes": {"testtopology": [{"nodeLabel": "test-tier-3"}, {"nodeLabel": "test-tier-2"},
+                                                  {"nodeLabel": "test-tier-1"},
+                                                  {"nodeLabel": "kubernetes.io/hostname"}]}}}]}}).volcano
+    src = seeded.networkTopologyDiscovery[0]
+    assert (src.source, src.enabled) == ("label", True)
+    assert src.topologies == (("testtopology", ("test-tier-3", "test-tier-2", "test-tier-1", "kubernetes.io/hostname")),)
+
+
+@pytest.mark.parametrize("volcano,path,fragment", [
+    ({"partitionSize": 2, "networkTopology": {"mode": "soft"}}, "volcano.networkTopology.mode", "soft mode is not supported"),
+    ({"networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}}, "volcano.networkTopology", "exclusive"),
+    ({"networkTopology": {"mode": "hard", "highestTierAllowed": None}}, "volcano.networkTopology", "silently"),
+    ({"partitionSize": 0}, "volcano.partitionSize", "integer >= 1"),
+    ({"restartPartitionEvents": ["PodKilled"]}, "volcano.restartPartitionEvents[0]", "unknown Volcano event"),
+    ({"restartPartitionEvents": ["*", "PodFailed"]}, "volcano.restartPartitionEvents", "must stand alone"),
+    ({"networkTopologyDiscovery": [{"source": "label", "config": {"networkTopologyTypes": {
+        "t": [{"nodeLabel": "tier-1"}, {"nodeLabel": "rack"}]}}}]},
+     "volcano.networkTopologyDiscovery[0].config.networkTopologyTypes.t[1].nodeLabel", "kubernetes.io/hostname"),
+    ({"networkTopologyDiscovery": [{"source": "label", "config": {"networkTopologyTypes": {
+        "a-very-long-topology-name": [{"nodeLabel": "x"}, {"nodeLabel": "kubernetes.io/hostname"}]}}}]},
+     "volcano.networkTopologyDiscovery[0].config.networkTopologyTypes.a-very-long-topology-name", "1 to 20"),
+])
+def test_bad_volcano_settings(volcano, path, fragment):
+    with pytest.raises(ConfigError) as e:
+        load_config({"volcano": volcano})
+    assert e.value.path == path and fragment in e.value.message
+
+
+def test_upstream_docs_discovery_config_with_two_topologies_and_other_sources_loads():
+    from tests.helpers import shared_path
+    path = shared_path("examples", "volcano", "hypernode-discovery-configmap.from-docs.yaml")
+    if not path.exists():
+        pytest.skip(f"{path} not found: upstream examples live in ../shared beside the project")
+    import yaml
+    conf = yaml.safe_load(yaml.safe_load(path.read_text())["data"]["volcano-controller.conf"])
+    v = load_config({"volcano": conf}).volcano
+    label = [s for s in v.networkTopologyDiscovery if s.source == "label"][0]
+    assert [name for name, _ in label.topologies] == ["topologyA2", "topologyA3"]
+    assert [s.source for s in v.networkTopologyDiscovery] == ["ufm", "roce", "label"]

@@ -1,0 +1,329 @@
+"""Volcano Jobs: partitions with network topology, and RestartPartition (seed 001).
+
+Seed 001 ("Pod Rescheduling by Partition") has a job restart a whole
+partition when one of its pods is evicted or fails, so that the partition is
+rescheduled together inside one HyperNode. This policy writes, on CREATE:
+
+- a task ``partitionPolicy`` (``totalPartitions``, ``partitionSize``,
+  ``minPartitions``, ``networkTopology``) when the configured partition size
+  divides the task's replicas;
+- task-level ``{event: E, action: RestartPartition}`` for each configured
+  event the task does not already handle, on every task with a partitionPolicy.
+
+Volcano's Job webhook rejects any change to ``policies`` or
+``partitionPolicy`` on UPDATE, so UPDATE gets no patch. Job-level policies are
+never touched: RestartPartition does nothing there, and Volcano's
+ValidatingAdmissionPolicy denies it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import Config, VolcanoSettings, load_config
+from .errors import PolicyError, object_ref
+from .facts import NO_FACTS, ClusterFacts, namespace_of
+from .hypernodes import discover_hypernodes, leaf_nodes
+from .patch import Draft, diff_owned
+from .result import Result
+from .spread import DOMAIN, SKIP_KEY, is_opted_out
+from .validation import RESTART_PARTITION, policy_events, validate_volcano_job
+
+JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+#: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
+PARTITION_SIZE_ANNOTATION = f"{DOMAIN}/partition-size"
+TASKS = ("spec", "tasks")
+
+
+def is_volcano_job(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("apiVersion") == JOB_API_VERSION and obj.get("kind") == "Job"
+
+
+def is_volcano_workload(obj: object) -> bool:
+    """Other kinds of Volcano's API groups (HyperJob among them)."""
+    return isinstance(obj, dict) and str(obj.get("apiVersion", "")).split("/")[0].endswith("volcano.sh")
+
+
+def _contains_key(node: Any, key: str) -> bool:
+    if isinstance(node, dict):
+        return key in node or any(_contains_key(v, key) for v in node.values())
+    if isinstance(node, list):
+        return any(_contains_key(v, key) for v in node)
+    return False
+
+
+# --- decisions -------------------------------------------------------------------
+
+def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | None:
+    """The partition size for this job: the annotation override, else the setting."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if PARTITION_SIZE_ANNOTATION not in annotations:
+        return settings.partitionSize
+    raw = str(annotations[PARTITION_SIZE_ANNOTATION]).strip()
+    if raw.lower() == "none":
+        return None
+    if not raw.isdigit() or int(raw) < 1:
+        raise PolicyError(ref, f"metadata.annotations[{PARTITION_SIZE_ANNOTATION}]",
+                          f"must be a whole number >= 1 or 'none', got {annotations[PARTITION_SIZE_ANNOTATION]!r}")
+    return int(raw)
+
+
+def partition_policy_for(task: dict, size: int, settings: VolcanoSettings) -> tuple[dict | None, str]:
+    """The partitionPolicy to add to a task without one, or None and why not.
+
+    Volcano requires replicas == totalPartitions * partitionSize; v1.14.0-v1.15.0
+    require a task minAvailable to equal minPartitions * partitionSize and default
+    an unset minAvailable to minPartitions * partitionSize even when minPartitions
+    is 0 (volcano issue 5401): so minPartitions is totalPartitions when the user
+    gave no minimum, minAvailable / partitionSize when it divides, and otherwise
+    the task is not partitioned.
+    """
+    name, replicas = task.get("name"), task.get("replicas", 0)
+    if replicas <= size:
+        return None, f"task {name}: {replicas} replicas <= partitionSize {size}: not partitioned"
+    if replicas % size:
+        return None, f"task {name}: partitionSize {size} does not divide its {replicas} replicas: not partitioned"
+    total = replicas // size
+    min_available = task.get("minAvailable")
+    if min_available is None:
+        min_partitions = total
+    elif min_available % size == 0:
+        min_partitions = min_available // size
+    else:
+        return None, (f"task {name}: minAvailable {min_available} is not a multiple of partitionSize {size} "
+                      "(Volcano requires minAvailable == minPartitions * partitionSize): not partitioned")
+    policy: dict = {"totalPartitions": total, "partitionSize": size, "minPartitions": min_partitions}
+    if settings.networkTopology is not None:
+        policy["networkTopology"] = settings.networkTopology.as_spec()
+    return policy, f"task {name}: {total} partitions of {size} pods (minPartitions {min_partitions})"
+
+
+def handled_events(policies: list) -> set[str]:
+    """Events a task's own policies already handle (``event`` and ``events`` merged)."""
+    return {e for p in policies if isinstance(p, dict) for e in policy_events(p)}
+
+
+def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple[list[dict], str | None]:
+    """The RestartPartition policies to append, and a warning when one cannot be added.
+
+    An event the task already handles (same event, ``*``, or in an ``events``
+    list) is left to the user's policy; ``*`` may not stand beside other events.
+    """
+    handled = handled_events(policies)
+    if "*" in handled:
+        return [], None
+    if "*" in events:
+        if handled:
+            return [], (f"cannot add RestartPartition for '*': the task already handles "
+                        f"{', '.join(sorted(handled))} and '*' must stand alone")
+        return [{"event": "*", "action": RESTART_PARTITION}], None
+    return [{"event": e, "action": RESTART_PARTITION} for e in events if e not in handled], None
+
+
+# --- feasibility (issue: "Feasibility in preview") ------------------------------
+
+_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 1e-3}
+
+
+def parse_quantity(value: Any) -> float:
+    """A Kubernetes resource quantity (``4``, ``500m``, ``32Gi``) as a number."""
+    text = str(value).strip()
+    for suffix in sorted(_UNITS, key=len, reverse=True):
+        if text.endswith(suffix) and text[: -len(suffix)]:
+            return float(text[: -len(suffix)]) * _UNITS[suffix]
+    return float(text)
+
+
+def pod_requests(template: dict) -> dict[str, float]:
+    """Summed container requests (limits where requests are absent, as the API defaults them)."""
+    total: dict[str, float] = {}
+    for c in ((template.get("spec") or {}).get("containers") or []):
+        res = c.get("resources") or {}
+        req = dict(res.get("limits") or {}, **(res.get("requests") or {}))
+        for k, v in req.items():
+            total[k] = total.get(k, 0.0) + parse_quantity(v)
+    return total
+
+
+def pods_per_node(requests: dict[str, float], node: dict) -> int | None:
+    """How many such pods fit in a node's allocatable; None when either side is unknown."""
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    wanted = {k: v for k, v in requests.items() if v > 0}
+    if not wanted or not alloc:
+        return None
+    fits = [int(parse_quantity(alloc.get(k, 0)) // v) for k, v in wanted.items()]
+    return min(fits)
+
+
+def tier_limit(policy: dict, hypernodes: list[dict]) -> int | None:
+    topo = policy.get("networkTopology") or {}
+    if topo.get("highestTierAllowed") is not None:
+        return topo["highestTierAllowed"]
+    name = topo.get("highestTierName")
+    tiers = {h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == name}
+    return max(tiers) if tiers else None
+
+
+def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict]) -> tuple[str, bool]:
+    """Whether each partition fits inside one HyperNode of tier <= the allowed tier.
+
+    Capacity counts one pod per node unless requests and node allocatable are
+    both known, then how many pods each node's allocatable holds.
+    """
+    policy = task["partitionPolicy"]
+    name, size, total = task.get("name"), policy["partitionSize"], policy["totalPartitions"]
+    tier = tier_limit(policy, hypernodes)
+    if tier is None:
+        return f"task {name}: networkTopology names no tier that the discovered HyperNodes have", False
+    leaves = leaf_nodes(hypernodes)
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    requests = pod_requests(task.get("template") or {})
+    capacities = []
+    exact = True
+    for h in hypernodes:
+        if h["spec"]["tier"] > tier:
+            continue
+        per_node = [pods_per_node(requests, by_name[n]) if n in by_name else None for n in leaves[h["metadata"]["name"]]]
+        exact = exact and all(p is not None for p in per_node)
+        capacities.append((sum(1 if p is None else p for p in per_node), h))
+    unit = "pods" if exact else "nodes"
+    if not capacities:
+        return f"task {name}: no HyperNode of tier <= {tier} exists", False
+    top = [c for c, h in capacities if h["spec"]["tier"] == max(hh["spec"]["tier"] for _, hh in capacities)]
+    placeable = sum(c // size for c in top)
+    largest = max(c for c, _ in capacities)
+    need = f"{size} {unit}" if exact else f"{size} nodes"
+    if largest < size:
+        return (f"task {name}: {total} partitions of {size} pods need {need} each under one tier-{tier} "
+                f"HyperNode; the largest has {largest}"), False
+    if placeable < total:
+        return (f"task {name}: {total} partitions of {size} pods need {need} each under one tier-{tier} "
+                f"HyperNode; the tier-{tier} HyperNodes hold only {placeable}"), False
+    return (f"task {name}: {total} partitions of {size} pods fit: tier-{tier} HyperNodes hold {placeable} "
+            f"({'by allocatable' if exact else 'one pod per node'})"), True
+
+
+# --- the mutation ------------------------------------------------------------------
+
+@dataclass
+class _Notes:
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _checked_tasks(job: dict, ref: str) -> list[dict]:
+    spec = job.get("spec")
+    if not isinstance(spec, dict):
+        raise PolicyError(ref, "spec", "required: a Volcano Job needs a spec")
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        raise PolicyError(ref, "spec.tasks", "required: a Volcano Job needs at least one task")
+    for i, task in enumerate(tasks):
+        if not isinstance(task, dict):
+            raise PolicyError(ref, f"spec.tasks[{i}]", "must be an object")
+        replicas = task.get("replicas", 0)
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
+            raise PolicyError(ref, f"spec.tasks[{i}].replicas", f"must be an integer >= 0, got {replicas!r}")
+        if task.get("policies") is not None and not isinstance(task["policies"], list):
+            raise PolicyError(ref, f"spec.tasks[{i}].policies", "must be a list")
+    return tasks
+
+
+def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: VolcanoSettings,
+                notes: _Notes) -> dict:
+    """Edit task ``i`` in the draft; returns the task as it ends."""
+    name = task.get("name")
+    new_task = task
+    if task.get("partitionPolicy") is not None:
+        notes.reasons.append(f"task {name}: keeps its own partitionPolicy")
+        own = task["partitionPolicy"]
+        if isinstance(own, dict) and "minPartitions" not in own and task.get("minAvailable") is None:
+            notes.warnings.append(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
+                                  "default the task's minAvailable to 0 and gang nothing (volcano issue 5401); "
+                                  f"set minPartitions: {own.get('totalPartitions')}")
+    elif size is not None:
+        policy, why = partition_policy_for(task, size, settings)
+        (notes.warnings if policy is None and task.get("replicas", 0) > size else notes.reasons).append(why)
+        if policy is not None:
+            new_task = dict(task, partitionPolicy=policy)
+    if new_task.get("partitionPolicy") is not None and settings.restartPartitionEvents:
+        own = list(new_task.get("policies") or [])
+        added, warning = restart_partition_policies(own, settings.restartPartitionEvents)
+        if warning:
+            notes.warnings.append(f"task {name}: {warning}")
+        if added:
+            new_task = dict(new_task, policies=own + added)
+            notes.reasons.append(f"task {name}: RestartPartition on {', '.join(p['event'] for p in added)}")
+    if new_task is not task:
+        tasks = draft.get(TASKS)
+        if tasks is (draft.original.get("spec") or {}).get("tasks"):
+            tasks = list(tasks)
+            draft.set(TASKS, tasks)
+        tasks[i] = new_task
+    return new_task
+
+
+def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: _Notes) -> None:
+    partitioned = [t for t in tasks if isinstance(t.get("partitionPolicy"), dict)]
+    if not partitioned or not facts.nodes:
+        return
+    if not any(s.source == "label" and s.enabled for s in config.volcano.networkTopologyDiscovery):
+        notes.reasons.append("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
+        return
+    hypernodes = discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)
+    for task in partitioned:
+        message, ok = partition_feasibility(task, hypernodes, facts.nodes)
+        (notes.reasons if ok else notes.warnings).append(message)
+
+
+def _tier_name_warnings(tasks: list[dict], config: Config, facts: ClusterFacts) -> list[str]:
+    """A hard highestTierName that names no HyperNode tier is silently not enforced."""
+    if not facts.nodes or not config.volcano.networkTopologyDiscovery:
+        return []
+    tier_names = {h["spec"]["tierName"] for h in discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)}
+    out = []
+    for t in tasks:
+        topo = (t.get("partitionPolicy") or {}).get("networkTopology") or {}
+        name = topo.get("highestTierName")
+        if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
+            out.append(f"task {t.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
+                       "the scheduler will not enforce it")
+    return out
+
+
+def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | None = None,
+                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
+    """Apply seed 001 to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE gets no patch."""
+    config = load_config(config)
+    facts = facts or NO_FACTS
+    ref = object_ref(obj, namespace or namespace_of(obj))
+    if is_opted_out(obj):
+        return Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
+    tasks = _checked_tasks(obj, ref)
+    if old is not None:
+        return Result(obj, reasons=["UPDATE: Volcano rejects changes to policies and partitionPolicy; not mutated"])
+    notes = _Notes()
+    before = validate_volcano_job(obj)
+    notes.reasons += [f"as submitted: {e}" for e in before]
+    size = partition_size_for(obj, config.volcano, ref)
+    draft = Draft(obj)
+    final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
+    owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")]
+    patch = diff_owned(obj, draft.root, owned)
+    result_obj = draft.root if patch else obj
+    introduced = [e for e in validate_volcano_job(result_obj) if e not in before]
+    if introduced:  # never emit a Job Volcano's webhook would reject because of us
+        return Result(obj, [], notes.reasons + [f"not mutated: the change would break {e}" for e in introduced],
+                      notes.warnings)
+    _feasibility(final, config, facts, notes)
+    notes.warnings += _tier_name_warnings(final, config, facts)
+    return Result(result_obj, patch, notes.reasons, notes.warnings)
+
+
+def mutate_other_volcano_kind(obj: dict) -> Result:
+    """Seed 001 "Constraints": HyperJob (and other kinds) ignore network topology."""
+    if _contains_key(obj.get("spec"), "networkTopology") or _contains_key(obj.get("spec"), "partitionPolicy"):
+        return Result(obj, warnings=[f"{obj.get('kind')} workloads ignore networkTopology and partition "
+                                     "policies: they will not take effect"])
+    return Result(obj)
