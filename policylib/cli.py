@@ -5,6 +5,9 @@
 
 ``policylib hypernodes -f NODES.yaml [--config FILE] [-o yaml|tree]``
 
+``policylib plan [--config FILE] (-f SNAPSHOT ... | --cluster [--context C]
+[--namespace NS]) [-o table|json]``
+
 This module is the imperative shell: it reads files, calls the pure policy
 functions and prints. User errors print one line on stderr and exit 2; with
 ``--exit-code`` the exit status is 1 when any object would change (like
@@ -16,17 +19,19 @@ import argparse
 import difflib
 import json
 import sys
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from .config import Config, load_config
 from .documents import Document, dump_yaml, parse_documents
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
+from .plan import Write, plan, plan_deployment, summarize
 from .mutate import mutate
 from .result import Result
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
+PLANNERS = (plan_deployment,)
 
 
 def _read_source(path: str, stdin: TextIO) -> str:
@@ -126,6 +131,50 @@ def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     return EXIT_OK
 
 
+def _progress(stderr: TextIO) -> Callable[[str, int], None]:
+    """A one-line progress indicator on stderr (redrawn in place on a terminal)."""
+    tty = stderr.isatty()
+
+    def show(what: str, count: int) -> None:
+        stderr.write(f"\rlisting {what}: {count}" + ("" if tty else "\n"))
+        stderr.flush()
+    return show
+
+
+def _table(writes: list[Write]) -> str:
+    if not writes:
+        return "no writes: every object is compliant\n" + summarize(writes) + "\n"
+    rows = [("KIND", "NAMESPACE", "NAME", "ROLLOUT", "REASONS")]
+    for w in writes:
+        rows.append((w.kind, w.namespace, w.name, "error" if w.error else ("yes" if w.rollout else "no"),
+                     "; ".join(w.reasons)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:4])) + "  " + r[4] for r in rows]
+    return "\n".join(line.rstrip() for line in lines) + "\n" + summarize(writes) + "\n"
+
+
+def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """What the controller would write: for a snapshot, or the live cluster."""
+    config = load_config(args.config)
+    if args.cluster:
+        from . import kube
+        try:
+            api = kube.api_client(args.context)
+            objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
+        except Exception as e:  # config, network or API errors: one clear line
+            raise InputError(f"cannot read the cluster: {e}") from None
+        if stderr.isatty():
+            stderr.write("\n")
+    else:
+        objects = [d.obj for d in read_documents(args.filename, stdin)]
+    writes = plan(objects, config, planners=PLANNERS)
+    if args.output == "json":
+        stdout.write(json.dumps([w.as_dict() for w in writes], indent=2) + "\n")
+    else:
+        stdout.write(_table(writes))
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policylib", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -154,6 +203,19 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("-o", "--output", choices=("yaml", "tree"), default="yaml",
                    help="yaml: HyperNode objects; tree: the hierarchy for people")
     h.set_defaults(func=hypernodes)
+    pl = sub.add_parser("plan", help="the writes the controller would make to existing objects",
+                        description="Plan the controller's writes for a snapshot (kubectl get deploy,hpa -A -o yaml "
+                                    "works as is) or the live cluster: which Deployments would roll, and why.")
+    pl.add_argument("--config", metavar="FILE", help="policy config (YAML; the seed's shape or Helm values)")
+    src = pl.add_mutually_exclusive_group(required=True)
+    src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
+                     help="YAML or JSON, multi-document, kind: List; '-' for stdin. Repeatable")
+    src.add_argument("--cluster", action="store_true", help="read the live cluster through kubeconfig")
+    pl.add_argument("--context", help="kubeconfig context (with --cluster)")
+    pl.add_argument("--namespace", help="only this namespace (with --cluster)")
+    pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
+                    help="table: readable, with counts; json: an array of writes")
+    pl.set_defaults(func=plan_command)
     return parser
 
 

@@ -1,0 +1,149 @@
+"""Planning (pure): the writes a controller would make to keep existing objects right.
+
+Admission alone cannot honour seed 000: an HPA's ``minReplicas`` changes
+without a write to the Deployment, ``kubectl scale`` writes through the scale
+subresource (no pod template), and ``reconcileDrift: true`` must move existing
+Deployments to the current settings. :func:`plan` takes a snapshot of objects
+and the config and returns exactly the writes to make, each with its reasons
+and whether it rolls pods. A compliant object never gets a write.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .config import Config, load_config
+from .errors import PolicyError, object_ref
+from .facts import ClusterFacts, is_fact, namespace_of
+from .spread import (effective_replicas, is_deployment, is_opted_out, mutate_deployment, recorded_replicas,
+                     spread_drift)
+
+LEGACY_ANTI_AFFINITY = "has pod anti-affinity that the spread replaces"
+
+
+@dataclass
+class Write:
+    """One write the controller would make.
+
+    ``action`` is ``patch`` (an RFC 6902 ``patch`` guarded by the object's
+    resourceVersion) or ``create`` (``object`` is created). ``rollout`` says
+    whether the write changes a pod template and so rolls pods.
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    reasons: list[str]
+    rollout: bool
+    action: str = "patch"
+    patch: list[dict] = field(default_factory=list)
+    object: dict | None = None
+    api_version: str = "apps/v1"
+    resource_version: str | None = None
+    error: bool = False
+
+    @property
+    def legacy_anti_affinity(self) -> bool:
+        return any(LEGACY_ANTI_AFFINITY in r for r in self.reasons)
+
+    def as_dict(self) -> dict:
+        out = {"kind": self.kind, "namespace": self.namespace, "name": self.name, "reasons": self.reasons,
+               "rollout": self.rollout, "action": self.action}
+        if self.patch:
+            out["patch"] = self.patch
+        if self.object is not None:
+            out["object"] = self.object
+        if self.error:
+            out["error"] = True
+        return out
+
+
+def rolls_pods(patch: list[dict]) -> bool:
+    """A write rolls pods exactly when it changes the pod template."""
+    return any(op["path"].startswith("/spec/template") for op in patch)
+
+
+def plan_deployment(deployment: dict, config: Config, facts: ClusterFacts) -> Write | None:
+    """Seed 000 "Pod rollouts" and "Existing deployments" for one existing Deployment.
+
+    - the effective replica count differs from the one recorded when the spread
+      was written: rewrite (HPA minReplicas changes, scale-subresource writes);
+    - ``reconcileDrift: true``: a Deployment with >= hardMinReplicas effective
+      replicas that still has pod anti-affinity or constraints differing from
+      the current settings: remove the anti-affinity, write the current spread;
+    - otherwise, or when the rewrite would change nothing: no write.
+    """
+    if not is_deployment(deployment) or is_opted_out(deployment):
+        return None
+    ns = namespace_of(deployment)
+    meta = deployment.get("metadata") or {}
+    effective = effective_replicas(deployment, facts, ns)
+    recorded = recorded_replicas(deployment)
+    reasons: list[str] = []
+    if recorded is not None and recorded != effective.replicas:
+        reasons.append(f"effective replicas changed: {recorded} when the spread was written, "
+                       f"{effective.replicas} now ({effective.source})")
+    elif config.host.reconcileDrift:
+        drift = spread_drift(deployment, config, facts, ns)
+        if drift.needs_rewrite:
+            reasons += [f"reconcileDrift: {r}" for r in drift.reasons]
+    if not reasons:
+        return None
+    result = mutate_deployment(deployment, config, facts=facts, namespace=ns)
+    if not result.patch:
+        return None
+    rollout = rolls_pods(result.patch)
+    detail = [r for r in result.reasons if r.startswith(("host spread enforced", "removed"))]
+    return Write("Deployment", ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
+                 resource_version=meta.get("resourceVersion"))
+
+
+Planner = Callable[[dict, Config, ClusterFacts], "Write | list[Write] | None"]
+
+
+def plan(objects: Iterable[dict], config: Config | dict | None = None,
+         planners: Iterable[Planner] = (plan_deployment,)) -> list[Write]:
+    """Every write for a snapshot, in input order. Objects a planner cannot read
+    become error entries (``error: True``) instead of stopping the plan."""
+    config = load_config(config)
+    objects = list(objects)
+    facts = ClusterFacts.from_objects(objects)
+    writes: list[Write] = []
+    for obj in objects:
+        if not isinstance(obj, dict) or is_fact(obj):
+            continue
+        for planner in planners:
+            try:
+                out = planner(obj, config, facts)
+            except PolicyError as e:
+                meta = obj.get("metadata") or {}
+                writes.append(Write(obj.get("kind", ""), namespace_of(obj), meta.get("name", ""),
+                                    [f"error: {e}"], False, action="none", error=True))
+                continue
+            if out is None:
+                continue
+            writes += out if isinstance(out, list) else [out]
+    return writes
+
+
+def summarize(writes: list[Write]) -> str:
+    """``12 Deployments would roll, 3 for legacy anti-affinity`` and the other counts."""
+    deployments = [w for w in writes if w.kind == "Deployment" and not w.error]
+    rolling = [w for w in deployments if w.rollout]
+    legacy = [w for w in rolling if w.legacy_anti_affinity]
+    parts = [f"{len(rolling)} Deployment{'s' if len(rolling) != 1 else ''} would roll, "
+             f"{len(legacy)} for legacy anti-affinity"]
+    quiet = len(deployments) - len(rolling)
+    if quiet:
+        parts.append(f"{quiet} Deployment{'s' if quiet != 1 else ''} would get a metadata-only write")
+    others = [w for w in writes if w.kind != "Deployment" and not w.error]
+    if others:
+        parts.append(f"{len(others)} other write{'s' if len(others) != 1 else ''}")
+    errors = [w for w in writes if w.error]
+    if errors:
+        parts.append(f"{len(errors)} object{'s' if len(errors) != 1 else ''} could not be planned")
+    return "; ".join(parts)
+
+
+def object_label(w: Write) -> str:
+    return object_ref({"kind": w.kind, "metadata": {"name": w.name, "namespace": w.namespace}})

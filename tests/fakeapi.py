@@ -1,0 +1,84 @@
+"""A recorded Kubernetes API on loopback: the real ``kubernetes`` client talks HTTP to it.
+
+No API server can run here, so tests replay recorded API responses: a route
+maps (method, path) to a handler returning (status, body); every request is
+recorded with its query, headers and body so tests can assert exactly which
+calls were made.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
+from urllib.parse import parse_qs, urlparse
+
+Handler = Callable[[dict], tuple]
+
+
+class FakeAPI:
+    def __init__(self):
+        self.routes: dict[tuple[str, str], Handler] = {}
+        self.requests: list[dict] = []
+        api = self
+
+        class _H(BaseHTTPRequestHandler):
+            def _serve(self):
+                url = urlparse(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                req = {"method": self.command, "path": url.path, "query": {k: v[0] for k, v in parse_qs(url.query).items()},
+                       "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw) if raw else None}
+                api.requests.append(req)
+                handler = api.routes.get((self.command, url.path))
+                status, body = handler(req) if handler else (404, {"kind": "Status", "apiVersion": "v1",
+                                                                    "status": "Failure", "reason": "NotFound",
+                                                                    "code": 404, "message": "not found"})
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _serve
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _H)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def route(self, method: str, path: str, handler: Handler | tuple) -> None:
+        self.routes[(method, path)] = handler if callable(handler) else (lambda req, h=handler: h)
+
+    def kubeconfig(self, path) -> str:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "u", "user": {"token": "t0ken"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+        return str(path)
+
+
+def paged_list(kind: str, items: list[dict], page: int) -> Handler:
+    """A list endpoint that honours ``limit`` and ``continue`` like the API server."""
+    def handler(req: dict) -> tuple:
+        start = int(req["query"].get("continue") or 0)
+        limit = int(req["query"].get("limit") or page)
+        chunk = items[start:start + min(limit, page)]
+        nxt = start + len(chunk)
+        meta = {"resourceVersion": "100"}
+        if nxt < len(items):
+            meta["continue"] = str(nxt)
+        return 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": meta, "items": chunk}
+    return handler
