@@ -131,6 +131,14 @@ def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     return EXIT_OK
 
 
+def json_array(items: list[dict]) -> str:
+    """A JSON array with one compact object per line: valid JSON, greppable, and fast
+    (the C encoder; ``indent`` falls back to the slow pure-Python one)."""
+    if not items:
+        return "[]\n"
+    return "[\n" + ",\n".join(json.dumps(i, separators=(",", ":")) for i in items) + "\n]\n"
+
+
 def _progress(stderr: TextIO) -> Callable[[str, int], None]:
     """A one-line progress indicator on stderr (redrawn in place on a terminal)."""
     tty = stderr.isatty()
@@ -169,7 +177,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         objects = [d.obj for d in read_documents(args.filename, stdin)]
     writes = plan(objects, config, planners=PLANNERS)
     if args.output == "json":
-        stdout.write(json.dumps([w.as_dict() for w in writes], indent=2) + "\n")
+        stdout.write(json_array([w.as_dict() for w in writes]))
     else:
         stdout.write(_table(writes))
     return EXIT_OK
