@@ -113,6 +113,21 @@ class VolcanoSettings:
     networkTopologyDiscovery: tuple[DiscoverySource, ...] = ()
 
 
+@dataclass(frozen=True)
+class ControllerSettings:
+    """``controller``: how ``python -m webhook controller`` applies its plan.
+
+    ``maxConcurrentRollouts`` caps how many Deployments it has rolling at once,
+    so turning on reconcileDrift does not roll a whole cluster in one second.
+    """
+
+    maxConcurrentRollouts: int = 3
+    resyncSeconds: int = 300
+    dryRun: bool = False
+    leaseName: str = "policylib-controller"
+    leaseDurationSeconds: int = 15
+
+
 GANG_METHODS = ("labels", "podgroup", "koordinator")
 GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
@@ -145,6 +160,7 @@ class Config:
     webhook: WebhookSettings = field(default_factory=WebhookSettings)
     volcano: VolcanoSettings = field(default_factory=VolcanoSettings)
     gang: GangSettings = field(default_factory=GangSettings)
+    controller: ControllerSettings = field(default_factory=ControllerSettings)
 
     @property
     def zone(self) -> ZoneSpread:
@@ -369,6 +385,22 @@ GANG_KEYS: dict[str, Parser] = {
 }
 
 
+def _parse_name(path: str, value: Any) -> str:
+    from .labels import dns1123_subdomain_errors
+    if not isinstance(value, str) or dns1123_subdomain_errors(value):
+        raise ConfigError(path, f"must be a lowercase DNS subdomain name, got {value!r}")
+    return value
+
+
+CONTROLLER_KEYS: dict[str, Parser] = {
+    "maxConcurrentRollouts": _parse_positive_int,
+    "resyncSeconds": _parse_positive_int,
+    "dryRun": _parse_bool,
+    "leaseName": _parse_name,
+    "leaseDurationSeconds": _parse_positive_int,
+}
+
+
 def check_volcano(v: VolcanoSettings) -> None:
     """Seed 001 "Constraints": with a group (partition) policy, soft network topology is not supported."""
     if v.partitionSize is not None and v.networkTopology is not None and v.networkTopology.mode == "soft":
@@ -404,6 +436,7 @@ SECTIONS: dict[str, tuple[dict[str, Parser], type, Callable[[Any], None] | None]
     "webhook": (WEBHOOK_KEYS, WebhookSettings, None),
     "volcano": (VOLCANO_KEYS, VolcanoSettings, check_volcano),
     "gang": (GANG_KEYS, GangSettings, check_gang),
+    "controller": (CONTROLLER_KEYS, ControllerSettings, None),
 }
 TOP_LEVEL_KEYS = tuple(SECTIONS) + tuple(TOP_LEVEL_SCALARS)
 

@@ -39,16 +39,21 @@ PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS
 
 
-def api_client(context: str | None = None):
-    """An ApiClient from kubeconfig (``--context``), or in-cluster config inside a pod."""
+def api_client(context: str | None = None, kubeconfig: str | None = None):
+    """An ApiClient from kubeconfig (``$KUBECONFIG`` read now, ``--context``), or the
+    in-cluster service account inside a pod. Each call builds its own configuration."""
+    import os
+
     from kubernetes import client, config
-    try:
-        config.load_kube_config(context=context)
-    except config.ConfigException:
-        if context:
-            raise
-        config.load_incluster_config()
-    return client.ApiClient()
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    first = path.split(os.pathsep)[0]
+    if os.path.exists(first):
+        return config.new_client_from_config(config_file=first, context=context)
+    if context:
+        raise config.ConfigException(f"kubeconfig {first} not found (needed for --context {context})")
+    cfg = client.Configuration()
+    config.load_incluster_config(client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
 
 
 def _path(res: Resource, namespace: str | None) -> str:

@@ -102,15 +102,21 @@ Planner = Callable[[dict, Config, ClusterFacts], "Write | list[Write] | None"]
 
 
 def plan(objects: Iterable[dict], config: Config | dict | None = None,
-         planners: Iterable[Planner] = (plan_deployment,)) -> list[Write]:
-    """Every write for a snapshot, in input order. Objects a planner cannot read
-    become error entries (``error: True``) instead of stopping the plan."""
+         planners: Iterable[Planner] = (plan_deployment,), facts: ClusterFacts | None = None,
+         only: Callable[[dict], bool] | None = None) -> list[Write]:
+    """Every write for a snapshot, in input order.
+
+    ``facts`` defaults to the facts found among ``objects``; ``only`` limits
+    planning to the objects it accepts (a controller re-plans just what an
+    event touched). Objects a planner cannot read become error entries
+    (``error: True``) instead of stopping the plan.
+    """
     config = load_config(config)
     objects = list(objects)
-    facts = ClusterFacts.from_objects(objects)
+    facts = facts if facts is not None else ClusterFacts.from_objects(objects)
     writes: list[Write] = []
     for obj in objects:
-        if not isinstance(obj, dict) or is_fact(obj):
+        if not isinstance(obj, dict) or is_fact(obj) or (only is not None and not only(obj)):
             continue
         for planner in planners:
             try:

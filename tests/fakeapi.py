@@ -34,7 +34,7 @@ class FakeAPI:
                 status, body = handler(req) if handler else (404, {"kind": "Status", "apiVersion": "v1",
                                                                     "status": "Failure", "reason": "NotFound",
                                                                     "code": 404, "message": "not found"})
-                data = json.dumps(body).encode()
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -68,6 +68,11 @@ class FakeAPI:
             "users": [{"name": "u", "user": {"token": "t0ken"}}],
             "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
         return str(path)
+
+
+def watch_stream(events: list[tuple[str, dict]]) -> bytes:
+    """A finished watch response: one JSON event per line."""
+    return b"".join(json.dumps({"type": t, "object": o}).encode() + b"\n" for t, o in events)
 
 
 def paged_list(kind: str, items: list[dict], page: int) -> Handler:

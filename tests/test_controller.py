@@ -1,0 +1,310 @@
+"""The controller: leader election, guarded writes, conflicts, the rollout cap, dry-run, watches.
+
+No API server runs here: the real ``kubernetes`` client talks to recorded API
+responses served on loopback (tests/fakeapi.py), and the tests assert exactly
+which calls the controller made.
+"""
+import copy
+import datetime as dt
+import json
+import urllib.request
+
+import jsonpatch
+import pytest
+
+from policylib import load_config, mutate
+from policylib.plan import plan
+from tests.fakeapi import FakeAPI, paged_list, watch_stream
+from tests.helpers import deployment, hpa, legacy_anti_affinity
+from webhook.controller import (Controller, Options, RolloutGate, lease_decision, micro_time, rollout_complete,
+                                serve_health)
+
+NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.timezone.utc)
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/policylib-system/leases/policylib-controller"
+DEPLOYS = "/apis/apps/v1/deployments"
+HPAS = "/apis/autoscaling/v2/horizontalpodautoscalers"
+
+
+def lease(holder, renewed, rv="7", duration=15):
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "policylib-controller", "namespace": "policylib-system", "resourceVersion": rv},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": duration, "renewTime": micro_time(renewed)}}
+
+
+# --- pure decisions -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("current,expected", [
+    (None, "create"),
+    (lease("me", NOW - dt.timedelta(seconds=5)), "renew"),
+    (lease("me", NOW - dt.timedelta(seconds=500)), "renew"),
+    (lease("other", NOW - dt.timedelta(seconds=5)), "wait"),
+    (lease("other", NOW - dt.timedelta(seconds=16)), "acquire"),
+    (lease("", NOW), "acquire"),
+])
+def test_lease_decision(current, expected):
+    assert lease_decision(current, "me", NOW) == expected
+
+
+def rolled(name, generation=2, observed=2, updated=3, available=3, replicas=3):
+    d = deployment(name, replicas=replicas)
+    d["metadata"]["generation"] = generation
+    d["status"] = {"observedGeneration": observed, "updatedReplicas": updated, "availableReplicas": available,
+                   "replicas": replicas}
+    return d
+
+
+@pytest.mark.parametrize("d,done", [
+    (rolled("a"), True),
+    (rolled("a", observed=1), False),
+    (rolled("a", updated=2), False),
+    (rolled("a", available=2), False),
+])
+def test_rollout_complete_like_kubectl_rollout_status(d, done):
+    assert rollout_complete(d) is done
+
+
+def test_rollout_gate_caps_concurrent_rollouts():
+    gate = RolloutGate(2)
+    assert gate.admit(("ml", "a")) and (gate.started(("ml", "a")) or True)
+    gate.started(("ml", "b"))
+    assert not gate.admit(("ml", "c")) and gate.admit(("ml", "a"))
+    gate.update(rolled("a"))
+    assert gate.admit(("ml", "c"))
+
+
+# --- against recorded API responses -----------------------------------------------------------
+
+def strip_type(objs):
+    out = copy.deepcopy(list(objs))
+    for o in out:
+        o.pop("apiVersion", None), o.pop("kind", None)
+    return out
+
+
+def legacy(name, rv="1"):
+    d = deployment(name, replicas=4, pod_spec={"containers": [{"name": "a", "image": "x"}],
+                                               "affinity": legacy_anti_affinity({"app": name})})
+    d["metadata"]["resourceVersion"] = rv
+    return d
+
+
+class Cluster:
+    """Routes for a cluster with the given Deployments and HPAs; PATCH applies the JSON patch."""
+
+    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0):
+        self.api, self.conflicts = api, conflicts
+        self.deployments = {d["metadata"]["name"]: copy.deepcopy(d) for d in deployments}
+        api.route("GET", DEPLOYS, lambda req: paged_list("Deployment", strip_type(self.deployments.values()), 500)(req))
+        api.route("GET", HPAS, paged_list("HorizontalPodAutoscaler", strip_type(hpas), 500))
+        api.route("GET", LEASE, (404, {"kind": "Status", "code": 404}))
+        api.route("POST", LEASE.rsplit("/", 1)[0], lambda req: (201, req["body"]))
+        for name in self.deployments:
+            path = f"/apis/apps/v1/namespaces/ml/deployments/{name}"
+            api.route("PATCH", path, lambda req, n=name: self.patch(n, req))
+            api.route("GET", path, lambda req, n=name: (200, self.deployments[n]))
+
+    def patch(self, name, req):
+        current = self.deployments[name]
+        guard, ops = req["body"][0], req["body"][1:]
+        if self.conflicts:
+            self.conflicts -= 1
+            current["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+        if guard != {"op": "replace", "path": "/metadata/resourceVersion",
+                     "value": current["metadata"]["resourceVersion"]}:
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+        updated = jsonpatch.apply_patch(current, ops)
+        updated["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+        self.deployments[name] = updated
+        return 200, updated
+
+    def patches(self):
+        return [r for r in self.api.requests if r["method"] == "PATCH"]
+
+
+def controller(api_fake, tmp_path, config=None, **opts):
+    from policylib.kube import api_client
+    import os
+    os.environ["KUBECONFIG"] = api_fake.kubeconfig(tmp_path / "kubeconfig")
+    c = Controller(api_client(), Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
+    return c
+
+
+DRIFT = {"hostTopologySpread": {"reconcileDrift": True}}
+
+
+def test_first_round_creates_the_lease(tmp_path):
+    with FakeAPI() as api:
+        Cluster(api, [])
+        c = controller(api, tmp_path)
+        assert c.try_lead() is True
+    post = [r for r in api.requests if r["method"] == "POST"][0]
+    assert post["body"]["spec"]["holderIdentity"] == "me"
+    assert post["body"]["spec"]["leaseDurationSeconds"] == 15
+
+
+def test_a_fresh_lease_held_by_another_replica_means_no_writes(tmp_path):
+    with FakeAPI() as api:
+        Cluster(api, [legacy("a")])
+        api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=3))))
+        c = controller(api, tmp_path, DRIFT)
+        assert c.try_lead() is False
+        c.store.replace([legacy("a")])
+        assert c.handle("MODIFIED", legacy("a")) == []
+    assert [r["method"] for r in api.requests if r["method"] != "GET"] == []
+
+
+def test_expired_lease_is_acquired_with_a_guarded_update(tmp_path):
+    with FakeAPI() as api:
+        Cluster(api, [])
+        api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=60), rv="41")))
+        api.route("PUT", LEASE, lambda req: (200, req["body"]))
+        c = controller(api, tmp_path)
+        assert c.try_lead() is True
+    put = [r for r in api.requests if r["method"] == "PUT"][0]
+    assert put["body"]["metadata"]["resourceVersion"] == "41"
+    assert put["body"]["spec"]["holderIdentity"] == "me" and put["body"]["spec"]["leaseTransitions"] == 1
+
+
+def test_losing_the_race_for_the_lease_means_not_leading(tmp_path):
+    with FakeAPI() as api:
+        Cluster(api, [])
+        api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=60))))
+        api.route("PUT", LEASE, (409, {"kind": "Status", "code": 409}))
+        c = controller(api, tmp_path)
+        assert c.try_lead() is False and c.leading is False
+
+
+def test_compliant_cluster_sees_zero_writes(tmp_path):
+    compliant = [mutate(deployment(f"d{i}", replicas=i + 1), load_config(DRIFT)).object for i in range(5)]
+    for i, d in enumerate(compliant):
+        d["metadata"]["resourceVersion"] = str(i + 1)
+    with FakeAPI() as api:
+        cluster = Cluster(api, compliant)
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+    assert cluster.patches() == []
+
+
+def test_drift_writes_exactly_the_planned_patches_guarded_by_resource_version(tmp_path):
+    objs = [legacy("a", rv="5"), mutate(deployment("ok", replicas=4), load_config(DRIFT)).object]
+    objs[1]["metadata"]["resourceVersion"] = "9"
+    with FakeAPI() as api:
+        cluster = Cluster(api, objs)
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+    [patch] = cluster.patches()
+    assert patch["path"] == "/apis/apps/v1/namespaces/ml/deployments/a"
+    assert patch["headers"]["content-type"] == "application/json-patch+json"
+    [expected] = plan([legacy("a", rv="5")], DRIFT)
+    assert patch["body"] == [{"op": "replace", "path": "/metadata/resourceVersion", "value": "5"}] + expected.patch
+    assert "affinity" not in cluster.deployments["a"]["spec"]["template"]["spec"]
+
+
+def test_conflict_is_retried_on_fresh_state(tmp_path):
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a", rv="5")], conflicts=1)
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+        assert c.metrics.conflicts._value.get() == 1
+    first, second = cluster.patches()
+    assert first["body"][0]["value"] == "5" and second["body"][0]["value"] == "6"
+    assert any(r["method"] == "GET" and r["path"].endswith("/deployments/a") for r in api.requests)
+    assert "affinity" not in cluster.deployments["a"]["spec"]["template"]["spec"]
+
+
+def test_conflict_with_an_already_fixed_object_stops(tmp_path):
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a", rv="5")], conflicts=1)
+        fixed = mutate(deployment("a", replicas=4), load_config(DRIFT)).object
+        fixed["metadata"]["resourceVersion"] = "6"
+        api.route("GET", "/apis/apps/v1/namespaces/ml/deployments/a", (200, fixed))
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+    assert len(cluster.patches()) == 1  # the conflicted one only: nothing left to write
+
+
+def test_rollout_cap_holds_back_the_rest_until_a_rollout_completes(tmp_path):
+    config = {"hostTopologySpread": {"reconcileDrift": True}, "controller": {"maxConcurrentRollouts": 2}}
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy(n) for n in "abcde"])
+        c = controller(api, tmp_path, config)
+        c.try_lead()
+        c.resync()
+        assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
+        assert c.metrics.deferred._value.get() == 3
+        done = copy.deepcopy(cluster.deployments["a"])
+        done["apiVersion"], done["kind"] = "apps/v1", "Deployment"
+        done["metadata"]["generation"] = 2
+        done["status"] = {"observedGeneration": 2, "updatedReplicas": 4, "availableReplicas": 4, "replicas": 4}
+        c.handle("MODIFIED", done)
+    assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b", "c"]
+
+
+def test_dry_run_logs_and_writes_nothing(tmp_path, caplog):
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a")])
+        c = controller(api, tmp_path, DRIFT, dry_run=True)
+        c.try_lead()
+        with caplog.at_level("INFO", logger="policylib.controller"):
+            c.resync()
+    assert cluster.patches() == []
+    entry = json.loads([r.message for r in caplog.records if "dry-run" in r.message][0])
+    assert (entry["kind"], entry["name"], entry["rollout"]) == ("Deployment", "a", True)
+
+
+def test_watched_hpa_change_rewrites_its_target(tmp_path):
+    enforce = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
+    from policylib import ClusterFacts
+    written = mutate(deployment("web", replicas=3), load_config(enforce),
+                     facts=ClusterFacts.from_objects([hpa("web", 3)])).object
+    written["metadata"]["resourceVersion"] = "3"
+    moved = hpa("web", 9)
+    moved["metadata"]["resourceVersion"] = "50"
+
+    def hpas(req):
+        if req["query"].get("watch"):
+            return 200, watch_stream([("MODIFIED", strip_type([moved])[0])])
+        return paged_list("HorizontalPodAutoscaler", strip_type([hpa("web", 3)]), 500)(req)
+
+    with FakeAPI() as api:
+        cluster = Cluster(api, [written])
+        api.route("GET", HPAS, hpas)
+        c = controller(api, tmp_path, enforce)
+        c.try_lead()
+        c.resync()
+        assert cluster.patches() == []
+        from policylib.kube import HPAS as HPA_RES
+        assert c.watch(HPA_RES, "40", 5) == "50"
+        event = c.events.get_nowait()
+        c.handle(*event)
+    [patch] = cluster.patches()
+    watch_req = [r for r in api.requests if r["query"].get("watch")][0]
+    assert watch_req["query"]["resourceVersion"] == "40"
+    host = cluster.deployments["web"]["spec"]["template"]["spec"]["topologySpreadConstraints"][1]
+    assert (host["whenUnsatisfiable"], host["maxSkew"]) == ("DoNotSchedule", 3)
+
+
+def test_health_endpoints(tmp_path):
+    with FakeAPI() as api:
+        Cluster(api, [])
+        c = controller(api, tmp_path)
+        server = serve_health(c, "127.0.0.1", 0)
+        port = server.server_address[1]
+        try:
+            assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read() == b"ok"
+            c.try_lead()
+            with pytest.raises(urllib.error.HTTPError) as e:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz")
+            assert e.value.code == 503  # leading but not listed yet
+            c.resync()
+            assert json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read())["synced"] is True
+            metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+            assert "policylib_controller_leader 1.0" in metrics
+            assert 'policylib_controller_reconciles_total{trigger="resync"} 1.0' in metrics
+        finally:
+            server.shutdown()
