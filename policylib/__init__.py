@@ -6,6 +6,7 @@ Pure functions: dicts in, :class:`Result` out. No network, no files except
 from .config import Config, HostSpread, ZoneSpread, load_config
 from .errors import ConfigError, FieldError, PolicyError, PolicylibError
 from .facts import ClusterFacts
+from .gang import is_kubeflow_job, mutate_kubeflow_job, validate_gang_labels
 from .mutate import mutate
 from .result import Result
 from .spread import (Drift, effective_replicas, derived_max_skew, host_constraint, mutate_deployment,
@@ -17,4 +18,5 @@ __all__ = [
     "PolicylibError", "Result", "ZoneSpread", "derived_max_skew", "effective_replicas", "host_constraint",
     "load_config", "mutate", "mutate_deployment", "spread_drift", "validate_topology_spread_constraints",
     "zone_constraint",
+    "is_kubeflow_job", "mutate_kubeflow_job", "validate_gang_labels",
 ]

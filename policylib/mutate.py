@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .config import Config, load_config
 from .facts import ClusterFacts
+from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .result import Result
 from .spread import is_deployment, mutate_deployment
 from .volcano import is_volcano_job, is_volcano_workload, mutate_other_volcano_kind, mutate_volcano_job
@@ -20,6 +21,8 @@ def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None =
     config = load_config(config)
     if is_deployment(obj):
         return mutate_deployment(obj, config, old=old, facts=facts, namespace=namespace)
+    if is_kubeflow_job(obj):
+        return mutate_kubeflow_job(obj, config, old=old, namespace=namespace)
     if is_volcano_job(obj):
         return mutate_volcano_job(obj, config, old=old, facts=facts, namespace=namespace)
     if is_volcano_workload(obj):
