@@ -26,12 +26,12 @@ from .documents import Document, dump_yaml, parse_documents
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
-from .plan import Write, plan, plan_deployment, summarize
+from .plan import Write, plan, plan_deployment, plan_podgroups, summarize
 from .mutate import mutate
 from .result import Result
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
-PLANNERS = (plan_deployment,)
+PLANNERS = (plan_deployment, plan_podgroups)
 
 
 def _read_source(path: str, stdin: TextIO) -> str:

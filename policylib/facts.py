@@ -37,12 +37,21 @@ def hpa_target(hpa: dict) -> tuple[str, str] | None:
     return namespace_of(hpa), ref["name"]
 
 
+PODGROUP_API_VERSIONS = ("scheduling.x-k8s.io/v1alpha1", "scheduling.sigs.k8s.io/v1alpha1")
+
+
+def is_podgroup(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("kind") == "PodGroup" and obj.get("apiVersion") in PODGROUP_API_VERSIONS
+
+
 @dataclass
 class ClusterFacts:
-    """HorizontalPodAutoscalers indexed by the Deployment they target, and Nodes."""
+    """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes, and
+    PodGroups indexed by (apiVersion, namespace, name)."""
 
     hpas: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
     nodes: list[dict] = field(default_factory=list)
+    podgroups: dict[tuple[str, str, str], dict] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict]) -> "ClusterFacts":
@@ -61,10 +70,17 @@ class ClusterFacts:
         if isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1":
             self.nodes.append(obj)
             return True
+        if is_podgroup(obj):
+            meta = obj.get("metadata") or {}
+            self.podgroups[(obj["apiVersion"], namespace_of(obj), meta.get("name", ""))] = obj
+            return True
         return False
 
     def hpas_for(self, namespace: str, name: str) -> list[dict]:
         return self.hpas.get((namespace, name), [])
+
+    def podgroup(self, api_version: str, namespace: str, name: str) -> dict | None:
+        return self.podgroups.get((api_version, namespace, name))
 
 
 NO_FACTS = ClusterFacts()
@@ -72,4 +88,5 @@ NO_FACTS = ClusterFacts()
 
 def is_fact(obj: object) -> bool:
     """Objects that inform policies and are not themselves mutated or printed."""
-    return is_hpa(obj) or (isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1")
+    return is_hpa(obj) or is_podgroup(obj) or \
+        (isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1")

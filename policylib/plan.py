@@ -15,6 +15,7 @@ from typing import Callable, Iterable
 from .config import Config, load_config
 from .errors import PolicyError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
+from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .spread import (effective_replicas, is_deployment, is_opted_out, mutate_deployment, recorded_replicas,
                      spread_drift)
 
@@ -96,6 +97,61 @@ def plan_deployment(deployment: dict, config: Config, facts: ClusterFacts) -> Wr
     detail = [r for r in result.reasons if r.startswith(("host spread enforced", "removed"))]
     return Write("Deployment", ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
                  resource_version=meta.get("resourceVersion"))
+
+
+def owner_reference(job: dict) -> dict | None:
+    """The controller ownerReference to ``job``; None without a uid (a snapshot made from manifests)."""
+    meta = job.get("metadata") or {}
+    if not meta.get("uid"):
+        return None
+    return {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta.get("name"), "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def owned_by(obj: dict, job: dict) -> bool:
+    uid = (job.get("metadata") or {}).get("uid")
+    return any(r.get("controller") and (r.get("uid") == uid if uid else r.get("name") == job["metadata"].get("name"))
+               and r.get("kind") == job.get("kind") for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def plan_podgroups(job: dict, config: Config, facts: ClusterFacts) -> list[Write] | None:
+    """Gang ``method: podgroup`` (seed 002 "Metode 2"): the job's PodGroups must exist,
+    owned by the job, before its pods are scheduled.
+
+    Only jobs that carry our pod-group metadata as the gang policy writes it
+    get PodGroups (the webhook wrote it, so the policy has nothing to change);
+    a missing PodGroup is created with a controller ownerReference; one we own
+    whose ``minMember`` differs from the job's minimum is patched; one owned by
+    someone else (training-operator's own gang mode) is left alone.
+    """
+    if config.gang.method != "podgroup" or not is_kubeflow_job(job):
+        return None
+    ns = namespace_of(job)
+    result = mutate_kubeflow_job(job, config, namespace=ns)
+    if result.patch or result.denial or not result.extra_objects:
+        return None
+    writes = []
+    for pg in result.extra_objects:
+        name = pg["metadata"]["name"]
+        existing = facts.podgroup(pg["apiVersion"], ns, name)
+        if existing is None:
+            owner = owner_reference(job)
+            created = dict(pg, metadata=dict(pg["metadata"], **({"ownerReferences": [owner]} if owner else {})))
+            reasons = [f"{job['kind']} {ns}/{job['metadata'].get('name')} carries gang {name} and has no PodGroup "
+                       f"(minMember {pg['spec']['minMember']})"]
+            if owner is None:
+                reasons.append("the job has no uid in this snapshot: the controller sets the ownerReference")
+            writes.append(Write("PodGroup", ns, name, reasons, False, action="create", object=created,
+                                api_version=pg["apiVersion"]))
+        elif owned_by(existing, job) and (existing.get("spec") or {}).get("minMember") != pg["spec"]["minMember"]:
+            old = (existing.get("spec") or {}).get("minMember")
+            writes.append(Write("PodGroup", ns, name, [f"minMember {old} -> {pg['spec']['minMember']}: the job's "
+                                                       "minimum changed"], False,
+                                patch=[{"op": "replace" if old is not None else "add", "path": "/spec/minMember",
+                                        "value": pg["spec"]["minMember"]}],
+                                api_version=pg["apiVersion"],
+                                resource_version=(existing.get("metadata") or {}).get("resourceVersion")))
+    return writes or None
 
 
 Planner = Callable[[dict, Config, ClusterFacts], "Write | list[Write] | None"]

@@ -308,3 +308,28 @@ def test_health_endpoints(tmp_path):
             assert 'policylib_controller_reconciles_total{trigger="resync"} 1.0' in metrics
         finally:
             server.shutdown()
+
+
+def test_controller_creates_a_missing_podgroup(tmp_path):
+    from tests.test_plan import PODGROUP, tfjob
+    job = tfjob()
+    job["metadata"]["resourceVersion"] = "8"
+    with FakeAPI() as api:
+        Cluster(api, [])
+        api.route("GET", "/apis/kubeflow.org/v1/tfjobs", paged_list("TFJob", strip_type([job]), 500))
+        created = []
+        api.route("POST", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups",
+                  lambda req: (created.append(dict(req["body"], metadata=dict(req["body"]["metadata"],
+                                                                               resourceVersion="9"))) or
+                               (201, created[-1])))
+        api.route("GET", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+                  lambda req: paged_list("PodGroup", strip_type(created), 500)(req))
+        c = controller(api, tmp_path, PODGROUP)
+        c.try_lead()
+        c.resync()
+        posts = [r for r in api.requests if r["method"] == "POST" and r["path"].endswith("/podgroups")]
+        assert len(posts) == 1
+        assert posts[0]["body"]["spec"]["minMember"] == 5
+        assert posts[0]["body"]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
+        c.resync()  # the API now lists the created PodGroup: nothing more to do
+        assert len([r for r in api.requests if r["method"] == "POST" and r["path"].endswith("/podgroups")]) == 1

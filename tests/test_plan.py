@@ -186,3 +186,63 @@ def test_plan_cluster_without_access_is_one_clear_line(tmp_path):
     out = subprocess.run([POLICYLIB, "plan", "--cluster"], capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 2
     assert out.stderr.startswith("policylib: error: cannot read the cluster: ") and "Traceback" not in out.stderr
+
+
+# --- PodGroups for gang method podgroup ---------------------------------------------------
+
+PODGROUP = {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}
+
+
+def tfjob(workers=4, uid="uid-1"):
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+           "metadata": {"name": "tf-smoke-gpu", "namespace": "ml", "uid": uid},
+           "spec": {"tfReplicaSpecs": {
+               "PS": {"replicas": 1, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}},
+               "Worker": {"replicas": workers, "template": {"spec": {"containers": [{"name": "tensorflow", "image": "x"}]}}}}}}
+    return mutate(job, load_config(PODGROUP)).object   # as the webhook admitted it
+
+
+def podgroup(min_member, owner_uid="uid-1", rv="3"):
+    meta = {"name": "tf-smoke-gpu", "namespace": "ml", "resourceVersion": rv}
+    if owner_uid:
+        meta["ownerReferences"] = [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "tf-smoke-gpu",
+                                    "uid": owner_uid, "controller": True}]
+    return {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup", "metadata": meta,
+            "spec": {"minMember": min_member, "scheduleTimeoutSeconds": 10}}
+
+
+def planned(objs, config=PODGROUP):
+    from policylib.cli import PLANNERS
+    return plan(objs, config, planners=PLANNERS)
+
+
+def test_missing_podgroup_is_created_owned_by_the_job():
+    [w] = planned([tfjob()])
+    assert (w.kind, w.action, w.namespace, w.name, w.rollout) == ("PodGroup", "create", "ml", "tf-smoke-gpu", False)
+    assert w.object["apiVersion"] == "scheduling.x-k8s.io/v1alpha1"
+    assert w.object["spec"] == {"scheduleTimeoutSeconds": 10, "minMember": 5}
+    assert w.object["metadata"]["ownerReferences"] == [{"apiVersion": "kubeflow.org/v1", "kind": "TFJob",
+                                                        "name": "tf-smoke-gpu", "uid": "uid-1", "controller": True,
+                                                        "blockOwnerDeletion": True}]
+
+
+def test_existing_podgroup_with_the_right_minimum_needs_nothing():
+    assert planned([tfjob(), podgroup(5)]) == []
+
+
+def test_min_member_follows_the_jobs_replicas():
+    [w] = planned([tfjob(workers=6), podgroup(5)])
+    assert w.patch == [{"op": "replace", "path": "/spec/minMember", "value": 7}]
+    assert w.resource_version == "3" and w.action == "patch"
+
+
+def test_podgroup_owned_by_someone_else_is_left_alone():
+    assert planned([tfjob(workers=6), podgroup(5, owner_uid="training-operator-uid")]) == []
+
+
+def test_jobs_without_our_gang_metadata_or_other_methods_get_no_podgroup():
+    raw = tfjob()
+    for spec in raw["spec"]["tfReplicaSpecs"].values():
+        spec["template"].pop("metadata", None)
+    assert planned([raw]) == []
+    assert planned([tfjob()], {"gang": {"method": "labels"}}) == []
