@@ -119,8 +119,14 @@ def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     if not sources:
         raise InputError("no enabled 'label' source in volcano.networkTopologyDiscovery; set it in --config "
                          "(the seed's default_controller_conf list)")
-    nodes = [d.obj for d in read_documents(args.filename, stdin)
-             if d.obj.get("kind") == "Node" and d.obj.get("apiVersion") == "v1"]
+    nodes = []
+    for d in read_documents(args.filename, stdin):
+        if d.obj.get("kind") == "Node" and d.obj.get("apiVersion") == "v1":
+            meta = d.obj.get("metadata")
+            if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or \
+                    not isinstance(meta.get("labels") or {}, dict):
+                raise InputError(f"{d.source}: document {d.index}: a Node needs metadata.name and a labels map")
+            nodes.append(d.obj)
     if not nodes:
         raise InputError(f"{', '.join(args.filename)}: no v1 Node objects found")
     built = discover_hypernodes(nodes, sources)

@@ -467,6 +467,10 @@ def _unwrap_helm_values(data: Mapping) -> tuple[Mapping, bool]:
     """The ``lrs-operator.operator.config`` mapping when the data is Helm values."""
     if HELM_NESTING[0] not in data:
         return data, False
+    beside = [k for k in data if k in TOP_LEVEL_KEYS]
+    if beside:
+        raise ConfigError(beside[0], "is beside lrs-operator: put every setting under lrs-operator.operator.config, "
+                                     "or use the top-level form without lrs-operator")
     node: Any = data
     for i, key in enumerate(HELM_NESTING):
         if not isinstance(node, Mapping) or key not in node:

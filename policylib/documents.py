@@ -56,13 +56,15 @@ def parse_documents(text: str, source: str) -> list[Document]:
     stripped = text.lstrip()
     try:
         with _no_gc():
+            raw = None
             if stripped.startswith(("{", "[")):
-                loaded = json.loads(text)
-                raw = loaded if isinstance(loaded, list) else [loaded]
-            else:
+                try:
+                    loaded = json.loads(text)
+                    raw = loaded if isinstance(loaded, list) else [loaded]
+                except json.JSONDecodeError:
+                    raw = None  # flow-style YAML such as {apiVersion: v1, ...}
+            if raw is None:
                 raw = list(yaml.load_all(text, Loader=_Loader))
-    except json.JSONDecodeError as e:
-        raise InputError(f"{source}: invalid JSON: line {e.lineno} column {e.colno}: {e.msg}") from None
     except yaml.YAMLError as e:
         raise InputError(f"{source}: invalid YAML: {_yaml_problem(e)}") from None
     docs: list[Document] = []

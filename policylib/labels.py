@@ -137,12 +137,18 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
     everything. An unknown operator matches nothing, the safe answer for callers
     that remove what matches.
     """
-    if selector is None:
+    if not isinstance(selector, dict):
         return False
-    for key, value in (selector.get("matchLabels") or {}).items():
+    match_labels = selector.get("matchLabels") or {}
+    exprs = selector.get("matchExpressions") or []
+    if not isinstance(match_labels, dict) or not isinstance(exprs, list):
+        return False  # malformed selectors match nothing
+    for key, value in match_labels.items():
         if labels.get(key) != value:
             return False
-    for expr in selector.get("matchExpressions") or ():
+    for expr in exprs:
+        if not isinstance(expr, dict) or not isinstance(expr.get("values") or [], list):
+            return False
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
         if op == "In":
             ok = key in labels and labels[key] in values

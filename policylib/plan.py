@@ -178,14 +178,22 @@ def plan(objects: Iterable[dict], config: Config | dict | None = None,
             try:
                 out = planner(obj, config, facts)
             except PolicyError as e:
-                meta = obj.get("metadata") or {}
-                writes.append(Write(obj.get("kind", ""), namespace_of(obj), meta.get("name", ""),
-                                    [f"error: {e}"], False, action="none", error=True))
+                writes.append(_error_entry(obj, str(e)))
+                continue
+            except (TypeError, AttributeError, KeyError, ValueError) as e:  # cluster data we could not read
+                writes.append(_error_entry(obj, f"{object_ref(obj)}: unreadable object ({type(e).__name__}: {e})"))
                 continue
             if out is None:
                 continue
             writes += out if isinstance(out, list) else [out]
     return writes
+
+
+def _error_entry(obj: dict, message: str) -> Write:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
+    return Write(str(obj.get("kind", "")), ns, str(meta.get("name", "")), [f"error: {message}"], False,
+                 action="none", error=True)
 
 
 def summarize(writes: list[Write]) -> str:

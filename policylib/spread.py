@@ -15,7 +15,7 @@ from typing import Any
 from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
 from .errors import PolicyError, object_ref
 from .facts import NO_FACTS, ClusterFacts, namespace_of
-from .labels import selector_matches, without_keys
+from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
 from .result import Result
 from .validation import validate_topology_spread_constraints
@@ -46,8 +46,11 @@ def is_deployment(obj: object) -> bool:
 
 def is_opted_out(obj: dict) -> bool:
     """The documented opt-out: label or annotation ``policylib.io/skip: "true"``."""
-    meta = obj.get("metadata") or {}
-    return any(str((meta.get(k) or {}).get(SKIP_KEY, "")).lower() == "true" for k in ("labels", "annotations"))
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return False
+    return any(isinstance(meta.get(k), dict) and str(meta[k].get(SKIP_KEY, "")).lower() == "true"
+               for k in ("labels", "annotations"))
 
 
 # --- effective replica count (seed 000 "Settings reference") ----------------
@@ -243,6 +246,8 @@ def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
         return False
     namespaces = term.get("namespaces") or []
     ns_selector = term.get("namespaceSelector")
+    if not isinstance(namespaces, list) or not (ns_selector is None or isinstance(ns_selector, dict)):
+        return False  # malformed (the API server rejects it): never removed by us
     if ns_selector is None:
         in_scope = not namespaces or namespace in namespaces
     else:
@@ -332,6 +337,14 @@ def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
         raise PolicyError(ref, "spec.selector", "required: apps/v1 Deployments need a non-empty selector")
+    selector_errors = validate_label_selector(selector, "spec.selector")
+    if selector_errors:
+        raise PolicyError(ref, selector_errors[0].field, selector_errors[0].message)
+    if not isinstance(obj.get("metadata") or {}, dict):
+        raise PolicyError(ref, "metadata", "must be an object")
+    for key in ("labels", "annotations"):
+        if not isinstance((obj.get("metadata") or {}).get(key) or {}, dict):
+            raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
     template = spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         raise PolicyError(ref, "spec.template.spec", "required: a Deployment needs a pod template")
@@ -339,7 +352,12 @@ def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
     if constraints is not None and not isinstance(constraints, list):
         raise PolicyError(ref, "spec.template.spec.topologySpreadConstraints", "must be a list")
     labels = (template.get("metadata") or {}).get("labels") or {}
-    return selector, labels if isinstance(labels, dict) else {}
+    if not isinstance(labels, dict):
+        raise PolicyError(ref, "spec.template.metadata.labels", "must be a map of strings")
+    affinity = template["spec"].get("affinity")
+    if affinity is not None and not isinstance(affinity, dict):
+        raise PolicyError(ref, "spec.template.spec.affinity", "must be an object")
+    return selector, labels
 
 
 def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
@@ -386,8 +404,11 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
 
     Managed constraints and the record come back from the old object when the
     new one dropped or changed them (``kubectl replace`` drops them), so an
-    update never rolls pods through this policy unless the count changed.
+    update never rolls pods through this policy unless the count changed. A
+    Deployment policylib never wrote (no record) keeps whatever the user sends.
     """
+    if not recorded_keys(old):
+        return  # policylib never wrote this Deployment: its constraints are the user's own
     keys = managed_keys(ctx.config, old, draft.original)
     current = _constraints_of(draft.root)
     others, ours_new = _split(current, keys)

@@ -234,6 +234,9 @@ def validate_partition_policy(task: dict, path: str) -> list[FieldError]:
                                                        f"({min_parts} * {size} = {min_parts * size}), "
                                                        f"got {task['minAvailable']}"))
     errs += validate_network_topology(pp.get("networkTopology"), f"{p}.networkTopology")
+    if isinstance(pp.get("networkTopology"), dict) and pp["networkTopology"].get("mode") == "soft":
+        errs.append(FieldError(f"{p}.networkTopology.mode", "soft mode is not supported with a partition policy "
+                                                             "(seed 001 \"Constraints\")"))
     return errs
 
 
@@ -297,4 +300,9 @@ def validate_volcano_job(job: dict) -> list[FieldError]:
             errs.append(FieldError(f"spec.policies[{i}].action", "RestartPartition is denied at job level "
                                                                  "(Volcano's ValidatingAdmissionPolicy); use task policies"))
     errs += validate_network_topology(spec.get("networkTopology"), "spec.networkTopology")
+    topology = spec.get("networkTopology")
+    if isinstance(topology, dict) and topology.get("mode") == "soft" and \
+            any(isinstance(t, dict) and t.get("partitionPolicy") is not None for t in tasks):
+        errs.append(FieldError("spec.networkTopology.mode", "soft mode is not supported together with a partition "
+                                                            "policy (seed 001 \"Constraints\")"))
     return errs

@@ -62,7 +62,7 @@ def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | 
     raw = str(annotations[PARTITION_SIZE_ANNOTATION]).strip()
     if raw.lower() == "none":
         return None
-    if not raw.isdigit() or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
         raise PolicyError(ref, f"metadata.annotations[{PARTITION_SIZE_ANNOTATION}]",
                           f"must be a whole number >= 1 or 'none', got {annotations[PARTITION_SIZE_ANNOTATION]!r}")
     return int(raw)
@@ -227,6 +227,11 @@ def _checked_tasks(job: dict, ref: str) -> list[dict]:
             raise PolicyError(ref, f"spec.tasks[{i}].replicas", f"must be an integer >= 0, got {replicas!r}")
         if task.get("policies") is not None and not isinstance(task["policies"], list):
             raise PolicyError(ref, f"spec.tasks[{i}].policies", "must be a list")
+        min_available = task.get("minAvailable")
+        if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int)):
+            raise PolicyError(ref, f"spec.tasks[{i}].minAvailable", f"must be an integer, got {min_available!r}")
+        if task.get("partitionPolicy") is not None and not isinstance(task["partitionPolicy"], dict):
+            raise PolicyError(ref, f"spec.tasks[{i}].partitionPolicy", "must be an object")
     return tasks
 
 
@@ -307,6 +312,11 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     before = validate_volcano_job(obj)
     notes.reasons += [f"as submitted: {e}" for e in before]
     size = partition_size_for(obj, config.volcano, ref)
+    job_topology = obj["spec"].get("networkTopology")
+    if size is not None and isinstance(job_topology, dict) and job_topology.get("mode") == "soft":
+        notes.warnings.append("the job's networkTopology is soft, which a partition policy does not support "
+                              "(seed 001 \"Constraints\"): no partitionPolicy added")
+        size = None
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
     owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")]
@@ -322,7 +332,10 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
 
 
 def mutate_other_volcano_kind(obj: dict) -> Result:
-    """Seed 001 "Constraints": HyperJob (and other kinds) ignore network topology."""
+    """Seed 001 "Constraints": HyperJob workloads ignore network topology. Other
+    Volcano kinds (PodGroups, Queues) come back unchanged without comment."""
+    if obj.get("kind") != "HyperJob":
+        return Result(obj)
     if _contains_key(obj.get("spec"), "networkTopology") or _contains_key(obj.get("spec"), "partitionPolicy"):
         return Result(obj, warnings=[f"{obj.get('kind')} workloads ignore networkTopology and partition "
                                      "policies: they will not take effect"])

@@ -134,3 +134,20 @@ def test_warnings_go_to_stderr_with_the_object(tmp_path):
     out = run("preview", "-f", write(tmp_path / "d.yaml", d), "-o", "patch")
     assert out.returncode == 0
     assert "policylib: warning: " in out.stderr and "Deployment ml/web" in out.stderr
+
+
+def test_flow_style_yaml_is_yaml_not_broken_json(tmp_path):
+    f = tmp_path / "flow.yaml"
+    f.write_text("{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}\n")
+    out = run("preview", "-f", str(f), "-o", "patch")
+    assert out.returncode == 0 and out.stdout == "[]\n"
+
+
+def test_plan_survives_unreadable_objects(tmp_path):
+    bad = deployment("bad")
+    bad["metadata"]["annotations"] = ["not", "a", "map"]
+    f = write(tmp_path / "snap.yaml", bad, deployment("ok"))
+    out = subprocess.run([POLICYLIB, "plan", "-f", f, "-o", "json"], capture_output=True, text=True)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    [entry] = json.loads(out.stdout)
+    assert entry["name"] == "bad" and entry["error"] is True

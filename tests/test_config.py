@@ -179,3 +179,9 @@ def test_upstream_docs_discovery_config_with_two_topologies_and_other_sources_lo
     label = [s for s in v.networkTopologyDiscovery if s.source == "label"][0]
     assert [name for name, _ in label.topologies] == ["topologyA2", "topologyA3"]
     assert [s.source for s in v.networkTopologyDiscovery] == ["ufm", "roce", "label"]
+
+
+def test_sections_beside_helm_nesting_are_an_error_not_ignored():
+    with pytest.raises(ConfigError) as e:
+        load_config({"lrs-operator": {"operator": {"config": {}}}, "volcano": {"partitionSize": 2}})
+    assert e.value.path == "volcano" and "beside lrs-operator" in e.value.message

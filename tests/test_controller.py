@@ -33,16 +33,17 @@ def lease(holder, renewed, rv="7", duration=15):
 
 # --- pure decisions -------------------------------------------------------------------------
 
-@pytest.mark.parametrize("current,expected", [
-    (None, "create"),
-    (lease("me", NOW - dt.timedelta(seconds=5)), "renew"),
-    (lease("me", NOW - dt.timedelta(seconds=500)), "renew"),
-    (lease("other", NOW - dt.timedelta(seconds=5)), "wait"),
-    (lease("other", NOW - dt.timedelta(seconds=16)), "acquire"),
-    (lease("", NOW), "acquire"),
+@pytest.mark.parametrize("current,observed_ago,expected", [
+    (None, 0, "create"),
+    (lease("me", NOW), 5, "renew"),
+    (lease("me", NOW), 500, "renew"),
+    (lease("other", NOW), 5, "wait"),
+    (lease("other", NOW - dt.timedelta(hours=1)), 5, "wait"),   # their clock is not ours: we saw it 5 s ago
+    (lease("other", NOW), 16, "acquire"),                        # unchanged for longer than its duration
+    (lease("", NOW), 0, "acquire"),
 ])
-def test_lease_decision(current, expected):
-    assert lease_decision(current, "me", NOW) == expected
+def test_lease_decision(current, observed_ago, expected):
+    assert lease_decision(current, "me", 1000.0, 1000.0 - observed_ago) == expected
 
 
 def rolled(name, generation=2, observed=2, updated=3, available=3, replicas=3):
@@ -143,7 +144,7 @@ def test_first_round_creates_the_lease(tmp_path):
     assert post["body"]["spec"]["leaseDurationSeconds"] == 15
 
 
-def test_a_fresh_lease_held_by_another_replica_means_no_writes(tmp_path):
+def test_a_fresh_lease_held_by_another_replica_means_no_writes(tmp_path):  # noqa: D103
     with FakeAPI() as api:
         Cluster(api, [legacy("a")])
         api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=3))))
@@ -160,6 +161,9 @@ def test_expired_lease_is_acquired_with_a_guarded_update(tmp_path):
         api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=60), rv="41")))
         api.route("PUT", LEASE, lambda req: (200, req["body"]))
         c = controller(api, tmp_path)
+        assert c.try_lead() is False           # first sight of this record: wait a lease duration
+        record, seen = c.observed
+        c.observed = (record, seen - 16)       # ... 16 s later, still unchanged
         assert c.try_lead() is True
     put = [r for r in api.requests if r["method"] == "PUT"][0]
     assert put["body"]["metadata"]["resourceVersion"] == "41"
@@ -169,10 +173,56 @@ def test_expired_lease_is_acquired_with_a_guarded_update(tmp_path):
 def test_losing_the_race_for_the_lease_means_not_leading(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])
-        api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=60))))
+        api.route("GET", LEASE, (200, lease("", NOW)))
         api.route("PUT", LEASE, (409, {"kind": "Status", "code": 409}))
         c = controller(api, tmp_path)
         assert c.try_lead() is False and c.leading is False
+
+
+def test_writes_stop_when_the_renewal_runs_out_mid_pass(tmp_path):
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a"), legacy("b")])
+        c = controller(api, tmp_path, DRIFT)
+        assert c.try_lead()
+        c.lease_deadline = 0.0  # the lease thread could not renew in time
+        c.store.replace([legacy("a"), legacy("b")])
+        assert c.reconcile("resync") == []
+    assert cluster.patches() == []
+
+
+def test_after_failover_rollouts_still_running_count_against_the_cap(tmp_path):
+    config = {"hostTopologySpread": {"reconcileDrift": True}, "controller": {"maxConcurrentRollouts": 2}}
+    rolling = mutate(deployment("r", replicas=4), load_config(config)).object
+    rolling["metadata"].update(resourceVersion="1", generation=3)
+    rolling["status"] = {"observedGeneration": 3, "updatedReplicas": 1, "availableReplicas": 3, "replicas": 5}
+    with FakeAPI() as api:
+        cluster = Cluster(api, [rolling] + [legacy(n) for n in "abc"])
+        c = controller(api, tmp_path, config)
+        c.try_lead()
+        c.resync()
+    assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
+
+
+def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
+    import threading
+    import time
+    from policylib.kube import KUBEFLOW_JOBS
+    with FakeAPI() as api:
+        Cluster(api, [])
+        c = controller(api, tmp_path, {"controller": {"resyncSeconds": 1}})
+        t = threading.Thread(target=c._watch_loop, args=(KUBEFLOW_JOBS[0],), daemon=True)
+        t.start()
+        time.sleep(1.5)
+        c.stop.set()
+        t.join(5)
+    watches = [r for r in api.requests if r["path"] == "/apis/kubeflow.org/v1/tfjobs"]
+    assert 1 <= len(watches) <= 3
+
+
+def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
+    from webhook.controller import watched_resources
+    assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers"]
+    assert len(watched_resources(load_config({"gang": {"method": "podgroup"}}))) == 7
 
 
 def test_compliant_cluster_sees_zero_writes(tmp_path):
@@ -317,6 +367,7 @@ def test_controller_creates_a_missing_podgroup(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])
         api.route("GET", "/apis/kubeflow.org/v1/tfjobs", paged_list("TFJob", strip_type([job]), 500))
+        api.route("GET", "/apis/kubeflow.org/v1/pytorchjobs", paged_list("PyTorchJob", [], 500))
         created = []
         api.route("POST", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups",
                   lambda req: (created.append(dict(req["body"], metadata=dict(req["body"]["metadata"],
@@ -333,3 +384,29 @@ def test_controller_creates_a_missing_podgroup(tmp_path):
         assert posts[0]["body"]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
         c.resync()  # the API now lists the created PodGroup: nothing more to do
         assert len([r for r in api.requests if r["method"] == "POST" and r["path"].endswith("/podgroups")]) == 1
+
+
+def test_podgroup_conflict_is_retried_on_fresh_state(tmp_path):
+    from tests.test_plan import PODGROUP, podgroup, tfjob
+    job = tfjob(workers=6)
+    stale = podgroup(5, rv="3")
+    calls = []
+
+    def patch(req):
+        calls.append(req["body"])
+        if len(calls) == 1:
+            return 409, {"kind": "Status", "code": 409}
+        return 200, dict(stale, metadata=dict(stale["metadata"], resourceVersion="5"), spec={"minMember": 7})
+
+    with FakeAPI() as api:
+        Cluster(api, [])
+        api.route("GET", "/apis/kubeflow.org/v1/tfjobs", paged_list("TFJob", strip_type([job]), 500))
+        api.route("GET", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups", paged_list("PodGroup", strip_type([stale]), 500))
+        path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups/tf-smoke-gpu"
+        api.route("GET", path, (200, strip_type([podgroup(5, rv="4")])[0]))
+        api.route("PATCH", path, patch)
+        c = controller(api, tmp_path, PODGROUP)
+        c.try_lead()
+        c.resync()
+    assert [b[0]["value"] for b in calls] == ["3", "4"]
+    assert calls[1][1:] == [{"op": "replace", "path": "/spec/minMember", "value": 7}]

@@ -84,3 +84,21 @@ def test_every_emitted_deployment_passes_the_api_schema_strictly(case, config):
     d, facts = case
     r = mutate(d, config, facts=facts)
     kubernetes_validate.validate(r.object, K8S_VERSION, strict=True)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(deployments(), configs(), configs(), st.integers(0, 40))
+def test_updates_never_roll_on_a_settings_change_and_count_changes_converge(case, before, after, new_count):
+    d, facts = case
+    old = mutate(d, before, facts=facts).object
+    same = mutate(copy.deepcopy(old), after, old=old, facts=facts)
+    assert same.patch == [] or all(not op["path"].startswith("/spec/template") for op in same.patch)
+    changed = copy.deepcopy(old)
+    changed["spec"]["replicas"] = new_count
+    r = mutate(changed, after, old=old, facts=facts)
+    assert jsonpatch.apply_patch(changed, r.patch) == r.object
+    assert mutate(copy.deepcopy(r.object), after, old=r.object, facts=facts).patch == []
+    if not facts.hpas and new_count != (d["spec"].get("replicas") if d["spec"].get("replicas") is not None else 1):
+        assert mutate(r.object, after, facts=facts).patch == []  # a count change wrote the current settings
+    assert validate_topology_spread_constraints(
+        r.object["spec"]["template"]["spec"].get("topologySpreadConstraints")) == []

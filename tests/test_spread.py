@@ -430,3 +430,41 @@ def test_drift_ignores_anti_affinity_the_policy_keeps():
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [other]}}})
     written = mutate(d).object
     assert not spread_drift(written).needs_rewrite
+
+
+def test_update_of_a_deployment_never_written_keeps_the_users_own_constraints():
+    old = deployment(replicas=4)
+    new = copy.deepcopy(old)
+    mine = {"maxSkew": 2, "topologyKey": HOST, "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "web"}}}
+    new["spec"]["template"]["spec"]["topologySpreadConstraints"] = [mine]
+    r = mutate(new, ENFORCE, old=old)
+    assert r.patch == [] and r.warnings == []
+
+
+@pytest.mark.parametrize("mutator,field", [
+    (lambda d: d["spec"]["selector"].update(matchLabels=["app", "web"]), "spec.selector.matchLabels"),
+    (lambda d: d["spec"]["selector"].update(matchExpressions=["app"]), "spec.selector.matchExpressions[0]"),
+    (lambda d: d["metadata"].update(annotations=["a"]), "metadata.annotations"),
+    (lambda d: d["spec"]["template"]["metadata"].update(labels="app=web"), "spec.template.metadata.labels"),
+    (lambda d: d["spec"]["template"]["spec"].update(affinity="none"), "spec.template.spec.affinity"),
+])
+def test_odd_types_are_policy_errors_not_crashes(mutator, field):
+    d = deployment()
+    mutator(d)
+    with pytest.raises(PolicyError) as e:
+        mutate(d)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize("term", [
+    {"labelSelector": "app=web"},
+    {"labelSelector": {"matchLabels": ["app"]}},
+    {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In", "values": "web"}]}},
+    {"labelSelector": {"matchLabels": {"app": "web"}}, "namespaces": "ml"},
+])
+def test_malformed_anti_affinity_terms_are_kept_not_crashed_on(term):
+    d = deployment(pod_spec={"containers": [{"name": "a", "image": "x"}], "affinity": {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}})
+    r = mutate(d)
+    assert pod_spec(r.object)["affinity"] == pod_spec(d)["affinity"]

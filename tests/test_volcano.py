@@ -320,3 +320,32 @@ def test_unknown_tier_name_is_warned():
                                       "networkTopologyDiscovery": DISCOVERY}})
     r = mutate(job(task()), config, facts=ClusterFacts.from_objects(seed_nodes()))
     assert any("highestTierName 'volcano.sh/tor' matches no HyperNode tierName" in w for w in r.warnings)
+
+
+def test_soft_job_level_topology_gets_no_partitions():
+    r = mutate(job(task(), networkTopology={"mode": "soft"}), cfg())
+    assert all("partitionPolicy" not in t for t in tasks_of(r.object))
+    assert any("soft" in w and "no partitionPolicy added" in w for w in r.warnings)
+    bad = job(task(partitionPolicy={"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2}),
+              networkTopology={"mode": "soft"})
+    assert any(e.field == "spec.networkTopology.mode" for e in validate_volcano_job(bad))
+
+
+def test_volcano_podgroups_are_not_warned_about():
+    pg = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup", "metadata": {"name": "p"},
+          "spec": {"minMember": 2, "networkTopology": {"mode": "hard", "highestTierAllowed": 1}}}
+    assert mutate(pg, cfg()).warnings == []
+
+
+@pytest.mark.parametrize("mutator,field", [
+    (lambda j: j["spec"]["tasks"][0].update(minAvailable="2"), "spec.tasks[0].minAvailable"),
+    (lambda j: j["metadata"].update(annotations={PARTITION_SIZE_ANNOTATION: "²"}),
+     f"metadata.annotations[{PARTITION_SIZE_ANNOTATION}]"),
+])
+def test_odd_types_are_policy_errors(mutator, field):
+    from policylib import PolicyError
+    j = job(task())
+    mutator(j)
+    with pytest.raises(PolicyError) as e:
+        mutate(j, cfg())
+    assert e.value.field == field

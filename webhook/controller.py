@@ -35,6 +35,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 import policylib
 from policylib import kube
 from policylib.facts import ClusterFacts, is_fact, namespace_of
+from policylib.spread import RECORD_REPLICAS
 from policylib.plan import Write, plan
 
 log = logging.getLogger("policylib.controller")
@@ -60,12 +61,20 @@ def micro_time(now: dt.datetime) -> str:
     return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def lease_decision(lease: dict | None, identity: str, now: dt.datetime) -> str:
+def lease_record(lease: dict | None) -> tuple:
+    """What identifies one state of the Lease: a change means its holder is alive."""
+    spec = (lease or {}).get("spec") or {}
+    return spec.get("holderIdentity"), spec.get("renewTime"), ((lease or {}).get("metadata") or {}).get("resourceVersion")
+
+
+def lease_decision(lease: dict | None, identity: str, now: float, observed_at: float) -> str:
     """What to do with the Lease, as client-go's leaderelection decides it.
 
     ``create`` when there is none; ``renew`` when we hold it; ``acquire`` when
-    its holder let it expire (renewTime + leaseDurationSeconds in the past) or
-    nobody holds it; otherwise ``wait``.
+    nobody holds it, or when its record has not changed for longer than
+    ``leaseDurationSeconds`` since this replica first saw it (``observed_at``,
+    local monotonic time: like client-go, expiry never compares another
+    replica's clock with ours); otherwise ``wait``.
     """
     if lease is None:
         return "create"
@@ -73,14 +82,14 @@ def lease_decision(lease: dict | None, identity: str, now: dt.datetime) -> str:
     holder = spec.get("holderIdentity")
     if holder == identity:
         return "renew"
-    renewed = _parse_time(spec.get("renewTime") or spec.get("acquireTime"))
     duration = spec.get("leaseDurationSeconds") or 15
-    if not holder or renewed is None or renewed + dt.timedelta(seconds=duration) < now:
+    if not holder or observed_at + duration < now:
         return "acquire"
     return "wait"
 
 
 def lease_spec(lease: dict | None, identity: str, now: dt.datetime, duration: int, decision: str) -> dict:
+    """The Lease spec to write for ``decision``; ``now`` is wall-clock time for the record."""
     spec = dict((lease or {}).get("spec") or {})
     spec.update(holderIdentity=identity, leaseDurationSeconds=duration, renewTime=micro_time(now))
     if decision in ("create", "acquire"):
@@ -148,7 +157,11 @@ class ControllerMetrics:
 
 # --- the store of cluster objects -----------------------------------------------------------
 
-WATCHED = (kube.DEPLOYMENTS, kube.HPAS) + kube.KUBEFLOW_JOBS + kube.PODGROUPS
+def watched_resources(config: policylib.Config) -> tuple:
+    """Deployments and HPAs always; Kubeflow jobs and PodGroups only for gang method podgroup
+    (most clusters serve neither, and there is nothing to write for them otherwise)."""
+    base = (kube.DEPLOYMENTS, kube.HPAS)
+    return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if config.gang.method == "podgroup" else base
 
 
 def object_key(obj: dict) -> tuple:
@@ -229,11 +242,18 @@ class Controller:
         self.metrics = ControllerMetrics()
         self.events: queue.Queue = queue.Queue()
         self.stop = threading.Event()
-        self.leading = False
+        self.lease_deadline = 0.0          # monotonic time until which our last renewal holds
+        self.observed: tuple = (None, 0.0)  # (Lease record, monotonic time first seen)
         self.synced = False
+        self.resources = watched_resources(self.config)
         self.resource_versions: dict[str, str] = {}
         from policylib.cli import PLANNERS
         self.planners = options.planners or PLANNERS
+
+    @property
+    def leading(self) -> bool:
+        """We hold the Lease and our last renewal has not run out: checked before every write."""
+        return time.monotonic() < self.lease_deadline
 
     @property
     def dry_run(self) -> bool:
@@ -248,13 +268,16 @@ class Controller:
         """One leader-election round: create, acquire, renew or wait. Returns whether we lead."""
         name = self.config.controller.leaseName
         duration = self.config.controller.leaseDurationSeconds
-        now = self.clock()
+        started = time.monotonic()
         lease = kube.get_json(self.api, self._lease_path(name))
-        decision = lease_decision(lease, self.options.identity, now)
+        record = lease_record(lease)
+        if record != self.observed[0]:
+            self.observed = (record, started)
+        decision = lease_decision(lease, self.options.identity, started, self.observed[1])
         if decision == "wait":
             self._set_leading(False)
             return False
-        spec = lease_spec(lease, self.options.identity, now, duration, decision)
+        spec = lease_spec(lease, self.options.identity, self.clock(), duration, decision)
         if decision == "create":
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": name, "namespace": self.options.namespace}, "spec": spec}
@@ -264,29 +287,33 @@ class Controller:
             status, _ = kube.request(self.api, "PUT", self._lease_path(name), body=body,
                                      content_type="application/json")
         won = 200 <= status < 300
-        if not won and status not in (409,):
+        if not won and status != 409:
             self.metrics.errors.labels("lease").inc()
-        self._set_leading(won)
+        # the renewal holds for a little less than the lease, counted from before the round began
+        self._set_leading(won, started + duration * 2 / 3)
         return won
 
-    def _set_leading(self, leading: bool) -> None:
+    def _set_leading(self, leading: bool, until: float = 0.0) -> None:
         if leading != self.leading:
             log.info(json.dumps({"msg": "leader" if leading else "not leader", "identity": self.options.identity}))
-        self.leading = leading
+        self.lease_deadline = until if leading else 0.0
         self.metrics.leader.set(1 if leading else 0)
 
     # reading ---------------------------------------------------------------------------
     def resync(self) -> None:
         """List everything again (watches may have missed events) and plan a full pass."""
         objs: list[dict] = []
-        for res in WATCHED:
-            pages = kube.list_objects(self.api, res)
-            for page in pages:
+        for res in self.resources:
+            for page in kube.list_objects(self.api, res):
                 objs += page
         self.store.replace(objs)
         for obj in objs:
             if obj.get("kind") == "Deployment":
                 self.gate.update(obj)
+                # after a restart or failover, rollouts a previous leader started still count
+                if RECORD_REPLICAS in ((obj.get("metadata") or {}).get("annotations") or {}) \
+                        and not rollout_complete(obj):
+                    self.gate.started((namespace_of(obj), obj["metadata"]["name"]))
         self.synced = True
         self.reconcile("resync")
 
@@ -315,6 +342,8 @@ class Controller:
             return False
         entry = {"msg": "dry-run" if self.dry_run else "write", "kind": write.kind, "namespace": write.namespace,
                  "name": write.name, "action": write.action, "rollout": write.rollout, "reasons": write.reasons}
+        if not self.dry_run and not self.leading:
+            return False  # the Lease ran out mid-pass: another replica may lead now
         if self.dry_run:
             log.info(json.dumps(entry))
             self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "true").inc()
@@ -370,8 +399,8 @@ class Controller:
         fresh.setdefault("apiVersion", write.api_version)
         fresh.setdefault("kind", write.kind)
         self.store.apply("MODIFIED", fresh)
-        same = _same_object(write.kind, write.namespace, write.name)
-        for w in plan(self.store.values(), self.config, planners=self.planners, facts=self.store.facts, only=same):
+        for w in plan(self.store.values(), self.config, planners=self.planners, facts=self.store.facts,
+                      only=affected(fresh)):
             if (w.kind, w.namespace, w.name) == (write.kind, write.namespace, write.name) and not w.error:
                 return w
         return None
@@ -432,43 +461,51 @@ class Controller:
 
     def _watch_loop(self, res: kube.Resource) -> None:
         rv = None
+        timeout = min(self.config.controller.resyncSeconds, 300)
         while not self.stop.is_set():
+            started = time.monotonic()
             try:
-                rv = self.watch(res, rv, min(self.config.controller.resyncSeconds, 300))
+                rv = self.watch(res, rv, timeout)
             except Exception as e:  # network: back off and watch again
                 self.metrics.errors.labels("watch").inc()
                 log.warning(json.dumps({"msg": "watch failed", "resource": res.plural, "error": str(e)}))
-                self.stop.wait(2)
                 rv = None
+            if time.monotonic() - started < 1:
+                # an answer at once (404: not served, 410, errors) must not become a hot loop
+                self.stop.wait(min(self.config.controller.resyncSeconds, 30))
+
+    def _lease_loop(self) -> None:
+        """Renew (or try to take) the Lease on its own thread, so a long pass never lets it lapse."""
+        every = max(1.0, self.config.controller.leaseDurationSeconds / 3)
+        while not self.stop.is_set():
+            was_leading = self.leading
+            try:
+                if not self.try_lead() and was_leading:
+                    log.error(json.dumps({"msg": "lost the Lease; stopping writes"}))
+            except Exception as e:
+                self.metrics.errors.labels("lease").inc()
+                log.warning(json.dumps({"msg": "lease round failed", "error": str(e)}))
+            self.stop.wait(every)
 
     def run(self) -> None:
         """Lead, resync, then consume watch events until stopped."""
-        renew_every = max(1.0, self.config.controller.leaseDurationSeconds / 3)
-        for res in WATCHED:
+        threading.Thread(target=self._lease_loop, daemon=True, name="lease").start()
+        for res in self.resources:
             threading.Thread(target=self._watch_loop, args=(res,), daemon=True, name=f"watch-{res.plural}").start()
         next_resync = 0.0
-        next_renew = 0.0
+        was_leading = False
         while not self.stop.is_set():
             now = time.monotonic()
-            if now >= next_renew:
-                try:
-                    was_leading = self.leading
-                    if not self.try_lead() and was_leading:
-                        log.error(json.dumps({"msg": "lost the Lease; stopping writes"}))
-                except Exception as e:
-                    self.metrics.errors.labels("lease").inc()
-                    log.warning(json.dumps({"msg": "lease round failed", "error": str(e)}))
-                    self._set_leading(False)
-                next_renew = now + renew_every
-            if self.leading and now >= next_resync:
+            if self.leading and (now >= next_resync or not was_leading):
                 try:
                     self.resync()
                 except Exception as e:
                     self.metrics.errors.labels("resync").inc()
                     log.warning(json.dumps({"msg": "resync failed", "error": str(e)}))
                 next_resync = now + self.config.controller.resyncSeconds
+            was_leading = self.leading
             try:
-                event_type, obj = self.events.get(timeout=min(1.0, renew_every))
+                event_type, obj = self.events.get(timeout=1.0)
             except queue.Empty:
                 continue
             try:
