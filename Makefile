@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench install clean
+.PHONY: run test bench bench-webhook install clean
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_spread.py
+
+# Load over TLS against a local webhook; uses `hey` (apt-get install hey) when present.
+bench-webhook: $(STAMP)
+	$(BIN)/python bench/bench_webhook.py
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis

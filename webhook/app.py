@@ -7,14 +7,15 @@ Routes: ``POST /mutate`` (AdmissionReview v1), ``GET /healthz`` (liveness),
 """
 from __future__ import annotations
 
-import json
 import logging
+import os
 import time
-from typing import Any
+from typing import Any, Callable
 
+import orjson
 import policylib
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from . import review
 from .cache import ObjectOnlyFacts
@@ -25,7 +26,21 @@ JSON = "application/json"
 
 
 def _json(body: Any, status: int = 200) -> Response:
-    return Response(json.dumps(body, separators=(",", ":")), status=status, mimetype=JSON)
+    return Response(orjson.dumps(body), status=status, mimetype=JSON)
+
+
+def read_body(limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes, else 413 (before reading it when the length is declared).
+
+    Reads ``wsgi.input`` directly: werkzeug's stream wrapper cost more than the read.
+    """
+    length = request.content_length
+    if length is not None and length > limit:
+        raise RequestEntityTooLarge()
+    data = request.environ["wsgi.input"].read(limit + 1 if length is None else length)
+    if len(data) > limit:
+        raise RequestEntityTooLarge()
+    return data
 
 
 def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> str:
@@ -37,31 +52,34 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
             "durationMs": round(seconds * 1000, 3)}
     if answer.error:
         line["error"] = answer.error
-    return json.dumps(line, separators=(",", ":"))
+    return orjson.dumps(line).decode()
 
 
 def create_app(config: policylib.Config | dict | str | None = None, *, facts: Any = None,
-               tls: Any = None) -> Flask:
+               tls: Any = None, review_log: Callable[[str], None] | None = None) -> Flask:
     """Build the webhook app (Flask's app-factory pattern: no module-level state).
 
-    ``config`` is anything ``policylib.load_config`` takes. ``facts`` gives
-    ``hpas_for``, ``ready`` and ``status()`` (see :mod:`webhook.cache`), default
-    object-only. ``tls`` gives ``not_after`` and ``status()`` (see
+    ``config`` is anything ``policylib.load_config`` takes. ``facts`` is a
+    ``policylib.ClusterFacts``, default object-only; the ones in :mod:`webhook.cache`
+    also tell ``/readyz`` whether they are ``ready`` and their ``status()``. ``tls`` gives ``not_after`` and ``status()`` (see
     :class:`webhook.server.ServingCertificate`) when the app serves TLS itself.
+    ``review_log`` takes each review's JSON line; default: the ``webhook.review``
+    logger at INFO (the server passes a buffered writer instead).
     """
     config = policylib.load_config(config)
     facts = facts if facts is not None else ObjectOnlyFacts("no facts source given")
+    review_log = review_log or logging.getLogger(REVIEW_LOG).info
+    errors = logging.getLogger("webhook.app")
     metrics = Metrics()
-    log = logging.getLogger(REVIEW_LOG)
     app = Flask("webhook")
-    app.config["MAX_CONTENT_LENGTH"] = config.webhook.maxRequestBytes
+    limit = config.webhook.maxRequestBytes
     app.extensions["policylib"] = {"config": config, "facts": facts, "metrics": metrics, "tls": tls}
 
     @app.post("/mutate")
     def mutate() -> Response:
         start = time.perf_counter()
         with metrics.in_flight.track_inprogress():
-            req = review.parse_review(request.get_data(cache=False))
+            req = review.parse_review(read_body(limit))
             answer = review.decide(req, config, facts)
             body = review.response_review(req, answer)
         seconds = time.perf_counter() - start
@@ -69,14 +87,13 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
         return _json(body)
 
     def record(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> None:
-        metrics.reviews.labels(req.kind, req.operation, answer.outcome).inc()
-        metrics.latency.labels(req.kind, req.operation).observe(seconds)
-        metrics.patch_operations.labels(req.kind).observe(len(answer.patch))
+        metrics.review(req.kind, req.operation, answer.outcome, seconds, len(answer.patch))
         if answer.error:
             metrics.policy_failures.labels(req.kind, config.webhook.failureMode).inc()
-            log.warning(review_log_line(req, answer, seconds))
-        else:
-            log.info(review_log_line(req, answer, seconds))
+            if not isinstance(answer.exception, policylib.PolicylibError):
+                errors.error("policy raised %s on %s %s/%s", type(answer.exception).__name__, req.kind,
+                             req.namespace, req.name, exc_info=answer.exception)
+        review_log(review_log_line(req, answer, seconds))
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -85,9 +102,10 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
     @app.get("/readyz")
     def readyz() -> Response:
         tls_status = tls.status() if tls is not None else {"loaded": True, "served": "by the caller"}
-        ready = bool(facts.ready and tls_status.get("loaded"))
+        facts_status = facts.status() if hasattr(facts, "status") else {"facts": "given"}
+        ready = bool(getattr(facts, "ready", True) and tls_status.get("loaded"))
         body = {"ready": ready, "config": "loaded", "failureMode": config.webhook.failureMode,
-                **facts.status(), "tls": tls_status}
+                **facts_status, "tls": tls_status, "pid": os.getpid()}
         return _json(body, 200 if ready else 503)
 
     @app.get("/metrics")

@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Any, Iterable
 
-from policylib.facts import hpa_target, namespace_of
+from policylib.facts import ClusterFacts, hpa_target, namespace_of
 
 log = logging.getLogger("webhook.cache")
 
@@ -30,13 +30,14 @@ REQUEST_TIMEOUT = (5, WATCH_SECONDS + 30)
 MAX_BACKOFF = 30.0
 
 
-class ObjectOnlyFacts:
-    """No cluster access: no HPAs are known, the object itself is the only fact."""
+class ObjectOnlyFacts(ClusterFacts):
+    """No cluster access: no HPAs or Nodes are known, the object itself is the only fact."""
 
     mode = OBJECT_ONLY
     ready = True
 
     def __init__(self, reason: str):
+        super().__init__()
         self.reason = reason
 
     def hpas_for(self, namespace: str, name: str) -> list[dict]:
@@ -44,6 +45,9 @@ class ObjectOnlyFacts:
 
     def status(self) -> dict:
         return {"facts": self.mode, "reason": self.reason}
+
+    def start(self) -> "ObjectOnlyFacts":
+        return self
 
     def stop(self) -> None:
         pass
@@ -106,13 +110,19 @@ class HpaIndex:
         self._targets, self._buckets = fresh._targets, fresh._buckets
 
 
-class HpaCache:
-    """List-then-watch HPAs in a daemon thread; ``ready`` once the first list is in."""
+class HpaCache(ClusterFacts):
+    """List-then-watch HPAs in a daemon thread; ``ready`` once the first list is in.
+
+    A :class:`~policylib.ClusterFacts` whose ``hpas_for`` reads the live index;
+    Nodes are not watched (the webhook's RBAC covers HPAs only), so ``nodes``
+    stays empty.
+    """
 
     mode = WATCH
 
     def __init__(self, api_client: Any, source: str):
         from kubernetes import client
+        super().__init__()
         self.api = client.AutoscalingV2Api(api_client)
         self.source = source
         self.index = HpaIndex()

@@ -18,7 +18,6 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PREFIX = "policylib_webhook"
 #: Includes the API server's own webhook latency buckets 5 ms, 25 ms and 100 ms.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-PATCH_OPS_BUCKETS = (0, 1, 2, 4, 8, 16, 32)
 
 
 def multiprocess_dir() -> str | None:
@@ -30,14 +29,15 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self._children: dict[tuple[str, str, str], tuple] = {}
         r = self.registry
         self.reviews = Counter(f"{PREFIX}_reviews", "Admission reviews answered, by kind, operation and outcome "
-                               "(mutated, unchanged, skipped, fail_open, fail_closed).",
+                               "(mutated, unchanged, skipped, denied, fail_open, fail_closed).",
                                ["kind", "operation", "outcome"], registry=r)
         self.latency = Histogram(f"{PREFIX}_review_duration_seconds", "Time to answer an admission review.",
                                  ["kind", "operation"], buckets=LATENCY_BUCKETS, registry=r)
-        self.patch_operations = Histogram(f"{PREFIX}_patch_operations", "JSON patch operations per review.",
-                                          ["kind"], buckets=PATCH_OPS_BUCKETS, registry=r)
+        self.patch_operations = Counter(f"{PREFIX}_patch_operations", "JSON patch operations sent, by kind.",
+                                        ["kind"], registry=r)
         self.policy_failures = Counter(f"{PREFIX}_policy_failures", "Reviews where a policy failed, by kind "
                                        "and failure mode.", ["kind", "mode"], registry=r)
         self.bad_requests = Counter(f"{PREFIX}_bad_requests", "Requests refused before review, by HTTP status.",
@@ -47,6 +47,20 @@ class Metrics:
         self.cert_not_after = Gauge(f"{PREFIX}_certificate_not_after_seconds", "notAfter of the serving "
                                     "certificate, seconds since the epoch.", multiprocess_mode="livemostrecent",
                                     registry=r)
+
+    def review(self, kind: str, operation: str, outcome: str, seconds: float, patch_ops: int) -> None:
+        """Count one answered review; the labelled children are looked up once per label set."""
+        key = (kind, operation, outcome)
+        children = self._children.get(key)
+        if children is None:
+            children = self._children[key] = (self.reviews.labels(kind, operation, outcome),
+                                              self.latency.labels(kind, operation),
+                                              self.patch_operations.labels(kind))
+        reviews, latency, patch_operations = children
+        reviews.inc()
+        latency.observe(seconds)
+        if patch_ops:
+            patch_operations.inc(patch_ops)
 
     def render(self) -> bytes:
         """The exposition text: summed over workers in multiprocess mode."""

@@ -1,0 +1,187 @@
+"""webhook.cache: the watch-backed HPA cache with the real ``kubernetes`` client against a fake API."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from kubernetes import config as kube_config
+
+import policylib
+import webhook
+from tests.fakeapi import FakeAPI, paged_list
+from tests.helpers import deployment, hpa
+from tests.webhook_support import review_of
+from webhook.cache import HpaCache, HpaIndex, ObjectOnlyFacts, facts_source, slim_hpa
+
+HPA_PATH = "/apis/autoscaling/v2/horizontalpodautoscalers"
+
+
+def with_rv(obj: dict, rv: str) -> dict:
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv}}
+
+
+class WatchScript:
+    """An API server's HPAs: lists show the current ``items``; the first watch streams
+    ``events`` (and applies them to ``items``), the second answers 410 Gone, later
+    ones stay open until the test ends."""
+
+    def __init__(self, items: list[dict], events: list[tuple[str, dict]], page: int = 500):
+        self.items = list(items)
+        self.page = page
+        self.events = events
+        self.watches = 0
+        self.done = threading.Event()
+
+    def apply(self, kind: str, obj: dict) -> None:
+        key = (obj["metadata"].get("namespace"), obj["metadata"].get("name"))
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self.items = [i for i in self.items if (i["metadata"]["namespace"], i["metadata"]["name"]) != key]
+        if kind in ("ADDED", "MODIFIED"):
+            self.items.append(obj)
+
+    def __call__(self, req: dict) -> tuple:
+        if req["query"].get("watch") != "true":
+            return paged_list("HorizontalPodAutoscaler", self.items, self.page)(req)
+        self.watches += 1
+        if self.watches == 1:
+            for kind, obj in self.events:
+                self.apply(kind, obj)
+            lines = b"".join(json.dumps({"type": t, "object": o}).encode() + b"\n" for t, o in self.events)
+        elif self.watches == 2:
+            lines = json.dumps({"type": "ERROR", "object": {"kind": "Status", "apiVersion": "v1", "code": 410,
+                                                            "reason": "Expired", "message": "too old"}}).encode() + b"\n"
+        else:
+            self.done.wait(10)
+            lines = b""
+        return 200, lines
+
+
+def wait_for(predicate, timeout: float = 10.0):
+    """Poll ``predicate`` until true (a readiness poll, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.01)
+
+
+@pytest.fixture
+def api():
+    with FakeAPI() as fake:
+        yield fake
+
+
+def cache_for(api, tmp_path) -> HpaCache:
+    source = facts_source("auto", kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"))
+    assert isinstance(source, HpaCache)
+    return source
+
+
+def test_lists_pages_then_applies_watch_events(api, tmp_path):
+    items = [with_rv(hpa("web", 4, "ml"), "1"), with_rv(hpa("api", 2, "ml"), "2"), with_rv(hpa("db", 1, "ops"), "3")]
+    updated = with_rv(hpa("web", 6, "ml"), "101")
+    script = WatchScript(items, [("MODIFIED", updated), ("DELETED", with_rv(hpa("api", 2, "ml"), "102")),
+                                 ("ADDED", with_rv(hpa("new", 3, "ml", name="new-hpa"), "103")),
+                                 ("BOOKMARK", {"kind": "HorizontalPodAutoscaler",
+                                               "metadata": {"resourceVersion": "104"}})], page=2)
+    api.route("GET", HPA_PATH, script)
+    cache = cache_for(api, tmp_path)
+    assert cache.ready is False
+    cache.start()
+    try:
+        wait_for(lambda: script.watches >= 3 and cache.hpas_for("ml", "new"))
+        assert cache.ready is True
+        assert cache.hpas_for("ml", "web") == [slim_hpa(updated)]
+        assert cache.hpas_for("ml", "api") == []
+        assert [h["metadata"]["name"] for h in cache.hpas_for("ml", "new")] == ["new-hpa"]
+        assert cache.hpas_for("ops", "db")[0]["spec"]["minReplicas"] == 1
+        lists = [r for r in api.requests if r["query"].get("watch") != "true"]
+        watches = [r for r in api.requests if r["query"].get("watch") == "true"]
+        assert [r["query"].get("continue") for r in lists[:2]] == [None, "2"]
+        assert watches[0]["query"]["resourceVersion"] == "100"
+        assert watches[0]["query"]["allowWatchBookmarks"] == "true"
+        assert watches[1]["query"]["resourceVersion"] == "104"
+        assert len(lists) >= 3  # the 410 Gone started over from a fresh list
+        assert cache.status() == {"facts": "watch", "source": cache.source, "synced": True,
+                                  "horizontalPodAutoscalers": 3, "lastError": None}
+    finally:
+        cache.stop()
+        script.done.set()
+
+
+def test_reviews_read_the_cache_without_an_api_call(api, tmp_path):
+    script = WatchScript([with_rv(hpa("web", 5, "ml"), "1")], [])
+    api.route("GET", HPA_PATH, script)
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready)
+        app = webhook.create_app(None, facts=cache, review_log=lambda line: None).test_client()
+        before = len(api.requests)
+        response = app.post("/mutate", json=review_of(deployment("web", "ml", replicas=1)))
+        assert len(api.requests) == before
+        reasons = response.get_json()["response"]["auditAnnotations"]["reasons"]
+        assert reasons.startswith("effective replicas 5 (HorizontalPodAutoscaler web minReplicas 5)")
+        ready = app.get("/readyz").get_json()
+        assert (ready["ready"], ready["facts"], ready["synced"]) == (True, "watch", True)
+    finally:
+        cache.stop()
+        script.done.set()
+
+
+def test_forbidden_list_keeps_the_webhook_unready_and_says_why(api, tmp_path):
+    api.route("GET", HPA_PATH, (403, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 403,
+                                      "reason": "Forbidden", "message": "horizontalpodautoscalers is forbidden"}))
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.last_error is not None)
+        response = webhook.create_app(None, facts=cache).test_client().get("/readyz")
+        assert response.status_code == 503
+        body = response.get_json()
+        assert (body["ready"], body["facts"], body["synced"]) == (False, "watch", False)
+        assert body["lastError"].startswith("ForbiddenException: (403)")
+    finally:
+        cache.stop()
+
+
+def test_index_moves_an_hpa_that_changes_target():
+    index = HpaIndex()
+    index.put(hpa("web", 3, "ml", name="h"))
+    index.put(hpa("api", 4, "ml", name="h"))
+    assert index.hpas_for("ml", "web") == [] and len(index.hpas_for("ml", "api")) == 1
+    index.remove(hpa("api", 4, "ml", name="h"))
+    assert index.hpas_for("ml", "api") == [] and len(index) == 0
+
+
+def test_index_keeps_what_policylib_reads_and_agrees_with_cluster_facts():
+    objs = [hpa("web", 3, "ml", name="a"), hpa("web", 7, "ml", name="b"), hpa("web", 2, "other")]
+    objs[0]["status"] = {"currentReplicas": 9}
+    index = HpaIndex()
+    index.replace(objs)
+    facts = policylib.ClusterFacts.from_objects(objs)
+    for key in [("ml", "web"), ("other", "web"), ("ml", "nope")]:
+        assert [h["spec"] for h in index.hpas_for(*key)] == [h["spec"] for h in facts.hpas_for(*key)]
+    assert "status" not in index.hpas_for("ml", "web")[0]
+
+
+def test_without_cluster_access_auto_is_object_only(monkeypatch):
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    source = facts_source("auto")
+    assert isinstance(source, ObjectOnlyFacts)
+    assert source.status() == {"facts": "object-only",
+                               "reason": "no cluster access: not running in a pod and no --kubeconfig"}
+    assert source.nodes == [] and source.hpas_for("ml", "web") == []
+
+
+def test_none_is_object_only_even_in_a_pod(monkeypatch):
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    assert facts_source("none").status() == {"facts": "object-only", "reason": "disabled (--facts none)"}
+
+
+def test_in_a_pod_without_a_token_auto_falls_back_and_watch_fails(monkeypatch):
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    source = facts_source("auto")
+    assert isinstance(source, ObjectOnlyFacts) and source.reason.startswith("no cluster access: ")
+    with pytest.raises(kube_config.ConfigException):
+        facts_source("watch")

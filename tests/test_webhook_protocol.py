@@ -1,0 +1,385 @@
+"""The AdmissionReview protocol of ``webhook.create_app``, in process (Flask's test client).
+
+The same rules over real TLS are in test_webhook_server.py.
+"""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import policylib
+import webhook
+from policylib.labels import qualified_name_errors
+from tests.helpers import deployment
+from tests.webhook_support import SAMPLE_NAMES, patch_of, patched, review_of, sample
+from webhook import review as rv
+from webhook.cache import ObjectOnlyFacts
+
+
+class App:
+    """An app, its test client, and the JSON lines it logged."""
+
+    def __init__(self, config=None, **kwargs):
+        self.lines: list[str] = []
+        self.app = webhook.create_app(config, review_log=self.lines.append, **kwargs)
+        self.client = self.app.test_client()
+
+    def post(self, body, **kwargs):
+        data = body if isinstance(body, (bytes, str)) else json.dumps(body)
+        return self.client.post("/mutate", data=data, content_type="application/json", **kwargs)
+
+    def answer(self, review: dict) -> dict:
+        response = self.post(review)
+        assert response.status_code == 200, response.data
+        body = response.get_json()
+        assert (body["apiVersion"], body["kind"]) == ("admission.k8s.io/v1", "AdmissionReview")
+        assert body["response"]["uid"] == review["request"]["uid"]
+        return body["response"]
+
+    def metric(self, line_start: str) -> float:
+        text = self.client.get("/metrics").get_data(as_text=True)
+        values = [float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(line_start)]
+        return sum(values)
+
+
+@pytest.fixture
+def app():
+    return App()
+
+
+def bad_deployment() -> dict:
+    """A Deployment policylib cannot handle: no spec.selector."""
+    obj = deployment("nosel", "ml")
+    del obj["spec"]["selector"]
+    return obj
+
+
+# --- answers that follow policylib exactly -------------------------------------
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES)
+def test_every_sample_kind_is_answered_with_exactly_policylibs_result(app, name):
+    review = sample(name)
+    req = review["request"]
+    expected = policylib.mutate(req["object"], None, old=req["oldObject"] if req["operation"] == "UPDATE" else None,
+                                namespace=req["namespace"])
+    response = app.answer(review)
+    assert response["allowed"] is True
+    assert patch_of(response) == expected.patch
+    assert patched(req["object"], response) == expected.object
+
+
+def test_create_deployment_patch_and_audit_summary(app):
+    review = sample("deployment-create.json")
+    response = app.answer(review)
+    assert set(response) == {"uid", "allowed", "patchType", "patch", "auditAnnotations"}
+    assert [op["path"] for op in patch_of(response)] == [
+        "/metadata/annotations", "/spec/template/spec/topologySpreadConstraints", "/spec/template/spec/affinity"]
+    assert response["auditAnnotations"] == {"reasons": "; ".join(
+        policylib.mutate(review["request"]["object"], None, namespace="serving").reasons)}
+
+
+def test_update_passes_old_object_to_policylib(app):
+    review = sample("deployment-update.json")
+    req = review["request"]
+    expected = policylib.mutate(req["object"], None, old=req["oldObject"], namespace="serving")
+    assert "effective replicas changed 3 -> 6" in expected.reasons
+    response = app.answer(review)
+    assert patched(req["object"], response) == expected.object
+    without_old = policylib.mutate(req["object"], None, namespace="serving")
+    assert expected.reasons != without_old.reasons
+
+
+def test_unchanged_object_has_neither_patch_nor_patch_type(app):
+    obj = deployment("web", "ml", annotations={"policylib.io/skip": "true"})
+    response = app.answer(review_of(obj))
+    assert response == {"uid": "uid-1", "allowed": True, "auditAnnotations": {"reasons": "skipped: policylib.io/skip=true"}}
+
+
+def test_second_review_of_the_patched_object_is_a_no_op(app):
+    review = sample("deployment-create.json")
+    once = patched(review["request"]["object"], app.answer(review))
+    again = app.answer(review_of(once, namespace="serving"))
+    assert "patch" not in again and "patchType" not in again
+
+
+def test_unknown_kind_is_allowed_without_patch(app):
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"}, "data": {}}
+    assert app.answer(review_of(config_map)) == {"uid": "uid-1", "allowed": True}
+
+
+@pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
+def test_delete_and_connect_are_allowed_untouched_without_calling_policylib(monkeypatch, app, operation):
+    def boom(*args, **kwargs):
+        raise AssertionError("policylib must not be called")
+    monkeypatch.setattr(policylib, "mutate", boom)
+    obj = deployment("web", "ml")
+    review = review_of(None if operation == "DELETE" else obj, operation, old=obj if operation == "DELETE" else None)
+    assert app.answer(review) == {"uid": "uid-1", "allowed": True}
+
+
+def test_dry_run_gets_the_same_answer(app):
+    review = sample("deployment-create.json")
+    dry = copy.deepcopy(review)
+    dry["request"]["dryRun"] = True
+    assert app.answer(dry) == app.answer(review)
+
+
+def test_namespace_comes_from_the_request():
+    obj = deployment("web", "")
+    del obj["metadata"]["namespace"]
+    hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+           "metadata": {"name": "web", "namespace": "team-a"},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                    "minReplicas": 5, "maxReplicas": 9}}
+    app = App(facts=policylib.ClusterFacts.from_objects([hpa]))
+    response = app.answer(review_of(obj, namespace="team-a"))
+    assert "effective replicas 5 (HorizontalPodAutoscaler web minReplicas 5)" in response["auditAnnotations"]["reasons"]
+    ready = app.client.get("/readyz").get_json()
+    assert (ready["ready"], ready["facts"]) == (True, "given")
+
+
+# --- warnings, audit annotations -------------------------------------------------
+
+def priority_mismatch_job() -> dict:
+    job = sample("pytorchjob-create.json")["request"]["object"]
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    specs["Master"]["template"]["spec"]["priorityClassName"] = "high-priority-training"
+    specs["Worker"]["template"]["spec"]["priorityClassName"] = "low-priority-training-preemptible"
+    return job
+
+
+def test_warnings_are_cut_to_120_characters():
+    job = priority_mismatch_job()
+    full = policylib.mutate(job, None, namespace="training").warnings
+    assert max(len(w) for w in full) > 120
+    response = App().answer(review_of(job))
+    assert response["allowed"] is True
+    assert response["warnings"] == rv.short_warnings(full)
+    assert all(len(w) <= 120 for w in response["warnings"])
+    assert any(w.endswith("...") for w in response["warnings"])
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("short", "short"),
+    ("a  b\nc", "a b c"),
+    ("x" * 121, "x" * 117 + "..."),
+    ("word " * 30, ("word " * 23).rstrip() + "..."),
+])
+def test_truncate(text, expected):
+    assert rv.truncate(text, 120) == expected
+    assert len(rv.truncate(text, 120)) <= 120
+
+
+def test_audit_annotation_keys_stay_qualified_names_under_the_webhook_name_prefix(app):
+    response = app.answer(sample("deployment-create.json"))
+    for key in response["auditAnnotations"]:
+        assert qualified_name_errors(f"deployments.policylib.io/{key}") == []
+    assert len(response["auditAnnotations"]["reasons"]) <= rv.MAX_AUDIT_CHARS
+
+
+def test_policy_denial_is_allowed_false_with_403_and_no_patch():
+    app = App({"gang": {"onViolation": "deny"}})
+    job = priority_mismatch_job()
+    expected = policylib.mutate(job, app.app.extensions["policylib"]["config"], namespace="training")
+    response = app.answer(review_of(job))
+    assert response["allowed"] is False
+    assert response["status"] == {"code": 403, "message": f"policylib: {expected.denial}"}
+    assert "patch" not in response and "patchType" not in response
+    assert app.metric('policylib_webhook_reviews_total{kind="PyTorchJob",operation="CREATE",outcome="denied"}') == 1
+
+
+# --- failure modes ----------------------------------------------------------------
+
+def test_fail_open_allows_unchanged_with_a_warning_and_counts_the_failure(app):
+    response = app.answer(review_of(bad_deployment()))
+    assert response["allowed"] is True
+    assert "patch" not in response
+    assert response["warnings"] == [rv.truncate(
+        "policylib not applied: Deployment ml/nosel: spec.selector: required: apps/v1 Deployments need a "
+        "non-empty selector", 120)]
+    assert response["warnings"][0].startswith("policylib not applied: Deployment ml/nosel: spec.selector")
+    assert app.metric('policylib_webhook_policy_failures_total{kind="Deployment",mode="open"}') == 1
+    assert app.metric('policylib_webhook_reviews_total{kind="Deployment",operation="CREATE",outcome="fail_open"}') == 1
+
+
+def test_fail_closed_denies_with_400_and_the_message():
+    app = App({"webhook": {"failureMode": "closed"}})
+    response = app.answer(review_of(bad_deployment()))
+    assert response["allowed"] is False
+    assert response["status"] == {"code": 400, "message": "policylib: Deployment ml/nosel: spec.selector: "
+                                                          "required: apps/v1 Deployments need a non-empty selector"}
+    assert "patch" not in response
+    assert app.metric('policylib_webhook_policy_failures_total{kind="Deployment",mode="closed"}') == 1
+
+
+def test_an_unexpected_exception_follows_the_failure_mode_too(monkeypatch, app, caplog):
+    def broken(*args, **kwargs):
+        raise KeyError("spec")
+    monkeypatch.setattr(policylib, "mutate", broken)
+    response = app.answer(review_of(deployment("web", "ml")))
+    assert response["allowed"] is True
+    assert response["warnings"] == ["policylib not applied: internal error KeyError: 'spec'"]
+    assert "policy raised KeyError on Deployment ml/web" in caplog.text
+
+
+# --- bad input: 400, 405, 413, never 500 ---------------------------------------------
+
+def error_of(response, status: int) -> str:
+    assert response.status_code == status
+    assert response.mimetype == "application/json"
+    body = response.get_json()
+    assert body["code"] == status
+    return body["error"]
+
+
+def valid() -> dict:
+    return review_of(deployment("web", "ml"))
+
+
+def without(key: str) -> dict:
+    review = valid()
+    del review["request"][key]
+    return review
+
+
+@pytest.mark.parametrize("body, message", [
+    (b"{not json", "body is not valid JSON: "),
+    (b"\xff\xfe", "body is not valid JSON: "),
+    (b"[]", "body must be a JSON object, got list"),
+    ({**valid(), "apiVersion": "admission.k8s.io/v1beta1"}, "body must be an admission.k8s.io/v1 AdmissionReview, "
+                                                           "got apiVersion='admission.k8s.io/v1beta1' kind='AdmissionReview'"),
+    ({**valid(), "kind": "Deployment"}, "body must be an admission.k8s.io/v1 AdmissionReview"),
+    ({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}, "request is required and must be an object"),
+    (without("uid"), "request.uid is required"),
+    ({**valid(), "request": {**valid()["request"], "uid": ""}}, "request.uid is required"),
+    ({**valid(), "request": {**valid()["request"], "uid": 7}}, "request.uid must be a string, got int"),
+    (without("operation"), "request.operation is required"),
+    ({**valid(), "request": {**valid()["request"], "operation": "PATCH"}}, "request.operation must be one of "
+                                                                           "CREATE, UPDATE, DELETE, CONNECT, got 'PATCH'"),
+    (without("kind"), "request.kind must be an object with group, version and kind"),
+    (without("object"), "request.object is required for CREATE"),
+    ({**valid(), "request": {**valid()["request"], "object": [1]}}, "request.object must be an object, got list"),
+])
+def test_bad_reviews_are_400_with_a_json_error(app, body, message):
+    assert error_of(app.post(body), 400).startswith(message)
+    assert app.metric('policylib_webhook_bad_requests_total{code="400"}') == 1
+
+
+def test_deeply_nested_json_is_400_not_a_crash(app):
+    assert error_of(app.post(b"[" * 100_000 + b"]" * 100_000), 400).startswith("body is not valid JSON")
+
+
+@pytest.mark.parametrize("method", ["get", "put", "delete", "patch"])
+def test_wrong_method_is_405_with_allow_header(app, method):
+    response = getattr(app.client, method)("/mutate")
+    error_of(response, 405)
+    assert response.headers["Allow"] in ("POST, OPTIONS", "OPTIONS, POST")
+
+
+def test_body_over_the_limit_is_413():
+    app = App({"webhook": {"maxRequestBytes": 1024}})
+    review = valid()
+    review["request"]["object"]["metadata"]["annotations"] = {"big": "x" * 2000}
+    assert error_of(app.post(review), 413)
+    assert app.metric('policylib_webhook_bad_requests_total{code="413"}') == 1
+    assert app.post(valid()).status_code == 200
+
+
+def test_unknown_path_is_404_json(app):
+    error_of(app.client.post("/nope"), 404)
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                           lambda children: st.lists(children, max_size=3) | st.dictionaries(
+                               st.sampled_from(["apiVersion", "kind", "request", "uid", "operation", "object",
+                                                "oldObject", "namespace", "dryRun", "metadata", "spec"]),
+                               children, max_size=4), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=json_values, operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", "X", None]))
+def test_any_json_gets_200_or_400_never_a_500(app, request, operation):
+    """Reviews with arbitrary request shapes, kinds and objects: the answer is 200 or 400."""
+    body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+    if isinstance(request, dict):
+        request.setdefault("uid", "u")
+        request["operation"] = operation
+        request.setdefault("kind", {"group": "apps", "version": "v1", "kind": "Deployment"})
+        if isinstance(request.get("object"), dict):
+            request["object"].update(apiVersion="apps/v1", kind="Deployment")
+    response = app.post(body)
+    assert response.status_code in (200, 400), response.data
+    if response.status_code == 200:
+        assert response.get_json()["response"]["uid"] == "u"
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=st.binary(max_size=64))
+def test_any_bytes_get_400_never_a_500(app, body):
+    assert app.post(body).status_code == 400
+
+
+# --- log line, probes, metrics ---------------------------------------------------------
+
+def test_one_json_log_line_per_review(app):
+    app.answer(sample("deployment-create.json"))
+    app.answer(review_of(bad_deployment(), uid="uid-2"))
+    assert len(app.lines) == 2
+    first, second = (json.loads(line) for line in app.lines)
+    assert {k: first[k] for k in first if k != "durationMs"} == {
+        "msg": "review", "uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "kind": "Deployment", "group": "apps",
+        "namespace": "serving", "name": "model-server", "operation": "CREATE", "dryRun": False,
+        "outcome": "mutated", "mutated": True, "patchOps": 3, "allowed": True}
+    assert 0 < first["durationMs"] < 10_000
+    assert (second["outcome"], second["mutated"], second["patchOps"]) == ("fail_open", False, 0)
+    assert second["error"].startswith("Deployment ml/nosel: spec.selector: required")
+
+
+def test_default_review_log_is_the_webhook_review_logger(caplog):
+    caplog.set_level("INFO", logger="webhook.review")
+    client = webhook.create_app(None).test_client()
+    client.post("/mutate", json=sample("deployment-create.json"))
+    records = [r for r in caplog.records if r.name == "webhook.review"]
+    assert len(records) == 1 and json.loads(records[0].getMessage())["uid"] == "705ab4f5-6393-11e8-b7cc-42010a800002"
+
+
+def test_healthz(app):
+    assert app.client.get("/healthz").get_json() == {"status": "ok"}
+
+
+def test_readyz_reports_object_only_mode(app):
+    response = app.client.get("/readyz")
+    assert response.status_code == 200
+    body = response.get_json()
+    assert (body["ready"], body["facts"], body["failureMode"]) == (True, "object-only", "open")
+
+
+def test_readyz_is_503_while_facts_are_not_synced():
+    facts = ObjectOnlyFacts("test")
+    facts.ready = False
+    response = App(facts=facts).client.get("/readyz")
+    assert response.status_code == 503 and response.get_json()["ready"] is False
+
+
+def test_metrics_exposition(app):
+    app.answer(sample("deployment-create.json"))
+    app.answer(review_of(None, "DELETE", old=deployment("web", "ml")))
+    text = app.client.get("/metrics").get_data(as_text=True)
+    for le in ("0.005", "0.025", "0.1"):
+        assert f'policylib_webhook_review_duration_seconds_bucket{{kind="Deployment",le="{le}",operation="CREATE"}} 1.0' \
+            in text
+    assert 'policylib_webhook_reviews_total{kind="Deployment",operation="CREATE",outcome="mutated"} 1.0' in text
+    assert 'policylib_webhook_reviews_total{kind="Deployment",operation="DELETE",outcome="skipped"} 1.0' in text
+    assert 'policylib_webhook_patch_operations_total{kind="Deployment"} 3.0' in text
+    assert "policylib_webhook_in_flight_requests 0.0" in text
+
+
+def test_two_apps_in_one_process_keep_separate_metrics():
+    first, second = App(), App()
+    first.answer(sample("deployment-create.json"))
+    assert second.metric("policylib_webhook_reviews_total") == 0
+    assert first.metric("policylib_webhook_reviews_total") == 1

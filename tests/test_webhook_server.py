@@ -1,0 +1,411 @@
+"""``python -m webhook serve`` as a real TLS server, verified the way the API server's client verifies.
+
+Each server is a subprocess on a free loopback port with certificates from
+``python -m webhook certs``; clients trust only ``ca.crt`` and check the name
+``policylib-webhook.policylib-system.svc`` against the SANs alone
+(``hostname_checks_common_name = False``, as Go does).
+"""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+
+import policylib
+from tests.helpers import REPO, deployment
+from tests.webhook_support import SAMPLE_NAMES, SVC_HOST, patched, review_of, sample
+
+SMALL_LIMIT = 65536
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def make_certs(directory: Path, *extra: str) -> str:
+    run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--service", "policylib-webhook",
+                          "--namespace", "policylib-system", "--out", str(directory), *extra],
+                         cwd=REPO, capture_output=True, text=True, check=True)
+    return run.stdout.strip()
+
+
+def client_context(cert_dir: Path) -> ssl.SSLContext:
+    """Trust ca.crt only; SAN-only host name check, as Go's crypto/tls."""
+    context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
+    context.hostname_checks_common_name = False
+    return context
+
+
+class SvcConnection(http.client.HTTPSConnection):
+    """HTTPS to 127.0.0.1 that verifies the certificate for the Service's DNS name."""
+
+    def __init__(self, port: int, context: ssl.SSLContext, server_hostname: str = SVC_HOST, timeout: float = 10):
+        super().__init__("127.0.0.1", port, context=context, timeout=timeout)
+        self.server_hostname = server_hostname
+
+    def connect(self):
+        sock = socket.create_connection((self.host, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.server_hostname)
+
+
+class Server:
+    """A ``webhook serve`` subprocess; ``stdout`` holds its review log lines."""
+
+    def __init__(self, cert_dir: Path, tmp: Path, workers: int = 2, config: dict | None = None,
+                 command: str = "serve", extra: tuple = ()):
+        self.cert_dir, self.port = cert_dir, free_port()
+        self._context: ssl.SSLContext | None = None
+        self.stdout_path, self.stderr_path = tmp / f"stdout-{self.port}", tmp / f"stderr-{self.port}"
+        args = [sys.executable, "-m", "webhook", command, "--cert-dir", str(cert_dir), "--host", "127.0.0.1",
+                "--port", str(self.port), "--workers", str(workers), *extra]
+        if config is not None:
+            path = tmp / f"config-{self.port}.yaml"
+            path.write_text(json.dumps(config))
+            args += ["--config", str(path)]
+        if command == "serve":
+            args += ["--facts", "none"]
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, env=env)
+        self.wait_ready()
+
+    @property
+    def context(self) -> ssl.SSLContext:
+        """Built on first use: ``run-local`` writes ca.crt only once it runs."""
+        if self._context is None:
+            self._context = client_context(self.cert_dir)
+        return self._context
+
+    def logs(self) -> str:
+        return self.stderr_path.read_text()
+
+    def wait_ready(self, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.logs()}")
+            try:
+                status, _ = self.request("GET", "/readyz")
+                if status == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"server not ready:\n{self.logs()}")
+
+    def connection(self, **kwargs) -> SvcConnection:
+        return SvcConnection(self.port, self.context, **kwargs)
+
+    def request(self, method: str, path: str, body=None, conn: SvcConnection | None = None):
+        own = conn is None
+        conn = conn or self.connection()
+        try:
+            data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            raw = response.read()
+            return response.status, (json.loads(raw) if response.getheader("Content-Type", "").startswith(
+                "application/json") else raw.decode())
+        finally:
+            if own:
+                conn.close()
+
+    def review(self, review: dict, conn: SvcConnection | None = None) -> dict:
+        status, body = self.request("POST", "/mutate", review, conn)
+        assert status == 200, body
+        assert body["response"]["uid"] == review["request"]["uid"]
+        return body["response"]
+
+    def metric(self, name: str) -> float:
+        _, text = self.request("GET", "/metrics")
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name))
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def module_tmp(tmp_path_factory):
+    return tmp_path_factory.mktemp("webhook-server")
+
+
+@pytest.fixture(scope="module")
+def certs(module_tmp):
+    directory = module_tmp / "certs"
+    make_certs(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def server(certs, module_tmp):
+    srv = Server(certs, module_tmp, workers=2, config={"webhook": {"maxRequestBytes": SMALL_LIMIT}})
+    yield srv
+    assert srv.stop() == 0
+
+
+# --- TLS as the API server sees it ------------------------------------------------
+
+def test_certificate_verifies_for_the_service_name_by_san(server):
+    with socket.create_connection(("127.0.0.1", server.port)) as raw:
+        with server.context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+            assert tls.version() in ("TLSv1.2", "TLSv1.3")
+            sans = [v for k, v in tls.getpeercert()["subjectAltName"] if k == "DNS"]
+            assert SVC_HOST in sans
+
+
+def test_a_name_not_in_the_sans_is_rejected(server):
+    with pytest.raises(ssl.SSLCertVerificationError, match="Hostname mismatch"):
+        server.request("GET", "/healthz", conn=server.connection(server_hostname="other.policylib-system.svc"))
+
+
+def handshake_with_max(server: Server, version: ssl.TLSVersion) -> str:
+    context = client_context(server.cert_dir)
+    context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
+    context.maximum_version = version
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let the client offer old versions at all
+    with socket.create_connection(("127.0.0.1", server.port)) as raw:
+        with context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+            return tls.version()
+
+
+@pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
+def test_tls_older_than_1_2_is_refused_by_the_server(server):
+    assert handshake_with_max(server, ssl.TLSVersion.TLSv1_2) == "TLSv1.2"
+    with pytest.raises(ssl.SSLError, match="TLSV1_ALERT_PROTOCOL_VERSION"):
+        handshake_with_max(server, ssl.TLSVersion.TLSv1_1)
+
+
+# --- the protocol over TLS ------------------------------------------------------------
+
+def test_every_sample_over_one_keep_alive_connection_matches_policylib(server):
+    conn = server.connection()
+    try:
+        for name in SAMPLE_NAMES:
+            review = sample(name)
+            req = review["request"]
+            expected = policylib.mutate(req["object"], None, namespace=req["namespace"],
+                                        old=req["oldObject"] if req["operation"] == "UPDATE" else None)
+            response = server.review(review, conn)
+            if name == SAMPLE_NAMES[0]:
+                first_socket = conn.sock
+            assert conn.sock is first_socket, "the connection was not kept alive"
+            assert response["allowed"] is True
+            assert patched(req["object"], response) == expected.object
+    finally:
+        conn.close()
+
+
+def test_bad_input_gets_400_405_and_the_server_stays_up(server):
+    assert server.request("POST", "/mutate", b"{broken")[0] == 400
+    status, body = server.request("POST", "/mutate", {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                                                      "request": {"operation": "CREATE"}})
+    assert (status, body) == (400, {"error": "request.uid is required", "code": 400})
+    assert server.request("GET", "/mutate")[0] == 405
+    assert server.review(sample("deployment-create.json"))["allowed"] is True
+
+
+def test_body_over_the_limit_gets_an_early_413_while_the_client_is_still_writing(server):
+    """gunicorn answers before reading the body and then closes: read while writing, as Go does."""
+    size = 16 * SMALL_LIMIT
+    head = (f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {size}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+        tls.sendall(head)
+
+        def write_body():
+            try:
+                for _ in range(size // 4096):
+                    tls.sendall(b" " * 4096)
+            except OSError:
+                pass  # the server closed after answering 413
+
+        writer = threading.Thread(target=write_body, daemon=True)
+        writer.start()
+        response = http.client.HTTPResponse(tls)
+        response.begin()
+        body = json.loads(response.read())
+        writer.join(10)
+    assert response.status == 413
+    assert body["code"] == 413
+
+
+def test_idle_tls_connections_do_not_stall_the_workers(server):
+    """Go clients keep spare connections idle after the handshake; gthread used to block a
+    thread on each. More idle connections than threads (2 workers x 4) must not stop reviews."""
+    idle = []
+    try:
+        for _ in range(12):
+            conn = server.connection(timeout=5)
+            conn.connect()
+            idle.append(conn)
+        start = time.monotonic()
+        for i in range(4):
+            server.review(review_of(deployment("web", "ml"), uid=f"after-idle-{i}"))
+        assert time.monotonic() - start < 5
+        for i, conn in enumerate(idle):
+            assert server.review(review_of(deployment("web", "ml"), uid=f"idle-{i}"), conn)["allowed"] is True
+    finally:
+        for conn in idle:
+            conn.close()
+
+
+def test_metrics_add_up_over_workers(server):
+    name = 'policylib_webhook_reviews_total{kind="Deployment",operation="CREATE",outcome="mutated"}'
+    before = server.metric(name)
+    for i in range(16):
+        server.review(review_of(deployment("web", "ml"), uid=f"count-{i}"))
+    assert [server.metric(name) for _ in range(4)] == [before + 16] * 4
+    not_after = x509.load_pem_x509_certificate((server.cert_dir / "tls.crt").read_bytes()).not_valid_after_utc
+    assert server.metric("policylib_webhook_certificate_not_after_seconds") == not_after.timestamp()
+
+
+def test_one_json_log_line_per_review_on_stdout(server):
+    server.review(review_of(deployment("logged", "ml"), uid="log-line-uid"))
+
+    def lines():
+        return [json.loads(line) for line in server.stdout_path.read_text().splitlines() if "log-line-uid" in line]
+
+    deadline = time.monotonic() + 5
+    while not lines() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (line,) = lines()
+    assert (line["name"], line["namespace"], line["operation"], line["mutated"]) == ("logged", "ml", "CREATE", True)
+
+
+def test_readyz_reports_certificate_and_mode(server):
+    status, body = server.request("GET", "/readyz")
+    assert status == 200
+    assert (body["ready"], body["facts"], body["tls"]["loaded"]) == (True, "object-only", True)
+
+
+# --- rotation, drain, run-local ---------------------------------------------------------
+
+def peer_serial(server: Server) -> int:
+    with socket.create_connection(("127.0.0.1", server.port)) as raw:
+        with server.context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def test_rotated_certificate_is_served_to_new_connections_without_failing_requests(tmp_path):
+    certs = tmp_path / "certs"
+    make_certs(certs)
+    server = Server(certs, tmp_path, workers=2)
+    old_serial = peer_serial(server)
+    results: list[str] = []
+    stop = threading.Event()
+
+    def client_loop():
+        kept = server.connection()
+        i = 0
+        while not stop.is_set():
+            i += 1
+            try:
+                conn = kept if i % 2 else None  # alternate a kept-alive and a new connection
+                server.review(review_of(deployment("web", "ml"), uid=f"rot-{i}"), conn)
+                results.append("ok")
+            except Exception as e:  # noqa: BLE001 -- every failure counts
+                results.append(f"{type(e).__name__}: {e}")
+        kept.close()
+
+    loop = threading.Thread(target=client_loop)
+    loop.start()
+    try:
+        while len(results) < 20:
+            time.sleep(0.01)
+        make_certs(certs, "--renew")
+        new_serial = x509.load_pem_x509_certificate((certs / "tls.crt").read_bytes()).serial_number
+        assert new_serial != old_serial
+        deadline = time.monotonic() + 10
+        while peer_serial(server) != new_serial:
+            assert time.monotonic() < deadline, "new connections still get the old certificate"
+        seen = len(results)
+        while len(results) < seen + 20:
+            time.sleep(0.01)
+    finally:
+        stop.set()
+        loop.join(30)
+        assert server.stop() == 0
+    assert [r for r in results if r != "ok"] == []
+
+
+def test_sigterm_drains_an_in_flight_request(tmp_path):
+    certs = tmp_path / "certs"
+    make_certs(certs)
+    server = Server(certs, tmp_path, workers=1)
+    review = sample("deployment-create.json")
+    body = json.dumps(review).encode()
+    head = (f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=15) as raw:
+        tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+        tls.sendall(head + body[:100])
+        deadline = time.monotonic() + 10
+        while server.metric("policylib_webhook_in_flight_requests") < 1:
+            assert time.monotonic() < deadline, "the request never started"
+            time.sleep(0.02)
+        server.proc.send_signal(signal.SIGTERM)
+        tls.sendall(body[100:])
+        response = http.client.HTTPResponse(tls)
+        response.begin()
+        answer = json.loads(response.read())
+    assert response.status == 200
+    assert patched(review["request"]["object"], answer["response"]) == policylib.mutate(
+        review["request"]["object"], None, namespace="serving").object
+    assert server.proc.wait(timeout=30) == 0
+    logged = [json.loads(line) for line in server.stdout_path.read_text().splitlines()]
+    assert [line["uid"] for line in logged] == [review["request"]["uid"]]
+
+
+def test_serve_with_a_bad_config_is_one_line_and_exit_2(tmp_path, certs):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("webhook:\n  failureMode: sometimes\n")
+    run = subprocess.run([sys.executable, "-m", "webhook", "serve", "--cert-dir", str(certs), "--config", str(bad),
+                          "--port", str(free_port())], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2
+    assert run.stderr == (f"webhook: error: {bad}: webhook.failureMode: must be 'open' (admit unchanged with a "
+                          "warning) or 'closed' (deny); got 'sometimes'\n")
+
+
+def test_serve_without_certificates_is_one_line_and_exit_2(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "webhook", "serve", "--cert-dir", str(tmp_path),
+                          "--port", str(free_port())], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2
+    assert run.stderr.startswith(f"webhook: error: cannot load {tmp_path}/tls.crt and {tmp_path}/tls.key")
+    assert run.stderr.count("\n") == 1
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+def test_run_local_prints_a_curl_command_that_gets_a_patched_review(tmp_path):
+    certs = tmp_path / "certs"
+    server = Server(certs, tmp_path, workers=1, command="run-local")
+    try:
+        printed = server.stdout_path.read_text()
+        curls = re.findall(r"^  (curl .*/mutate)$", printed, re.MULTILINE)
+        assert curls, printed
+        run = subprocess.run(curls[0], shell=True, cwd=REPO, capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, run.stderr
+        response = json.loads(run.stdout)["response"]
+        obj = sample("deployment-create.json")["request"]["object"]
+        assert patched(obj, response) == policylib.mutate(obj, None, namespace="serving").object
+        assert sorted(p.name for p in certs.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+    finally:
+        assert server.stop() == 0

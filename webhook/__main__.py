@@ -1,0 +1,144 @@
+"""``python -m webhook certs | serve | run-local``.
+
+User errors (bad config, unusable certificate directory) print one line and
+exit 2; nothing prints a traceback for them.
+"""
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from importlib import resources
+from pathlib import Path
+
+from .certs import DEFAULT_DAYS, CertError, ensure_certs
+
+SERVICE = "policylib-webhook"
+NAMESPACE = "policylib-system"
+SAMPLE = "deployment-create.json"
+
+
+def cmd_certs(args: argparse.Namespace) -> int:
+    """Make or keep the certificates; status on stderr, the caBundle alone on stdout."""
+    state = ensure_certs(args.out, args.service, args.namespace, days=args.days, renew=args.renew)
+    what = "new CA and serving certificate" if state.new_ca else \
+        "new serving certificate" if state.new_serving else "kept both certificates"
+    print(f"{args.out}: {what} ({state.reason}); serving certificate valid until "
+          f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=sys.stderr)
+    print(state.ca_bundle)
+    return 0
+
+
+def _serve_options(args: argparse.Namespace, **overrides):
+    from .server import ServeOptions
+    fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
+                  workers=args.workers, threads=args.threads, graceful_timeout=args.graceful_timeout,
+                  facts=getattr(args, "facts", "auto"), kubeconfig=getattr(args, "kubeconfig", None),
+                  log_level=args.log_level)
+    fields.update(overrides)
+    return ServeOptions(**fields)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .server import serve
+    serve(_serve_options(args))
+    return 0
+
+
+def sample_path() -> Path:
+    """The sample AdmissionReview shipped as package data."""
+    return Path(str(resources.files("webhook") / "samples" / SAMPLE))
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the working directory when it is below it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def curl_command(cert_dir: str, host: str, port: int) -> str:
+    """A ready-to-paste curl that posts the sample review and checks the chain against ca.crt."""
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    parts = ["curl", "-sS", "--cacert", _shown(Path(cert_dir) / "ca.crt"), "-H", "Content-Type: application/json",
+             "--data-binary", "@" + _shown(sample_path()), f"https://{netloc}/mutate"]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+DECODE = ("python3 -c 'import base64,json,sys; r=json.load(sys.stdin)[\"response\"]; "
+          "print(json.dumps(r, indent=2)); print(json.dumps(json.loads(base64.b64decode(r[\"patch\"])), indent=2))'")
+
+
+def cmd_run_local(args: argparse.Namespace) -> int:
+    """Certificates in ``--cert-dir`` if missing, the curl to try, then serve with the default config."""
+    state = ensure_certs(args.cert_dir, SERVICE, NAMESPACE)
+    if state.new_serving:
+        print(f"Wrote certificates to {args.cert_dir}/ ({state.reason}).", file=sys.stderr)
+    curl = curl_command(args.cert_dir, args.host, args.port)
+    print(f"\npolicylib webhook on https://{args.host}:{args.port} with the default config "
+          f"(no cluster: HPAs are not read, the object's own replicas count).\n"
+          f"In another terminal, post a sample Deployment review:\n\n  {curl}\n\n"
+          f"and to see the decoded patch:\n\n  {curl} | {DECODE}\n", flush=True)
+    from .server import serve
+    serve(_serve_options(args, facts="none"))
+    return 0
+
+
+def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> None:
+    p.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
+    p.add_argument("--host", default=host, help=f"address to listen on (default {host})")
+    p.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    p.add_argument("--workers", type=int, default=workers, help=f"gunicorn worker processes (default {workers})")
+    p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
+    p.add_argument("--graceful-timeout", type=int, default=20,
+                   help="seconds SIGTERM waits for in-flight requests (default 20)")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="python -m webhook", description="policylib's mutating admission webhook")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("certs", help="make or renew the CA and serving certificate; prints the caBundle")
+    c.add_argument("--service", default=SERVICE, help=f"Service name (default {SERVICE})")
+    c.add_argument("--namespace", default=NAMESPACE, help=f"its namespace (default {NAMESPACE})")
+    c.add_argument("--out", required=True, help="directory for ca.crt, ca.key, tls.crt, tls.key")
+    c.add_argument("--days", type=int, default=DEFAULT_DAYS,
+                   help=f"serving certificate lifetime in days (default {DEFAULT_DAYS})")
+    c.add_argument("--renew", action="store_true", help="issue a new serving certificate from the kept CA")
+    c.set_defaults(func=cmd_certs)
+
+    s = sub.add_parser("serve", help="serve the webhook over TLS with gunicorn")
+    s.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
+    _add_server_args(s, "0.0.0.0", 2)
+    s.add_argument("--facts", choices=["auto", "watch", "none"], default="auto",
+                   help="cluster facts (HPAs): auto = watch when running in a pod or with --kubeconfig")
+    s.add_argument("--kubeconfig", help="watch HPAs with this kubeconfig (outside a cluster)")
+    s.set_defaults(func=cmd_serve)
+
+    r = sub.add_parser("run-local", help="certificates if missing, a curl to try, and serve with the defaults")
+    _add_server_args(r, "127.0.0.1", 1)
+    r.set_defaults(func=cmd_run_local)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    import policylib
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (policylib.PolicylibError, CertError) as e:
+        print(f"webhook: error: {e}", file=sys.stderr)
+        return 2
+    except Exception as e:
+        if type(e).__name__ == "ConfigException":  # kubernetes.config: --facts watch without access
+            print(f"webhook: error: {e}", file=sys.stderr)
+            return 2
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
