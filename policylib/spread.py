@@ -96,7 +96,7 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     if replicas is not None:
         _int_field(replicas, ref, "spec.replicas", 0)
     name = (deployment.get("metadata") or {}).get("name")
-    hpas = facts.hpas_for(ns, name) if name else []
+    hpas = facts.hpas_for(ns, name) if isinstance(name, str) and name else []
     if hpas:
         mins = sorted((hpa_min_replicas(h), h["metadata"].get("name", "")) for h in hpas)
         count, hpa_name = mins[-1]

@@ -29,8 +29,9 @@ def by_kind(objs: list[dict], kind: str) -> list[dict]:
     return [o for o in objs if o["kind"] == kind]
 
 
-def one(objs: list[dict], kind: str) -> dict:
-    (obj,) = by_kind(objs, kind)
+def one(objs: list[dict], kind: str, name: str | None = None) -> dict:
+    """The one object of ``kind`` (named ``name`` when several share the kind)."""
+    (obj,) = [o for o in by_kind(objs, kind) if name is None or o["metadata"]["name"] == name]
     return obj
 
 
@@ -46,9 +47,12 @@ def cert_manager():
 
 def test_default_install_is_the_base(base):
     assert base == render("manifests/base")
-    assert sorted(o["kind"] for o in base) == sorted([
-        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Service", "Deployment",
-        "PodDisruptionBudget", "MutatingWebhookConfiguration"])
+    assert sorted((o["kind"], o["metadata"]["name"].split("-")[1]) for o in base if o["kind"] != "ConfigMap") == sorted([
+        ("Namespace", "system"), ("ServiceAccount", "webhook"), ("ClusterRole", "webhook"),
+        ("ClusterRoleBinding", "webhook"), ("Service", "webhook"), ("Deployment", "webhook"),
+        ("PodDisruptionBudget", "webhook"), ("MutatingWebhookConfiguration", "webhook"),
+        ("ServiceAccount", "controller"), ("ClusterRole", "controller"), ("ClusterRoleBinding", "controller"),
+        ("Role", "controller"), ("RoleBinding", "controller"), ("Deployment", "controller")])
 
 
 def test_every_object_is_valid_in_strict_mode(base):
@@ -101,16 +105,53 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
 
 
 def test_rbac_is_least_privilege(base):
-    assert one(base, "ClusterRole")["rules"] == [
+    assert one(base, "ClusterRole", SERVICE)["rules"] == [
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["get", "list", "watch"]}]
-    binding = one(base, "ClusterRoleBinding")
+    binding = one(base, "ClusterRoleBinding", SERVICE)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]
-    assert not by_kind(base, "Role") and not by_kind(base, "RoleBinding")
+
+
+CONTROLLER = "policylib-controller"
+
+
+def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
+    assert one(base, "ClusterRole", CONTROLLER)["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"], "resources": ["podgroups"],
+         "verbs": ["get", "list", "watch", "create", "patch"]}]
+    role = one(base, "Role", f"{CONTROLLER}-lease")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": [CONTROLLER],
+         "verbs": ["get", "update"]}]
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        name = CONTROLLER if kind == "ClusterRoleBinding" else f"{CONTROLLER}-lease"
+        assert one(base, kind, name)["subjects"] == [{"kind": "ServiceAccount", "name": CONTROLLER,
+                                                      "namespace": NAMESPACE}]
+
+
+def test_controller_deployment_is_leader_elected_and_locked_down(base):
+    from policylib import load_config
+    deployment = one(base, "Deployment", CONTROLLER)
+    pod = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["serviceAccountName"] == CONTROLLER
+    (container,) = pod["containers"]
+    assert container["args"][0] == "controller"
+    env = {e["name"]: e.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") for e in container["env"]}
+    assert env["POD_NAME"] == "metadata.name" and env["POD_NAMESPACE"] == "metadata.namespace"
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "readOnlyRootFilesystem": True,
+                                            "runAsNonRoot": True, "capabilities": {"drop": ["ALL"]}}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert load_config(None).controller.leaseName == CONTROLLER
 
 
 def test_deployment_is_highly_available_and_locked_down(base):
-    deployment = one(base, "Deployment")
+    deployment = one(base, "Deployment", SERVICE)
     spec, pod = deployment["spec"], deployment["spec"]["template"]["spec"]
     assert spec["replicas"] >= 2
     assert spec["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
@@ -139,7 +180,7 @@ def test_deployment_is_highly_available_and_locked_down(base):
 
 
 def test_pdb_and_service_select_the_webhook_pods(base):
-    labels = one(base, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    labels = one(base, "Deployment", SERVICE)["spec"]["template"]["metadata"]["labels"]
     pdb = one(base, "PodDisruptionBudget")
     assert pdb["spec"]["minAvailable"] == 1
     service = one(base, "Service")

@@ -1,4 +1,4 @@
-"""``python -m webhook certs | serve | run-local``.
+"""``python -m webhook certs | serve | run-local | controller``.
 
 User errors (bad config, unusable certificate directory) print one line and
 exit 2; nothing prints a traceback for them.
@@ -43,6 +43,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from .server import serve
     serve(_serve_options(args))
     return 0
+
+
+def cmd_controller(args: argparse.Namespace) -> int:
+    from .controller import run_controller
+    return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
+                          context=args.context, host=args.host, port=args.port)
 
 
 def sample_path() -> Path:
@@ -118,6 +124,16 @@ def parser() -> argparse.ArgumentParser:
                    help="cluster facts (HPAs): auto = watch when running in a pod or with --kubeconfig")
     s.add_argument("--kubeconfig", help="watch HPAs with this kubeconfig (outside a cluster)")
     s.set_defaults(func=cmd_serve)
+
+    ctl = sub.add_parser("controller", help="keep existing objects right: apply policylib's plan (leader-elected)")
+    ctl.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
+    ctl.add_argument("--dry-run", action="store_true", help="log the plan as JSON lines and write nothing")
+    ctl.add_argument("--namespace", help="namespace of the Lease (default: $POD_NAMESPACE or policylib-system)")
+    ctl.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
+    ctl.add_argument("--context", help="kubeconfig context")
+    ctl.add_argument("--host", default="0.0.0.0", help="address of /healthz, /readyz, /metrics (default 0.0.0.0)")
+    ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
+    ctl.set_defaults(func=cmd_controller)
 
     r = sub.add_parser("run-local", help="certificates if missing, a curl to try, and serve with the defaults")
     _add_server_args(r, "127.0.0.1", 1)
