@@ -96,28 +96,28 @@ def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dic
     caller guarantees that by editing only through a :class:`Draft`.
     """
     ops: list[dict] = []
-    emitted: list[tuple] = []
+    emitted: list[str] = []
     for path in owned:
         a: Any = original
         b: Any = mutated
-        for i, key in enumerate(path):
-            prefix = tuple(path[: i + 1])
-            a_has, b_has = _has(a, key), _has(b, key)
-            if not a_has and not b_has:
-                break
+        ptr = ""
+        for key in path:
+            ptr += "/" + escape_token(key)
+            if isinstance(a, dict) and isinstance(b, dict):  # the common case, kept cheap
+                a_has, b_has = key in a, key in b
+            else:
+                a_has, b_has = _has(a, key), _has(b, key)
             if a_has and b_has:
                 a, b = a[key], b[key]
                 continue
-            if not _covered(prefix, emitted):
-                op = {"op": "add", "path": pointer(prefix), "value": b[key]} if b_has else \
-                     {"op": "remove", "path": pointer(prefix)}
-                ops.append(op)
-                emitted.append(prefix)
+            if (a_has or b_has) and not _covered(ptr, emitted):
+                ops.append({"op": "add", "path": ptr, "value": b[key]} if b_has else {"op": "remove", "path": ptr})
+                emitted.append(ptr)
             break
         else:
-            if a is not b and not _covered(tuple(path), emitted):
-                _diff_values(tuple(path), a, b, ops)
-                emitted.append(tuple(path))
+            if a is not b and not _covered(ptr, emitted):
+                _diff_values(ptr, a, b, ops)
+                emitted.append(ptr)
     return ops
 
 
@@ -128,21 +128,22 @@ def _has(node: Any, key: Any) -> bool:
     return isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
 
 
-def _covered(path: tuple, emitted: list[tuple]) -> bool:
-    return any(path[: len(e)] == e for e in emitted)
+def _covered(ptr: str, emitted: list[str]) -> bool:
+    """Whether an operation already written replaces ``ptr`` or one of its ancestors."""
+    return any(ptr == e or ptr.startswith(e + "/") for e in emitted)
 
 
-def _diff_values(path: tuple, a: Any, b: Any, ops: list[dict]) -> None:
+def _diff_values(ptr: str, a: Any, b: Any, ops: list[dict]) -> None:
     if a == b and type(a) is type(b):
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for key in a:
             if key not in b:
-                ops.append({"op": "remove", "path": pointer(path + (key,))})
+                ops.append({"op": "remove", "path": f"{ptr}/{escape_token(key)}"})
         for key, value in b.items():
             if key not in a:
-                ops.append({"op": "add", "path": pointer(path + (key,)), "value": value})
+                ops.append({"op": "add", "path": f"{ptr}/{escape_token(key)}", "value": value})
             else:
-                _diff_values(path + (key,), a[key], value, ops)
+                _diff_values(f"{ptr}/{escape_token(key)}", a[key], value, ops)
         return
-    ops.append({"op": "replace", "path": pointer(path), "value": b})
+    ops.append({"op": "replace", "path": ptr, "value": b})
