@@ -42,6 +42,16 @@ class PolicyError(PolicylibError):
         super().__init__(f"{obj_ref}: {field}: {message}" if field else f"{obj_ref}: {message}")
 
 
+def int_field(value: object, ref: str, path: str, minimum: int) -> int:
+    """An integer field of an object (never a bool or a string), at least ``minimum``;
+    else a :class:`PolicyError` naming the object and the field."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyError(ref, path, f"must be an integer, got {value!r}")
+    if value < minimum:
+        raise PolicyError(ref, path, f"must be >= {minimum}, got {value}")
+    return value
+
+
 class InputError(PolicylibError):
     """Input the CLI cannot read: a file, bad YAML/JSON, or a document that is not an object."""
 

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .config import Config, GangSettings, load_config
-from .errors import FieldError, PolicyError, object_ref
+from .errors import FieldError, PolicyError, int_field, object_ref
 from .facts import namespace_of
 from .labels import dns1123_subdomain_errors, label_value_errors, qualified_name_errors
 from .patch import Draft, diff_owned
 from .result import Result
-from .spread import SKIP_KEY, _int_field, is_opted_out
+from .spread import SKIP_KEY, is_opted_out
 
 API_VERSION = "kubeflow.org/v1"
 #: Where each kind keeps its replica specs (kubeflow/training-operator v1.9 CRDs).
@@ -160,7 +160,7 @@ def _mapping(value: Any, ref: str, path: str) -> dict:
 def replica_count(spec: dict, ref: str, path: str) -> int:
     """``replicas`` of a replica spec; absent means 1 (training-operator setDefaultReplicas)."""
     value = spec.get("replicas")
-    return 1 if value is None else _int_field(value, ref, f"{path}.replicas", 0)
+    return 1 if value is None else int_field(value, ref, f"{path}.replicas", 0)
 
 
 def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
@@ -207,10 +207,10 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
                       "spec.runPolicy.schedulingPolicy")
     min_available = policy.get("minAvailable")
     if min_available is not None:
-        min_available = _int_field(min_available, ref, "spec.runPolicy.schedulingPolicy.minAvailable", 1)
+        min_available = int_field(min_available, ref, "spec.runPolicy.schedulingPolicy.minAvailable", 1)
     timeout = policy.get("scheduleTimeoutSeconds")
     if timeout is not None:
-        timeout = _int_field(timeout, ref, "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds", 1)
+        timeout = int_field(timeout, ref, "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds", 1)
     return KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout)
 
 

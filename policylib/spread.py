@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
-from .errors import PolicyError, object_ref
+from .errors import PolicyError, int_field, object_ref
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
@@ -64,21 +64,13 @@ class Effective:
     warnings: tuple[str, ...] = ()
 
 
-def _int_field(value: Any, ref: str, path: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyError(ref, path, f"must be an integer, got {value!r}")
-    if value < minimum:
-        raise PolicyError(ref, path, f"must be >= {minimum}, got {value}")
-    return value
-
-
 def hpa_min_replicas(hpa: dict) -> int:
     """``spec.minReplicas`` of an autoscaling/v1 or v2 HPA; the API defaults it to 1."""
     spec = hpa.get("spec") or {}
     value = spec.get("minReplicas")
     if value is None:
         return 1
-    return _int_field(value, object_ref(hpa), "spec.minReplicas", 0)
+    return int_field(value, object_ref(hpa), "spec.minReplicas", 0)
 
 
 def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
@@ -94,7 +86,7 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     ref = object_ref(deployment, ns)
     replicas = (deployment.get("spec") or {}).get("replicas")
     if replicas is not None:
-        _int_field(replicas, ref, "spec.replicas", 0)
+        int_field(replicas, ref, "spec.replicas", 0)
     name = (deployment.get("metadata") or {}).get("name")
     hpas = facts.hpas_for(ns, name) if isinstance(name, str) and name else []
     if hpas:
@@ -114,7 +106,7 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
             count = int(str(raw).strip(), 10)
         except ValueError:
             raise PolicyError(ref, path, f"must be a whole number as a string, got {raw!r}") from None
-        _int_field(count, ref, path, 0)
+        int_field(count, ref, path, 0)
         return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
     if replicas is None:
         return Effective(1, "spec.replicas absent (defaults to 1)")
