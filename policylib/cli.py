@@ -190,7 +190,8 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="policylib", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="policylib", description="Dry-run previews of what policylib's webhook "
+                                     "and controller would do, without a cluster.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("preview", help="show what the webhook would do to objects, without a cluster",
                        description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
