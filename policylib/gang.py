@@ -202,6 +202,8 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
             _mapping(meta.get(part), ref, f"{path}.template.metadata.{part}")
         pod_spec = _mapping(template.get("spec"), ref, f"{path}.template.spec")
         priority = pod_spec.get("priorityClassName") or None
+        if priority is not None and not isinstance(priority, str):
+            raise PolicyError(ref, f"{path}.template.spec.priorityClassName", f"must be a string, got {priority!r}")
         types.append(ReplicaType(key, replica_count(rspec, ref, path), priority, path))
     policy = _mapping(_mapping(spec.get("runPolicy"), ref, "spec.runPolicy").get("schedulingPolicy"), ref,
                       "spec.runPolicy.schedulingPolicy")
@@ -661,24 +663,36 @@ def _update(obj: dict, job: KubeflowJob, plan: GangPlan, current: dict, old: dic
     this policy writes for it and the update did not change it; otherwise it
     belongs to someone else and is left as it is.
     """
+    old_current = current_metadata(old, old_job)
+    old_plan = plan_gangs(old_job, settings)
+    ours = _has_gang(old_current) and old_plan is not None and \
+        old_current == desired_metadata(old_job, old_plan, settings)
     if old_job.shape() == job.shape():
+        if ours and not _has_gang(current):  # kubectl replace dropped what we wrote: put it back
+            out.reasons.append("the update dropped the gang metadata policylib wrote: restored")
+            return _write(obj, job, plan, settings, current, out, ref)
         out.reasons.append("replicas and minAvailable unchanged: gang metadata left as it is")
         violation = existing_metadata_findings(job, current, settings)[1] if _has_gang(current) else None
         if violation:
             out.violation(violation, settings)
         return out.result(obj)
-    old_current = current_metadata(old, old_job)
     if not _has_gang(old_current):
         out.reasons.append("replicas changed, but the job had no gang metadata before this update: "
                            "none is added to a job whose pods may already run")
         return out.result(obj)
-    old_plan = plan_gangs(old_job, settings)
-    ours = old_plan is not None and old_current == desired_metadata(old_job, old_plan, settings)
-    if not ours or current != old_current:
+    if not ours or not _kept_or_dropped(current, old_current):
         return _leave_existing(obj, job, current, settings, out)
     out.reasons.append(f"replicas changed ({describe_shape(old_job)} -> {describe_shape(job)}): "
                        "gang metadata recomputed")
     return _write(obj, job, plan, settings, current, out, ref)
+
+
+def _kept_or_dropped(current: dict, old_current: dict) -> bool:
+    """The update left our metadata alone: each replica type kept its old gang keys or
+    carries none (a type added by the update, or keys dropped by ``kubectl replace``);
+    types the update removed do not matter."""
+    empty = ({}, {})
+    return all(meta == empty or meta == old_current.get(key) for key, meta in current.items())
 
 
 def describe_shape(job: KubeflowJob) -> str:
@@ -703,6 +717,11 @@ def mutate_kubeflow_job(obj: dict, config: Config | None = None, *, old: dict | 
         return out.result(obj)
     if settings.trainingOperatorGang:
         out.reasons.append(training_operator_reason(obj))
+        return out.result(obj)
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    if not meta.get("name") and meta.get("generateName"):
+        out.warnings.append("the job has only generateName: its gang is named after the job, whose name is not "
+                            "known at admission, so no gang metadata was written (set metadata.name)")
         return out.result(obj)
     job = read_job(obj, namespace)
     plan = plan_gangs(job, settings)

@@ -270,7 +270,7 @@ def test_a_job_without_pods_is_left_alone():
      "replica types 'Worker' and 'worker' are one type: training-operator matches replica types case-insensitively"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "x"}, "spec": {}},
      "spec.tfReplicaSpecs", "required: a mapping of replica type to replica spec"),
-    ({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"generateName": "x-"},
+    ({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {},
       "spec": {"tfReplicaSpecs": {}}}, "metadata.name",
      "required: the gang is named after the job, and a name from generateName is not known at admission"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
@@ -605,3 +605,50 @@ def test_validate_gang_labels_reports_bad_keys_and_values_with_field_paths():
         "consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
         "character",
     ]
+
+
+def test_generate_name_only_is_admitted_unchanged_with_a_warning():
+    job = tfjob(Worker=2)
+    job["metadata"] = {"generateName": "mnist-", "namespace": "ml"}
+    r = mutate(job, cfg())
+    assert r.patch == [] and r.object is job and r.denial is None
+    assert r.warnings == ["the job has only generateName: its gang is named after the job, whose name is not known "
+                          "at admission, so no gang metadata was written (set metadata.name)"]
+
+
+def test_non_string_priority_class_is_a_policy_error():
+    job = tfjob(PS=1, Worker=2)
+    templates(job)["PS"]["spec"]["priorityClassName"] = ["high"]
+    with pytest.raises(PolicyError) as e:
+        mutate(job, cfg())
+    assert e.value.field == "spec.tfReplicaSpecs.PS.template.spec.priorityClassName"
+
+
+def test_update_that_removes_a_replica_type_recomputes_the_minimum():
+    old = mutate(tfjob(PS=1, Worker=2), cfg()).object
+    new = copy.deepcopy(old)
+    del new["spec"]["tfReplicaSpecs"]["PS"]
+    r = mutate(new, cfg(), old=old)
+    assert labels_of(r.object, "Worker")[MIN_AVAILABLE_LABEL] == "2"
+    assert mutate(r.object, cfg(), old=old).patch == []
+
+
+def test_update_that_adds_a_replica_type_gangs_it_too():
+    old = mutate(tfjob(PS=1, Worker=2), cfg()).object
+    new = copy.deepcopy(old)
+    new["spec"]["tfReplicaSpecs"]["Evaluator"] = copy.deepcopy(new["spec"]["tfReplicaSpecs"]["Worker"])
+    new["spec"]["tfReplicaSpecs"]["Evaluator"]["replicas"] = 1
+    del new["spec"]["tfReplicaSpecs"]["Evaluator"]["template"]["metadata"]
+    r = mutate(new, cfg(), old=old)
+    assert {labels_of(r.object, t)[MIN_AVAILABLE_LABEL] for t in ("PS", "Worker", "Evaluator")} == {"4"}
+    assert labels_of(r.object, "Evaluator")[NAME_LABEL] == "mnist"
+
+
+def test_update_that_drops_our_metadata_gets_it_back():
+    old = mutate(tfjob(PS=1, Worker=2), cfg()).object
+    replaced = tfjob(PS=1, Worker=2)            # kubectl replace of the original manifest
+    r = mutate(replaced, cfg(), old=old)
+    assert r.object == old
+    assert "the update dropped the gang metadata policylib wrote: restored" in r.reasons
+    rescaled = mutate(tfjob(PS=1, Worker=5), cfg(), old=old)
+    assert {labels_of(rescaled.object, t)[MIN_AVAILABLE_LABEL] for t in TYPES} == {"6"}
