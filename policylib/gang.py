@@ -63,6 +63,7 @@ KOORD_NAME = f"{KOORD_PREFIX}/name"
 KOORD_MIN_AVAILABLE = f"{KOORD_PREFIX}/min-available"
 KOORD_TOTAL_NUMBER = f"{KOORD_PREFIX}/total-number"
 KOORD_MODE = f"{KOORD_PREFIX}/mode"
+KOORD_WAITING_TIME = f"{KOORD_PREFIX}/waiting-time"
 KOORD_GROUPS = f"{KOORD_PREFIX}/groups"
 KOORD_MATCH_POLICY = f"{KOORD_PREFIX}/match-policy"
 KOORD_STRICT = "Strict"
@@ -355,13 +356,15 @@ class Meta:
         return self.labels, self.annotations
 
 
-def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings) -> Meta:
+def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: int | None = None) -> Meta:
     """The gang metadata every template of ``gang`` gets, per method and scheduler.
 
     labels: seed 002 "Metode 1". podgroup: only the label pointing at the PodGroup;
     match policy and groups go on the PodGroup. koordinator: seed 002 "Metode 3";
     ACK does not support total-number or mode, Koordinator defaults mode to Strict
-    and total-number to min-available (coscheduling/core/gang.go tryInitByPodConfig).
+    and total-number to min-available (coscheduling/core/gang.go tryInitByPodConfig);
+    on Koordinator, ``gang.scheduleTimeoutSeconds`` (or the job's own) becomes the
+    ``waiting-time`` annotation.
     """
     meta = Meta()
     if settings.method == "podgroup":
@@ -376,6 +379,8 @@ def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings) -> Meta:
         if settings.scheduler == "koordinator":
             meta.put("annotations", KOORD_TOTAL_NUMBER, str(gang.total))
             meta.put("annotations", KOORD_MODE, KOORD_STRICT)
+            if timeout is not None:  # a Go duration (coscheduling/util gang_helper: time.ParseDuration)
+                meta.put("annotations", KOORD_WAITING_TIME, f"{timeout}s")
     where = match_policy_key(settings, on_podgroup=False)
     if where:
         meta.put(*where, settings.matchPolicy)
@@ -389,7 +394,8 @@ def desired_metadata(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -
     out = {}
     for t in job.types:
         gang = plan.gang_of(t.key)
-        out[t.key] = pod_metadata(gang, plan, settings).as_tuple() if gang else ({}, {})
+        out[t.key] = pod_metadata(gang, plan, settings, podgroup_timeout(job, settings)).as_tuple() \
+            if gang else ({}, {})
     return out
 
 

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 
 from policylib import PolicyError, load_config, mutate, mutate_kubeflow_job, validate_gang_labels
 from policylib.gang import (ACK_GROUPS, ACK_MATCH_POLICY, KOORD_GROUPS, KOORD_MATCH_POLICY, KOORD_MIN_AVAILABLE,
-                            KOORD_MODE, KOORD_NAME, KOORD_TOTAL_NUMBER, LEGACY_POD_GROUP_LABEL, MIN_AVAILABLE_LABEL,
+                            KOORD_MODE, KOORD_NAME, KOORD_TOTAL_NUMBER, KOORD_WAITING_TIME, LEGACY_POD_GROUP_LABEL, MIN_AVAILABLE_LABEL,
                             NAME_LABEL, POD_GROUP_LABEL, VOLCANO_GROUP_NAME, gang_name, is_kubeflow_job,
                             role_gang_name)
 from policylib.labels import dns1123_subdomain_errors, label_value_errors
@@ -198,7 +198,8 @@ def test_koordinator_method_on_koordinator_adds_total_number_and_mode():
     r = mutate(bare_seed_job(), cfg(method="koordinator", scheduler="koordinator"))
     for t in TYPES:
         assert annotations_of(r.object, t) == {KOORD_NAME: "tf-smoke-gpu", KOORD_MIN_AVAILABLE: "5",
-                                               KOORD_TOTAL_NUMBER: "5", KOORD_MODE: "Strict"}
+                                               KOORD_TOTAL_NUMBER: "5", KOORD_MODE: "Strict",
+                                                  KOORD_WAITING_TIME: "10s"}
         assert "labels" not in templates(r.object)[t]["metadata"]
 
 
@@ -236,7 +237,8 @@ def test_min_available_from_the_scheduling_policy_wins():
     r = mutate(tfjob(run_policy={"schedulingPolicy": {"minAvailable": 3}}, PS=1, Worker=4),
                cfg(method="koordinator", scheduler="koordinator"))
     assert annotations_of(r.object, "Worker") == {KOORD_NAME: "mnist", KOORD_MIN_AVAILABLE: "3",
-                                                  KOORD_TOTAL_NUMBER: "5", KOORD_MODE: "Strict"}
+                                                  KOORD_TOTAL_NUMBER: "5", KOORD_MODE: "Strict",
+                                                  KOORD_WAITING_TIME: "10s"}
 
 
 def test_min_available_above_the_pod_count_warns():
@@ -299,6 +301,7 @@ def test_group_by_role_koordinator_method_on_koordinator():
     r = mutate(bare_seed_job(), cfg(method="koordinator", scheduler="koordinator", groupByRole=True))
     assert annotations_of(r.object, "Worker") == {
         KOORD_NAME: "tf-smoke-gpu-worker", KOORD_MIN_AVAILABLE: "4", KOORD_TOTAL_NUMBER: "4", KOORD_MODE: "Strict",
+        KOORD_WAITING_TIME: "10s",
         KOORD_GROUPS: GROUPS}
     assert annotations_of(r.object, "PS")[KOORD_GROUPS] == GROUPS
 
@@ -652,3 +655,12 @@ def test_update_that_drops_our_metadata_gets_it_back():
     assert "the update dropped the gang metadata policylib wrote: restored" in r.reasons
     rescaled = mutate(tfjob(PS=1, Worker=5), cfg(), old=old)
     assert {labels_of(rescaled.object, t)[MIN_AVAILABLE_LABEL] for t in TYPES} == {"6"}
+
+
+def test_koordinator_waiting_time_follows_the_jobs_timeout_else_the_setting():
+    config = cfg(method="koordinator", scheduler="koordinator", scheduleTimeoutSeconds=30)
+    assert annotations_of(mutate(tfjob(Worker=2), config).object, "Worker")[KOORD_WAITING_TIME] == "30s"
+    own = tfjob(run_policy={"schedulingPolicy": {"scheduleTimeoutSeconds": 120}}, Worker=2)
+    assert annotations_of(mutate(own, config).object, "Worker")[KOORD_WAITING_TIME] == "120s"
+    on_ack = cfg(method="koordinator", scheduler="ack")
+    assert KOORD_WAITING_TIME not in annotations_of(mutate(tfjob(Worker=2), on_ack).object, "Worker")
