@@ -391,6 +391,16 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
         ctx.reasons.append("both spreads are disabled: no constraints written")
 
 
+def matches_current_settings(obj: dict, ctx: _Ctx, old: dict) -> bool:
+    """Whether ``obj`` already carries exactly what the current settings write (the
+    controller's reconcileDrift rewrite, or a user who applied it): such an update is
+    accepted, never reverted to the old object's rules."""
+    probe_ctx = _Ctx(ctx.config, ctx.ref, ctx.namespace, ctx.selector, ctx.pod_labels, ctx.effective)
+    probe = Draft(obj)
+    write_spread(probe, probe_ctx, previous=old)
+    return bool(probe_ctx.written) and not diff_owned(obj, probe.root, OWNED_PATHS)
+
+
 def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
     """Seed 000 "Existing deployments": keep the old object's placement rules exactly.
 
@@ -464,6 +474,8 @@ def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | No
         if trigger:
             ctx.reasons.append(trigger)
             write_spread(draft, ctx, previous=old)
+        elif matches_current_settings(obj, ctx, old):
+            ctx.reasons.append("placement rules already match the current settings: accepted")
         else:
             ctx.reasons.append("effective replica count unchanged: placement rules kept")
             keep_old_placement(draft, old, ctx)

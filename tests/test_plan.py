@@ -246,3 +246,24 @@ def test_jobs_without_our_gang_metadata_or_other_methods_get_no_podgroup():
         spec["template"].pop("metadata", None)
     assert planned([raw]) == []
     assert planned([tfjob()], {"gang": {"method": "labels"}}) == []
+
+
+def test_a_controller_rewrite_passes_the_webhook_unchanged():
+    """The controller's PATCH goes through admission too: the webhook must accept it, not revert it."""
+    old_settings, new_settings = load_config(None), load_config({"hostTopologySpread": {
+        "whenUnsatisfiable": "DoNotSchedule", "reconcileDrift": True}})
+    for existing in (written(deployment(replicas=7)), legacy(replicas=5)):
+        [w] = plan([existing], new_settings)
+        patched = jsonpatch.apply_patch(existing, w.patch)
+        assert mutate(patched, new_settings, old=existing).patch == []
+        assert plan([patched], new_settings) == []
+    assert old_settings.spread_fingerprint() != new_settings.spread_fingerprint()
+
+
+def test_hand_edits_of_a_managed_constraint_are_still_reverted():
+    old = written(deployment(replicas=7))
+    edited = copy.deepcopy(old)
+    edited["spec"]["template"]["spec"]["topologySpreadConstraints"][1]["maxSkew"] = 5
+    r = mutate(edited, load_config(None), old=old)
+    assert r.object["spec"]["template"]["spec"]["topologySpreadConstraints"] == \
+        old["spec"]["template"]["spec"]["topologySpreadConstraints"]
