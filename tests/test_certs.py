@@ -9,11 +9,12 @@ import sys
 
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.helpers import REPO
-from webhook.certs import CertError, ensure_certs
+from webhook.certs import CertError, ensure_certs, write_pair
 
 SERVICE, NAMESPACE = "policylib-webhook", "policylib-system"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -163,3 +164,70 @@ def test_cli_error_is_one_line_and_exit_2(tmp_path):
                          cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 2
     assert run.stderr.startswith("webhook: error: cannot create ") and run.stderr.count("\n") == 1
+
+
+# --- keys of other types ------------------------------------------------------------------
+
+def self_signed_ca(key, days: int = 3650) -> x509.Certificate:
+    """A CA certificate for ``key`` of any type (EdDSA signs without a separate hash)."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{SERVICE}-ca")])
+    algorithm = None if isinstance(key, (ed25519.Ed25519PrivateKey, ed448.Ed448PrivateKey)) else hashes.SHA256()
+    return (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(NOW - dt.timedelta(days=1))
+            .not_valid_after(NOW + dt.timedelta(days=days))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+            .sign(key, algorithm))
+
+
+def write_ca(directory, key) -> None:
+    write_pair(directory, "ca.crt", "ca.key", self_signed_ca(key), key)
+
+
+@pytest.mark.parametrize("key, described", [
+    (ed25519.Ed25519PrivateKey.generate(), "an Ed25519 key"),
+    (ed448.Ed448PrivateKey.generate(), "an Ed448 key"),
+    (ec.generate_private_key(ec.SECP256K1()), "an ECDSA secp256k1 key"),
+    (rsa.generate_private_key(65537, 1024), "a 1024-bit RSA key"),
+])
+def test_a_ca_key_of_a_type_the_webhook_does_not_use_is_replaced_with_a_clear_reason(tmp_path, key, described):
+    write_ca(tmp_path, key)
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW)
+    assert (state.new_ca, state.new_serving) == (True, True)
+    assert state.reason == (f"ca.key holds {described}, which the webhook does not use "
+                            "(ECDSA P-256, P-384, P-521 or RSA >= 2048)")
+    assert isinstance(load(tmp_path / "ca.crt").public_key(), ec.EllipticCurvePublicKey)
+    load(tmp_path / "tls.crt").verify_directly_issued_by(load(tmp_path / "ca.crt"))
+
+
+def test_an_ed25519_key_in_tls_key_is_replaced(certs):
+    directory, _ = certs
+    ca = load(directory / "ca.crt")
+    (directory / "tls.key").write_bytes(ed25519.Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    state = ensure_certs(directory, SERVICE, NAMESPACE, now=NOW)
+    assert (state.new_ca, state.new_serving) == (False, True)
+    assert state.reason == ("tls.key holds an Ed25519 key, which the webhook does not use "
+                            "(ECDSA P-256, P-384, P-521 or RSA >= 2048)")
+    assert load(directory / "ca.crt") == ca
+    load(directory / "tls.crt").verify_directly_issued_by(ca)
+
+
+def test_an_rsa_ca_and_its_key_are_recognised_as_a_pair_and_kept(tmp_path):
+    key = rsa.generate_private_key(65537, 2048)
+    write_ca(tmp_path, key)
+    ca_before = (tmp_path / "ca.crt").read_bytes()
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW)
+    assert (state.new_ca, state.new_serving) == (False, True)
+    assert (tmp_path / "ca.crt").read_bytes() == ca_before
+    load(tmp_path / "tls.crt").verify_directly_issued_by(load(tmp_path / "ca.crt"))
+    assert ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW).new_serving is False
+
+
+def test_cli_with_an_ed25519_ca_key_makes_a_new_ca_and_says_why(tmp_path):
+    write_ca(tmp_path, ed25519.Ed25519PrivateKey.generate())
+    run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stderr.startswith(f"{tmp_path}: new CA and serving certificate (ca.key holds an Ed25519 key, "
+                                 "which the webhook does not use (ECDSA P-256, P-384, P-521 or RSA >= 2048));")
+    assert "Traceback" not in run.stderr

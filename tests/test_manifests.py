@@ -106,7 +106,7 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
 
 def test_rbac_is_least_privilege(base):
     assert one(base, "ClusterRole", SERVICE)["rules"] == [
-        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["get", "list", "watch"]}]
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]}]
     binding = one(base, "ClusterRoleBinding", SERVICE)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]

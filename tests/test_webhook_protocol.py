@@ -5,7 +5,9 @@ The same rules over real TLS are in test_webhook_server.py.
 from __future__ import annotations
 
 import copy
+import io
 import json
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,9 +17,11 @@ import policylib
 import webhook
 from policylib.labels import qualified_name_errors
 from tests.helpers import deployment
-from tests.webhook_support import SAMPLE_NAMES, patch_of, patched, review_of, sample
+from tests.webhook_support import (SAMPLE_NAMES, kubeflow_jobs, patch_of, patched, request_kind, review_of, sample,
+                                   volcano_jobs)
 from webhook import review as rv
 from webhook.cache import ObjectOnlyFacts
+from webhook.metrics import kind_label
 
 
 class App:
@@ -300,21 +304,35 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.text(m
                                children, max_size=4), max_leaves=12)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(request=json_values, operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", "X", None]))
-def test_any_json_gets_200_or_400_never_a_500(app, request, operation):
-    """Reviews with arbitrary request shapes, kinds and objects: the answer is 200 or 400."""
+workloads = kubeflow_jobs() | volcano_jobs()
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(request=json_values, operation=st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", "X", None]),
+       workload=st.none() | workloads, old=st.none() | workloads)
+def test_any_json_gets_200_or_400_never_a_500(app, request, operation, workload, old):
+    """Reviews with arbitrary request shapes, kinds and objects: the answer is 200 or 400.
+
+    Besides Deployments: Kubeflow TFJob/PyTorchJob/MPIJob with arbitrary replica specs and
+    Volcano Jobs with arbitrary tasks (``workload``, and ``old`` as the UPDATE's oldObject). A
+    200 is a proper answer, or fail-open: allowed, no patch, a warning.
+    """
     body = {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
     if isinstance(request, dict):
         request.setdefault("uid", "u")
         request["operation"] = operation
         request.setdefault("kind", {"group": "apps", "version": "v1", "kind": "Deployment"})
-        if isinstance(request.get("object"), dict):
+        if workload is not None:
+            request.update(kind=request_kind(workload), object=workload, oldObject=old)
+        elif isinstance(request.get("object"), dict):
             request["object"].update(apiVersion="apps/v1", kind="Deployment")
     response = app.post(body)
     assert response.status_code in (200, 400), response.data
     if response.status_code == 200:
-        assert response.get_json()["response"]["uid"] == "u"
+        answer = response.get_json()["response"]
+        assert answer["uid"] == request["uid"]
+        if any(w.startswith("policylib not applied: ") for w in answer.get("warnings", ())):
+            assert (answer["allowed"], "patch" in answer) == (True, False)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -369,9 +387,11 @@ def test_metrics_exposition(app):
     app.answer(sample("deployment-create.json"))
     app.answer(review_of(None, "DELETE", old=deployment("web", "ml")))
     text = app.client.get("/metrics").get_data(as_text=True)
-    for le in ("0.005", "0.025", "0.1"):
-        assert f'policylib_webhook_review_duration_seconds_bucket{{kind="Deployment",le="{le}",operation="CREATE"}} 1.0' \
-            in text
+    histogram = "policylib_webhook_review_duration_seconds"
+    buckets = re.findall(rf'^{histogram}_bucket{{kind="Deployment",le="([^"]+)",operation="CREATE"}} ', text, re.M)
+    assert {"0.005", "0.025", "0.1", "+Inf"} <= set(buckets)  # the API server's own buckets are there
+    assert f'{histogram}_bucket{{kind="Deployment",le="+Inf",operation="CREATE"}} 1.0' in text
+    assert f'{histogram}_count{{kind="Deployment",operation="CREATE"}} 1.0' in text
     assert 'policylib_webhook_reviews_total{kind="Deployment",operation="CREATE",outcome="mutated"} 1.0' in text
     assert 'policylib_webhook_reviews_total{kind="Deployment",operation="DELETE",outcome="skipped"} 1.0' in text
     assert 'policylib_webhook_patch_operations_total{kind="Deployment"} 3.0' in text
@@ -383,3 +403,71 @@ def test_two_apps_in_one_process_keep_separate_metrics():
     first.answer(sample("deployment-create.json"))
     assert second.metric("policylib_webhook_reviews_total") == 0
     assert first.metric("policylib_webhook_reviews_total") == 1
+
+
+# --- bounded metric labels ------------------------------------------------------------
+
+@pytest.mark.parametrize("group, kind, label", [
+    ("apps", "Deployment", "Deployment"),
+    ("batch.volcano.sh", "Job", "Job"),
+    ("kubeflow.org", "TFJob", "TFJob"),
+    ("kubeflow.org", "PyTorchJob", "PyTorchJob"),
+    ("kubeflow.org", "MPIJob", "MPIJob"),
+    ("training.volcano.sh", "HyperJob", "HyperJob"),
+    ("batch", "Job", "other"),
+    ("", "Deployment", "other"),
+    ("example.com", "Deployment", "other"),
+    ("kubeflow.org", "XGBoostJob", "other"),
+    ("example.com", "HyperJob", "other"),
+    ("apps", "x" * 10_000, "other"),
+])
+def test_kind_label_is_a_kind_policylib_handles_or_other(group, kind, label):
+    assert kind_label(group, kind) == label
+
+
+def test_random_kinds_share_one_metric_series(app):
+    """Kinds copied from requests would add series without bound (multiprocess files on a small
+    emptyDir): every kind policylib does not handle counts as "other"."""
+    for i in range(50):
+        obj = {"apiVersion": f"g{i}.example.com/v{i}", "kind": f"Kind{i}", "metadata": {"name": "x", "namespace": "ml"}}
+        app.answer(review_of(obj, uid=f"random-{i}"))
+    for name in SAMPLE_NAMES:
+        app.answer(sample(name))
+    text = app.client.get("/metrics").get_data(as_text=True)
+    assert set(re.findall(r'kind="([^"]*)"', text)) == {"other", "Deployment", "Job", "TFJob", "PyTorchJob", "MPIJob"}
+    assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="unchanged"}') == 50
+    assert app.metric('policylib_webhook_review_duration_seconds_count{kind="other",operation="CREATE"}') == 50
+
+
+def test_a_policy_failure_on_an_unhandled_kind_is_counted_as_other(monkeypatch, app):
+    def broken(*args, **kwargs):
+        raise KeyError("spec")
+    monkeypatch.setattr(policylib, "mutate", broken)
+    app.answer(review_of({"apiVersion": "example.com/v1", "kind": "Kind-" + "x" * 300, "metadata": {"name": "a"}}))
+    assert app.metric('policylib_webhook_policy_failures_total{kind="other",mode="open"}') == 1
+    assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="fail_open"}') == 1
+
+
+# --- a body that cannot be read ---------------------------------------------------------
+
+class FailingInput(io.BytesIO):
+    """A ``wsgi.input`` whose read raises, as gunicorn's does for a slow client or a broken chunk."""
+
+    def __init__(self, error: Exception):
+        super().__init__()
+        self.error = error
+
+    def read(self, size=-1):
+        raise self.error
+
+
+@pytest.mark.parametrize("error, status, message", [
+    (TimeoutError("client did not send its request within 2 s"), 408, "the request body did not arrive in time"),
+    (OSError("connection reset"), 400, "the request body could not be read: OSError"),
+    (ValueError("Invalid chunk size"), 400, "the request body could not be read: ValueError"),
+])
+def test_a_body_that_cannot_be_read_is_408_or_400_not_500(app, error, status, message):
+    response = app.client.post("/mutate", input_stream=FailingInput(error), content_type="application/json",
+                               headers={"Content-Length": "100"})
+    assert error_of(response, status) == message
+    assert app.metric(f'policylib_webhook_bad_requests_total{{code="{status}"}}') == 1

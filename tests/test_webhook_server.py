@@ -11,6 +11,7 @@ import http.client
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
@@ -27,6 +28,7 @@ from cryptography import x509
 import policylib
 from tests.helpers import REPO, deployment
 from tests.webhook_support import SAMPLE_NAMES, SVC_HOST, patched, review_of, sample
+from webhook.server import BODY_GATE_BYTES, CLIENT_DEADLINE
 
 SMALL_LIMIT = 65536
 
@@ -159,6 +161,7 @@ def server(certs, module_tmp):
     srv = Server(certs, module_tmp, workers=2, config={"webhook": {"maxRequestBytes": SMALL_LIMIT}})
     yield srv
     assert srv.stop() == 0
+    assert "Traceback" not in srv.logs() and "[ERROR]" not in srv.logs(), srv.logs()
 
 
 # --- TLS as the API server sees it ------------------------------------------------
@@ -352,7 +355,8 @@ def test_sigterm_drains_an_in_flight_request(tmp_path):
     make_certs(certs)
     server = Server(certs, tmp_path, workers=1)
     review = sample("deployment-create.json")
-    body = json.dumps(review).encode()
+    # Bigger than the worker gathers before serving: the app starts while the body is still coming.
+    body = json.dumps(review).encode().ljust(BODY_GATE_BYTES + 1)
     head = (f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=15) as raw:
@@ -409,3 +413,124 @@ def test_run_local_prints_a_curl_command_that_gets_a_patched_review(tmp_path):
         assert sorted(p.name for p in certs.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
     finally:
         assert server.stop() == 0
+
+
+# --- slow and stalled clients ----------------------------------------------------------
+
+STALLED = 12  # more than the server's 2 workers x 4 threads
+REQUEST_HEAD = f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
+
+
+def stalled_connection(server: Server, stage: str) -> socket.socket:
+    """A connection that sends part of what it should and then nothing more."""
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    if stage == "tls-record-header":
+        raw.sendall(b"\x16\x03\x01")  # the first bytes of a ClientHello record
+        return raw
+    tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+    if stage == "request-headers":
+        tls.sendall(b"POST /mutate HTTP/1.1\r\nHost: x\r\n")
+    elif stage == "request-body":
+        tls.sendall(f"{REQUEST_HEAD}Content-Length: 1000\r\n\r\n{{\"apiVersion\":".encode())
+    return tls
+
+
+def closed_by_server(sock: socket.socket) -> bool:
+    """Whether the server closed ``sock`` (EOF or reset) within the socket's timeout."""
+    try:
+        return sock.recv(1024) == b""
+    except (ConnectionError, ssl.SSLError):
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.parametrize("stage", ["tls-record-header", "request-headers", "request-body"])
+def test_stalled_clients_do_not_delay_a_review_and_are_closed_after_the_deadline(server, stage):
+    """Partial TLS records, request headers or bodies on more connections than the server has
+    threads: a review still answers within 1 s, and each stalled connection is closed by the
+    server once its deadline has passed (checked by each socket's own 5 s read timeout)."""
+    counter = f'policylib_webhook_slow_clients_total{{stage="{"handshake" if stage.startswith("tls") else "request"}"}}'
+    before = server.metric(counter)
+    stalled = []
+    try:
+        opened = time.monotonic()
+        for _ in range(STALLED):
+            stalled.append(stalled_connection(server, stage))
+        start = time.monotonic()
+        response = server.review(review_of(deployment("web", "ml"), uid=f"after-{stage}"),
+                                 server.connection(timeout=3))
+        assert response["allowed"] is True
+        assert time.monotonic() - start < 1.0
+        for sock in stalled:
+            sock.settimeout(CLIENT_DEADLINE + 3)
+            assert closed_by_server(sock), "a stalled connection was kept open past the deadline"
+        assert time.monotonic() - opened >= CLIENT_DEADLINE
+        assert server.metric(counter) == before + STALLED
+    finally:
+        for sock in stalled:
+            sock.close()
+
+
+def test_a_body_the_worker_does_not_gather_is_still_read_by_the_deadline(server):
+    """A chunked body goes to gunicorn's parser in a thread; the thread's reads end by the
+    deadline: the client gets 408 and the connection is closed."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=CLIENT_DEADLINE + 3) as raw:
+        tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+        tls.sendall(f"{REQUEST_HEAD}Transfer-Encoding: chunked\r\n\r\n40\r\n{{\"apiVersion\":".encode())
+        start = time.monotonic()
+        response = http.client.HTTPResponse(tls)
+        response.begin()
+        body = json.loads(response.read())
+        elapsed = time.monotonic() - start
+        assert closed_by_server(tls)
+    assert (response.status, body) == (408, {"code": 408, "error": "the request body did not arrive in time"})
+    assert CLIENT_DEADLINE - 0.1 <= elapsed < CLIENT_DEADLINE + 1
+
+
+def test_a_client_trickling_its_headers_is_closed_at_the_deadline_not_per_read(server):
+    """One byte every 50 ms keeps every single read short; the deadline counts from the first byte."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw:
+        tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+        start = time.monotonic()
+        closed_after = None
+        for byte in (REQUEST_HEAD * 10).encode():
+            if time.monotonic() - start > CLIENT_DEADLINE + 2:
+                break
+            try:
+                tls.sendall(bytes([byte]))
+            except OSError:
+                closed_after = time.monotonic() - start
+                break
+            if select.select([tls], [], [], 0)[0]:
+                assert closed_by_server(tls)
+                closed_after = time.monotonic() - start
+                break
+            time.sleep(0.05)  # the client's pace, under test; not a synchronisation
+    assert closed_after is not None, "the server did not close the connection"
+    assert CLIENT_DEADLINE - 0.1 <= closed_after < CLIENT_DEADLINE + 1.5
+
+
+def test_clients_that_never_close_after_connection_close_do_not_stall_the_workers(server):
+    """After answering ``Connection: close`` the server sends FIN and waits for the client's
+    (gunicorn's graceful close). gunicorn waits on the worker's event-loop thread, up to 2 s per
+    connection, and so stops the worker; here a review still answers within 1 s."""
+    body = json.dumps(review_of(deployment("web", "ml"), uid="closing")).encode()
+    held = []
+    try:
+        for _ in range(STALLED):
+            raw = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+            tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+            tls.sendall(f"{REQUEST_HEAD}Connection: close\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+            held.append(tls)
+        for tls in held:  # answered; the clients keep their connections open
+            response = http.client.HTTPResponse(tls)
+            response.begin()
+            assert response.status == 200 and json.loads(response.read())["response"]["uid"] == "closing"
+        start = time.monotonic()
+        assert server.review(review_of(deployment("web", "ml"), uid="after-closing"),
+                             server.connection(timeout=5))["allowed"] is True
+        assert time.monotonic() - start < 1.0
+    finally:
+        for tls in held:
+            tls.close()

@@ -15,11 +15,11 @@ from typing import Any, Callable
 import orjson
 import policylib
 from flask import Flask, Response, request
-from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
+from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge, RequestTimeout
 
 from . import review
 from .cache import ObjectOnlyFacts
-from .metrics import Metrics
+from .metrics import Metrics, kind_label
 
 REVIEW_LOG = "webhook.review"
 JSON = "application/json"
@@ -33,11 +33,19 @@ def read_body(limit: int) -> bytes:
     """The request body, at most ``limit`` bytes, else 413 (before reading it when the length is declared).
 
     Reads ``wsgi.input`` directly: werkzeug's stream wrapper cost more than the read.
+    A client too slow to send it (the server's deadline, a ``TimeoutError``)
+    gets 408; a body that cannot be read (a broken chunked encoding, the client
+    gone) gets 400. Either way the server closes the connection afterwards.
     """
     length = request.content_length
     if length is not None and length > limit:
         raise RequestEntityTooLarge()
-    data = request.environ["wsgi.input"].read(limit + 1 if length is None else length)
+    try:
+        data = request.environ["wsgi.input"].read(limit + 1 if length is None else length)
+    except TimeoutError:
+        raise RequestTimeout("the request body did not arrive in time") from None
+    except Exception as e:  # noqa: BLE001 -- whatever the input stream raises, the client caused it
+        raise BadRequest(f"the request body could not be read: {type(e).__name__}") from None
     if len(data) > limit:
         raise RequestEntityTooLarge()
     return data
@@ -87,9 +95,10 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
         return _json(body)
 
     def record(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> None:
-        metrics.review(req.kind, req.operation, answer.outcome, seconds, len(answer.patch))
+        kind = kind_label(req.group, req.kind)  # a bounded label: never the request's free text
+        metrics.review(kind, req.operation, answer.outcome, seconds, len(answer.patch))
         if answer.error:
-            metrics.policy_failures.labels(req.kind, config.webhook.failureMode).inc()
+            metrics.policy_failures.labels(kind, config.webhook.failureMode).inc()
             if not isinstance(answer.exception, policylib.PolicylibError):
                 errors.error("policy raised %s on %s %s/%s", type(answer.exception).__name__, req.kind,
                              req.namespace, req.name, exc_info=answer.exception)

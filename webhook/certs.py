@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa, x448, x25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
@@ -116,16 +116,53 @@ def make_serving(ca_cert: x509.Certificate, ca_key, service: str, namespace: str
 
 # --- reading what is on disk ----------------------------------------------
 
-def _load_pair(directory: Path, cert_name: str, key_name: str):
-    """(cert, key) from PEM files, or None when missing, unreadable or not a pair."""
+#: Key types a certificate here may have: what Go's crypto/tls and the API server accept
+#: and ``make_ca``/``make_serving`` can sign with (SHA-256).
+USABLE_CURVES = ("secp256r1", "secp384r1", "secp521r1")
+MIN_RSA_BITS = 2048
+_OTHER_KEY_TYPES = ((ed25519.Ed25519PrivateKey, "Ed25519"), (ed448.Ed448PrivateKey, "Ed448"),
+                    (dsa.DSAPrivateKey, "DSA"), (x25519.X25519PrivateKey, "X25519"), (x448.X448PrivateKey, "X448"))
+
+
+def _public_key_der(key) -> bytes:
+    """The DER SubjectPublicKeyInfo of a public key: comparable for every key type."""
+    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+
+
+def key_problem(key, name: str) -> str | None:
+    """Why the private key in file ``name`` cannot be used here, or None."""
+    if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name in USABLE_CURVES:
+        return None
+    if isinstance(key, rsa.RSAPrivateKey) and key.key_size >= MIN_RSA_BITS:
+        return None
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        what = f"an ECDSA {key.curve.name} key"
+    elif isinstance(key, rsa.RSAPrivateKey):
+        what = f"a {key.key_size}-bit RSA key"
+    else:
+        kind = next((n for t, n in _OTHER_KEY_TYPES if isinstance(key, t)), type(key).__name__)
+        what = f"{'an' if kind[0] in 'AEIOUX' else 'a'} {kind} key"
+    return f"{name} holds {what}, which the webhook does not use (ECDSA P-256, P-384, P-521 or RSA >= 2048)"
+
+
+def _load_pair(directory: Path, cert_name: str, key_name: str, what: str):
+    """``((cert, key), None)`` from PEM files, or ``(None, why not)`` when missing, unreadable,
+    a key type the webhook does not use, or not a pair."""
+    unreadable = f"no readable {what} and matching key"
     try:
         cert = x509.load_pem_x509_certificate((directory / cert_name).read_bytes())
         key = serialization.load_pem_private_key((directory / key_name).read_bytes(), password=None)
-    except (OSError, ValueError, TypeError):
-        return None
-    if cert.public_key().public_numbers() != key.public_key().public_numbers():
-        return None
-    return cert, key
+    except (OSError, ValueError, TypeError, UnsupportedAlgorithm):
+        return None, unreadable
+    problem = key_problem(key, key_name)
+    if problem:
+        return None, problem
+    try:
+        if _public_key_der(cert.public_key()) != _public_key_der(key.public_key()):
+            return None, unreadable
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        return None, unreadable
+    return (cert, key), None
 
 
 def _is_ca(cert: x509.Certificate) -> bool:
@@ -143,13 +180,14 @@ def _dns_names(cert: x509.Certificate) -> list[str]:
         return []
 
 
-def ca_problem(pair, now: dt.datetime, days: int) -> str | None:
+def ca_problem(pair, now: dt.datetime, days: int, unusable: str | None = None) -> str | None:
     """Why the CA on disk cannot be kept, or None.
 
-    It must be a CA and outlive a serving certificate issued now.
+    It must be a CA and outlive a serving certificate issued now. ``unusable``
+    is why :func:`_load_pair` found no pair.
     """
     if pair is None:
-        return "no readable CA certificate and matching key"
+        return unusable or "no readable CA certificate and matching key"
     cert, _ = pair
     if not _is_ca(cert):
         return "ca.crt is not a CA (basicConstraints CA:FALSE)"
@@ -159,16 +197,16 @@ def ca_problem(pair, now: dt.datetime, days: int) -> str | None:
 
 
 def serving_problem(pair, ca_cert: x509.Certificate, service: str, namespace: str,
-                    now: dt.datetime) -> str | None:
-    """Why the serving certificate on disk must be renewed, or None."""
+                    now: dt.datetime, unusable: str | None = None) -> str | None:
+    """Why the serving certificate on disk must be renewed, or None (``unusable``: see :func:`ca_problem`)."""
     if pair is None:
-        return "no readable serving certificate and matching key"
+        return unusable or "no readable serving certificate and matching key"
     cert, _ = pair
     if cert.issuer != ca_cert.subject:
         return "the serving certificate was not issued by ca.crt"
     try:
         cert.verify_directly_issued_by(ca_cert)
-    except (InvalidSignature, ValueError, TypeError):
+    except (InvalidSignature, ValueError, TypeError, UnsupportedAlgorithm):
         return "the serving certificate's signature does not verify against ca.crt"
     if sorted(_dns_names(cert)) != sorted(service_dns_names(service, namespace)):
         return "the serving certificate's DNS names differ from the service's"
@@ -218,14 +256,14 @@ def ensure_certs(directory: str | Path, service: str, namespace: str, days: int 
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CertError(f"cannot create {directory}: {e.strerror or e}") from None
-    ca = _load_pair(directory, CA_CERT, CA_KEY)
-    new_ca = ca_problem(ca, now, days)
+    ca, unusable = _load_pair(directory, CA_CERT, CA_KEY, "CA certificate")
+    new_ca = ca_problem(ca, now, days, unusable)
     if new_ca:
         ca = make_ca(service, now, max(CA_DAYS, days * 3))
         write_pair(directory, CA_CERT, CA_KEY, *ca)
-    serving = _load_pair(directory, TLS_CERT, TLS_KEY)
+    serving, unusable = _load_pair(directory, TLS_CERT, TLS_KEY, "serving certificate")
     why = new_ca or ("renewal requested" if renew else None) or \
-        serving_problem(serving, ca[0], service, namespace, now)
+        serving_problem(serving, ca[0], service, namespace, now, unusable)
     if why:
         serving = make_serving(ca[0], ca[1], service, namespace, now, days)
         write_pair(directory, TLS_CERT, TLS_KEY, *serving)

@@ -20,6 +20,29 @@ PREFIX = "policylib_webhook"
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
 
+#: The ``kind`` label's values besides :data:`OTHER_KIND`: the kinds policylib has a policy for,
+#: by API group (``request.kind``). Every label value comes from a fixed set: with one taken
+#: from the request, random kinds would add series (and bytes to every worker's multiprocess
+#: file, on a small emptyDir) without bound.
+POLICY_KINDS = {
+    "apps": frozenset({"Deployment"}),
+    "batch.volcano.sh": frozenset({"Job"}),
+    "kubeflow.org": frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
+}
+#: Volcano's HyperJob, in whichever ``*volcano.sh`` group (as policylib matches it).
+VOLCANO_GROUP_SUFFIX, HYPERJOB = "volcano.sh", "HyperJob"
+OTHER_KIND = "other"
+
+
+def kind_label(group: str, kind: str) -> str:
+    """``kind`` for a kind policylib handles, else ``"other"``."""
+    if kind in POLICY_KINDS.get(group, ()):
+        return kind
+    if kind == HYPERJOB and group.endswith(VOLCANO_GROUP_SUFFIX):
+        return kind
+    return OTHER_KIND
+
+
 def multiprocess_dir() -> str | None:
     return os.environ.get(MULTIPROC_ENV) or None
 
@@ -42,6 +65,9 @@ class Metrics:
                                        "and failure mode.", ["kind", "mode"], registry=r)
         self.bad_requests = Counter(f"{PREFIX}_bad_requests", "Requests refused before review, by HTTP status.",
                                     ["code"], registry=r)
+        self.slow_clients = Counter(f"{PREFIX}_slow_clients", "Connections closed because the TLS handshake "
+                                    "or a request was not complete within the deadline, by stage "
+                                    "(handshake, request).", ["stage"], registry=r)
         self.in_flight = Gauge(f"{PREFIX}_in_flight_requests", "Admission reviews being answered.",
                                multiprocess_mode="livesum", registry=r)
         self.cert_not_after = Gauge(f"{PREFIX}_certificate_not_after_seconds", "notAfter of the serving "
@@ -49,7 +75,11 @@ class Metrics:
                                     registry=r)
 
     def review(self, kind: str, operation: str, outcome: str, seconds: float, patch_ops: int) -> None:
-        """Count one answered review; the labelled children are looked up once per label set."""
+        """Count one answered review; the labelled children are looked up once per label set.
+
+        ``kind`` is a :func:`kind_label`, ``operation`` one of the four AdmissionReview
+        operations, ``outcome`` one of the webhook's: never free text from a request.
+        """
         key = (kind, operation, outcome)
         children = self._children.get(key)
         if children is None:

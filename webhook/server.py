@@ -10,10 +10,14 @@ project's engineering notes):
   finish on the old (:class:`ServingCertificate`).
 - keep-alive 120 s, longer than Go's 90 s idle-connection timeout, so the API
   server, not us, closes idle connections and never races our close.
-- :class:`TLSThreadWorker`: gunicorn's gthread worker blocks a thread on a new
-  TLS connection until its first request; Go clients keep spare connections
-  idle right after the handshake, which stalls a worker. This worker hands
-  such a connection back to the poller instead. It also leaves a new
+- :class:`TLSThreadWorker`: gunicorn's gthread worker blocks a thread, with no
+  time limit, on a new TLS connection's handshake and on reading each request;
+  Go clients keep spare connections idle right after the handshake, and a slow
+  or stalled client (part of a TLS record, part of a request) holds the thread
+  as long as it likes, so a few of them stop a worker. This worker takes a
+  connection in a thread only as far as the client's bytes go, parks it on the
+  poller in between, and closes it when the handshake or a request is not
+  complete within :data:`CLIENT_DEADLINE` (2 s). It also leaves a new
   connection to a sibling worker that holds fewer (:class:`ConnectionBalance`):
   kept-alive connections stay with the worker that accepted them, and without
   this one worker could hold most of them while another idles.
@@ -25,34 +29,58 @@ project's engineering notes):
 from __future__ import annotations
 
 import atexit
+import io
 import logging
 import mmap
 import os
 import select
+import selectors
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
+from gunicorn import http as gunicorn_http
+from gunicorn import sock as gunicorn_sock
 from gunicorn.app.base import BaseApplication
+from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.gthread import _DEFER, ThreadWorker
 
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
 
-#: How long a worker thread waits for the ClientHello, then for the first request
-#: after the handshake, before handing the connection back to the poller.
-CLIENT_HELLO_WAIT = 1.0
+#: A client has this long for its TLS handshake (from the moment it connects) and, separately,
+#: for each request (from its first byte): a connection still short of either is closed. Well
+#: under the API server's 3 s ``timeoutSeconds``, far over what a working client needs.
+CLIENT_DEADLINE = 2.0
+#: How long a worker thread waits for a client's next bytes before it parks the connection on
+#: the worker's poller, which hands it to a thread again when they arrive.
+STEP_WAIT = 0.02
+#: How long a thread waits for the first request after the handshake before parking the
+#: connection as idle (keep-alive timeout, no deadline).
 FIRST_REQUEST_WAIT = 0.02
+#: A request is gathered whole before gunicorn parses it when its headers fit in
+#: HEADER_GATE_BYTES and its declared body in BODY_GATE_BYTES (a parked connection's
+#: buffer is at most about their sum); reads beyond go through :class:`DeadlineReader`.
+HEADER_GATE_BYTES = 64 * 1024
+BODY_GATE_BYTES = 256 * 1024
+READ_SIZE = 64 * 1024
+#: A closing connection waits this long, reading at most this much, for the client to close too.
+LINGER_SECONDS = 2.0
+LINGER_MAX_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 120
 #: How long a busier worker leaves a pending connection to its siblings before taking it.
 YIELD_WINDOW = 0.02
 #: A sibling that has not reported for this long is ignored (hung or gone).
 SIBLING_STALE = 3.0
 log = logging.getLogger("webhook.server")
+#: ``handle``'s answer for a connection parked mid-handshake or mid-request until readable.
+_STALLED = object()
 
 
 class ServingCertificate:
@@ -116,16 +144,6 @@ def make_server_context(cert_path: Path, key_path: Path) -> ssl.SSLContext:
     return context
 
 
-def _readable(sock, timeout: float) -> bool:
-    """Decrypted bytes are buffered, or the socket has bytes within ``timeout``."""
-    if getattr(sock, "pending", None) and sock.pending():
-        return True
-    try:
-        return bool(select.select([sock], [], [], timeout)[0])
-    except (OSError, ValueError):
-        return True  # closed: let the request parser find out and close it
-
-
 class ConnectionBalance:
     """Each worker's open connections in memory shared by all workers (an anonymous mmap
     made before the workers fork), so a busier worker leaves new connections to the others.
@@ -166,20 +184,122 @@ class ConnectionBalance:
         return bool(others) and connections > min(others)
 
 
-class TLSThreadWorker(ThreadWorker):
-    """gthread worker that never blocks a thread on an idle TLS connection.
+class ClientTooSlow(NoMoreData, TimeoutError):
+    """A client did not send its request within :data:`CLIENT_DEADLINE` (raised by :class:`DeadlineReader`).
 
-    gunicorn's worker waits for the first bytes, then in one go does the TLS
-    handshake and blocks reading the first request. A client that completes
-    the handshake and sends nothing (Go's spare connections) holds that thread
-    until the client gives up. Here the handshake is done first; if no request
-    follows within :data:`FIRST_REQUEST_WAIT`, the connection goes back to the
-    worker's poller (gunicorn's own ``_DEFER`` path), which hands it to a
-    thread when it becomes readable.
+    A :class:`~gunicorn.http.errors.NoMoreData`, so gunicorn drops the
+    connection quietly; a ``TimeoutError``, so the app answers 408 when it
+    happens while the body is read, and gunicorn's body drain gives up.
+    """
+
+    def __str__(self) -> str:
+        return f"client did not send its request within {CLIENT_DEADLINE:g} s"
+
+
+class DeadlineReader:
+    """The socket as gunicorn's request parser sees it: every ``recv`` ends by the deadline.
+
+    Only reads that the request gate (:meth:`TLSThreadWorker._gather_request`)
+    did not do go through here: headers over :data:`HEADER_GATE_BYTES`, chunked
+    bodies and bodies over :data:`BODY_GATE_BYTES`. Then the socket goes back to
+    a :data:`CLIENT_DEADLINE` timeout, which bounds each write of the answer.
+    """
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def recv(self, size: int) -> bytes:
+        sock = self.conn.sock
+        deadline = getattr(self.conn, "deadline", None) or time.monotonic() + CLIENT_DEADLINE
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise ClientTooSlow()
+        sock.settimeout(remaining)
+        try:
+            return sock.recv(size)
+        except TimeoutError:
+            raise ClientTooSlow() from None
+        finally:
+            sock.settimeout(CLIENT_DEADLINE)
+
+
+def _wait(sock, events: int, timeout: float) -> bool:
+    """Whether ``sock`` is ready for ``events`` (selectors' bits) within ``timeout`` seconds.
+
+    poll, not select: a worker's descriptors can go past select's 1024.
+    """
+    if events & selectors.EVENT_READ and getattr(sock, "pending", None) and sock.pending():
+        return True
+    poller = select.poll()
+    poller.register(sock, (select.POLLIN if events & selectors.EVENT_READ else 0)
+                    | (select.POLLOUT if events & selectors.EVENT_WRITE else 0))
+    try:
+        return bool(poller.poll(max(timeout, 0) * 1000))
+    except (OSError, ValueError):
+        return True  # closed: the next read or handshake step finds out
+
+
+def request_complete(data: bytes) -> bool:
+    """Whether ``data`` holds a whole request, or as much as the gate waits for.
+
+    A whole request is its header block and, with a ``Content-Length`` of at
+    most :data:`BODY_GATE_BYTES`, its body. Headers over
+    :data:`HEADER_GATE_BYTES`, chunked bodies, bigger bodies and
+    ``Expect: 100-continue`` (the client waits for our answer before the body)
+    are left to gunicorn's parser, whose reads end by the deadline as well.
+    """
+    end = data.find(b"\r\n\r\n")
+    if end < 0:
+        return len(data) > HEADER_GATE_BYTES
+    length = 0
+    for line in data[:end].split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        name = name.strip().lower()
+        if name in (b"transfer-encoding", b"expect"):
+            return True
+        if name == b"content-length":
+            try:
+                length = int(value.strip())
+            except ValueError:
+                return True  # gunicorn answers 400
+    return length > BODY_GATE_BYTES or len(data) - (end + 4) >= length
+
+
+class TLSThreadWorker(ThreadWorker):
+    """gthread worker whose threads never wait on a slow, stalled or idle TLS client.
+
+    gunicorn's worker does the TLS handshake and reads a request with blocking
+    reads and no time limit: a client that sends part of a TLS record, or part
+    of a request, holds a thread for as long as it likes, and a few such
+    clients stop the worker. Here a thread takes a connection only as far as
+    its bytes go, without blocking:
+
+    - the handshake runs on a non-blocking socket; when the client's next
+      bytes are not there within :data:`STEP_WAIT`, the connection goes back
+      to the worker's poller (``_STALLED``) until they are;
+    - the same for the request: a thread gathers its header block and body
+      (see :func:`request_complete`) and only a complete request reaches
+      gunicorn's parser and the app;
+    - both have :data:`CLIENT_DEADLINE`: the handshake from the moment the
+      client connects, the request from its first byte. A connection still
+      short of either then is closed (:meth:`murder_pending`; counted in
+      ``policylib_webhook_slow_clients_total``).
+
+    Between requests the connection is kept alive as gunicorn does
+    (:data:`KEEPALIVE_SECONDS`). A connection idle right after its handshake
+    (Go's spare connections) waits on the poller the same way, not in a
+    thread (gunicorn's ``_DEFER`` path). And a connection being closed waits
+    for the client's side of the close on the poller too
+    (:meth:`_close_gracefully`), not on the worker's event-loop thread.
     """
 
     slot: int | None = None  # set by the master's pre_fork hook
     _yield_since = _yield_last = 0.0
+
+    def init_process(self):
+        self.stalled: dict = {}  # parked mid-handshake or mid-request: conn -> True
+        self.lingering: dict = {}  # closing: FIN sent, waiting for the client's (no longer counted in nr_conns)
+        super().init_process()
 
     @property
     def balance(self) -> ConnectionBalance | None:
@@ -211,33 +331,201 @@ class TLSThreadWorker(ThreadWorker):
         self._publish()
 
     def finish_request(self, conn, fs):
-        super().finish_request(conn, fs)
+        """On the main thread: park a stalled connection, close one without blocking, or
+        keep it alive as gunicorn does."""
+        result = False if fs.cancelled() or fs.exception() is not None else fs.result()
+        if result is _STALLED and self.alive:
+            self._park(conn)
+        elif result is _STALLED:
+            self.nr_conns -= 1
+            conn.close()
+        elif not result:
+            self.nr_conns -= 1
+            self._close_gracefully(conn)
+        else:
+            super().finish_request(conn, fs)
         self._publish()
+
+    def _close_gracefully(self, conn) -> None:
+        """gunicorn's graceful close (RFC 9112 9.6: FIN, then read until the client closes, so
+        unread request bytes do not turn into a reset that cuts off our answer), but on the
+        poller: gunicorn's waits up to 2 s on this, the worker's only event-loop thread, for
+        a client that may never close."""
+        try:
+            conn.sock.setblocking(False)
+            conn.sock.shutdown(socket.SHUT_WR)
+            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_lingering_readable, conn))
+        except (OSError, ValueError, KeyError):
+            conn.close()
+            return
+        conn.deadline, conn.drained = time.monotonic() + LINGER_SECONDS, 0
+        self.lingering[conn] = True
+
+    def _on_lingering_readable(self, conn, client) -> None:
+        try:
+            data = conn.sock.recv(LINGER_MAX_BYTES)
+        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
+            return
+        except OSError:
+            data = b""
+        conn.drained += len(data)
+        if not data or conn.drained >= LINGER_MAX_BYTES:
+            self._end_linger(conn)
+
+    def _end_linger(self, conn) -> None:
+        del self.lingering[conn]
+        try:
+            self.poller.unregister(conn.sock)
+        except (OSError, KeyError, ValueError):
+            pass
+        conn.close()
+
+    def _park(self, conn) -> None:
+        try:
+            conn.sock.setblocking(False)
+            self.poller.register(conn.sock, conn.wants, partial(self._on_stalled_ready, conn))
+        except (OSError, ValueError, KeyError):
+            self.nr_conns -= 1
+            conn.close()
+            return
+        self.stalled[conn] = True
+
+    def _on_stalled_ready(self, conn, client) -> None:
+        self.poller.unregister(client)
+        del self.stalled[conn]
+        self.enqueue_req(conn)
+
+    def murder_pending(self):
+        """gunicorn's idle connections, then the stalled and closing ones past their deadline."""
+        super().murder_pending()
+        now = time.monotonic()
+        for conn in [c for c in self.lingering if c.deadline <= now]:
+            self._end_linger(conn)
+        for conn in [c for c in self.stalled if c.deadline <= now]:
+            del self.stalled[conn]
+            try:
+                self.poller.unregister(conn.sock)
+            except (OSError, KeyError, ValueError):
+                pass
+            self.nr_conns -= 1
+            self._too_slow(conn)
+            conn.close()
 
     def murder_keepalived(self, force=False):
         super().murder_keepalived(force)
         self._publish()
 
+    def _too_slow(self, conn) -> None:
+        stage = "request" if conn.initialized else "handshake"
+        self.log.debug("closing %s: no complete TLS %s within %g s", conn.client, stage, CLIENT_DEADLINE)
+        metrics = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+        if metrics is not None:
+            metrics.slow_clients.labels(stage).inc()
+
     def handle(self, conn):
-        if self.cfg.is_ssl and not conn.initialized:
+        """In a thread: serve the connection once its handshake and request are complete."""
+        if not self.cfg.is_ssl:
+            return super().handle(conn)
+        try:
+            outcome = self._gather(conn)
+        except Exception as e:  # noqa: BLE001 -- a client's bytes must not escape as a worker error
+            self.log.debug("closing %s: %s: %s", conn.client, type(e).__name__, e)
+            return False
+        if outcome is not None:
+            return outcome
+        try:
+            return super().handle(conn)
+        finally:
+            conn.deadline = None  # served: the keep-alive timeout applies until the next request
+
+    def handle_request(self, req, conn):
+        """The answer's writes time out too (reads go through :class:`DeadlineReader`)."""
+        conn.sock.settimeout(CLIENT_DEADLINE)
+        return super().handle_request(req, conn)
+
+    def _gather(self, conn):
+        """None once a request is complete; ``_STALLED``, ``_DEFER`` or False (close) otherwise."""
+        if getattr(conn, "deadline", None) is None:
+            conn.deadline = time.monotonic() + CLIENT_DEADLINE
+        if not conn.initialized:
             outcome = self._handshake(conn)
             if outcome is not None:
                 return outcome
-        return super().handle(conn)
+            conn.deadline = None  # the request's deadline starts with its first byte
+            if not _wait(conn.sock, selectors.EVENT_READ, FIRST_REQUEST_WAIT):
+                return _DEFER  # idle after the handshake: wait on the poller, keep-alive timeout
+            conn.deadline = time.monotonic() + CLIENT_DEADLINE
+        return self._gather_request(conn)
 
     def _handshake(self, conn):
-        """None to go on serving; ``_DEFER`` to park the connection; False to close it."""
-        if not conn.wait_for_data(CLIENT_HELLO_WAIT):
-            return _DEFER
-        try:
-            conn.sock.setblocking(True)
-            conn.init()
-        except (ssl.SSLError, OSError) as e:
-            self.log.debug("TLS handshake failed with %s: %s", conn.client, e)
-            return False
-        if conn.is_http2 or _readable(conn.sock, FIRST_REQUEST_WAIT):
+        """The TLS handshake on a non-blocking socket, as far as the client's bytes go."""
+        sock = conn.sock
+        if not isinstance(sock, ssl.SSLSocket):
+            sock.setblocking(False)
+            sock = conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
+                sock, server_side=True, suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+                do_handshake_on_connect=False)
+        while True:
+            try:
+                sock.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                events = selectors.EVENT_READ
+            except ssl.SSLWantWriteError:
+                events = selectors.EVENT_WRITE
+            except (ssl.SSLError, OSError) as e:
+                self.log.debug("TLS handshake with %s failed: %s", conn.client, e)
+                return False
+            outcome = self._wait_or_park(conn, events)
+            if outcome is not None:
+                return outcome
+        conn.initialized = True
+        conn.parser = gunicorn_http.get_parser(self.cfg, sock, conn.client)
+        conn.parser.unreader.sock = DeadlineReader(conn)
+        return None
+
+    def _gather_request(self, conn):
+        """Read what the client has sent into the parser's buffer until :func:`request_complete`."""
+        unreader = conn.parser.unreader
+        data = bytearray(unreader.buf.getvalue())
+        if request_complete(data):
             return None
-        return _DEFER
+        conn.sock.setblocking(False)
+        try:
+            while True:
+                try:
+                    chunk = conn.sock.recv(READ_SIZE)
+                except ssl.SSLWantReadError:
+                    events = selectors.EVENT_READ
+                except ssl.SSLWantWriteError:
+                    events = selectors.EVENT_WRITE
+                except (ssl.SSLError, OSError) as e:
+                    self.log.debug("reading from %s failed: %s", conn.client, e)
+                    return False
+                else:
+                    if not chunk:
+                        return False  # the client closed the connection
+                    data += chunk
+                    if request_complete(data):
+                        return None
+                    continue
+                outcome = self._wait_or_park(conn, events)
+                if outcome is not None:
+                    return outcome
+        finally:
+            unreader.buf = io.BytesIO(data)
+            unreader.buf.seek(0, os.SEEK_END)
+
+    def _wait_or_park(self, conn, events: int):
+        """None when the client's next bytes came within :data:`STEP_WAIT`; else park or close."""
+        remaining = conn.deadline - time.monotonic()
+        if remaining <= 0:
+            self._too_slow(conn)
+            return False
+        if _wait(conn.sock, events, min(STEP_WAIT, remaining)):
+            return None
+        conn.wants = events
+        return _STALLED
 
 
 @dataclass(frozen=True)
