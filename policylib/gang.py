@@ -173,7 +173,10 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
     """
     namespace = namespace or namespace_of(obj)
     ref = object_ref(obj, namespace)
-    name = (obj.get("metadata") or {}).get("name")
+    meta = obj.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise PolicyError(ref, "metadata", "must be an object")
+    name = (meta or {}).get("name")
     if not isinstance(name, str) or not name:
         raise PolicyError(ref, "metadata.name", "required: the gang is named after the job, and a name from "
                                                 "generateName is not known at admission")

@@ -138,10 +138,11 @@ RESTART_PARTITION = "RestartPartition"
 
 def policy_events(policy: dict) -> list[str]:
     """``event`` and ``events`` merged, duplicates removed (util.go getEventList)."""
-    events = list(policy.get("events") or [])
+    events = policy.get("events") or []
+    events = list(events) if isinstance(events, list) else [events]
     if policy.get("event"):
         events.append(policy["event"])
-    return list(dict.fromkeys(events))
+    return list(dict.fromkeys(e if isinstance(e, str) else repr(e) for e in events))
 
 
 def validate_volcano_policies(policies: Any, path: str) -> list[FieldError]:
@@ -178,7 +179,9 @@ def validate_volcano_policies(policies: Any, path: str) -> list[FieldError]:
                 seen_events[event] = i
         if has_code:
             code = policy["exitCode"]
-            if code == 0:
+            if not _is_int(code):
+                errs.append(FieldError(f"{p}.exitCode", f"must be an integer, got {code!r}"))
+            elif code == 0:
                 errs.append(FieldError(f"{p}.exitCode", "0 is not a valid error code"))
             elif code in seen_codes:
                 errs.append(FieldError(f"{p}.exitCode", f"duplicate exitCode {code}"))
@@ -260,8 +263,9 @@ def _validate_task(task: Any, path: str) -> list[FieldError]:
         elif min_available > replicas:
             errs.append(FieldError(f"{path}.minAvailable", "'minAvailable' is greater than 'replicas'"))
     errs += validate_volcano_policies(task.get("policies"), f"{path}.policies")
+    task_policies = task.get("policies") if isinstance(task.get("policies"), list) else []
     has_restart_partition = any(isinstance(pol, dict) and pol.get("action") == RESTART_PARTITION
-                                for pol in task.get("policies") or [])
+                                for pol in task_policies)
     if has_restart_partition and task.get("partitionPolicy") is None:
         errs.append(FieldError(f"{path}.policies", "RestartPartition has no effect on a task without a partitionPolicy"))
     errs += validate_partition_policy(task, path)
@@ -282,9 +286,10 @@ def validate_volcano_job(job: dict) -> list[FieldError]:
     for i, task in enumerate(tasks):
         errs += _validate_task(task, f"spec.tasks[{i}]")
         if isinstance(task, dict):
-            if task.get("name") in names:
-                errs.append(FieldError(f"spec.tasks[{i}].name", f"duplicated task name {task.get('name')}"))
-            names[task.get("name")] = i
+            name = task.get("name") if isinstance(task.get("name"), str) else None
+            if name is not None and name in names:
+                errs.append(FieldError(f"spec.tasks[{i}].name", f"duplicated task name {name}"))
+            names[name] = i
             replicas = task.get("replicas", 0)
             total += replicas if _is_int(replicas) else 0
     min_available = spec.get("minAvailable")
@@ -295,7 +300,8 @@ def validate_volcano_job(job: dict) -> list[FieldError]:
             errs.append(FieldError("spec.minAvailable", "job 'minAvailable' should not be greater than total "
                                                         f"replicas in tasks ({total})"))
     errs += validate_volcano_policies(spec.get("policies"), "spec.policies")
-    for i, policy in enumerate(spec.get("policies") or []):
+    job_policies = spec.get("policies") if isinstance(spec.get("policies"), list) else []
+    for i, policy in enumerate(job_policies):
         if isinstance(policy, dict) and policy.get("action") == RESTART_PARTITION:
             errs.append(FieldError(f"spec.policies[{i}].action", "RestartPartition is denied at job level "
                                                                  "(Volcano's ValidatingAdmissionPolicy); use task policies"))

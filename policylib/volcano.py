@@ -56,7 +56,8 @@ def _contains_key(node: Any, key: str) -> bool:
 
 def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | None:
     """The partition size for this job: the annotation override, else the setting."""
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    meta = job.get("metadata") if isinstance(job.get("metadata"), dict) else {}
+    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     if PARTITION_SIZE_ANNOTATION not in annotations:
         return settings.partitionSize
     raw = str(annotations[PARTITION_SIZE_ANNOTATION]).strip()
@@ -213,26 +214,56 @@ class _Notes:
 
 
 def _checked_tasks(job: dict, ref: str) -> list[dict]:
+    """The tasks, after checking the types the policy reads; errors name the field."""
+    meta = job.get("metadata")
+    if meta is not None and not isinstance(meta, dict):
+        raise PolicyError(ref, "metadata", "must be an object")
+    for key in ("labels", "annotations"):
+        if not isinstance((meta or {}).get(key) or {}, dict):
+            raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
     spec = job.get("spec")
     if not isinstance(spec, dict):
         raise PolicyError(ref, "spec", "required: a Volcano Job needs a spec")
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         raise PolicyError(ref, "spec.tasks", "required: a Volcano Job needs at least one task")
+    _check_policies(spec.get("policies"), ref, "spec.policies")
     for i, task in enumerate(tasks):
         if not isinstance(task, dict):
             raise PolicyError(ref, f"spec.tasks[{i}]", "must be an object")
         replicas = task.get("replicas", 0)
         if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
             raise PolicyError(ref, f"spec.tasks[{i}].replicas", f"must be an integer >= 0, got {replicas!r}")
-        if task.get("policies") is not None and not isinstance(task["policies"], list):
-            raise PolicyError(ref, f"spec.tasks[{i}].policies", "must be a list")
+        if task.get("name") is not None and not isinstance(task["name"], str):
+            raise PolicyError(ref, f"spec.tasks[{i}].name", f"must be a string, got {task['name']!r}")
+        _check_policies(task.get("policies"), ref, f"spec.tasks[{i}].policies")
         min_available = task.get("minAvailable")
         if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int)):
             raise PolicyError(ref, f"spec.tasks[{i}].minAvailable", f"must be an integer, got {min_available!r}")
         if task.get("partitionPolicy") is not None and not isinstance(task["partitionPolicy"], dict):
             raise PolicyError(ref, f"spec.tasks[{i}].partitionPolicy", "must be an object")
     return tasks
+
+
+def _check_policies(policies: Any, ref: str, path: str) -> None:
+    """Lifecycle policies are a list of objects whose event is a string, events a list of
+    strings and exitCode an integer (the CRD's types)."""
+    if policies is None:
+        return
+    if not isinstance(policies, list):
+        raise PolicyError(ref, path, "must be a list")
+    for j, policy in enumerate(policies):
+        p = f"{path}[{j}]"
+        if not isinstance(policy, dict):
+            raise PolicyError(ref, p, "must be an object")
+        if policy.get("event") is not None and not isinstance(policy["event"], str):
+            raise PolicyError(ref, f"{p}.event", f"must be a string, got {policy['event']!r}")
+        events = policy.get("events")
+        if events is not None and not (isinstance(events, list) and all(isinstance(e, str) for e in events)):
+            raise PolicyError(ref, f"{p}.events", f"must be a list of strings, got {events!r}")
+        code = policy.get("exitCode")
+        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
+            raise PolicyError(ref, f"{p}.exitCode", f"must be an integer, got {code!r}")
 
 
 def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: VolcanoSettings,
