@@ -474,11 +474,16 @@ def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | No
         if trigger:
             ctx.reasons.append(trigger)
             write_spread(draft, ctx, previous=old)
-        elif matches_current_settings(obj, ctx, old):
-            ctx.reasons.append("placement rules already match the current settings: accepted")
         else:
-            ctx.reasons.append("effective replica count unchanged: placement rules kept")
+            notes = len(ctx.reasons), len(ctx.warnings)
             keep_old_placement(draft, old, ctx)
+            # only an update that keeping the old rules would change needs the probe rewrite
+            if diff_owned(obj, draft.root, OWNED_PATHS) and matches_current_settings(obj, ctx, old):
+                draft = Draft(obj)
+                del ctx.reasons[notes[0]:], ctx.warnings[notes[1]:]
+                ctx.reasons.append("placement rules already match the current settings: accepted")
+            else:
+                ctx.reasons.append("effective replica count unchanged: placement rules kept")
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
     ctx.warnings += invalid_constraint_warnings(_constraints_of(result_obj), ctx.written)

@@ -301,6 +301,9 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
 
 
 def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: _Notes) -> None:
+    """With Nodes in the input: does each partition fit (see :func:`partition_feasibility`),
+    and does a hard ``highestTierName`` name a tier that exists (one that does not is
+    silently not enforced by the scheduler)? HyperNodes are discovered once for both."""
     partitioned = [t for t in tasks if isinstance(t.get("partitionPolicy"), dict)]
     if not partitioned or not facts.nodes:
         return
@@ -308,24 +311,15 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
         notes.reasons.append("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
         return
     hypernodes = discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)
+    tier_names = {h["spec"]["tierName"] for h in hypernodes}
     for task in partitioned:
+        topo = task["partitionPolicy"].get("networkTopology") or {}
+        name = topo.get("highestTierName") if isinstance(topo, dict) else None
+        if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
+            notes.warnings.append(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
+                                  "the scheduler will not enforce it")
         message, ok = partition_feasibility(task, hypernodes, facts.nodes)
         (notes.reasons if ok else notes.warnings).append(message)
-
-
-def _tier_name_warnings(tasks: list[dict], config: Config, facts: ClusterFacts) -> list[str]:
-    """A hard highestTierName that names no HyperNode tier is silently not enforced."""
-    if not facts.nodes or not config.volcano.networkTopologyDiscovery:
-        return []
-    tier_names = {h["spec"]["tierName"] for h in discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)}
-    out = []
-    for t in tasks:
-        topo = (t.get("partitionPolicy") or {}).get("networkTopology") or {}
-        name = topo.get("highestTierName")
-        if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
-            out.append(f"task {t.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
-                       "the scheduler will not enforce it")
-    return out
 
 
 def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | None = None,
@@ -358,7 +352,6 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
         return Result(obj, [], notes.reasons + [f"not mutated: the change would break {e}" for e in introduced],
                       notes.warnings)
     _feasibility(final, config, facts, notes)
-    notes.warnings += _tier_name_warnings(final, config, facts)
     return Result(result_obj, patch, notes.reasons, notes.warnings)
 
 
