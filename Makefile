@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench bench-webhook install clean
+.PHONY: run test bench bench-webhook install clean testcluster e2e
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,3 +31,16 @@ bench-webhook: $(STAMP)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+
+# The end-to-end harness: a control plane built from Go modules (e2e/README.md). The first build
+# compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores.
+GO ?= go
+testcluster:
+	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
+	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
+	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
+	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
+	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+
+e2e: $(STAMP) testcluster
+	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

@@ -1,0 +1,427 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/server/v3/embed"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/yaml"
+)
+
+// Admission plugins turned off, because the controllers they depend on do not run here:
+//   - ServiceAccount needs the serviceaccount and token controllers (envtest turns it off too);
+//   - TaintNodesByCondition taints every new Node not-ready, a taint only the node-lifecycle
+//     controller (which needs kubelet heartbeats) removes.
+const disabledAdmission = "ServiceAccount,TaintNodesByCondition"
+
+// The controllers kube-controller-manager runs: what Deployments, their pods and namespaces need.
+const controllers = "deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller"
+
+// cluster is one running control plane.
+type cluster struct {
+	dir             string
+	nodes           []corev1.Node
+	schedulerConfig []byte
+	failed          chan error
+
+	etcd       *embed.Etcd
+	pki        *pki
+	kubeconfig string
+	apiPort    int
+	mu         sync.Mutex
+	components map[string]*process
+	stopping   bool
+}
+
+// process is one control-plane component running as a child process of this binary.
+type process struct {
+	name string
+	args []string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func freePorts(n int) ([]int, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	var ports []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func (c *cluster) start(ctx context.Context) error {
+	c.components = map[string]*process{}
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	etcdClient, etcdPeer := ports[0], ports[1]
+	c.apiPort = ports[2]
+	schedulerPort, cmPort := ports[3], ports[4]
+
+	if c.pki, err = newPKI(filepath.Join(c.dir, "pki")); err != nil {
+		return fmt.Errorf("certificates: %v", err)
+	}
+	if err := c.startEtcd(etcdClient, etcdPeer); err != nil {
+		return fmt.Errorf("etcd: %v", err)
+	}
+	c.kubeconfig = filepath.Join(c.dir, "kubeconfig")
+	if err := c.writeKubeconfig(); err != nil {
+		return err
+	}
+	c.launch("kube-apiserver", "apiserver", []string{
+		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
+		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(c.apiPort),
+		"--tls-cert-file=" + c.pki.servingCert, "--tls-private-key-file=" + c.pki.servingKey,
+		"--cert-dir=" + filepath.Join(c.dir, "pki"),
+		"--token-auth-file=" + c.pki.tokenFile,
+		"--authorization-mode=RBAC",
+		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-account-issuer=https://kubernetes.default.svc",
+		"--service-account-key-file=" + c.pki.serviceAccountPub,
+		"--service-account-signing-key-file=" + c.pki.serviceAccountKey,
+		"--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
+		"--disable-admission-plugins=" + disabledAdmission,
+		"--allow-privileged=true",
+		"--profiling=false",
+	})
+	client, err := c.client()
+	if err != nil {
+		return err
+	}
+	if err := c.waitAPIServer(ctx, client, 3*time.Minute); err != nil {
+		return err
+	}
+
+	authn := []string{"--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
+		"--bind-address=127.0.0.1"}
+	c.launch("kube-controller-manager", "controller-manager", append([]string{
+		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + controllers,
+		"--secure-port=" + strconv.Itoa(cmPort), "--profiling=false",
+	}, authn...))
+	schedCfg, err := c.writeSchedulerConfig()
+	if err != nil {
+		return err
+	}
+	c.launch("kube-scheduler", "scheduler", append([]string{
+		"--config=" + schedCfg, "--secure-port=" + strconv.Itoa(schedulerPort), "--profiling=false",
+	}, authn...))
+
+	if err := createNodes(ctx, client, c.nodes); err != nil {
+		return fmt.Errorf("nodes: %v", err)
+	}
+	if err := runFakeKubelet(ctx, client); err != nil {
+		return err
+	}
+	for name, port := range map[string]int{"kube-scheduler": schedulerPort, "kube-controller-manager": cmPort} {
+		if err := waitHealthy(ctx, name, port, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *cluster) startEtcd(clientPort, peerPort int) error {
+	cfg := embed.NewConfig()
+	cfg.Name = "testcluster"
+	cfg.Dir = filepath.Join(c.dir, "etcd")
+	cfg.UnsafeNoFsync = true
+	cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", clientPort)}
+	pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", peerPort)}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.LogLevel = "error"
+	cfg.LogOutputs = []string{filepath.Join(c.dir, "etcd.log")}
+	if err := os.RemoveAll(cfg.Dir); err != nil {
+		return err
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return fmt.Errorf("not ready after 60s")
+	}
+	c.etcd = e
+	go func() {
+		if err, ok := <-e.Err(); ok && err != nil {
+			c.failed <- fmt.Errorf("etcd: %v", err)
+		}
+	}()
+	return nil
+}
+
+func (c *cluster) writeKubeconfig() error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["testcluster"] = &clientcmdapi.Cluster{
+		Server: fmt.Sprintf("https://127.0.0.1:%d", c.apiPort), CertificateAuthorityData: c.pki.caCert}
+	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.pki.adminToken}
+	cfg.Contexts["testcluster"] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: "admin", Namespace: "default"}
+	cfg.CurrentContext = "testcluster"
+	return clientcmd.WriteToFile(*cfg, c.kubeconfig)
+}
+
+func (c *cluster) client() (*kubernetes.Clientset, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.QPS, rc.Burst = 200, 400
+	return kubernetes.NewForConfig(rc)
+}
+
+// readSchedulerConfig checks that a --scheduler-config file is a KubeSchedulerConfiguration.
+func readSchedulerConfig(path string) ([]byte, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]interface{}
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		return nil, err
+	}
+	if m["kind"] != "KubeSchedulerConfiguration" {
+		return nil, fmt.Errorf("kind: must be KubeSchedulerConfiguration, got %v", m["kind"])
+	}
+	return data, nil
+}
+
+// writeSchedulerConfig writes the scheduler's config: the user's, or the default profile, pointed
+// at this cluster's kubeconfig with leader election off.
+func (c *cluster) writeSchedulerConfig() (string, error) {
+	m := map[string]interface{}{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration"}
+	if c.schedulerConfig != nil {
+		if err := yaml.Unmarshal(c.schedulerConfig, &m); err != nil {
+			return "", err
+		}
+	}
+	m["clientConnection"] = merge(m["clientConnection"], map[string]interface{}{"kubeconfig": c.kubeconfig})
+	m["leaderElection"] = merge(m["leaderElection"], map[string]interface{}{"leaderElect": false})
+	out, err := yaml.Marshal(m)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(c.dir, "scheduler-config.yaml")
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+func merge(base interface{}, over map[string]interface{}) map[string]interface{} {
+	out := map[string]interface{}{}
+	if b, ok := base.(map[string]interface{}); ok {
+		for k, v := range b {
+			out[k] = v
+		}
+	}
+	for k, v := range over {
+		out[k] = v
+	}
+	return out
+}
+
+// launch starts a component as `<this binary> <sub> <args>`, logging to DIR/<name>.log. A
+// component that exits while the cluster is not stopping fails the cluster.
+func (c *cluster) launch(name, sub string, args []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &process{name: name, args: args, done: make(chan struct{})}
+	c.components[name] = p
+	self, err := os.Executable()
+	if err != nil {
+		c.failed <- err
+		return
+	}
+	logf, err := os.OpenFile(filepath.Join(c.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		c.failed <- err
+		return
+	}
+	p.cmd = exec.Command(self, append([]string{sub}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	// The children die with this process, whatever kills it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		logf.Close()
+		c.failed <- fmt.Errorf("%s: %v", name, err)
+		return
+	}
+	go func() {
+		err := p.cmd.Wait()
+		logf.Close()
+		close(p.done)
+		c.mu.Lock()
+		expected := c.stopping || c.components[name] != p
+		c.mu.Unlock()
+		if !expected {
+			c.failed <- fmt.Errorf("%s exited: %v", name, err)
+		}
+	}()
+}
+
+// stop ends every component: SIGTERM, then SIGKILL after 6 s; then etcd.
+func (c *cluster) stop() {
+	c.mu.Lock()
+	c.stopping = true
+	procs := make([]*process, 0, len(c.components))
+	for _, p := range c.components {
+		procs = append(procs, p)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range procs {
+		wg.Add(1)
+		go func(p *process) {
+			defer wg.Done()
+			terminate(p, 6*time.Second)
+		}(p)
+	}
+	wg.Wait()
+	if c.etcd != nil {
+		done := make(chan struct{})
+		go func() { c.etcd.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func terminate(p *process, grace time.Duration) {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(grace):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
+}
+
+// restartAPIServer stops the API server and starts it again on the same port: every watch breaks,
+// and events during the gap are seen by clients only through a re-list.
+func (c *cluster) restartAPIServer(ctx context.Context) {
+	c.mu.Lock()
+	old := c.components["kube-apiserver"]
+	c.mu.Unlock()
+	if old == nil {
+		return
+	}
+	c.mu.Lock()
+	c.components["kube-apiserver"] = nil
+	c.mu.Unlock()
+	terminate(old, 6*time.Second)
+	c.launch("kube-apiserver", "apiserver", old.args)
+	client, err := c.client()
+	if err == nil {
+		err = c.waitAPIServer(ctx, client, 3*time.Minute)
+	}
+	if err != nil {
+		c.failed <- fmt.Errorf("restarting kube-apiserver: %v", err)
+		return
+	}
+	fmt.Fprintln(os.Stderr, "testcluster: kube-apiserver restarted")
+}
+
+// compactEtcd compacts etcd's history up to its current revision: watches from an older
+// resourceVersion then answer 410 Gone once the API server's watch cache no longer has them.
+func (c *cluster) compactEtcd(ctx context.Context) {
+	rev := c.etcd.Server.KV().Rev()
+	_, err := c.etcd.Server.Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "testcluster: compacting etcd at revision %d: %v\n", rev, err)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "testcluster: etcd compacted at revision %d\n", rev)
+}
+
+func (c *cluster) waitAPIServer(ctx context.Context, client *kubernetes.Clientset, timeout time.Duration) error {
+	err := poll(ctx, 200*time.Millisecond, timeout, func() (bool, error) {
+		select {
+		case <-c.components["kube-apiserver"].done:
+			return false, fmt.Errorf("kube-apiserver exited")
+		default:
+		}
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, fmt.Errorf("%v %s", err, body)
+		}
+		// RBAC's bootstrap policy must exist before any other component starts.
+		_, err = client.RbacV1().ClusterRoles().Get(ctx, "cluster-admin", metav1.GetOptions{})
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("kube-apiserver not ready: %v", err)
+	}
+	return nil
+}
+
+func waitHealthy(ctx context.Context, name string, port int, timeout time.Duration) error {
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // its self-signed loopback certificate
+	err := poll(ctx, 200*time.Millisecond, timeout, func() (bool, error) {
+		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if err != nil {
+			return false, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, fmt.Errorf("/healthz: %s", resp.Status)
+	})
+	if err != nil {
+		return fmt.Errorf("%s not healthy: %v", name, err)
+	}
+	return nil
+}
+
+// createNodes creates the Nodes, then sets their status (allocatable, Ready) as a kubelet would.
+func createNodes(ctx context.Context, client kubernetes.Interface, nodes []corev1.Node) error {
+	for i := range nodes {
+		n := nodes[i]
+		created, err := client.CoreV1().Nodes().Create(ctx, &n, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			created, err = client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %v", n.Name, err)
+		}
+		created.Status = n.Status
+		if _, err := client.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("%s status: %v", n.Name, err)
+		}
+	}
+	return nil
+}

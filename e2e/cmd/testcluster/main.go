@@ -1,0 +1,147 @@
+// testcluster runs a Kubernetes control plane on loopback for end-to-end tests: embedded etcd,
+// kube-apiserver, kube-controller-manager (deployment, replicaset, garbage-collector and
+// namespace controllers), kube-scheduler, a fake kubelet, and fake Nodes.
+//
+//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE]
+//
+// It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
+// within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
+// break, clients must re-list); SIGUSR1 compacts etcd to its current revision. Component logs go
+// to DIR/<component>.log. A bad flag or --nodes file is one line on stderr and exit status 2.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE]"
+
+type options struct {
+	dir             string
+	nodesFile       string
+	schedulerConfig string
+}
+
+func main() {
+	if len(os.Args) > 1 {
+		if code := runComponent(os.Args[1], os.Args[2:]); code >= 0 {
+			os.Exit(code)
+		}
+	}
+	os.Exit(run(os.Args[1:]))
+}
+
+func fail(code int, format string, args ...interface{}) int {
+	fmt.Fprintf(os.Stderr, "testcluster: error: "+format+"\n", args...)
+	return code
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("testcluster", flag.ContinueOnError)
+	fs.SetOutput(new(discard))
+	var o options
+	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, data and logs")
+	fs.StringVar(&o.nodesFile, "nodes", "", "YAML file of Nodes (Node documents, or a List)")
+	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file")
+	if err := fs.Parse(args); err != nil {
+		return fail(2, "%v; %s", err, usage)
+	}
+	if fs.NArg() > 0 {
+		return fail(2, "unexpected argument %q; %s", fs.Arg(0), usage)
+	}
+	if o.dir == "" {
+		return fail(2, "--dir is required; %s", usage)
+	}
+	nodes := defaultNodes()
+	if o.nodesFile != "" {
+		var err error
+		if nodes, err = readNodes(o.nodesFile); err != nil {
+			return fail(2, "%s: %v", o.nodesFile, err)
+		}
+	}
+	var schedCfg []byte
+	if o.schedulerConfig != "" {
+		var err error
+		if schedCfg, err = readSchedulerConfig(o.schedulerConfig); err != nil {
+			return fail(2, "%s: %v", o.schedulerConfig, err)
+		}
+	}
+	dir, err := filepath.Abs(o.dir)
+	if err != nil {
+		return fail(2, "--dir %q: %v", o.dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fail(2, "--dir %q: %v", o.dir, err)
+	}
+
+	signals := make(chan os.Signal, 4)
+	signal.Notify(signals, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGUSR1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, failed: make(chan error, 4)}
+	started := make(chan error, 1)
+	go func() { started <- c.start(ctx) }()
+	for {
+		select {
+		case err := <-started:
+			if err != nil {
+				c.stop()
+				return fail(1, "%v (logs in %s)", err, dir)
+			}
+			fmt.Printf("ready %s\n", filepath.Join(dir, "kubeconfig"))
+		case err := <-c.failed:
+			c.stop()
+			return fail(1, "%v (logs in %s)", err, dir)
+		case s := <-signals:
+			switch s {
+			case syscall.SIGHUP:
+				go c.restartAPIServer(ctx)
+			case syscall.SIGUSR1:
+				go c.compactEtcd(ctx)
+			default:
+				cancel()
+				c.stop()
+				return 0
+			}
+		}
+	}
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+var errTimeout = errors.New("timed out")
+
+// poll calls f every interval until it returns true, an error, or the deadline passes.
+func poll(ctx context.Context, interval, timeout time.Duration, f func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var last error
+	for {
+		ok, err := f()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("%w after %s: %v", errTimeout, timeout, last)
+			}
+			return fmt.Errorf("%w after %s", errTimeout, timeout)
+		case <-time.After(interval):
+		}
+	}
+}

@@ -1,0 +1,280 @@
+"""The end-to-end harness seen from Python: build and run ``e2e/bin/testcluster``, kubectl against
+it, local webhook processes registered with the real API server, and polling with deadlines.
+
+Nothing here sleeps to synchronise: every wait polls a condition until a deadline and fails with
+what it last saw.
+"""
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+E2E = ROOT / "e2e"
+TESTCLUSTER = E2E / "bin" / "testcluster"
+KUBECTL = E2E / "bin" / "kubectl"
+SHARED = ROOT.parent / "shared"
+#: Label on a namespace that picks which local webhook (config) admits its objects.
+CONFIG_LABEL = "e2e.policylib.io/config"
+
+
+class Timeout(AssertionError):
+    pass
+
+
+def wait_for(what: str, condition: Callable[[], Any], timeout: float = 120.0, interval: float = 0.2) -> Any:
+    """Poll ``condition`` until it returns a truthy value (returned) or ``timeout`` passes (fails,
+    naming ``what`` and the last value or error seen)."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            value = condition()
+            if value:
+                return value
+            last = value
+        except Exception as e:  # the condition may fail while the cluster settles
+            last = e
+        if time.monotonic() > deadline:
+            raise Timeout(f"{what}: not true after {timeout:.0f}s; last seen: {last!r}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def build_harness() -> float:
+    """``make testcluster`` (the Go build cache is reused); returns the seconds it took."""
+    start = time.monotonic()
+    run = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "testcluster"],
+                         capture_output=True, text=True, timeout=3600)
+    if run.returncode != 0:
+        raise AssertionError(f"make testcluster failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-8000:]}")
+    return time.monotonic() - start
+
+
+class Cluster:
+    """One running ``testcluster``: its directory, kubeconfig and process."""
+
+    def __init__(self, directory: Path, nodes: Path | None = None, scheduler_config: Path | None = None):
+        self.dir = directory
+        args = [str(TESTCLUSTER), "--dir", str(directory)]
+        if nodes:
+            args += ["--nodes", str(nodes)]
+        if scheduler_config:
+            args += ["--scheduler-config", str(scheduler_config)]
+        self.stderr = open(directory.parent / f"{directory.name}.stderr", "w+")
+        started = time.monotonic()
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
+        line = _readline(self.proc, timeout=600)
+        if line.strip() != f"ready {directory / 'kubeconfig'}":
+            self.stop()
+            raise AssertionError(f"testcluster did not report ready: {line!r}\n{self.stderr_text()}")
+        self.ready_seconds = time.monotonic() - started
+        self.kubeconfig = directory / "kubeconfig"
+        self.env = dict(os.environ, KUBECONFIG=str(self.kubeconfig))
+        self.env.pop("KUBERNETES_SERVICE_HOST", None)
+
+    def stderr_text(self) -> str:
+        self.stderr.flush()
+        self.stderr.seek(0)
+        return self.stderr.read()[-4000:]
+
+    def stop(self, timeout: float = 20) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    # --- kubectl and the API ---------------------------------------------------------------
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True,
+                timeout: float = 120) -> subprocess.CompletedProcess:
+        run = subprocess.run([str(KUBECTL), *args], input=input, capture_output=True, text=True,
+                             env=self.env, timeout=timeout)
+        if check and run.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({run.returncode}): {run.stderr.strip()}")
+        return run
+
+    def apply(self, *objs: dict, args: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+        return self.kubectl("apply", "-f", "-", *args, input=yaml.safe_dump_all(objs))
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        ns = ("-n", namespace) if namespace else ()
+        return json.loads(self.kubectl("get", kind, name, *ns, "-o", "json").stdout)
+
+    def get_or_none(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        ns = ("-n", namespace) if namespace else ()
+        run = self.kubectl("get", kind, name, *ns, "-o", "json", "--ignore-not-found", check=False)
+        if run.returncode != 0:
+            raise AssertionError(run.stderr)
+        return json.loads(run.stdout) if run.stdout.strip() else None
+
+    def list(self, kind: str, namespace: str | None = None, selector: str | None = None) -> list[dict]:
+        args = ["get", kind, "-o", "json"]
+        args += ["-n", namespace] if namespace else ["-A"]
+        if selector:
+            args += ["-l", selector]
+        return json.loads(self.kubectl(*args).stdout)["items"]
+
+    def namespace(self, name: str, config: str | None = None) -> str:
+        labels = {CONFIG_LABEL: config} if config else {}
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
+        return name
+
+    def restart_apiserver(self) -> None:
+        """SIGHUP: the harness restarts kube-apiserver on the same port."""
+        self.proc.send_signal(signal.SIGHUP)
+
+
+def _readline(proc: subprocess.Popen, timeout: float) -> str:
+    result: list[str] = []
+    reader = threading.Thread(target=lambda: result.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    return result[0] if result else f"(nothing within {timeout:.0f}s)"
+
+
+# --- the webhook, local, registered by URL ---------------------------------------------------------
+
+def webhook_rules() -> list[dict]:
+    """The webhooks of ``manifests/base`` as installed: rules, policies, timeouts, selectors."""
+    return yaml.safe_load((ROOT / "manifests/base/mutatingwebhookconfiguration.yaml").read_text())["webhooks"]
+
+
+@dataclass
+class Webhook:
+    """``python -m webhook serve`` on loopback, and a MutatingWebhookConfiguration that sends it the
+    reviews of namespaces labelled ``CONFIG_LABEL=<name>``."""
+
+    cluster: Cluster
+    name: str
+    config: dict
+    tmp: Path
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    log_path: Path = field(default=None)
+
+    def __post_init__(self):
+        self.cert_dir = self.tmp / f"certs-{self.name}"
+        self.config_path = self.tmp / f"config-{self.name}.yaml"
+        self.config_path.write_text(yaml.safe_dump(self.config))
+        self.log_path = self.tmp / f"webhook-{self.name}.log"
+        run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(self.cert_dir)],
+                             capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
+        self.ca_bundle = run.stdout.strip()
+        self.port = free_port()
+
+    def start(self) -> "Webhook":
+        self.log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--config", str(self.config_path), "--cert-dir",
+             str(self.cert_dir), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info"],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
+        wait_for(f"webhook {self.name} /readyz", self.ready, timeout=60)
+        return self
+
+    def ready(self) -> bool:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"webhook {self.name} exited {self.proc.returncode}: {self.log_text()[-2000:]}")
+        ctx = ssl.create_default_context(cafile=str(self.cert_dir / "ca.crt"))
+        with urllib.request.urlopen(f"https://127.0.0.1:{self.port}/readyz", context=ctx, timeout=5) as r:
+            return r.status == 200
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def log_text(self) -> str:
+        return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def reviews(self) -> list[dict]:
+        """The webhook's JSON log lines, one per review."""
+        out = []
+        for line in self.log_text().splitlines():
+            if line.startswith("{") and '"uid"' in line:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def configuration(self, url: str | None = None, timeout: int | None = None) -> dict:
+        hooks = []
+        for hook in webhook_rules():
+            hook = copy.deepcopy(hook)
+            hook["name"] = hook["name"].replace(".policylib.io", f".{self.name}.e2e.policylib.io")
+            hook["clientConfig"] = {"url": url or f"https://127.0.0.1:{self.port}/mutate", "caBundle": self.ca_bundle}
+            hook["namespaceSelector"] = {"matchLabels": {CONFIG_LABEL: self.name}}
+            if timeout:
+                hook["timeoutSeconds"] = timeout
+            hooks.append(hook)
+        return {"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+                "metadata": {"name": f"policylib-e2e-{self.name}"}, "webhooks": hooks}
+
+    def register(self) -> None:
+        self.cluster.apply(self.configuration())
+        probe_ns = self.cluster.namespace(f"probe-{self.name}", config=self.name)
+        wait_for(f"the API server calls webhook {self.name}", lambda: _probe_mutated(self.cluster, probe_ns),
+                 timeout=60, interval=0.5)
+
+
+def _probe_mutated(cluster: Cluster, namespace: str) -> bool:
+    probe = deployment("probe", namespace, replicas=1)
+    run = cluster.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-", input=json.dumps(probe))
+    annotations = json.loads(run.stdout)["metadata"].get("annotations") or {}
+    return "policylib.io/spread-effective-replicas" in annotations
+
+
+# --- objects -----------------------------------------------------------------------------------
+
+def deployment(name: str, namespace: str, replicas: int | None = 1, *, labels: dict | None = None,
+               node_selector: dict | None = None, image: str = "registry.example/app:1", **spec: Any) -> dict:
+    labels = labels or {"app": name}
+    pod_spec: dict = {"containers": [{"name": "app", "image": image}]}
+    if node_selector:
+        pod_spec["nodeSelector"] = node_selector
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": dict(labels)},
+                     "template": {"metadata": {"labels": dict(labels)}, "spec": pod_spec}}}
+    if replicas is not None:
+        body["spec"]["replicas"] = replicas
+    body["spec"].update(spec)
+    return body
+
+
+def b64(s: str) -> str:
+    return base64.b64encode(s.encode()).decode()
+
+
+def have_go() -> bool:
+    return shutil.which("go") is not None
