@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,3 +279,72 @@ def b64(s: str) -> str:
 
 def have_go() -> bool:
     return shutil.which("go") is not None
+
+
+# --- the controller, local -------------------------------------------------------------------------
+
+class Controller:
+    """``python -m webhook controller`` against the cluster, with its own identity and metrics port."""
+
+    def __init__(self, cluster: Cluster, config: dict, tmp: Path, identity: str, lease_namespace: str):
+        self.cluster, self.identity = cluster, identity
+        self.config_path = tmp / f"controller-{identity}.yaml"
+        self.config_path.write_text(yaml.safe_dump(config))
+        self.log_path = tmp / f"controller-{identity}.log"
+        self.port = free_port()
+        self.log = open(self.log_path, "a")
+        env = dict(cluster.env, POD_NAME=identity, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",
+             str(cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port)],
+            stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+        wait_for(f"controller {identity} /healthz", lambda: self._get("/healthz") == "ok", timeout=60)
+
+    def _get(self, path: str) -> str:
+        if self.proc.poll() is not None:
+            raise AssertionError(f"controller {self.identity} exited {self.proc.returncode}: {self.log_text()[-2000:]}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}{path}", timeout=5) as r:
+            return r.read().decode()
+
+    def status(self) -> dict:
+        """``/readyz``: leader, synced, dryRun."""
+        try:
+            return json.loads(self._get("/readyz"))
+        except urllib.error.HTTPError as e:
+            return json.loads(e.read().decode())
+
+    def metric(self, name: str, **labels: str) -> float:
+        """The sum of a metric's samples that carry ``labels``."""
+        total = 0.0
+        for line in self._get("/metrics").splitlines():
+            if line.startswith("#") or not (line.startswith(name + "{") or line.startswith(name + " ")):
+                continue
+            head, value = line.rsplit(" ", 1)
+            if all(f'{k}="{v}"' in head for k, v in labels.items()):
+                total += float(value)
+        return total
+
+    def log_text(self) -> str:
+        self.log.flush()
+        return self.log_path.read_text()
+
+    def log_entries(self, msg: str) -> list[dict]:
+        out = []
+        for line in self.log_text().splitlines():
+            if line.startswith("{"):
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("msg") == msg:
+                    out.append(entry)
+        return out
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)

@@ -113,6 +113,10 @@ func (c *cluster) start(ctx context.Context) error {
 		"--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
 		"--disable-admission-plugins=" + disabledAdmission,
 		"--allow-privileged=true",
+		// Webhooks and APIServices behind a Service are called at their endpoints, never at a
+		// ClusterIP: nothing routes the service range here, and with no endpoints a call fails at
+		// once instead of hanging until the webhook's timeout.
+		"--enable-aggregator-routing=true",
 		"--profiling=false",
 	})
 	client, err := c.client()

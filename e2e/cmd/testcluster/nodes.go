@@ -41,7 +41,7 @@ func defaultNodes() []corev1.Node {
 
 // document is one YAML document of a nodes file: a Node, or a List/NodeList of them.
 type document struct {
-	Kind  string            `json:"kind"`
+	Kind  string                   `json:"kind"`
 	Items []map[string]interface{} `json:"items"`
 }
 

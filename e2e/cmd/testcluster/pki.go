@@ -19,14 +19,14 @@ import (
 
 // pki holds the files the API server and its clients share; everything lives under DIR/pki.
 type pki struct {
-	dir                string
-	caCert             []byte // PEM
-	servingCert        string // paths
-	servingKey         string
-	serviceAccountKey  string
-	serviceAccountPub  string
-	tokenFile          string
-	adminToken         string
+	dir               string
+	caCert            []byte // PEM
+	servingCert       string // paths
+	servingKey        string
+	serviceAccountKey string
+	serviceAccountPub string
+	tokenFile         string
+	adminToken        string
 }
 
 func writePEM(path, typ string, der []byte, mode os.FileMode) error {

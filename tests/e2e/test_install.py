@@ -1,0 +1,116 @@
+"""The production install against the real API server: every overlay is accepted, RBAC grants exactly
+the verbs the webhook and the controller use, and an unreachable in-cluster webhook never blocks."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from .harness import ROOT, deployment
+
+NS = "policylib-system"
+WEBHOOK_SA = f"system:serviceaccount:{NS}:policylib-webhook"
+CONTROLLER_SA = f"system:serviceaccount:{NS}:policylib-controller"
+
+#: cert-manager is not part of the harness: its two kinds are installed as schemaless CRDs so the
+#: overlay's objects reach the API server (their own schemas are cert-manager's to check).
+CERT_MANAGER_CRDS = [
+    {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+     "metadata": {"name": f"{plural}.cert-manager.io"},
+     "spec": {"group": "cert-manager.io", "scope": "Namespaced",
+              "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    for plural, kind in (("certificates", "Certificate"), ("issuers", "Issuer"))]
+
+
+@pytest.fixture(scope="module")
+def installed(cluster):
+    cluster.apply(*CERT_MANAGER_CRDS)
+    cluster.kubectl("wait", "--for=condition=Established", "crd/certificates.cert-manager.io",
+                    "crd/issuers.cert-manager.io", "--timeout=60s")
+    yield cluster
+    # Leave the shared cluster as it was: the in-cluster webhook configuration intercepts every namespace.
+    for overlay in ("manifests/cert-manager", "manifests"):
+        cluster.kubectl("delete", "-k", str(ROOT / overlay), "--ignore-not-found", "--wait=false", check=False)
+    cluster.kubectl("wait", "--for=delete", f"namespace/{NS}", "--timeout=180s", check=False)
+
+
+@pytest.mark.parametrize("overlay", ["manifests", "manifests/cert-manager"])
+def test_every_overlay_is_accepted(installed, overlay):
+    run = installed.kubectl("apply", "-k", str(ROOT / overlay))
+    assert "Warning" not in run.stderr, run.stderr
+    for kind, name in (("deployment", "policylib-webhook"), ("deployment", "policylib-controller"),
+                       ("service", "policylib-webhook"), ("poddisruptionbudget", "policylib-webhook")):
+        assert installed.get(kind, name, NS)["metadata"]["name"] == name
+    hook = installed.get("mutatingwebhookconfiguration", "policylib-webhook")
+    assert [w["failurePolicy"] for w in hook["webhooks"]] == ["Ignore"] * 3
+    # The manifests are what the API server stores: nothing to diff (kubectl apply would still say
+    # "configured" for the PodDisruptionBudget, a client-side no-op patch of its int-or-string field).
+    diff = installed.kubectl("diff", "-k", str(ROOT / overlay), check=False)
+    assert (diff.returncode, diff.stdout) == (0, ""), diff.stdout + diff.stderr
+
+
+def can_i(cluster, who: str, verb: str, resource: str, namespace: str | None = None, name: str | None = None) -> bool:
+    """A SubjectAccessReview, as ``kubectl auth can-i --as`` sends it, with the group spelled out (so it
+    answers for custom resources whose CRDs are not installed too)."""
+    plural, _, group = resource.partition(".")
+    attributes = {"verb": verb, "resource": plural, "group": group, "namespace": namespace or "", "name": name or ""}
+    review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+              "spec": {"user": who, "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NS}",
+                                               "system:authenticated"], "resourceAttributes": attributes}}
+    run = cluster.kubectl("create", "-o", "json", "-f", "-", input=json.dumps(review))
+    return json.loads(run.stdout)["status"].get("allowed", False)
+
+
+ALLOWED = [
+    (WEBHOOK_SA, "list", "horizontalpodautoscalers.autoscaling", None, None),
+    (WEBHOOK_SA, "watch", "horizontalpodautoscalers.autoscaling", None, None),
+    (CONTROLLER_SA, "get", "deployments.apps", None, None),
+    (CONTROLLER_SA, "list", "deployments.apps", None, None),
+    (CONTROLLER_SA, "watch", "deployments.apps", None, None),
+    (CONTROLLER_SA, "patch", "deployments.apps", None, None),
+    (CONTROLLER_SA, "list", "horizontalpodautoscalers.autoscaling", None, None),
+    (CONTROLLER_SA, "watch", "horizontalpodautoscalers.autoscaling", None, None),
+    (CONTROLLER_SA, "list", "tfjobs.kubeflow.org", None, None),
+    (CONTROLLER_SA, "watch", "pytorchjobs.kubeflow.org", None, None),
+    (CONTROLLER_SA, "watch", "mpijobs.kubeflow.org", None, None),
+    (CONTROLLER_SA, "create", "podgroups.scheduling.x-k8s.io", None, None),
+    (CONTROLLER_SA, "patch", "podgroups.scheduling.sigs.k8s.io", None, None),
+    (CONTROLLER_SA, "get", "podgroups.scheduling.x-k8s.io", None, None),
+    (CONTROLLER_SA, "create", "leases.coordination.k8s.io", NS, None),
+    (CONTROLLER_SA, "get", "leases.coordination.k8s.io", NS, "policylib-controller"),
+    (CONTROLLER_SA, "update", "leases.coordination.k8s.io", NS, "policylib-controller"),
+]
+DENIED = [
+    (WEBHOOK_SA, "get", "secrets", NS, None),
+    (WEBHOOK_SA, "patch", "deployments.apps", None, None),
+    (WEBHOOK_SA, "list", "deployments.apps", None, None),
+    (CONTROLLER_SA, "delete", "deployments.apps", None, None),
+    (CONTROLLER_SA, "update", "deployments.apps", None, None),
+    (CONTROLLER_SA, "list", "secrets", None, None),
+    (CONTROLLER_SA, "patch", "tfjobs.kubeflow.org", None, None),
+    (CONTROLLER_SA, "update", "leases.coordination.k8s.io", "kube-system", "kube-scheduler"),
+    (CONTROLLER_SA, "update", "leases.coordination.k8s.io", NS, "another-lease"),
+]
+
+
+def test_rbac_exactly_the_verbs_used(installed):
+    installed.kubectl("apply", "-k", str(ROOT / "manifests"))
+    assert [a for a in ALLOWED if not can_i(installed, *a)] == []
+    assert [d for d in DENIED if can_i(installed, *d)] == []
+
+
+def test_unreachable_webhook_never_blocks(installed, ns):
+    """No kubelet runs the webhook's pods, so its Service has no endpoints: failurePolicy Ignore admits."""
+    installed.kubectl("apply", "-k", str(ROOT / "manifests"))
+    installed.namespace(ns)
+    started = time.monotonic()
+    installed.apply(deployment("web", ns, 3))
+    elapsed = time.monotonic() - started
+    stored = installed.get("deployment", "web", ns)
+    assert "policylib.io/spread-effective-replicas" not in (stored["metadata"].get("annotations") or {})
+    assert "topologySpreadConstraints" not in stored["spec"]["template"]["spec"]
+    timeout = installed.get("mutatingwebhookconfiguration", "policylib-webhook")["webhooks"][0]["timeoutSeconds"]
+    assert elapsed < timeout + 10, f"apply took {elapsed:.1f}s with a {timeout}s webhook timeout"
