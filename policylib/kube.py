@@ -80,8 +80,18 @@ def request(api, method: str, path: str, query: list | None = None, body: object
                                                            auth_settings=["BearerToken"])
     resp = api.call_api(method, url, header_params=headers, body=body, post_params=post)
     resp.read()
-    data = json.loads(resp.data) if resp.data else {}
-    return resp.status, data
+    return resp.status, _body(resp.data)
+
+
+def _body(raw: bytes) -> dict:
+    """A JSON answer, or a non-JSON one as ``{"message": text}``: the API server answers a group or
+    resource it does not serve (a CRD not installed) with a plain-text ``404 page not found``."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"message": raw.decode("utf-8", "replace").strip()[:1000]}
 
 
 def get_json(api, path: str, query: list | None = None) -> dict | None:

@@ -31,9 +31,9 @@ class FakeAPI:
                        "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw) if raw else None}
                 api.requests.append(req)
                 handler = api.routes.get((self.command, url.path))
-                status, body = handler(req) if handler else (404, {"kind": "Status", "apiVersion": "v1",
-                                                                    "status": "Failure", "reason": "NotFound",
-                                                                    "code": 404, "message": "not found"})
+                # A path nothing serves gets what the real API server answers for a group or resource it
+                # does not serve (a CRD not installed): plain text, not a Status object.
+                status, body = handler(req) if handler else (404, b"404 page not found\n")
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")

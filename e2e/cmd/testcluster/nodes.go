@@ -116,6 +116,9 @@ func stripComments(b []byte) []byte {
 // decodeNode decodes one Node strictly: unknown fields and malformed quantities are errors.
 func decodeNode(raw []byte) (corev1.Node, error) {
 	var n corev1.Node
+	if err := checkQuantities(raw); err != nil {
+		return n, err
+	}
 	if err := yaml.UnmarshalStrict(raw, &n); err != nil {
 		return n, errors.New(strings.TrimPrefix(err.Error(), "error unmarshaling JSON: while decoding JSON: "))
 	}
@@ -204,4 +207,29 @@ func completeNodes(nodes []corev1.Node) []corev1.Node {
 		out = append(out, n)
 	}
 	return out
+}
+
+// checkQuantities names the field and the value of a resource quantity that does not parse (the
+// strict decoder's own message names neither).
+func checkQuantities(raw []byte) error {
+	var m struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+		Status map[string]interface{} `json:"status"`
+	}
+	if err := yaml.Unmarshal(raw, &m); err != nil {
+		return nil // the strict decoder reports it
+	}
+	for _, field := range []string{"allocatable", "capacity"} {
+		list, _ := m.Status[field].(map[string]interface{})
+		for name, v := range list {
+			text := fmt.Sprint(v)
+			if _, err := resource.ParseQuantity(text); err != nil {
+				return fmt.Errorf("Node %q: status.%s.%s: %q is not a quantity (like 8, 500m, 64Gi)",
+					m.Metadata.Name, field, name, text)
+			}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,78 @@
+"""The testcluster contract: exit codes, one ready line, two instances at once, stop on SIGTERM."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from .harness import KUBECTL, TESTCLUSTER, Cluster, wait_for
+
+BAD_NODES = {
+    "not-yaml": ("kind: Node\nmetadata: {name: [\n", "document 1"),
+    "no-kind": ("metadata: {name: a}\n", "kind: required"),
+    "wrong-kind": ("kind: Pod\nmetadata: {name: a}\n", 'got "Pod"'),
+    "no-name": ("kind: Node\nmetadata: {labels: {a: b}}\n", "metadata.name: required"),
+    "bad-quantity": ("kind: Node\nmetadata: {name: a}\nstatus: {allocatable: {cpu: lots}}\n", "lots"),
+    "bad-taint": ("kind: Node\nmetadata: {name: a}\nspec: {taints: [{key: k, effect: Sometimes}]}\n", "Sometimes"),
+    "unknown-field": ("kind: Node\nmetadata: {name: a}\nspec: {colour: red}\n", "colour"),
+    "empty": ("# nothing\n", "no Node"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_NODES))
+def test_bad_nodes_file_is_one_line_and_exit_2(harness_built, tmp_path, name):
+    text, expected = BAD_NODES[name]
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(text)
+    run = subprocess.run([str(TESTCLUSTER), "--dir", str(tmp_path / "c"), "--nodes", str(nodes)],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"testcluster: error: {nodes}: ") and expected in lines[0], run.stderr
+
+
+def test_usage_errors_exit_2(harness_built):
+    for args in ([], ["--dir"], ["--dir", "x", "extra"], ["--bogus"]):
+        run = subprocess.run([str(TESTCLUSTER), *args], capture_output=True, text=True, timeout=60)
+        assert (run.returncode, run.stdout) == (2, ""), args
+        assert run.stderr.startswith("testcluster: error: ") and "usage: testcluster --dir DIR" in run.stderr
+
+
+def test_second_instance_with_its_own_nodes_and_scheduler_config(cluster, tmp_path):
+    """Runs beside the session's cluster; stops within 10 s of SIGTERM with status 0."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("kind: Node\nmetadata: {name: solo, labels: {topology.kubernetes.io/zone: z}}\n"
+                     "status: {allocatable: {cpu: '2', memory: 4Gi, pods: '3'}}\n")
+    sched = tmp_path / "sched.yaml"
+    sched.write_text("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+                     "profiles: [{schedulerName: e2e-scheduler}]\n")
+    second = Cluster(tmp_path / "second", nodes=nodes, scheduler_config=sched)
+    try:
+        assert second.kubeconfig.read_text() != cluster.kubeconfig.read_text()
+        [node] = second.list("nodes")
+        assert node["metadata"]["name"] == "solo"
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "solo"
+        assert node["status"]["allocatable"] == {"cpu": "2", "memory": "4Gi", "pods": "3"}
+        assert [c["type"] for c in node["status"]["conditions"] if c["status"] == "True"] == ["Ready"]
+        assert node["spec"].get("taints") is None  # TaintNodesByCondition is off: no not-ready taint
+        assert [n["metadata"]["name"] for n in cluster.list("nodes")] != ["solo"]
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+               "spec": {"schedulerName": "e2e-scheduler", "containers": [{"name": "c", "image": "i"}]}}
+        second.kubectl("create", "-f", "-", input=json.dumps(pod))
+        running = wait_for("the pod runs on solo", lambda: (p := second.get("pod", "p", "default"))["status"].get(
+            "phase") == "Running" and p, timeout=120)
+        assert running["spec"]["nodeName"] == "solo"
+    finally:
+        started = time.monotonic()
+        second.proc.send_signal(signal.SIGTERM)
+        code = second.proc.wait(30)
+        elapsed = time.monotonic() - started
+    assert code == 0
+    assert elapsed < 10, f"stopped {elapsed:.1f}s after SIGTERM"
+    left = subprocess.run(["pgrep", "-f", f"--kubeconfig={second.kubeconfig}"], capture_output=True, text=True)
+    assert left.stdout == "", "components outlived testcluster"
+    assert KUBECTL.exists()
