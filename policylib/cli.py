@@ -26,12 +26,11 @@ from .documents import Document, dump_yaml, parse_documents
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
-from .plan import Write, plan, plan_deployment, plan_podgroups, summarize
+from .plan import PLANNERS, Write, plan, summarize
 from .mutate import mutate
 from .result import Result
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
-PLANNERS = (plan_deployment, plan_podgroups)
 
 
 def _read_source(path: str, stdin: TextIO) -> str:
@@ -171,9 +170,10 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     """What the controller would write: for a snapshot, or the live cluster."""
     config = load_config(args.config)
     if args.cluster:
-        from . import kube
+        # The one network edge of the CLI, in the webhook package: policylib itself does no I/O.
+        from webhook import kube
         try:
-            api = kube.api_client(args.context)
+            api = kube.Api(kube.api_client(args.context))
             objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None

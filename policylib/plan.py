@@ -155,6 +155,8 @@ def plan_podgroups(job: dict, config: Config, facts: ClusterFacts) -> list[Write
 
 
 Planner = Callable[[dict, Config, ClusterFacts], "Write | list[Write] | None"]
+#: Every planner: what ``policylib plan`` prints and the controller writes.
+PLANNERS: tuple[Planner, ...] = (plan_deployment, plan_podgroups)
 
 
 def plan(objects: Iterable[dict], config: Config | dict | None = None,

@@ -124,10 +124,8 @@ class Cluster:
 
 
 def controller(api_fake, tmp_path, config=None, **opts):
-    from policylib.kube import api_client
-    import os
-    os.environ["KUBECONFIG"] = api_fake.kubeconfig(tmp_path / "kubeconfig")
-    c = Controller(api_client(), Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
+    from webhook.kube import Api, api_client
+    c = Controller(Api(api_client(kubeconfig=api_fake.kubeconfig(tmp_path / "kubeconfig"))), Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
     return c
 
 
@@ -150,8 +148,8 @@ def test_a_fresh_lease_held_by_another_replica_means_no_writes(tmp_path):  # noq
         api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=3))))
         c = controller(api, tmp_path, DRIFT)
         assert c.try_lead() is False
-        c.store.replace([legacy("a")])
-        assert c.handle("MODIFIED", legacy("a")) == []
+        c.resync()
+        c.handle("MODIFIED", legacy("a", rv="2"))
     assert [r["method"] for r in api.requests if r["method"] != "GET"] == []
 
 
@@ -185,8 +183,11 @@ def test_writes_stop_when_the_renewal_runs_out_mid_pass(tmp_path):
         c = controller(api, tmp_path, DRIFT)
         assert c.try_lead()
         c.lease_deadline = 0.0  # the lease thread could not renew in time
-        c.store.replace([legacy("a"), legacy("b")])
-        assert c.reconcile("resync") == []
+        c.enqueue_all("resync")  # keys queued while leading ...
+        for reflector in c.reflectors:
+            reflector.list()
+        c.enqueue_all("resync")
+        c.drain()                 # ... are planned, but nothing is written
     assert cluster.patches() == []
 
 
@@ -205,18 +206,21 @@ def test_after_failover_rollouts_still_running_count_against_the_cap(tmp_path):
 
 def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
     import threading
-    import time
-    from policylib.kube import KUBEFLOW_JOBS
+    from webhook.informer import Reflector, Store
+    from webhook.kube import KUBEFLOW_JOBS
     with FakeAPI() as api:
         Cluster(api, [])
-        c = controller(api, tmp_path, {"controller": {"resyncSeconds": 1}})
-        t = threading.Thread(target=c._watch_loop, args=(KUBEFLOW_JOBS[0],), daemon=True)
+        c = controller(api, tmp_path)
+        reflector = Reflector(c.api, KUBEFLOW_JOBS[0], Store(), lambda *a: None, max_backoff=0.5)
+        stop = threading.Event()
+        t = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
         t.start()
-        time.sleep(1.5)
-        c.stop.set()
+        assert reflector.synced.wait(5) and not reflector.served  # not served counts as synced: nothing to wait for
+        stop.wait(1.2)
+        stop.set()
         t.join(5)
-    watches = [r for r in api.requests if r["path"] == "/apis/kubeflow.org/v1/tfjobs"]
-    assert 1 <= len(watches) <= 3
+    lists = [r for r in api.requests if r["path"] == "/apis/kubeflow.org/v1/tfjobs"]
+    assert 2 <= len(lists) <= 4  # looked again every 0.5 s, no hot loop
 
 
 def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
@@ -328,10 +332,12 @@ def test_watched_hpa_change_rewrites_its_target(tmp_path):
         c.try_lead()
         c.resync()
         assert cluster.patches() == []
-        from policylib.kube import HPAS as HPA_RES
-        assert c.watch(HPA_RES, "40", 5) == "50"
-        event = c.events.get_nowait()
-        c.handle(*event)
+        from webhook.kube import HPAS as HPA_RES
+        [reflector] = [r for r in c.reflectors if r.res == HPA_RES]
+        reflector.resource_version = "40"
+        reflector.watch_once()
+        assert reflector.resource_version == "50"
+        c.drain()
     [patch] = cluster.patches()
     watch_req = [r for r in api.requests if r["query"].get("watch")][0]
     assert watch_req["query"]["resourceVersion"] == "40"

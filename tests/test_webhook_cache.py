@@ -139,7 +139,7 @@ def test_forbidden_list_keeps_the_webhook_unready_and_says_why(api, tmp_path):
         assert response.status_code == 503
         body = response.get_json()
         assert (body["ready"], body["facts"], body["synced"]) == (False, "watch", False)
-        assert body["lastError"].startswith("ForbiddenException: (403)")
+        assert body["lastError"] == "Forbidden: HTTP 403 Forbidden: horizontalpodautoscalers is forbidden"
     finally:
         cache.stop()
 

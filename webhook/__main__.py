@@ -150,7 +150,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"webhook: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
-        if type(e).__name__ == "ConfigException":  # kubernetes.config: --facts watch without access
+        from kubernetes.config import ConfigException
+
+        from .kube import KubeconfigNotFound
+        if isinstance(e, (KubeconfigNotFound, ConfigException)):  # no kubeconfig, or --facts watch without access
             print(f"webhook: error: {e}", file=sys.stderr)
             return 2
         raise

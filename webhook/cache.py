@@ -12,7 +12,6 @@ the ``policylib.io/autoscaling-min-replicas`` annotation).
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -20,13 +19,13 @@ from typing import Any, Iterable
 
 from policylib.facts import ClusterFacts, hpa_target, namespace_of
 
+from . import kube
+
 log = logging.getLogger("webhook.cache")
 
 OBJECT_ONLY, WATCH = "object-only", "watch"
 HPA_API_VERSION = "autoscaling/v2"
-LIST_PAGE = 500
 WATCH_SECONDS = 300
-REQUEST_TIMEOUT = (5, WATCH_SECONDS + 30)
 MAX_BACKOFF = 30.0
 
 
@@ -121,9 +120,8 @@ class HpaCache(ClusterFacts):
     mode = WATCH
 
     def __init__(self, api_client: Any, source: str):
-        from kubernetes import client
         super().__init__()
-        self.api = client.AutoscalingV2Api(api_client)
+        self.api = kube.Api(api_client)
         self.source = source
         self.index = HpaIndex()
         self.ready = False
@@ -148,26 +146,13 @@ class HpaCache(ClusterFacts):
 
     def list_all(self) -> str:
         """List every HPA page by page into the index; returns the list's resourceVersion."""
-        items, token = [], None
-        while True:
-            kwargs = {"limit": LIST_PAGE, "_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
-            if token:
-                kwargs["_continue"] = token
-            page = json.loads(self.api.list_horizontal_pod_autoscaler_for_all_namespaces(**kwargs).data)
-            items += page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                break
+        items, version = self.api.list(kube.HPAS)
         self.index.replace(items)
-        return page["metadata"]["resourceVersion"]
+        return version
 
     def watch_from(self, resource_version: str) -> str | None:
-        """Apply watch events until the server ends the watch; returns where to resume (None: relist)."""
-        stream = _raw_watch().stream(
-            self.api.list_horizontal_pod_autoscaler_for_all_namespaces, resource_version=resource_version,
-            allow_watch_bookmarks=True, timeout_seconds=WATCH_SECONDS, _request_timeout=REQUEST_TIMEOUT)
-        for event in stream:  # an ERROR event (410 Gone ...) raises ApiException
-            kind, obj = event.get("type"), event.get("object") or {}
+        """Apply watch events until the server ends the watch; returns where to resume."""
+        for kind, obj in self.api.watch(kube.HPAS, resource_version, WATCH_SECONDS):  # 410 Gone raises kube.Gone
             if kind in ("ADDED", "MODIFIED"):
                 self.index.put(obj)
             elif kind == "DELETED":
@@ -178,7 +163,6 @@ class HpaCache(ClusterFacts):
         return resource_version
 
     def _run(self) -> None:
-        from kubernetes.client.exceptions import ApiException
         resource_version, backoff = None, 0.5
         while not self._stop.is_set():
             try:
@@ -189,13 +173,10 @@ class HpaCache(ClusterFacts):
                     self.ready = True
                 resource_version = self.watch_from(resource_version)
                 backoff, self.last_error = 0.5, None
-            except ApiException as e:
-                if e.status != 410:
-                    backoff = self._failed(e, backoff)
-                resource_version = None  # 410 Gone: the resourceVersion is too old, relist now
-            except Exception as e:  # noqa: BLE001 -- any failure: log, back off, relist
+            except kube.Gone:
+                resource_version = None  # the resourceVersion is too old: relist now
+            except Exception as e:  # noqa: BLE001 -- any failure: log, back off, resume where we were
                 backoff = self._failed(e, backoff)
-                resource_version = None
 
     def _failed(self, error: Exception, backoff: float) -> float:
         """Record and log a failure, wait ``backoff`` seconds; returns the next backoff."""
@@ -204,17 +185,6 @@ class HpaCache(ClusterFacts):
         log.warning("hpa list/watch failed, relisting in %.1fs: %s", backoff, self.last_error)
         self._stop.wait(backoff)
         return min(backoff * 2, MAX_BACKOFF)
-
-
-def _raw_watch():
-    """A ``kubernetes.watch.Watch`` that yields plain dicts (no model classes), errors included."""
-    from kubernetes import watch
-
-    class RawWatch(watch.Watch):
-        def get_return_type(self, func):
-            return None
-
-    return RawWatch()
 
 
 def facts_source(mode: str = "auto", kubeconfig: str | None = None) -> ObjectOnlyFacts | HpaCache:

@@ -1,60 +1,55 @@
-"""``python -m webhook controller``: keep existing objects right (seed 000 "Pod rollouts",
-"Existing deployments"; gang PodGroups).
+"""``python -m webhook controller``: keep existing objects right (the specification's rules on
+rollouts and existing Deployments, docs/specification.md; gang PodGroups).
 
-The imperative shell around :func:`policylib.plan.plan`:
+The imperative shell around :func:`policylib.plan.plan`, built the way client-go controllers are:
 
-- lists and watches Deployments, HorizontalPodAutoscalers, Kubeflow jobs and
-  PodGroups, with a full resync every ``controller.resyncSeconds``;
-- only the holder of a ``coordination.k8s.io/v1`` Lease writes (leader
-  election, so two replicas never race);
-- every write is a JSON patch carrying the object's ``resourceVersion``, so a
-  concurrent change answers 409 Conflict; the controller then re-reads the
-  object, re-plans and retries, and never clobbers;
-- at most ``controller.maxConcurrentRollouts`` Deployments it rolled are
-  rolling at once; the rest wait for the next pass;
+- one :class:`~webhook.informer.Reflector` per resource (Deployments, HorizontalPodAutoscalers and,
+  for gang method podgroup, Kubeflow jobs and PodGroups) lists, then watches from the list's
+  resourceVersion, resumes from the last version seen, and lists again only on 410 Gone, with a
+  DELETED event for everything that vanished in the gap; an event older than the stored object is
+  ignored;
+- events put object keys on a :class:`~webhook.informer.WorkQueue` (duplicates collapse); a worker
+  plans one key at a time with the facts it needs from indexes (HPAs by target, PodGroups by owner),
+  so the work per event does not grow with the cluster; a failed write is retried with capped
+  exponential backoff; every ``controller.resyncSeconds`` every key is queued again;
+- only the holder of a ``coordination.k8s.io/v1`` Lease writes, and it gives the Lease up on SIGTERM;
+- every write is a JSON patch carrying the object's ``resourceVersion``: a concurrent change answers
+  409 Conflict, the controller re-reads the object and plans it again, never clobbering;
+- at most ``controller.maxConcurrentRollouts`` Deployments it rolled are rolling at once; the rest
+  are queued again when one finishes;
 - ``dryRun`` logs the plan and writes nothing.
-
-The decisions (lease, rollout gate) are pure functions tested on their own;
-the I/O is tested against recorded API responses (no API server runs in CI).
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import logging
-import queue
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Iterable
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 import policylib
-from policylib import kube
-from policylib.facts import ClusterFacts, is_fact, namespace_of
+from policylib.facts import ClusterFacts, hpa_target, namespace_of
+from policylib.plan import PLANNERS, Write, plan
 from policylib.spread import RECORD_REPLICAS
-from policylib.plan import Write, plan
+
+from . import kube
+from .informer import Reflector, ReflectorMetrics, Store, WorkQueue
 
 log = logging.getLogger("policylib.controller")
-LEASE_API = "/apis/coordination.k8s.io/v1"
-MERGE_PATCH = "application/merge-patch+json"
-JSON_PATCH = "application/json-patch+json"
+KUBEFLOW_KINDS = frozenset(r.kind for r in kube.KUBEFLOW_JOBS)
+
+
+def is_kubeflow_kind(kind: object) -> bool:
+    return kind in KUBEFLOW_KINDS
 
 
 # --- leader election (pure) ------------------------------------------------------------
-
-def _parse_time(value: str | None) -> dt.datetime | None:
-    """RFC 3339 (metav1.Time or MicroTime) to an aware datetime; None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
 
 def micro_time(now: dt.datetime) -> str:
     """metav1.MicroTime as the API serialises it."""
@@ -100,6 +95,15 @@ def lease_spec(lease: dict | None, identity: str, now: dt.datetime, duration: in
 
 # --- rollout gate (pure) -----------------------------------------------------------------
 
+def released_spec(lease: dict) -> dict:
+    """The Lease spec that gives leadership up at once, as client-go's ``ReleaseOnCancel`` writes it:
+    no holder, a one-second duration."""
+    spec = dict(lease.get("spec") or {})
+    now = micro_time(dt.datetime.now(dt.timezone.utc))
+    spec.update(holderIdentity="", leaseDurationSeconds=1, renewTime=now, acquireTime=now)
+    return spec
+
+
 def rollout_complete(deployment: dict) -> bool:
     """The Deployment controller has observed and finished its latest template.
 
@@ -138,24 +142,42 @@ class RolloutGate:
 
 # --- metrics -----------------------------------------------------------------------------------
 
-class ControllerMetrics:
+class ControllerMetrics(ReflectorMetrics):
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self.reconciles = Counter("policylib_controller_reconciles", "Plan passes", ["trigger"], registry=self.registry)
+        self.reconciles = Counter("policylib_controller_reconciles",
+                                  "Plans made: trigger=key for one object, resync/leader for a pass that queues every key",
+                                  ["trigger"], registry=self.registry)
         self.writes = Counter("policylib_controller_writes", "Writes made (or logged in dry-run)",
                               ["kind", "action", "rollout", "dry_run"], registry=self.registry)
-        self.conflicts = Counter("policylib_controller_conflicts", "409 Conflict answers, retried on fresh state",
+        self.conflicts = Counter("policylib_controller_conflicts", "409 Conflict answers, planned again on fresh state",
                                  registry=self.registry)
         self.errors = Counter("policylib_controller_errors", "Failed API calls and unplannable objects",
                               ["stage"], registry=self.registry)
+        self.retries = Counter("policylib_controller_retries", "Keys queued again after a failed write (with backoff)",
+                               registry=self.registry)
         self.deferred = Counter("policylib_controller_deferred_rollouts",
                                 "Rollouts held back by maxConcurrentRollouts", registry=self.registry)
         self.leader = Gauge("policylib_controller_leader", "1 while this replica holds the Lease", registry=self.registry)
         self.rolling = Gauge("policylib_controller_rolling", "Deployments rolled by us still rolling",
                              registry=self.registry)
+        self.queue_depth = Gauge("policylib_controller_queue_depth", "Keys waiting to be reconciled",
+                                 registry=self.registry)
+        self.latency = Histogram("policylib_controller_reconcile_seconds", "Time to plan and write one key",
+                                 buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5), registry=self.registry)
+        self.watch_restarts = Counter("policylib_controller_watch_restarts", "Watches started again (ended or failed)",
+                                      ["resource"], registry=self.registry)
+        self.relists = Counter("policylib_controller_relists", "Lists after 410 Gone", ["resource"],
+                               registry=self.registry)
+
+    def watch_restart(self, plural: str) -> None:
+        self.watch_restarts.labels(plural).inc()
+
+    def relist(self, plural: str) -> None:
+        self.relists.labels(plural).inc()
 
 
-# --- the store of cluster objects -----------------------------------------------------------
+# --- what is watched, and the facts it gives ---------------------------------------------------------
 
 def watched_resources(config: policylib.Config) -> tuple:
     """Deployments and HPAs always; Kubeflow jobs and PodGroups only for gang method podgroup
@@ -164,58 +186,42 @@ def watched_resources(config: policylib.Config) -> tuple:
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if config.gang.method == "podgroup" else base
 
 
-def object_key(obj: dict) -> tuple:
-    meta = obj.get("metadata") or {}
-    return obj.get("apiVersion"), obj.get("kind"), meta.get("namespace") or "", meta.get("name")
+def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
+    target = hpa_target(hpa)
+    return [target] if target else []
 
 
-class Store:
-    """The last seen state of every watched object, and the facts (HPAs, PodGroups) they give."""
-
-    def __init__(self) -> None:
-        self.objects: dict[tuple, dict] = {}
-        self._facts: ClusterFacts | None = None
-
-    def replace(self, objs: Iterable[dict]) -> None:
-        self.objects = {object_key(o): o for o in objs}
-        self._facts = None
-
-    def apply(self, event_type: str, obj: dict) -> None:
-        key = object_key(obj)
-        if event_type == "DELETED":
-            self.objects.pop(key, None)
-        else:
-            self.objects[key] = obj
-        if is_fact(obj):
-            self._facts = None
-
-    def values(self) -> list[dict]:
-        return list(self.objects.values())
-
-    @property
-    def facts(self) -> ClusterFacts:
-        if self._facts is None:
-            self._facts = ClusterFacts.from_objects(o for o in self.objects.values() if is_fact(o))
-        return self._facts
+def controller_owners(obj: dict) -> list[tuple[str, str, str]]:
+    """(namespace, kind, name) of the object's controller owner, as its index value."""
+    ns = namespace_of(obj)
+    return [(ns, r.get("kind"), r.get("name")) for r in (obj.get("metadata") or {}).get("ownerReferences") or []
+            if isinstance(r, dict) and r.get("controller")]
 
 
-def _same_object(kind: str, namespace: str, name: str) -> Callable[[dict], bool]:
-    return lambda o: o.get("kind") == kind and namespace_of(o) == namespace and (o.get("metadata") or {}).get("name") == name
+def new_store(res: kube.Resource) -> Store:
+    if res == kube.HPAS:
+        return Store({"target": hpa_targets})
+    if res.kind == "PodGroup":
+        return Store({"owner": controller_owners})
+    return Store()
 
 
-def affected(obj: dict) -> Callable[[dict], bool]:
-    """Which objects to re-plan after an event on ``obj``."""
-    from policylib.facts import hpa_target, is_hpa
-    if is_hpa(obj):
-        target = hpa_target(obj)
-        if target is None:
-            return lambda o: False
-        return _same_object("Deployment", *target)
-    if obj.get("kind") == "PodGroup":
-        owners = [(r.get("kind"), r.get("name")) for r in (obj.get("metadata") or {}).get("ownerReferences") or []]
-        ns = namespace_of(obj)
-        return lambda o: (o.get("kind"), (o.get("metadata") or {}).get("name")) in owners and namespace_of(o) == ns
-    return _same_object(obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name"))
+class StoreFacts(ClusterFacts):
+    """The facts a plan reads, answered from the stores' indexes (nothing is copied per event)."""
+
+    def __init__(self, stores: dict[kube.Resource, Store]):
+        super().__init__()
+        self.stores = stores
+
+    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+        store = self.stores.get(kube.HPAS)
+        return store.by_index("target", (namespace, name)) if store else []
+
+    def podgroup(self, api_version: str, namespace: str, name: str) -> dict | None:
+        for res, store in self.stores.items():
+            if res.kind == "PodGroup" and res.api_version == api_version:
+                return store.get(namespace, name)
+        return None
 
 
 # --- the controller ------------------------------------------------------------------------------
@@ -229,25 +235,35 @@ class Options:
     planners: tuple = ()
 
 
-class Controller:
-    """One replica of the controller; :meth:`run` blocks until ``stop`` is set."""
+Key = tuple[str, str, str]  # (kind, namespace, name) of a Deployment or a Kubeflow job
 
-    def __init__(self, api, options: Options, clock: Callable[[], dt.datetime] | None = None):
+
+class Controller:
+    """One replica of the controller; :meth:`run` blocks until ``stop`` is set.
+
+    Tests drive it without threads: :meth:`try_lead`, :meth:`resync` (list everything, queue every
+    key, work the queue off) and :meth:`handle` (one watch event, then work the queue off).
+    """
+
+    def __init__(self, api: kube.Api, options: Options, clock=None):
         self.api = api
         self.options = options
         self.config = options.config
         self.clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
-        self.store = Store()
-        self.gate = RolloutGate(self.config.controller.maxConcurrentRollouts)
         self.metrics = ControllerMetrics()
-        self.events: queue.Queue = queue.Queue()
+        self.resources = watched_resources(self.config)
+        self.stores: dict[kube.Resource, Store] = {res: new_store(res) for res in self.resources}
+        self.facts = StoreFacts(self.stores)
+        self.reflectors = [Reflector(api, res, self.stores[res], self._handler(res), self.metrics,
+                                     watch_seconds=min(self.config.controller.resyncSeconds, 300))
+                           for res in self.resources]
+        self.queue = WorkQueue()
+        self.gate = RolloutGate(self.config.controller.maxConcurrentRollouts)
+        self.deferred: set[Key] = set()
         self.stop = threading.Event()
         self.lease_deadline = 0.0          # monotonic time until which our last renewal holds
         self.observed: tuple = (None, 0.0)  # (Lease record, monotonic time first seen)
-        self.synced = False
-        self.resources = watched_resources(self.config)
-        self.resource_versions: dict[str, str] = {}
-        from policylib.cli import PLANNERS
+        self.lease: dict | None = None      # the Lease as we last wrote it
         self.planners = options.planners or PLANNERS
 
     @property
@@ -259,17 +275,20 @@ class Controller:
     def dry_run(self) -> bool:
         return self.options.dry_run or self.config.controller.dryRun
 
-    # leader election -------------------------------------------------------------------
-    def _lease_path(self, name: str | None = None) -> str:
-        base = f"{LEASE_API}/namespaces/{self.options.namespace}/leases"
-        return f"{base}/{name}" if name else base
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
 
+    # leader election -------------------------------------------------------------------
     def try_lead(self) -> bool:
         """One leader-election round: create, acquire, renew or wait. Returns whether we lead."""
         name = self.config.controller.leaseName
         duration = self.config.controller.leaseDurationSeconds
         started = time.monotonic()
-        lease = kube.get_json(self.api, self._lease_path(name))
+        try:
+            lease = self.api.get(kube.LEASES, self.options.namespace, name)
+        except kube.NotFound:
+            lease = None
         record = lease_record(lease)
         if record != self.observed[0]:
             self.observed = (record, started)
@@ -278,241 +297,273 @@ class Controller:
             self._set_leading(False)
             return False
         spec = lease_spec(lease, self.options.identity, self.clock(), duration, decision)
-        if decision == "create":
-            body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                    "metadata": {"name": name, "namespace": self.options.namespace}, "spec": spec}
-            status, _ = kube.request(self.api, "POST", self._lease_path(), body=body, content_type="application/json")
-        else:
-            body = dict(lease, spec=spec)  # carries metadata.resourceVersion: a racing update gets 409
-            status, _ = kube.request(self.api, "PUT", self._lease_path(name), body=body,
-                                     content_type="application/json")
-        won = 200 <= status < 300
-        if not won and status != 409:
+        try:
+            if decision == "create":
+                self.lease = self.api.create(kube.LEASES, self.options.namespace, {
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {"name": name, "namespace": self.options.namespace}, "spec": spec})
+            else:  # carries metadata.resourceVersion: a racing update gets 409
+                self.lease = self.api.update(kube.LEASES, self.options.namespace, name, dict(lease, spec=spec))
+            won = True
+        except kube.Conflict:
+            won = False
+        except kube.ApiError:
             self.metrics.errors.labels("lease").inc()
+            won = False
         # the renewal holds for a little less than the lease, counted from before the round began
         self._set_leading(won, started + duration * 2 / 3)
         return won
 
+    def release(self) -> None:
+        """Give the Lease up (SIGTERM): the next replica leads at once instead of a lease duration later."""
+        if not self.leading or self.lease is None:
+            return
+        self._set_leading(False)
+        name = self.config.controller.leaseName
+        try:
+            self.api.update(kube.LEASES, self.options.namespace, name, dict(self.lease, spec=released_spec(self.lease)))
+            log.info(json.dumps({"msg": "released the Lease", "identity": self.options.identity}))
+        except kube.ApiError as e:  # someone else holds it already, or the server is gone: nothing to give up
+            log.warning(json.dumps({"msg": "could not release the Lease", "error": str(e)}))
+
     def _set_leading(self, leading: bool, until: float = 0.0) -> None:
-        if leading != self.leading:
+        was = self.leading
+        if leading != was:
             log.info(json.dumps({"msg": "leader" if leading else "not leader", "identity": self.options.identity}))
         self.lease_deadline = until if leading else 0.0
         self.metrics.leader.set(1 if leading else 0)
 
-    # reading ---------------------------------------------------------------------------
-    def resync(self) -> None:
-        """List everything again (watches may have missed events) and plan a full pass."""
-        objs: list[dict] = []
-        for res in self.resources:
-            for page in kube.list_objects(self.api, res):
-                objs += page
-        self.store.replace(objs)
-        for obj in objs:
-            if obj.get("kind") == "Deployment":
-                self.gate.update(obj)
-                # after a restart or failover, rollouts a previous leader started still count
-                if RECORD_REPLICAS in ((obj.get("metadata") or {}).get("annotations") or {}) \
-                        and not rollout_complete(obj):
-                    self.gate.started((namespace_of(obj), obj["metadata"]["name"]))
-        self.synced = True
-        self.reconcile("resync")
+    # events -> keys ---------------------------------------------------------------------
+    def _handler(self, res: kube.Resource):
+        return lambda event_type, obj, old: self.on_event(event_type, obj, old)
 
-    # writing ---------------------------------------------------------------------------
-    def reconcile(self, trigger: str, only: Callable[[dict], bool] | None = None) -> list[Write]:
-        """Plan over the store (or the objects ``only`` accepts) and apply what the gate
-        admits. Returns the writes made."""
+    def on_event(self, event_type: str, obj: dict, old: dict | None = None) -> None:
+        """Queue the keys an event touches: the object itself, an HPA's targets (old and new), a
+        PodGroup's owning job; a finished rollout frees the gate for the deferred keys."""
+        kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
+        keys: list[Key] = []
+        if kind == "Deployment":
+            if event_type == "DELETED":
+                self.gate.forget((ns, name))
+                self.deferred.discard(("Deployment", ns, name))
+            else:
+                before = len(self.gate.rolling)
+                self.gate.update(obj)
+                if len(self.gate.rolling) < before:
+                    keys += sorted(self.deferred)
+                    self.deferred.clear()
+                keys.append(("Deployment", ns, name))
+        elif kind == "HorizontalPodAutoscaler":
+            for hpa in (obj, old):
+                keys += [("Deployment", *t) for t in hpa_targets(hpa or {})]
+        elif kind == "PodGroup":
+            keys += [(k, n, owner) for n, k, owner in controller_owners(obj) + controller_owners(old or {})]
+        elif is_kubeflow_kind(kind) and event_type != "DELETED":
+            keys.append((kind, ns, name))
+        if self.leading:
+            for key in keys:
+                self.queue.add(key)
+        self.metrics.queue_depth.set(len(self.queue))
+
+    def enqueue_all(self, trigger: str) -> None:
+        """Queue every Deployment and job (a resync), without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
-        made = []
-        for write in plan(self.store.values(), self.config, planners=self.planners, facts=self.store.facts,
-                          only=only):
+        for res, store in self.stores.items():
+            if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
+                for ns, name in store.keys():
+                    self.queue.add((res.kind, ns, name))
+        self.metrics.queue_depth.set(len(self.queue))
+
+    # reconciling one key ----------------------------------------------------------------
+    def _store_for(self, kind: str) -> Store | None:
+        for res, store in self.stores.items():
+            if res.kind == kind:
+                return store
+        return None
+
+    def reconcile(self, key: Key) -> list[Write]:
+        """Plan one object and make its writes; returns the writes made. Requeues on failure."""
+        kind, ns, name = key
+        store = self._store_for(kind)
+        obj = store.get(ns, name) if store else None
+        if obj is None:
+            self.queue.forget(key)
+            return []
+        self.metrics.reconciles.labels("key").inc()
+        made, failed = [], False
+        for write in plan([obj], self.config, planners=self.planners, facts=self.facts):
             if write.error:
                 self.metrics.errors.labels("plan").inc()
                 log.warning(json.dumps({"msg": "cannot plan", "object": f"{write.kind} {write.namespace}/{write.name}",
                                         "reasons": write.reasons}))
                 continue
-            if self.apply(write):
+            outcome = self.apply(key, write)
+            if outcome == "written":
                 made.append(write)
+            elif outcome == "failed":
+                failed = True
+            elif outcome == "conflict":
+                self.queue.add(key)  # fresh state is in the store: plan it again
+                break
+        if failed:
+            self.metrics.retries.inc()
+            self.queue.add_rate_limited(key)
+        else:
+            self.queue.forget(key)
         self.metrics.rolling.set(len(self.gate.rolling))
         return made
 
-    def apply(self, write: Write, attempts: int = 3) -> bool:
-        key = (write.namespace, write.name)
-        if write.kind == "Deployment" and write.rollout and not self.gate.admit(key):
+    def apply(self, key: Key, write: Write) -> str:
+        """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
+        ``conflict`` (fresh state stored), ``gone`` or ``failed``."""
+        gate_key = (write.namespace, write.name)
+        if write.kind == "Deployment" and write.rollout and not self.gate.admit(gate_key):
+            self.deferred.add(key)
             self.metrics.deferred.inc()
-            return False
+            return "deferred"
         entry = {"msg": "dry-run" if self.dry_run else "write", "kind": write.kind, "namespace": write.namespace,
                  "name": write.name, "action": write.action, "rollout": write.rollout, "reasons": write.reasons}
-        if not self.dry_run and not self.leading:
-            return False  # the Lease ran out mid-pass: another replica may lead now
         if self.dry_run:
             log.info(json.dumps(entry))
             self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "true").inc()
-            return True
-        for _ in range(attempts):
-            status, body = self._send(write)
-            if 200 <= status < 300:
-                log.info(json.dumps(entry))
-                self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
-                if write.kind == "Deployment" and write.rollout:
-                    self.gate.started(key)
-                if isinstance(body, dict) and body.get("metadata"):
-                    body.setdefault("apiVersion", write.api_version)
-                    body.setdefault("kind", write.kind)
-                    self.store.apply("MODIFIED", body)
-                return True
-            if status == 409 and write.action == "patch":
-                self.metrics.conflicts.inc()
-                write = self._replan(write)
-                if write is None:  # fresh state needs nothing: someone else fixed it
-                    return False
-                continue
-            if status == 409 and write.action == "create":
-                return False  # created meanwhile: the watch will bring it
-            self.metrics.errors.labels("write").inc()
-            log.warning(json.dumps(dict(entry, msg="write failed", status=status,
-                                        message=(body or {}).get("message") if isinstance(body, dict) else body)))
-            return False
-        return False
-
-    def _resource_path(self, write: Write, name: str | None = None) -> str:
-        group_version = write.api_version
-        plural = {"Deployment": "deployments", "PodGroup": "podgroups"}.get(write.kind, write.kind.lower() + "s")
-        base = f"/api/{group_version}" if "/" not in group_version else f"/apis/{group_version}"
-        path = f"{base}/namespaces/{write.namespace}/{plural}"
-        return f"{path}/{name}" if name else path
-
-    def _send(self, write: Write) -> tuple[int, dict]:
-        if write.action == "create":
-            return kube.request(self.api, "POST", self._resource_path(write), body=write.object,
-                                content_type="application/json")
-        guard = []
-        if write.resource_version:
-            guard = [{"op": "replace", "path": "/metadata/resourceVersion", "value": write.resource_version}]
-        return kube.request(self.api, "PATCH", self._resource_path(write, write.name), body=guard + write.patch,
-                            content_type=JSON_PATCH)
-
-    def _replan(self, write: Write) -> Write | None:
-        """Re-read the object after a conflict and plan it again on fresh state."""
-        fresh = kube.get_json(self.api, self._resource_path(write, write.name))
-        if fresh is None:
-            return None
-        fresh.setdefault("apiVersion", write.api_version)
-        fresh.setdefault("kind", write.kind)
-        self.store.apply("MODIFIED", fresh)
-        for w in plan(self.store.values(), self.config, planners=self.planners, facts=self.store.facts,
-                      only=affected(fresh)):
-            if (w.kind, w.namespace, w.name) == (write.kind, write.namespace, write.name) and not w.error:
-                return w
-        return None
-
-    # watching --------------------------------------------------------------------------
-    def watch(self, res: kube.Resource, resource_version: str | None, timeout: int) -> str | None:
-        """Stream one watch of ``res`` into the event queue; returns the last resourceVersion
-        (None when the API said the version is too old: 410 Gone, resync needed)."""
-        query = [("watch", "1"), ("timeoutSeconds", str(timeout)), ("allowWatchBookmarks", "true")]
-        if resource_version:
-            query.append(("resourceVersion", resource_version))
-        method, url, headers, body, post = self.api.param_serialize(
-            "GET", kube._path(res, None), query_params=query, header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"])
-        resp = self.api.call_api(method, url, header_params=headers, _request_timeout=timeout + 10)
-        if resp.status == 404:
-            return resource_version
-        if resp.status == 410:
-            return None
-        buffer = b""
-        for chunk in resp.response.stream(4096):
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                event = json.loads(line)
-                obj = event.get("object") or {}
-                if event.get("type") == "ERROR":
-                    return None if obj.get("code") == 410 else resource_version
-                resource_version = (obj.get("metadata") or {}).get("resourceVersion", resource_version)
-                if event.get("type") != "BOOKMARK":
-                    obj.setdefault("apiVersion", res.api_version)
-                    obj.setdefault("kind", res.kind)
-                    self.events.put((event["type"], obj))
-        return resource_version
-
-    def handle(self, event_type: str, obj: dict) -> list[Write]:
-        """Apply one watch event to the store and re-plan just what it touches.
-
-        A Deployment event re-plans that Deployment; an HPA event its target;
-        a PodGroup or Kubeflow job event that job (its PodGroup's owner).
-        A change to a rolling Deployment's status may free the rollout gate,
-        which lets held-back rollouts go: those are re-planned too.
-        """
-        self.store.apply(event_type, obj)
-        freed = False
-        if obj.get("kind") == "Deployment":
-            before = len(self.gate.rolling)
-            if event_type == "DELETED":
-                self.gate.forget((namespace_of(obj), obj["metadata"]["name"]))
+            return "written"
+        if not self.leading:
+            return "skipped"  # the Lease ran out: another replica may lead now
+        res = kube.resource_for(write.api_version, write.kind)
+        try:
+            if write.action == "create":
+                body = self.api.create(res, write.namespace, write.object)
             else:
-                self.gate.update(obj)
-            freed = len(self.gate.rolling) < before
-        if not self.leading or event_type == "DELETED" and obj.get("kind") == "Deployment":
-            return []
-        return self.reconcile("event", only=None if freed else affected(obj))
+                guard = [{"op": "replace", "path": "/metadata/resourceVersion", "value": write.resource_version}] \
+                    if write.resource_version else []
+                body = self.api.patch(res, write.namespace, write.name, guard + write.patch)
+        except kube.Conflict:
+            if write.action == "create":
+                return "gone"  # created meanwhile: the watch brings it
+            self.metrics.conflicts.inc()
+            return self._refresh(res, write)
+        except kube.NotFound:
+            return "gone"
+        except Exception as e:  # noqa: BLE001 -- any failure of the write: logged, retried with backoff
+            self.metrics.errors.labels("write").inc()
+            log.warning(json.dumps(dict(entry, msg="write failed", error=str(e)[:500])))
+            return "failed"
+        log.info(json.dumps(entry))
+        self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
+        if write.kind == "Deployment" and write.rollout:
+            self.gate.started(gate_key)
+        if res in self.stores:
+            self.stores[res].apply("MODIFIED", body)
+        return "written"
 
-    def _watch_loop(self, res: kube.Resource) -> None:
-        rv = None
-        timeout = min(self.config.controller.resyncSeconds, 300)
-        while not self.stop.is_set():
-            started = time.monotonic()
+    def _refresh(self, res: kube.Resource, write: Write) -> str:
+        """After a 409: store the object as it is now, so the next plan sees it."""
+        try:
+            fresh = self.api.get(res, write.namespace, write.name)
+        except kube.NotFound:
+            return "gone"
+        except Exception as e:  # noqa: BLE001
+            self.metrics.errors.labels("write").inc()
+            log.warning(json.dumps({"msg": "re-read after conflict failed", "error": str(e)[:500]}))
+            return "failed"
+        if res in self.stores:
+            self.stores[res].apply("MODIFIED", fresh)
+        return "conflict"
+
+    def process_next(self, timeout: float | None = None) -> bool:
+        """Reconcile the next key from the queue; False when none came within ``timeout``."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        started = time.perf_counter()
+        try:
+            self.reconcile(key)
+        except Exception as e:  # noqa: BLE001 -- a bug or odd data must not stop the worker
+            self.metrics.errors.labels("reconcile").inc()
+            log.warning(json.dumps({"msg": "reconcile failed", "key": list(key), "error": str(e)[:500]}))
+            self.queue.add_rate_limited(key)
+        finally:
+            self.queue.done(key)
+            self.metrics.latency.observe(time.perf_counter() - started)
+            self.metrics.queue_depth.set(len(self.queue))
+        return True
+
+    def drain(self) -> None:
+        """Work the queue off (keys due now; backoffs still waiting stay queued)."""
+        while self.process_next(timeout=0):
+            pass
+
+    # synchronous driving (tests, and the first pass) ------------------------------------
+    def resync(self) -> None:
+        """List every resource, queue every key, and work the queue off."""
+        for reflector in self.reflectors:
             try:
-                rv = self.watch(res, rv, timeout)
-            except Exception as e:  # network: back off and watch again
-                self.metrics.errors.labels("watch").inc()
-                log.warning(json.dumps({"msg": "watch failed", "resource": res.plural, "error": str(e)}))
-                rv = None
-            if time.monotonic() - started < 1:
-                # an answer at once (404: not served, 410, errors) must not become a hot loop
-                self.stop.wait(min(self.config.controller.resyncSeconds, 30))
+                reflector.list()
+            except kube.NotFound:
+                reflector.served = False
+                reflector.synced.set()
+        self._recover_rolling()
+        self.enqueue_all("resync")
+        self.drain()
 
+    def handle(self, event_type: str, obj: dict) -> None:
+        """Apply one watch event to its store, queue what it touches, and work the queue off."""
+        for res, store in self.stores.items():
+            if res.api_version == obj.get("apiVersion") and res.kind == obj.get("kind"):
+                applied, old = store.apply(event_type, obj)
+                if applied:
+                    self.on_event(event_type, obj, old)
+        self.drain()
+
+    def _recover_rolling(self) -> None:
+        """After a restart or failover, rollouts a previous leader started still count against the cap."""
+        store = self.stores.get(kube.DEPLOYMENTS)
+        for d in store.values() if store else []:
+            annotations = (d.get("metadata") or {}).get("annotations") or {}
+            if RECORD_REPLICAS in annotations and not rollout_complete(d):
+                self.gate.started((namespace_of(d), d["metadata"]["name"]))
+
+    # threads ------------------------------------------------------------------------------
     def _lease_loop(self) -> None:
-        """Renew (or try to take) the Lease on its own thread, so a long pass never lets it lapse."""
+        """Renew (or try to take) the Lease on its own thread, so a long reconcile never lets it lapse."""
         every = max(1.0, self.config.controller.leaseDurationSeconds / 3)
         while not self.stop.is_set():
             was_leading = self.leading
             try:
                 if not self.try_lead() and was_leading:
                     log.error(json.dumps({"msg": "lost the Lease; stopping writes"}))
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 -- the server may be away: try again next round
                 self.metrics.errors.labels("lease").inc()
-                log.warning(json.dumps({"msg": "lease round failed", "error": str(e)}))
+                log.warning(json.dumps({"msg": "lease round failed", "error": str(e)[:300]}))
             self.stop.wait(every)
 
-    def run(self) -> None:
-        """Lead, resync, then consume watch events until stopped."""
-        threading.Thread(target=self._lease_loop, daemon=True, name="lease").start()
-        for res in self.resources:
-            threading.Thread(target=self._watch_loop, args=(res,), daemon=True, name=f"watch-{res.plural}").start()
-        next_resync = 0.0
-        was_leading = False
+    def _worker(self) -> None:
         while not self.stop.is_set():
+            self.process_next(timeout=1.0)
+
+    def run(self) -> None:
+        """Lead, follow the watches, work the queue; give the Lease up when stopped."""
+        threads = [threading.Thread(target=self._lease_loop, daemon=True, name="lease"),
+                   threading.Thread(target=self._worker, daemon=True, name="worker")]
+        threads += [threading.Thread(target=r.run, args=(self.stop,), daemon=True, name=f"watch-{r.res.plural}")
+                    for r in self.reflectors]
+        for t in threads:
+            t.start()
+        was_leading, next_resync = False, 0.0
+        while not self.stop.wait(0.5):
+            if not self.synced:
+                continue
             now = time.monotonic()
-            if self.leading and (now >= next_resync or not was_leading):
-                try:
-                    self.resync()
-                except Exception as e:
-                    self.metrics.errors.labels("resync").inc()
-                    log.warning(json.dumps({"msg": "resync failed", "error": str(e)}))
+            if self.leading and not was_leading:
+                self._recover_rolling()
+                self.enqueue_all("leader")
+                next_resync = now + self.config.controller.resyncSeconds
+            elif self.leading and now >= next_resync:
+                self.enqueue_all("resync")
                 next_resync = now + self.config.controller.resyncSeconds
             was_leading = self.leading
-            try:
-                event_type, obj = self.events.get(timeout=1.0)
-            except queue.Empty:
-                continue
-            try:
-                self.handle(event_type, obj)
-            except Exception as e:
-                self.metrics.errors.labels("reconcile").inc()
-                log.warning(json.dumps({"msg": "reconcile failed", "error": str(e)}))
+        self.queue.shutdown()
+        self.release()
 
 
 # --- health and metrics endpoints --------------------------------------------------------------------
@@ -558,7 +609,7 @@ def run_controller(config_source=None, *, dry_run: bool = False, namespace: str 
     config = policylib.load_config(config_source)
     namespace = namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
     identity = os.environ.get("POD_NAME") or Options(config).identity
-    api = kube.api_client(context, kubeconfig)
+    api = kube.Api(kube.api_client(context, kubeconfig))
     c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run))
     server = serve_health(c, host, port)
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())

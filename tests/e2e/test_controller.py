@@ -105,7 +105,10 @@ def test_drift_writes_are_the_plan_then_nothing(own, controllers, tmp_path):
     assert plan_cluster(own, tmp_path) == []
     fresh = controllers("b")
     wait_for("b leads and has listed", lambda: fresh.status()["synced"], timeout=LEASE_SECONDS * 4)
-    wait_for("b planned the cluster", lambda: fresh.metric("policylib_controller_reconciles_total", trigger="resync") >= 1)
+    # Leading, it queued every key; each of the four Deployments is planned once.
+    wait_for("b planned every Deployment", lambda: fresh.metric("policylib_controller_reconciles_total", trigger="leader") >= 1
+             and fresh.metric("policylib_controller_reconciles_total", trigger="key") >= len(objs)
+             and fresh.metric("policylib_controller_queue_depth") == 0)
     assert fresh.metric("policylib_controller_writes_total") == 0
     own.kubectl("delete", "namespace", ns, "--wait=true", "--timeout=120s")
 
@@ -138,6 +141,18 @@ def test_leader_failover(own, controllers):
     took = time.monotonic() - killed
     # client-go's rule: the Lease must go unrenewed for leaseDurationSeconds, checked every third of it.
     assert took < LEASE_SECONDS + LEASE_SECONDS / 3 + 3, f"failover took {took:.1f}s"
+
+    # A leader stopped with SIGTERM (a rolling update) gives the Lease up: the next one leads at its next
+    # round (a third of the lease), not a whole lease duration later.
+    third = controllers("c")
+    wait_for("c stands by", lambda: third.status()["leader"] is False and third.log_entries("controller started"))
+    standby.stop(signal.SIGTERM)
+    released = time.monotonic()
+    assert standby.proc.returncode == 0
+    assert (own.get("lease", "policylib-controller", LEASE_NS)["spec"].get("holderIdentity") or "") in ("", "c")
+    wait_for("c leads", lambda: leader(own) == "c", timeout=LEASE_SECONDS * 4)
+    took = time.monotonic() - released
+    assert took < LEASE_SECONDS / 3 + 3, f"took {took:.1f}s after a release"
 
 
 def test_watch_gap_does_not_miss_a_deletion(own, controllers):

@@ -1,0 +1,248 @@
+"""The informer pieces on their own: store, reflector (resume, 410 relist), work queue; and the
+controller's event-to-key mapping and Lease release."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from policylib import load_config
+from tests.fakeapi import FakeAPI, paged_list, watch_stream
+from tests.helpers import deployment, hpa
+from webhook import kube
+from webhook.controller import Controller, Options
+from webhook.informer import Reflector, Store, WorkQueue, is_older
+
+HPAS = "/apis/autoscaling/v2/horizontalpodautoscalers"
+LEASE = "/apis/coordination.k8s.io/v1/namespaces/policylib-system/leases/policylib-controller"
+
+
+def versioned(obj: dict, rv: str, uid: str = "u1") -> dict:
+    obj["metadata"].update(resourceVersion=rv, uid=uid)
+    return obj
+
+
+def api_for(fake: FakeAPI, tmp_path) -> kube.Api:
+    return kube.Api(kube.api_client(kubeconfig=fake.kubeconfig(tmp_path / "kubeconfig")))
+
+
+# --- Store ---------------------------------------------------------------------------------------
+
+def test_store_ignores_an_event_older_than_what_it_holds():
+    store = Store()
+    assert store.apply("ADDED", versioned(hpa("web", 3), "10"))[0]
+    applied, held = store.apply("MODIFIED", versioned(hpa("web", 9), "7"))
+    assert not applied and held["spec"]["minReplicas"] == 3
+    assert store.get("ml", "web")["metadata"]["resourceVersion"] == "10"
+    # a stale DELETED does not remove a newer object either
+    assert store.apply("DELETED", versioned(hpa("web", 3), "9"))[0] is False
+    # a recreated object (another uid) is never "older"
+    assert not is_older(versioned(hpa("web", 3), "5", uid="u2"), store.get("ml", "web"))
+
+
+def test_store_index_follows_changes_of_target():
+    store = Store({"target": lambda o: [(o["metadata"]["namespace"], o["spec"]["scaleTargetRef"]["name"])]})
+    moved = versioned(hpa("web", 3), "1")
+    store.apply("ADDED", moved)
+    moved = versioned(hpa("web", 3), "2")
+    moved["spec"]["scaleTargetRef"]["name"] = "api"
+    store.apply("MODIFIED", moved)
+    assert store.by_index("target", ("ml", "web")) == []
+    assert [o["metadata"]["resourceVersion"] for o in store.by_index("target", ("ml", "api"))] == ["2"]
+
+
+def test_replace_synthesizes_deleted_for_what_vanished():
+    store = Store()
+    store.apply("ADDED", versioned(hpa("gone", 3), "1"))
+    store.apply("ADDED", versioned(hpa("kept", 3), "2"))
+    store.apply("ADDED", versioned(hpa("changed", 3), "3"))
+    events = store.replace([versioned(hpa("kept", 3), "2"), versioned(hpa("changed", 5), "8"),
+                            versioned(hpa("new", 1), "9")])
+    assert sorted((t, o["metadata"]["name"]) for t, o, _ in events) == [
+        ("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "changed")]
+    assert sorted(k[1] for k in store.keys()) == ["changed", "kept", "new"]
+
+
+# --- Reflector -------------------------------------------------------------------------------------
+
+def run_reflector(reflector: Reflector, until, timeout: float = 10.0) -> None:
+    stop = threading.Event()
+    t = threading.Thread(target=reflector.run, args=(stop,), daemon=True)
+    t.start()
+    try:
+        deadline = threading.Event()
+        for _ in range(int(timeout / 0.02)):
+            if until():
+                return
+            deadline.wait(0.02)
+        raise AssertionError("reflector did not get there in time")
+    finally:
+        stop.set()
+        t.join(5)
+
+
+def test_watch_resumes_from_the_last_resource_version_without_listing_again(tmp_path):
+    watches = []
+
+    def hpas(req):
+        if not req["query"].get("watch"):
+            return paged_list("HorizontalPodAutoscaler", [versioned(hpa("web", 3), "90")], 500)(req)
+        watches.append(req["query"]["resourceVersion"])
+        if len(watches) == 1:
+            return 200, watch_stream([("MODIFIED", versioned(hpa("web", 4), "101")),
+                                      ("BOOKMARK", {"kind": "HorizontalPodAutoscaler",
+                                                    "metadata": {"resourceVersion": "105"}})])
+        return 200, b""  # the server ends the watch: nothing new
+
+    with FakeAPI() as fake:
+        fake.route("GET", HPAS, hpas)
+        seen = []
+        r = Reflector(api_for(fake, tmp_path), kube.HPAS, Store(), lambda t, o, old: seen.append((t, o["metadata"]["resourceVersion"])))
+        run_reflector(r, lambda: len(watches) >= 3)
+        lists = [q for q in fake.requests if q["path"] == HPAS and not q["query"].get("watch")]
+    assert len(lists) == 1
+    assert watches[:3] == ["100", "105", "105"]  # from the list, then from the bookmark
+    assert seen == [("ADDED", "90"), ("MODIFIED", "101")]
+
+
+def test_gone_relists_and_delivers_the_deletion_missed_in_the_gap(tmp_path):
+    state = {"items": [versioned(hpa("web", 3), "90"), versioned(hpa("old", 2), "91", uid="u2")], "watches": 0}
+
+    def hpas(req):
+        if not req["query"].get("watch"):
+            return paged_list("HorizontalPodAutoscaler", state["items"], 500)(req)
+        state["watches"] += 1
+        if state["watches"] == 1:
+            # the HPA "old" is deleted while no watch runs, and the history is compacted
+            state["items"] = [versioned(hpa("web", 3), "90")]
+            return 200, watch_stream([("ERROR", {"kind": "Status", "code": 410, "reason": "Expired",
+                                                 "message": "too old resource version: 100 (200)"})])
+        return 200, b""
+
+    with FakeAPI() as fake:
+        fake.route("GET", HPAS, hpas)
+        seen = []
+        store = Store()
+        r = Reflector(api_for(fake, tmp_path), kube.HPAS, store, lambda t, o, old: seen.append((t, o["metadata"]["name"])))
+        relists = []
+        r.metrics.relist = relists.append
+        run_reflector(r, lambda: ("DELETED", "old") in seen)
+    assert sorted(k[1] for k in store.keys()) == ["web"]
+    assert relists == ["horizontalpodautoscalers"]
+    assert seen[-1] == ("DELETED", "old") and seen.count(("ADDED", "web")) == 1
+
+
+# --- WorkQueue -------------------------------------------------------------------------------------
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_queue_collapses_duplicates_and_never_hands_a_key_out_twice():
+    q = WorkQueue()
+    for key in ("a", "b", "a", "a"):
+        q.add(key)
+    assert len(q) == 2
+    first = q.get(0)
+    q.add(first)                 # added again while a worker holds it
+    assert q.get(0) == "b"
+    assert q.get(0) is None      # "a" waits until the worker is done
+    q.done(first)
+    assert q.get(0) == "a"
+
+
+def test_queue_backoff_doubles_per_key_up_to_the_cap_and_forget_resets():
+    clock = Clock()
+    q = WorkQueue(base=1.0, cap=5.0, clock=clock)
+    delays = [q.add_rate_limited("k") for _ in range(5)]
+    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
+    assert q.get(0) is None
+    assert q.pending_delayed() == 1  # one waiting entry per key, at the earliest time asked
+    clock.now = 1.0
+    assert q.get(0) == "k"
+    q.done("k")
+    clock.now = 10.0
+    assert q.get(0) is None
+    q.forget("k")
+    assert q.add_rate_limited("k") == 1.0
+
+
+# --- controller: events to keys, Lease release ------------------------------------------------------
+
+def controller(fake, tmp_path, config=None, identity="me"):
+    return Controller(api_for(fake, tmp_path), Options(load_config(config), identity=identity))
+
+
+def test_hpa_events_queue_their_targets_old_and_new(tmp_path):
+    with FakeAPI() as fake:
+        c = controller(fake, tmp_path)
+        c.lease_deadline = float("inf")
+        moved = hpa("web", 3)
+        moved["spec"]["scaleTargetRef"]["name"] = "api"
+        c.on_event("MODIFIED", moved, hpa("web", 3))
+        c.on_event("DELETED", hpa("db", 3), hpa("db", 3))
+        c.on_event("ADDED", deployment("front"))
+        keys = []
+        while (k := c.queue.get(0)) is not None:
+            keys.append(k)
+    assert keys == [("Deployment", "ml", "api"), ("Deployment", "ml", "web"), ("Deployment", "ml", "db"),
+                    ("Deployment", "ml", "front")]
+
+
+def test_work_per_event_is_one_plan_of_one_object(tmp_path, monkeypatch):
+    """An HPA event plans its target only, however many Deployments are stored."""
+    import webhook.controller as controller_module
+    calls = []
+    real_plan = controller_module.plan
+    monkeypatch.setattr(controller_module, "plan", lambda objs, *a, **kw: calls.append(len(objs)) or real_plan(objs, *a, **kw))
+    with FakeAPI() as fake:
+        c = controller(fake, tmp_path)
+        c.lease_deadline = float("inf")
+        store = c.stores[kube.DEPLOYMENTS]
+        for i in range(500):
+            store.apply("ADDED", versioned(deployment(f"d{i}"), str(i + 1), uid=f"u{i}"))
+        c.stores[kube.HPAS].apply("ADDED", versioned(hpa("d7", 4), "900"))
+        c.on_event("ADDED", hpa("d7", 4))
+        c.drain()
+    assert calls == [1]
+
+
+def test_release_gives_the_lease_up_for_the_next_replica(tmp_path):
+    held = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "policylib-controller", "namespace": "policylib-system", "resourceVersion": "7"},
+            "spec": {"holderIdentity": "me", "leaseDurationSeconds": 15, "leaseTransitions": 2}}
+    with FakeAPI() as fake:
+        fake.route("POST", LEASE.rsplit("/", 1)[0], lambda req: (201, dict(req["body"], metadata=dict(
+            req["body"]["metadata"], resourceVersion="7"))))
+        fake.route("PUT", LEASE, lambda req: (200, req["body"]))
+        c = controller(fake, tmp_path)
+        assert c.try_lead()
+        c.release()
+        assert not c.leading
+        [put] = [r for r in fake.requests if r["method"] == "PUT"]
+    assert put["body"]["metadata"]["resourceVersion"] == "7"
+    assert (put["body"]["spec"]["holderIdentity"], put["body"]["spec"]["leaseDurationSeconds"]) == ("", 1)
+    assert put["body"]["spec"]["leaseTransitions"] == 0
+    from webhook.controller import lease_decision
+    assert lease_decision(put["body"], "other", 100.0, 100.0) == "acquire"   # at once, not a lease later
+    assert held["spec"]["holderIdentity"] == "me"
+
+
+@pytest.mark.parametrize("status,error", [(403, kube.Forbidden), (404, kube.NotFound), (409, kube.Conflict),
+                                          (410, kube.Gone), (500, kube.ApiError)])
+def test_typed_errors(status, error):
+    e = kube.error_for(status, {"kind": "Status", "code": status, "reason": "R", "message": "m"})
+    assert type(e) is error and (e.status, e.reason, e.message) == (status, "R", "m")
+    assert kube.error_for(404, kube.decode(b"404 page not found\n")).message == "404 page not found"
+
+
+def test_registry_has_every_kind_read_or_written():
+    assert kube.resource_for("apps/v1", "Deployment").path("ml", "web") == "/apis/apps/v1/namespaces/ml/deployments/web"
+    assert kube.resource_for("scheduling.x-k8s.io/v1alpha1", "PodGroup").plural == "podgroups"
+    assert kube.resource_for("v1", "Node").path("ignored", "n1") == "/api/v1/nodes/n1"
+    with pytest.raises(ValueError, match="no resource registered for Widget in example.com/v1"):
+        kube.resource_for("example.com/v1", "Widget")

@@ -1,0 +1,306 @@
+"""Informer pieces for the controller, after client-go: an indexed store kept in step with events, a
+reflector that lists then watches and resumes, and a keyed, rate-limited work queue.
+
+- :class:`Store` holds one resource's objects by (namespace, name) with named indexes, and ignores an
+  event older than the object it holds (a lower resourceVersion).
+- :class:`Reflector` lists, then watches from the list's resourceVersion with bookmarks, resumes from
+  the last version seen after a watch ends or fails, and lists again only on 410 Gone; the relist
+  replaces the store and yields a DELETED event for every object that vanished in the gap.
+- :class:`WorkQueue` collapses duplicate keys, never hands one key to two workers at once, and
+  requeues failures with capped exponential backoff per key.
+"""
+from __future__ import annotations
+
+import heapq
+from collections import deque
+import logging
+import threading
+import time
+from typing import Any, Callable, Hashable, Iterable
+
+from . import kube
+
+log = logging.getLogger("webhook.informer")
+
+Key = tuple[str, str]  # (namespace, name)
+Indexer = Callable[[dict], Iterable[Hashable]]
+Handler = Callable[[str, dict, "dict | None"], None]  # (event type, object, the object it replaced)
+
+
+def key_of(obj: dict) -> Key:
+    meta = obj.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
+class Store:
+    """One resource's objects by (namespace, name), with indexes; one writer, any readers."""
+
+    def __init__(self, indexers: dict[str, Indexer] | None = None):
+        self.objects: dict[Key, dict] = {}
+        self.indexers = indexers or {}
+        self._indexes: dict[str, dict[Hashable, set[Key]]] = {name: {} for name in self.indexers}
+        self.lock = threading.RLock()
+
+    def __len__(self) -> int:
+        return len(self.objects)
+
+    def get(self, namespace: str, name: str) -> dict | None:
+        return self.objects.get((namespace, name))
+
+    def keys(self) -> list[Key]:
+        with self.lock:
+            return list(self.objects)
+
+    def values(self) -> list[dict]:
+        with self.lock:
+            return list(self.objects.values())
+
+    def by_index(self, index: str, value: Hashable) -> list[dict]:
+        with self.lock:
+            return [self.objects[k] for k in sorted(self._indexes[index].get(value, ())) if k in self.objects]
+
+    def apply(self, event_type: str, obj: dict) -> tuple[bool, dict | None]:
+        """Apply one watch event. Returns (applied, the object it replaced or deleted); an event older
+        than the object held is not applied."""
+        key = key_of(obj)
+        with self.lock:
+            old = self.objects.get(key)
+            if old is not None and is_older(obj, old):
+                return False, old
+            if event_type == "DELETED":
+                if old is None:
+                    return False, None
+                self._unindex(key, old)
+                del self.objects[key]
+                return True, old
+            if old is not None:
+                self._unindex(key, old)
+            self.objects[key] = obj
+            self._index(key, obj)
+            return True, old
+
+    def replace(self, objs: Iterable[dict]) -> list[tuple[str, dict, dict | None]]:
+        """After a list: exactly ``objs``. Returns the events that take the old content to the new:
+        ADDED, MODIFIED (resourceVersion changed) and a DELETED for every object that vanished."""
+        fresh = {key_of(o): o for o in objs}
+        events: list[tuple[str, dict, dict | None]] = []
+        with self.lock:
+            for key, old in list(self.objects.items()):
+                if key not in fresh:
+                    events.append(("DELETED", old, old))
+            for key, obj in fresh.items():
+                old = self.objects.get(key)
+                if old is None:
+                    events.append(("ADDED", obj, None))
+                elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+                        "resourceVersion"):
+                    events.append(("MODIFIED", obj, old))
+            self.objects = fresh
+            self._indexes = {name: {} for name in self.indexers}
+            for key, obj in fresh.items():
+                self._index(key, obj)
+        return events
+
+    def _index(self, key: Key, obj: dict) -> None:
+        for name, indexer in self.indexers.items():
+            for value in indexer(obj):
+                self._indexes[name].setdefault(value, set()).add(key)
+
+    def _unindex(self, key: Key, obj: dict) -> None:
+        for name, indexer in self.indexers.items():
+            for value in indexer(obj):
+                bucket = self._indexes[name].get(value)
+                if bucket is not None:
+                    bucket.discard(key)
+                    if not bucket:
+                        del self._indexes[name][value]
+
+
+def is_older(obj: dict, held: dict) -> bool:
+    """``obj`` is an older version of ``held``: a lower resourceVersion of the same object (same uid)."""
+    new, old = kube.resource_version(obj), kube.resource_version(held)
+    if new is None or old is None:
+        return False
+    same = (obj.get("metadata") or {}).get("uid") == (held.get("metadata") or {}).get("uid")
+    return same and new < old
+
+
+class ReflectorMetrics:
+    """Counters a reflector reports to (no-ops by default)."""
+
+    def watch_restart(self, plural: str) -> None: ...
+
+    def relist(self, plural: str) -> None: ...
+
+
+class Reflector:
+    """List-then-watch one resource into a store, calling ``handler`` for every change."""
+
+    def __init__(self, api: kube.Api, res: kube.Resource, store: Store, handler: Handler,
+                 metrics: ReflectorMetrics | None = None, watch_seconds: int = 300, max_backoff: float = 30.0):
+        self.api, self.res, self.store, self.handler = api, res, store, handler
+        self.metrics = metrics or ReflectorMetrics()
+        self.watch_seconds, self.max_backoff = watch_seconds, max_backoff
+        self.resource_version: str | None = None
+        self.synced = threading.Event()
+        self.served = True
+        self.last_error: str | None = None
+
+    def list(self) -> None:
+        """List into the store, handing the events of the difference to the handler."""
+        items, self.resource_version = self.api.list(self.res)
+        for event_type, obj, old in self.store.replace(items):
+            self.handler(event_type, obj, old)
+        self.synced.set()
+
+    def watch_once(self) -> None:
+        """One watch from the current resourceVersion until the server ends it."""
+        for event_type, obj in self.api.watch(self.res, self.resource_version, self.watch_seconds):
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            if event_type != "BOOKMARK":
+                applied, old = self.store.apply(event_type, obj)
+                if applied:
+                    self.handler(event_type, obj, old)
+            if version:
+                self.resource_version = version
+
+    def run(self, stop: threading.Event) -> None:
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                if self.resource_version is None:
+                    if self.synced.is_set():
+                        self.metrics.relist(self.res.plural)
+                    self.list()
+                    self.served = True
+                self.watch_once()
+                self.metrics.watch_restart(self.res.plural)
+                backoff, self.last_error = 0.5, None
+                continue
+            except kube.Gone:
+                self.resource_version = None  # too old: list again, now
+                continue
+            except kube.NotFound as e:
+                # The cluster does not serve it (a CRD not installed): look again later.
+                self.served, self.resource_version = False, None
+                self.synced.set()
+                self.last_error = str(e)
+                stop.wait(self.max_backoff)
+                continue
+            except Exception as e:  # noqa: BLE001 -- network or server trouble: back off, resume
+                self.last_error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:300]
+                log.warning('{"msg": "watch failed", "resource": "%s", "error": "%s"}', self.res.plural,
+                            self.last_error.replace('"', "'"))
+                self.metrics.watch_restart(self.res.plural)
+            stop.wait(backoff)
+            backoff = min(backoff * 2, self.max_backoff)
+
+
+class WorkQueue:
+    """Keys to reconcile. A key added while queued is queued once; a key added while a worker holds it
+    is queued again when that worker is done. ``add_rate_limited`` requeues after an exponential
+    backoff per key (``base * 2**failures``, at most ``cap``); ``forget`` resets it."""
+
+    def __init__(self, base: float = 0.05, cap: float = 60.0, clock: Callable[[], float] = time.monotonic):
+        self.base, self.cap, self.clock = base, cap, clock
+        self._queue: deque[Any] = deque()
+        self._dirty: set[Any] = set()
+        self._processing: set[Any] = set()
+        self._failures: dict[Any, int] = {}
+        self._waiting: list[tuple[float, int, Any]] = []
+        self._waiting_at: dict[Any, float] = {}
+        self._seq = 0
+        self._cond = threading.Condition()
+        self._shutdown = False
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._queue)
+
+    def add(self, key: Any) -> None:
+        with self._cond:
+            if self._shutdown or key in self._dirty:
+                return
+            self._dirty.add(key)
+            if key not in self._processing:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def add_after(self, key: Any, delay: float) -> None:
+        if delay <= 0:
+            return self.add(key)
+        with self._cond:
+            ready = self.clock() + delay
+            if key in self._waiting_at and self._waiting_at[key] <= ready:
+                return  # already waiting, and due sooner (client-go keeps the earliest too)
+            self._waiting_at[key] = ready
+            self._seq += 1
+            heapq.heappush(self._waiting, (ready, self._seq, key))
+            self._cond.notify()
+
+    def add_rate_limited(self, key: Any) -> float:
+        """Requeue ``key`` after its backoff; returns the delay."""
+        with self._cond:
+            failures = self._failures.get(key, 0)
+            self._failures[key] = failures + 1
+        delay = min(self.base * 2 ** failures, self.cap)
+        self.add_after(key, delay)
+        return delay
+
+    def failures(self, key: Any) -> int:
+        return self._failures.get(key, 0)
+
+    def forget(self, key: Any) -> None:
+        with self._cond:
+            self._failures.pop(key, None)
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The next key (the caller must call ``done``), or None after ``timeout`` or at shutdown."""
+        deadline = None if timeout is None else self.clock() + timeout
+        with self._cond:
+            while True:
+                self._promote()
+                if self._queue:
+                    key = self._queue.popleft()
+                    self._processing.add(key)
+                    self._dirty.discard(key)
+                    return key
+                if self._shutdown:
+                    return None
+                wait = None if deadline is None else deadline - self.clock()
+                if self._waiting:
+                    due = self._waiting[0][0] - self.clock()
+                    wait = due if wait is None else min(wait, due)
+                if wait is not None and wait <= 0:
+                    if deadline is not None and self.clock() >= deadline:
+                        return None
+                    continue
+                self._cond.wait(wait)
+
+    def done(self, key: Any) -> None:
+        with self._cond:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._queue.append(key)
+                self._cond.notify()
+
+    def pending_delayed(self) -> int:
+        with self._cond:
+            return len(self._waiting_at)
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+
+    def _promote(self) -> None:
+        now = self.clock()
+        while self._waiting and self._waiting[0][0] <= now:
+            ready, _, key = heapq.heappop(self._waiting)
+            if self._waiting_at.get(key) != ready:
+                continue  # superseded by an earlier time
+            del self._waiting_at[key]
+            if key not in self._dirty:
+                self._dirty.add(key)
+                if key not in self._processing:
+                    self._queue.append(key)
