@@ -246,3 +246,20 @@ def test_registry_has_every_kind_read_or_written():
     assert kube.resource_for("v1", "Node").path("ignored", "n1") == "/api/v1/nodes/n1"
     with pytest.raises(ValueError, match="no resource registered for Widget in example.com/v1"):
         kube.resource_for("example.com/v1", "Widget")
+
+
+def test_no_kubeconfig_says_where_it_looked(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    env.update(KUBECONFIG=str(tmp_path / "missing"), HOME=str(tmp_path))
+    run = subprocess.run([sys.executable, "-m", "webhook", "controller"], capture_output=True, text=True, env=env,
+                         timeout=60)
+    assert run.returncode == 2
+    assert run.stderr.strip() == (f"webhook: error: no kubeconfig found at {tmp_path / 'missing'} ($KUBECONFIG, "
+                                  "then ~/.kube/config), and not running in a pod")
+    run = subprocess.run([sys.executable, "-m", "policylib.cli", "plan", "--cluster"], capture_output=True, text=True,
+                         env=env, timeout=60)
+    assert run.returncode == 2
+    assert f"no kubeconfig found at {tmp_path / 'missing'}" in run.stderr and "Traceback" not in run.stderr
