@@ -108,6 +108,8 @@ class VolcanoSettings:
     """``volcano`` (seed 001): RestartPartition events, partitions, network topology, discovery."""
 
     restartPartitionEvents: tuple[str, ...] = ("PodEvicted", "PodFailed")
+    #: The Volcano release whose admission rules preview and the webhook's warnings follow.
+    version: str = "v1.15.1"
     partitionSize: int | None = None
     networkTopology: NetworkTopology | None = field(default_factory=NetworkTopology)
     networkTopologyDiscovery: tuple[DiscoverySource, ...] = ()
@@ -368,8 +370,20 @@ WEBHOOK_KEYS: dict[str, Parser] = {
     "failureMode": _parse_failure_mode,
     "maxRequestBytes": _parse_positive_int,
 }
+def _parse_volcano_version(path: str, value: Any) -> str:
+    """``vMAJOR.MINOR.PATCH`` (the ``v`` optional), v1.14.0 or newer: partitionPolicy came in v1.14."""
+    import re
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", value) if isinstance(value, str) else None
+    if not match:
+        raise ConfigError(path, f"must be a Volcano release like v1.15.1, got {value!r}")
+    if tuple(map(int, match.groups())) < (1, 14, 0):
+        raise ConfigError(path, f"must be v1.14.0 or newer (partitionPolicy and RestartPartition), got {value!r}")
+    return "v" + ".".join(match.groups())
+
+
 VOLCANO_KEYS: dict[str, Parser] = {
     "restartPartitionEvents": _parse_events,
+    "version": _parse_volcano_version,
     "partitionSize": _parse_optional_positive_int,
     "networkTopology": _parse_network_topology,
     "networkTopologyDiscovery": _parse_discovery,

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import FieldError
-from .labels import dns1123_label_errors, qualified_name_errors, selector_keys, validate_label_selector
+from .quantity import whole_units
+from .labels import (dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys,
+                     validate_label_selector)
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
@@ -167,7 +169,9 @@ def validate_volcano_policies(policies: Any, path: str) -> list[FieldError]:
         if not events and not has_code:
             errs.append(FieldError(p, "either event or exitCode should be specified"))
             continue
-        if policy.get("action") not in VOLCANO_POLICY_ACTIONS:
+        # Volcano checks the action of event policies only (util.go validatePolicies): an exitCode
+        # policy with any action is admitted.
+        if events and policy.get("action") not in VOLCANO_POLICY_ACTIONS:
             errs.append(FieldError(f"{p}.action", f"invalid policy action {policy.get('action')!r}"))
         for event in events:
             if event not in VOLCANO_POLICY_EVENTS:
@@ -208,9 +212,21 @@ def validate_network_topology(spec: Any, path: str) -> list[FieldError]:
     return errs
 
 
-def validate_partition_policy(task: dict, path: str) -> list[FieldError]:
-    """replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions;
-    a task minAvailable equals minPartitions * partitionSize (Volcano v1.14.0-v1.15.0)."""
+#: Volcano releases whose job admission requires a task's minAvailable to equal minPartitions *
+#: partitionSize even when minPartitions is omitted (0); later ones check it only for minPartitions > 0
+#: (volcano issue 5401, fixed in v1.14.3 and v1.15.1).
+STRICT_MIN_PARTITIONS = ("v1.14.0", "v1.14.1", "v1.14.2", "v1.15.0")
+DEFAULT_VOLCANO_VERSION = "v1.15.1"
+
+
+def strict_min_partitions(version: str) -> bool:
+    return version in STRICT_MIN_PARTITIONS
+
+
+def validate_partition_policy(task: dict, path: str, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+    """replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions; a task
+    minAvailable equals minPartitions * partitionSize when minPartitions > 0 (always, in the releases
+    of :data:`STRICT_MIN_PARTITIONS`) (admit_job.go validatePartitionPolicy)."""
     pp = task.get("partitionPolicy")
     if pp is None:
         return []
@@ -232,7 +248,8 @@ def validate_partition_policy(task: dict, path: str) -> list[FieldError]:
                                                    f"({total} * {size} = {total * size}), got {replicas}"))
     if min_parts > total:
         errs.append(FieldError(f"{p}.minPartitions", f"must be <= totalPartitions {total}, got {min_parts}"))
-    if task.get("minAvailable") is not None and task["minAvailable"] != min_parts * size:
+    if task.get("minAvailable") is not None and (min_parts > 0 or strict_min_partitions(version)) \
+            and task["minAvailable"] != min_parts * size:
         errs.append(FieldError(f"{path}.minAvailable", f"must equal minPartitions * partitionSize "
                                                        f"({min_parts} * {size} = {min_parts * size}), "
                                                        f"got {task['minAvailable']}"))
@@ -243,7 +260,27 @@ def validate_partition_policy(task: dict, path: str) -> list[FieldError]:
     return errs
 
 
-def _validate_task(task: Any, path: str) -> list[FieldError]:
+def validate_task_topology_policy(task: dict, path: str) -> list[FieldError]:
+    """A task with a topologyPolicy (other than none) needs a whole number of CPUs requested by every
+    container and init container; a container without requests uses its limits
+    (admit_job.go validateTaskTopoPolicy, guaranteedCPUs)."""
+    policy = task.get("topologyPolicy")
+    if not policy or policy == "none":
+        return []
+    pod = ((task.get("template") or {}).get("spec") or {}) if isinstance(task.get("template"), dict) else {}
+    containers = [("containers", i, c) for i, c in enumerate(pod.get("containers") or [])] + \
+        [("initContainers", i, c) for i, c in enumerate(pod.get("initContainers") or [])]
+    for n, (group, i, container) in enumerate(containers):
+        resources = container.get("resources") or {} if isinstance(container, dict) else {}
+        requests = resources.get("requests") or resources.get("limits") or {}
+        if not whole_units(requests.get("cpu")):
+            return [FieldError(f"{path}.template.spec.{group}[{i}].resources.requests.cpu",
+                               f"the cpu request isn't an integer (topologyPolicy {policy} needs whole CPUs), "
+                               f"got {requests.get('cpu')!r}")]
+    return []
+
+
+def _validate_task(task: Any, path: str, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
     if not isinstance(task, dict):
         return [FieldError(path, "must be an object")]
     errs: list[FieldError] = []
@@ -268,12 +305,107 @@ def _validate_task(task: Any, path: str) -> list[FieldError]:
                                 for pol in task_policies)
     if has_restart_partition and task.get("partitionPolicy") is None:
         errs.append(FieldError(f"{path}.policies", "RestartPartition has no effect on a task without a partitionPolicy"))
-    errs += validate_partition_policy(task, path)
+    errs += validate_partition_policy(task, path, version)
+    errs += validate_task_topology_policy(task, path)
     return errs
 
 
-def validate_volcano_job(job: dict) -> list[FieldError]:
-    """Volcano's job admission rules for tasks, policies and partitionPolicy, with field paths."""
+#: Job plugins Volcano's job controller registers (pkg/controllers/job/plugins/factory.go).
+VOLCANO_JOB_PLUGINS = ("ssh", "env", "svc", "tensorflow", "mpi", "pytorch", "hcclrank", "ray")
+
+
+def validate_job_plugins(plugins: Any, tasks: list, path: str = "spec.plugins") -> list[FieldError]:
+    """Every plugin is one the job controller knows; the mpi plugin's ``--master`` (default ``master``)
+    names a task of the job (admit_job.go validateJobCreate)."""
+    if not isinstance(plugins, dict):
+        return []
+    errs = [FieldError(f"{path}[{name}]", f"unable to find job plugin: {name}")
+            for name in plugins if name not in VOLCANO_JOB_PLUGINS]
+    if "mpi" in plugins:
+        master = "master"
+        for arg in plugins.get("mpi") or []:
+            if isinstance(arg, str) and arg.lstrip("-").startswith("master="):
+                master = arg.split("=", 1)[1]
+        names = [t.get("name") for t in tasks if isinstance(t, dict)]
+        if master not in names:
+            errs.append(FieldError(f"{path}[mpi]", f"the specified mpi master task {master!r} was not found"))
+    return errs
+
+
+def validate_job_volumes(volumes: Any, path: str = "spec.volumes") -> list[FieldError]:
+    """mountPath required and unique; a volume names an existing claim (a valid name) or describes a
+    new one, not both (util.go validateIO)."""
+    if not isinstance(volumes, list):
+        return []
+    errs: list[FieldError] = []
+    mounts: set = set()
+    for i, volume in enumerate(volumes):
+        p = f"{path}[{i}]"
+        if not isinstance(volume, dict):
+            errs.append(FieldError(p, "must be an object"))
+            continue
+        mount = volume.get("mountPath")
+        claim, claim_name = volume.get("volumeClaim"), volume.get("volumeClaimName")
+        if not mount:
+            errs.append(FieldError(f"{p}.mountPath", "mountPath is required"))
+        elif mount in mounts:
+            errs.append(FieldError(f"{p}.mountPath", f"duplicated mountPath: {mount}"))
+        mounts.add(mount)
+        if claim is None and not claim_name:
+            errs.append(FieldError(p, "either volumeClaim or volumeClaimName must be specified"))
+        elif claim_name and claim is not None:
+            errs.append(FieldError(p, "volumeClaimName names an existing claim; volumeClaim describes a new "
+                                      "one: not both"))
+        elif claim_name:
+            errs += [FieldError(f"{p}.volumeClaimName", f"invalid VolumeClaimName {claim_name}: {m}")
+                     for m in dns1123_subdomain_errors(str(claim_name))]
+    return errs
+
+
+def validate_task_dependencies(tasks: list, path: str = "spec.tasks") -> list[FieldError]:
+    """Tasks' ``dependsOn`` names form a directed acyclic graph over the job's tasks (util.go topoSort:
+    a name that is no task of the job is never satisfied)."""
+    names = [t.get("name") for t in tasks if isinstance(t, dict)]
+    deps = {}
+    for t in tasks:
+        if isinstance(t, dict) and isinstance(t.get("dependsOn"), dict):
+            deps[t.get("name")] = [d for d in t["dependsOn"].get("name") or []]
+    if not deps:
+        return []
+    done: set = set()
+    progress = True
+    while progress:
+        progress = False
+        for name in names:
+            if name not in done and all(d in done for d in deps.get(name, [])):
+                done.add(name)
+                progress = True
+    if len(done) < len(names):
+        stuck = [n for n in names if n not in done]
+        return [FieldError(path, "job has dependencies between tasks, but doesn't form a directed acyclic graph "
+                                 f"(DAG) over its tasks: {', '.join(map(str, stuck))} can never start")]
+    return []
+
+
+def validate_pod_names(job: dict, tasks: list) -> list[FieldError]:
+    """The job's name and each pod name ``<job>-<task>-<index>`` are qualified names (at most 63
+    characters; admit_job.go validateJobName, validateK8sPodNameLength)."""
+    name = (job.get("metadata") or {}).get("name")
+    if not isinstance(name, str):
+        return []
+    errs = [FieldError("metadata.name", f"create job with name {name} validate failed: {m}")
+            for m in qualified_name_errors(name)]
+    for i, task in enumerate(tasks):
+        if isinstance(task, dict) and isinstance(task.get("name"), str):
+            pod = f"{name}-{task['name']}-{i}"
+            errs += [FieldError(f"spec.tasks[{i}].name", f"create pod with name {pod} validate failed: {m}")
+                     for m in qualified_name_errors(pod)]
+    return errs
+
+
+def validate_volcano_job(job: dict, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+    """Volcano's job admission rules for tasks, policies, partitionPolicy, plugins, volumes and task
+    dependencies, as the given Volcano release applies them, with field paths."""
     spec = job.get("spec")
     if not isinstance(spec, dict):
         return [FieldError("spec", "Required value")]
@@ -284,7 +416,7 @@ def validate_volcano_job(job: dict) -> list[FieldError]:
     names: dict = {}
     total = 0
     for i, task in enumerate(tasks):
-        errs += _validate_task(task, f"spec.tasks[{i}]")
+        errs += _validate_task(task, f"spec.tasks[{i}]", version)
         if isinstance(task, dict):
             name = task.get("name") if isinstance(task.get("name"), str) else None
             if name is not None and name in names:
@@ -311,4 +443,8 @@ def validate_volcano_job(job: dict) -> list[FieldError]:
             any(isinstance(t, dict) and t.get("partitionPolicy") is not None for t in tasks):
         errs.append(FieldError("spec.networkTopology.mode", "soft mode is not supported together with a partition "
                                                             "policy (seed 001 \"Constraints\")"))
+    errs += validate_job_plugins(spec.get("plugins"), tasks)
+    errs += validate_job_volumes(spec.get("volumes"))
+    errs += validate_task_dependencies(tasks)
+    errs += validate_pod_names(job, tasks)
     return errs

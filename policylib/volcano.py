@@ -26,6 +26,7 @@ from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .patch import Draft, diff_owned
 from .result import Result
+from . import quantity
 from .spread import DOMAIN, SKIP_KEY, is_opted_out
 from .validation import RESTART_PARTITION, policy_events, validate_volcano_job
 
@@ -123,17 +124,9 @@ def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple
 
 # --- feasibility (issue: "Feasibility in preview") ------------------------------
 
-_UNITS = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
-          "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18, "m": 1e-3}
-
-
 def parse_quantity(value: Any) -> float:
     """A Kubernetes resource quantity (``4``, ``500m``, ``32Gi``) as a number."""
-    text = str(value).strip()
-    for suffix in sorted(_UNITS, key=len, reverse=True):
-        if text.endswith(suffix) and text[: -len(suffix)]:
-            return float(text[: -len(suffix)]) * _UNITS[suffix]
-    return float(text)
+    return float(quantity.parse_quantity(value))
 
 
 def pod_requests(template: dict) -> dict[str, float]:
@@ -334,7 +327,7 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     if old is not None:
         return Result(obj, reasons=["UPDATE: Volcano rejects changes to policies and partitionPolicy; not mutated"])
     notes = _Notes()
-    before = validate_volcano_job(obj)
+    before = validate_volcano_job(obj, config.volcano.version)
     notes.reasons += [f"as submitted: {e}" for e in before]
     size = partition_size_for(obj, config.volcano, ref)
     job_topology = obj["spec"].get("networkTopology")
@@ -347,7 +340,7 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")]
     patch = diff_owned(obj, draft.root, owned)
     result_obj = draft.root if patch else obj
-    introduced = [e for e in validate_volcano_job(result_obj) if e not in before]
+    introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]
     if introduced:  # never emit a Job Volcano's webhook would reject because of us
         return Result(obj, [], notes.reasons + [f"not mutated: the change would break {e}" for e in introduced],
                       notes.warnings)

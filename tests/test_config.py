@@ -185,3 +185,19 @@ def test_sections_beside_helm_nesting_are_an_error_not_ignored():
     with pytest.raises(ConfigError) as e:
         load_config({"lrs-operator": {"operator": {"config": {}}}, "volcano": {"partitionSize": 2}})
     assert e.value.path == "volcano" and "beside lrs-operator" in e.value.message
+
+
+@pytest.mark.parametrize("value,expected", [("v1.15.1", "v1.15.1"), ("1.14.3", "v1.14.3"), ("v1.16.0", "v1.16.0")])
+def test_volcano_version(value, expected):
+    assert load_config({"volcano": {"version": value}}).volcano.version == expected
+
+
+@pytest.mark.parametrize("value,message", [
+    ("latest", "volcano.version: must be a Volcano release like v1.15.1, got 'latest'"),
+    (1.15, "volcano.version: must be a Volcano release like v1.15.1, got 1.15"),
+    ("v1.13.0", "volcano.version: must be v1.14.0 or newer (partitionPolicy and RestartPartition), got 'v1.13.0'"),
+])
+def test_volcano_version_errors(value, message):
+    with pytest.raises(ConfigError) as e:
+        load_config({"volcano": {"version": value}})
+    assert str(e.value) == message

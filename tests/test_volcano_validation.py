@@ -81,3 +81,81 @@ def test_valid_partitioned_job():
         "totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
         "networkTopology": {"mode": "hard", "highestTierAllowed": 1}},
         policies=[{"event": "PodEvicted", "action": "RestartPartition"}])], minAvailable=4)) == []
+
+
+# --- rules ported from admit_job.go / util.go that the first port lacked ---------------------------
+
+def test_exit_code_policy_needs_no_action():
+    """Upstream checks the action of event policies only."""
+    assert validate_volcano_policies([{"exitCode": 3}], "p") == []
+    assert fields(validate_volcano_policies([{"event": "PodFailed"}], "p")) == [("p[0].action", "invalid policy action None")]
+
+
+@pytest.mark.parametrize("version,denied", [("v1.14.0", True), ("v1.14.2", True), ("v1.14.3", False),
+                                            ("v1.15.0", True), ("v1.15.1", False)])
+def test_min_partitions_omitted_depends_on_the_volcano_release(version, denied):
+    """volcano issue 5401: minAvailable 4 with minPartitions omitted is denied only by the releases that
+    compared minAvailable with 0 * partitionSize."""
+    task = t(minAvailable=4, partitionPolicy={"totalPartitions": 2, "partitionSize": 2})
+    errors = fields(validate_volcano_job(job([task]), version))
+    assert errors == ([("spec.tasks[0].minAvailable", "must equal minPartitions * partitionSize (0 * 2 = 0), got 4")]
+                      if denied else [])
+    # with minPartitions set, every release compares
+    task["partitionPolicy"]["minPartitions"] = 1
+    assert fields(validate_volcano_job(job([task]), version)) == [
+        ("spec.tasks[0].minAvailable", "must equal minPartitions * partitionSize (1 * 2 = 2), got 4")]
+
+
+def test_job_plugins_must_exist_and_mpi_master_must_be_a_task():
+    assert fields(validate_volcano_job(job([t()], plugins={"ssh": [], "svc": [], "gpu-share": []}))) == [
+        ("spec.plugins[gpu-share]", "unable to find job plugin: gpu-share")]
+    assert fields(validate_volcano_job(job([t(name="launcher")], plugins={"mpi": ["--master=mpimaster"]}))) == [
+        ("spec.plugins[mpi]", "the specified mpi master task 'mpimaster' was not found")]
+    assert fields(validate_volcano_job(job([t(name="master")], plugins={"mpi": []}))) == []   # default: master
+    assert validate_volcano_job(job([t(name="mpimaster")], plugins={"mpi": ["--master=mpimaster"]})) == []
+
+
+@pytest.mark.parametrize("volumes,expected", [
+    ([{"volumeClaimName": "data"}], [("spec.volumes[0].mountPath", "mountPath is required")]),
+    ([{"mountPath": "/d", "volumeClaimName": "a"}, {"mountPath": "/d", "volumeClaimName": "b"}],
+     [("spec.volumes[1].mountPath", "duplicated mountPath: /d")]),
+    ([{"mountPath": "/d"}], [("spec.volumes[0]", "either volumeClaim or volumeClaimName must be specified")]),
+    ([{"mountPath": "/d", "volumeClaimName": "a", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}}],
+     [("spec.volumes[0]", "volumeClaimName names an existing claim; volumeClaim describes a new one: not both")]),
+    ([{"mountPath": "/d", "volumeClaimName": "Bad_Name"}], None),
+    ([{"mountPath": "/d", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}}], []),
+])
+def test_volumes(volumes, expected):
+    got = fields(validate_volcano_job(job([t()], volumes=volumes)))
+    if expected is None:
+        assert [f for f, _ in got] == ["spec.volumes[0].volumeClaimName"] and "Bad_Name" in got[0][1]
+    else:
+        assert got == expected
+
+
+def test_task_dependencies_form_a_dag_over_existing_tasks():
+    a, b = t(name="a", dependsOn={"name": ["b"]}), t(name="b", dependsOn={"name": ["a"]})
+    assert fields(validate_volcano_job(job([a, b]))) == [("spec.tasks", "job has dependencies between tasks, but doesn't "
+                                                          "form a directed acyclic graph (DAG) over its tasks: a, b can "
+                                                          "never start")]
+    assert [f for f, _ in fields(validate_volcano_job(job([t(name="a", dependsOn={"name": ["ghost"]})])))] == ["spec.tasks"]
+    assert validate_volcano_job(job([t(name="a"), t(name="b", dependsOn={"name": ["a"]})])) == []
+
+
+def test_topology_policy_needs_whole_cpus():
+    def task(resources):
+        return t(topologyPolicy="restricted", template={"spec": {"containers": [
+            {"name": "c", "image": "x", "resources": resources}]}})
+    assert validate_volcano_job(job([task({"limits": {"cpu": "1", "memory": "2000"}})])) == []   # limits stand in
+    assert fields(validate_volcano_job(job([task({"limits": {"cpu": "500m"}})]))) == [
+        ("spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
+         "the cpu request isn't an integer (topologyPolicy restricted needs whole CPUs), got '500m'")]
+    assert len(validate_volcano_job(job([task({})]))) == 1   # no CPU at all is not a whole number of CPUs
+    assert validate_volcano_job(job([t(topologyPolicy="none")])) == []
+
+
+def test_job_and_pod_names_are_qualified_names():
+    long = job([t(name="w" * 40)])
+    long["metadata"]["name"] = "j" * 30
+    [(path, message)] = fields(validate_volcano_job(long))
+    assert path == "spec.tasks[0].name" and message.startswith(f"create pod with name {'j' * 30}-{'w' * 40}-0 validate failed")
