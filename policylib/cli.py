@@ -189,6 +189,88 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     return EXIT_OK
 
 
+EXIT_PENDING = 3
+
+
+def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict], list[dict], str]:
+    """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
+    from webhook import kube  # the CLI's one network edge: policylib itself does no I/O
+    try:
+        api = kube.Api(kube.api_client(args.context))
+        nodes = kube.snapshot(api, resources=(kube.NODES,))
+        pods = kube.snapshot(api, resources=(kube.PODS,))
+        objects = kube.snapshot(api, resources=kube.SNAPSHOT_RESOURCES, progress=_progress(stderr)) if workloads else []
+        version = kube.server_version(api)
+    except Exception as e:  # config, network or API errors: one clear line
+        raise InputError(f"cannot read the cluster: {e}") from None
+    return nodes, pods + objects, version
+
+
+def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO,
+                       workloads_from_cluster: bool = False) -> tuple[list[dict], list[dict], str | None]:
+    objects = [d.obj for d in read_documents(args.filename or [], stdin)]
+    nodes = [o for o in objects if _is_node(o)] + [d.obj for d in read_documents(args.nodes or [], stdin)
+                                                   if _is_node(d.obj)]
+    version = None
+    if args.cluster:
+        live_nodes, live_objects, version = _live(args, stderr, workloads_from_cluster)
+        nodes += live_nodes
+        objects += live_objects
+    if not nodes:
+        raise InputError("no Nodes: give --nodes FILE (kubectl get nodes -o yaml), Nodes among -f, or --cluster")
+    return nodes, [o for o in objects if not _is_node(o)], version
+
+
+def _is_node(obj: object) -> bool:
+    return isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1"
+
+
+def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """Where every replica would land, and which stay Pending."""
+    from .render import placements_svg, placements_table
+    from .simulate import simulate
+    config = load_config(args.config)
+    nodes, objects, _ = _nodes_and_objects(args, stdin, stderr)
+    placements = simulate(objects, nodes, config)
+    if not placements:
+        raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
+    if args.output == "json":
+        stdout.write(json_array([p.as_dict() for p in placements]))
+    elif args.output == "svg":
+        stdout.write(placements_svg(placements))
+    else:
+        stdout.write(placements_table(placements))
+    return EXIT_PENDING if any(p.pending_max for p in placements) else EXIT_OK
+
+
+def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The settings advice: findings for this config on these Nodes and workloads."""
+    from .check import check
+    from .render import table
+    config = load_config(args.config)
+    nodes, objects, version = _nodes_and_objects(args, stdin, stderr, workloads_from_cluster=True)
+    findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version)
+    if args.output == "json":
+        stdout.write(json_array([f.as_dict() for f in findings]))
+    elif findings:
+        stdout.write(table([("SEVERITY", "KEY", "MESSAGE")] + [(f.severity, f.key, f.message) for f in findings]))
+    else:
+        stdout.write("no findings: these settings suit these Nodes\n")
+    return EXIT_PENDING if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML; the seed's shape or Helm values)")
+    p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
+                   help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
+                        "repeatable; - reads stdin")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--nodes", metavar="FILE", action="append",
+                     help="Nodes: Node documents or a List (kubectl get nodes -o yaml); repeatable")
+    src.add_argument("--cluster", action="store_true", help="read the live cluster's Nodes and Pods through kubeconfig")
+    p.add_argument("--context", help="kubeconfig context (with --cluster)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policylib", description="Dry-run previews of what policylib's webhook "
                                      "and controller would do, without a cluster.")
@@ -231,6 +313,22 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
                     help="table: readable, with counts; json: an array of writes")
     pl.set_defaults(func=plan_command)
+    sm = sub.add_parser("simulate", help="where every replica would land, and which stay Pending",
+                        description="Place each workload's effective replica count on the Nodes as kube-scheduler's "
+                                    "filters would, after policylib's mutation. Exit 0 when every replica is placed, "
+                                    "3 when some would stay Pending, 2 on bad input.")
+    _add_cluster_source(sm, files_required=True)
+    sm.add_argument("-o", "--output", choices=("table", "json", "svg"), default="table",
+                    help="table (default), json, or svg: a bar chart per workload")
+    sm.set_defaults(func=simulate_command)
+    ck = sub.add_parser("check", help="settings advice for these Nodes (and workloads)",
+                        description="The specification's rules for choosing settings, checked against the Nodes and "
+                                    "workloads. Exit 3 when a finding is an error, 2 on bad input, 0 otherwise.")
+    _add_cluster_source(ck, files_required=False)
+    ck.add_argument("--node-group-label", metavar="LABEL",
+                    help="the Node label naming node groups (default: the first of the common cloud labels present)")
+    ck.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    ck.set_defaults(func=check_command)
     return parser
 
 

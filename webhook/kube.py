@@ -53,11 +53,12 @@ PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod")
 #: What ``policylib plan --cluster`` reads.
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS
 
 REGISTRY: dict[tuple[str, str], Resource] = {
-    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES) + KUBEFLOW_JOBS + PODGROUPS}
+    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS}
 
 
 def resource_for(api_version: str, kind: str) -> Resource:
@@ -249,6 +250,11 @@ def snapshot(api: Api, namespace: str | None = None, resources=SNAPSHOT_RESOURCE
         except NotFound:
             continue
     return objects
+
+
+def server_version(api: Api) -> str:
+    """The API server's ``gitVersion`` (``/version``)."""
+    return str(api.request("GET", "/version").get("gitVersion", ""))
 
 
 def resource_version(obj: dict) -> int | None:

@@ -48,3 +48,29 @@ def test_untolerated_taint_is_not_a_domain(cluster, webhooks, ns):
     assert (written["maxSkew"], written["nodeTaintsPolicy"]) == (1, "Honor")
     pods = settle_placement(cluster, ns, "web", 6, 6)
     assert per_node(pods) == {"tainted-a": 2, "tainted-b": 2, "tainted-c": 2}
+
+
+def test_simulate_and_check_read_the_live_cluster(cluster, tmp_path):
+    """``--cluster``: the harness's Nodes (and bound Pods) through kubeconfig, as a platform engineer runs it."""
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    from .harness import ROOT
+    (tmp_path / "web.yaml").write_text(yaml.safe_dump(deployment("web", "preview", 3, node_selector={GROUP: "two"})))
+    (tmp_path / "enforce.yaml").write_text(yaml.safe_dump({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}))
+    cli = [sys.executable, "-m", "policylib.cli"]
+    run = subprocess.run([*cli, "simulate", "-f", str(tmp_path / "web.yaml"), "--cluster", "--config",
+                          str(tmp_path / "enforce.yaml"), "-o", "json"], capture_output=True, text=True, cwd=ROOT,
+                         env=cluster.env, timeout=120)
+    assert run.returncode == 3, run.stderr
+    [placement] = json.loads(run.stdout)
+    assert (placement["placed"], placement["pending"]) == ({"two-a": 1, "two-b": 1}, 1)
+    run = subprocess.run([*cli, "check", "-f", str(tmp_path / "web.yaml"), "--cluster", "--config",
+                          str(tmp_path / "enforce.yaml"), "-o", "json"], capture_output=True, text=True, cwd=ROOT,
+                         env=cluster.env, timeout=120)
+    assert run.returncode == 3, run.stderr
+    findings = json.loads(run.stdout)
+    assert findings[0]["key"] == "hostTopologySpread.minDomains" and "preview/web (2 eligible" in findings[0]["message"]

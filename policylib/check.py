@@ -1,0 +1,267 @@
+"""Settings advice before an install: the specification's "choose settings" rules as checks on the
+config, the cluster's Nodes and, when given, its workloads (docs/specification.md, "Choosing
+settings").
+
+Each finding names the setting (``key``), its severity and the nodes or workloads concerned:
+``error`` where replicas would stay Pending or a rule would do nothing, ``warning`` where the
+setting is risky on this cluster, ``info`` where it has no effect.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from .config import Config, load_config
+from .facts import ClusterFacts, namespace_of
+from .gang import is_kubeflow_job, job_minimum, read_job
+from .hypernodes import discover_hypernodes, leaf_nodes
+from .plan import plan, summarize
+from .simulate import PodShape, is_bound_pod, node_states, simulate
+from .spread import effective_replicas, host_spread_enforced, is_deployment, mutate_deployment
+
+#: Labels the common clouds and autoscalers put on a node to say which node group it belongs to.
+NODE_GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "cloud.google.com/gke-nodepool", "kubernetes.azure.com/agentpool",
+                     "karpenter.sh/nodepool", "alibabacloud.com/nodepool-id", "node.kubernetes.io/nodegroup")
+#: Signs on a Node that an autoscaler manages its group.
+AUTOSCALER_MARKS = ("karpenter.sh/", "cluster-autoscaler.kubernetes.io/", "autoscaler")
+#: matchLabelKeys in topology spread: the MatchLabelKeysInPodTopologySpread gate is on by default from 1.27.
+MATCH_LABEL_KEYS_DEFAULT_ON = (1, 27)
+SEVERITIES = ("error", "warning", "info")
+
+
+@dataclass(frozen=True)
+class Finding:
+    severity: str
+    key: str
+    message: str
+
+    def as_dict(self) -> dict:
+        return {"severity": self.severity, "key": self.key, "message": self.message}
+
+
+def _names(items: Iterable[str], limit: int = 5) -> str:
+    items = list(items)
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def node_groups(nodes: list[dict], label: str | None = None) -> tuple[str | None, dict[str, list[str]]]:
+    """The label that names node groups (``label``, else the first common one present) and the groups."""
+    labels = [label] if label else list(NODE_GROUP_LABELS)
+    for key in labels:
+        groups: dict[str, list[str]] = {}
+        for n in nodes:
+            value = ((n.get("metadata") or {}).get("labels") or {}).get(key)
+            if value is not None:
+                groups.setdefault(value, []).append(n["metadata"]["name"])
+        if groups:
+            return key, {k: sorted(v) for k, v in sorted(groups.items())}
+    return (label, {}) if label else (None, {})
+
+
+def has_autoscaler(nodes: list[dict]) -> bool:
+    for n in nodes:
+        meta = n.get("metadata") or {}
+        keys = list((meta.get("labels") or {})) + list((meta.get("annotations") or {}))
+        if any(mark in k for k in keys for mark in AUTOSCALER_MARKS):
+            return True
+    return False
+
+
+def parse_version(text: str | None) -> tuple[int, int] | None:
+    match = re.search(r"v?(\d+)\.(\d+)", text or "")
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def cluster_version(nodes: list[dict], server_version: str | None) -> tuple[tuple[int, int] | None, str]:
+    """The server's version, else the oldest kubelet's (``status.nodeInfo.kubeletVersion``)."""
+    if parse_version(server_version):
+        return parse_version(server_version), f"the API server's {server_version}"
+    kubelets = sorted(v for v in (parse_version(((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion"))
+                                  for n in nodes) if v)
+    if kubelets:
+        return kubelets[0], f"kubelet v{kubelets[0][0]}.{kubelets[0][1]} (the oldest Node's)"
+    return None, ""
+
+
+def check_thresholds(config: Config) -> list[Finding]:
+    host = config.host
+    out = []
+    if host.enabled and host.whenUnsatisfiable == "DoNotSchedule" and host.hardMinReplicas < host.minDomains:
+        out.append(Finding("warning", "hostTopologySpread.hardMinReplicas",
+                           f"hardMinReplicas {host.hardMinReplicas} is below minDomains {host.minDomains}: a Deployment "
+                           f"of {host.hardMinReplicas} to {host.minDomains - 1} replicas is enforced across "
+                           f"{host.minDomains} nodes it cannot fill, so with fewer eligible nodes than minDomains each "
+                           f"node holds at most maxSkew of its replicas; set hardMinReplicas to at least minDomains"))
+    return out
+
+
+def check_topology_labels(config: Config, nodes: list[dict]) -> list[Finding]:
+    out = []
+    for key, spread, severity in (("zoneTopologySpread", config.zone, "warning"),
+                                  ("hostTopologySpread", config.host, "error")):
+        if not spread.enabled or not nodes:
+            continue
+        missing = [n["metadata"]["name"] for n in nodes if spread.topologyKey not in
+                   ((n["metadata"].get("labels") or {}))]
+        if len(missing) == len(nodes):
+            hard = key == "hostTopologySpread" and spread.whenUnsatisfiable == "DoNotSchedule"
+            out.append(Finding(severity if hard or key == "zoneTopologySpread" else "warning", f"{key}.topologyKey",
+                               f"no Node has the label {spread.topologyKey}: "
+                               + ("every enforced replica stays Pending (node(s) didn't match pod topology spread "
+                                  "constraints (missing required label))" if hard else "the spread has no effect")))
+        elif missing:
+            out.append(Finding("warning", f"{key}.topologyKey",
+                               f"{len(missing)} of {len(nodes)} Nodes lack the label {spread.topologyKey} "
+                               f"({_names(missing)}): " + ("enforced replicas never land there"
+                                                           if key == "hostTopologySpread" and
+                                                           spread.whenUnsatisfiable == "DoNotSchedule"
+                                                           else "the scheduler scores them 0 for the spread")))
+    zones = {((n["metadata"].get("labels") or {}).get(config.zone.topologyKey)) for n in nodes} - {None}
+    if config.zone.enabled and len(zones) == 1:
+        out.append(Finding("info", "zoneTopologySpread.enabled",
+                           f"every Node is in one zone ({next(iter(zones))}): the zone spread has no effect here "
+                           "(it never blocks scheduling, so leaving it on is safe)"))
+    return out
+
+
+def check_match_label_keys(config: Config, nodes: list[dict], server_version: str | None) -> list[Finding]:
+    uses = [k for k, s in (("zoneTopologySpread", config.zone), ("hostTopologySpread", config.host))
+            if s.enabled and s.matchLabelKeys]
+    version, source = cluster_version(nodes, server_version)
+    if not uses or version is None or version >= MATCH_LABEL_KEYS_DEFAULT_ON:
+        return []
+    return [Finding("error", f"{k}.matchLabelKeys",
+                    f"{source} is older than v1.27, where the MatchLabelKeysInPodTopologySpread feature gate is "
+                    "on by default: unless it is on, the API server drops matchLabelKeys and old and new pods count "
+                    "together during a rollout; set matchLabelKeys: none or turn the gate on") for k in uses]
+
+
+def _eligible(pod: PodShape, states) -> list:
+    return [n for n in states if not n.unschedulable and pod.matches_affinity(n) and pod.untolerated(n) is None]
+
+
+def check_enforced_deployments(config: Config, nodes: list[dict], objects: list[dict],
+                               group_label: str | None) -> list[Finding]:
+    """minDomains against the eligible nodes of every enforced Deployment, and against node groups."""
+    host = config.host
+    if not host.enabled or host.whenUnsatisfiable != "DoNotSchedule" or not nodes:
+        return []
+    out = []
+    facts = ClusterFacts.from_objects(objects)
+    deployments = [o for o in objects if is_deployment(o)]
+    states = node_states(nodes, [o for o in objects if is_bound_pod(o)])
+    placements = {(p.namespace, p.name): p for p in simulate(objects, nodes, config) if p.kind == "Deployment"}
+    short = []
+    for d in deployments:
+        ns = namespace_of(d)
+        effective = effective_replicas(d, facts, ns).replicas
+        if not host_spread_enforced(effective, host):
+            continue
+        mutated = mutate_deployment(d, config, facts=facts, namespace=ns).object
+        pod = PodShape.of_template(mutated["spec"]["template"], ns, "check")
+        eligible = _eligible(pod, states)
+        if len(eligible) < host.minDomains:
+            p = placements.get((ns, d["metadata"]["name"]))
+            pending = f"; {p.pending_range} of its {p.replicas} replicas would stay Pending" if p and p.pending_max else ""
+            short.append(f"{ns}/{d['metadata']['name']} ({len(eligible)} eligible: "
+                         f"{_names([n.name for n in eligible], 3) or 'none'}{pending})")
+    if short:
+        out.append(Finding("error", "hostTopologySpread.minDomains",
+                           f"minDomains {host.minDomains} is more than the eligible nodes of {len(short)} enforced "
+                           f"Deployment(s): {'; '.join(short)}. With fewer eligible nodes than minDomains each node "
+                           "holds at most maxSkew replicas; add nodes, or lower minDomains to the smallest node group"))
+    label, groups = node_groups(nodes, group_label)
+    small = {g: members for g, members in groups.items() if len(members) < host.minDomains}
+    if small:
+        out.append(Finding("warning", "hostTopologySpread.minDomains",
+                           f"node groups ({label}) smaller than minDomains {host.minDomains}: "
+                           + "; ".join(f"{g}: {len(m)} node(s)" for g, m in small.items())
+                           + ": Deployments pinned to one of them keep replicas Pending"))
+    if groups and not has_autoscaler(nodes):
+        smallest = min(groups.items(), key=lambda kv: len(kv[1]))
+        if len(smallest[1]) < 2 * host.minDomains:
+            out.append(Finding("warning", "hostTopologySpread.whenUnsatisfiable",
+                               f"DoNotSchedule with small node groups (smallest: {smallest[0]}, {len(smallest[1])} "
+                               "node(s)) and no autoscaler in sight (no karpenter.sh or cluster-autoscaler labels or "
+                               "annotations on the Nodes): a replica that does not fit stays Pending until someone "
+                               "adds a node; keep ScheduleAnyway unless the cluster can always provide minDomains "
+                               "eligible nodes per group"))
+    return out
+
+
+def check_drift(config: Config, objects: list[dict]) -> list[Finding]:
+    if not config.host.reconcileDrift:
+        return []
+    writes = [w for w in plan(objects, config) if w.kind == "Deployment" and not w.error]
+    rolling = [w for w in writes if w.rollout]
+    if not rolling:
+        return []
+    return [Finding("warning", "hostTopologySpread.reconcileDrift",
+                    f"reconcileDrift is on and {summarize(writes)} ({_names(f'{w.namespace}/{w.name}' for w in rolling)})"
+                    ": the controller rolls them when it starts; check with policylib plan")]
+
+
+def check_partitions(config: Config, nodes: list[dict]) -> list[Finding]:
+    size = config.volcano.partitionSize
+    topology = config.volcano.networkTopology
+    if size is None or not nodes or not config.volcano.networkTopologyDiscovery:
+        return []
+    hypernodes = discover_hypernodes(nodes, config.volcano.networkTopologyDiscovery)
+    if not hypernodes:
+        return [Finding("warning", "volcano.networkTopologyDiscovery",
+                        "no Node carries any of the configured topology labels: no HyperNode would be discovered, "
+                        "and hard network topology cannot be met")]
+    leaves = leaf_nodes(hypernodes)
+    tier = topology.highestTierAllowed if topology and topology.highestTierAllowed is not None else None
+    if tier is None and topology and topology.highestTierName:
+        tiers = [h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == topology.highestTierName]
+        tier = max(tiers) if tiers else None
+    allowed = [h for h in hypernodes if tier is None or h["spec"]["tier"] <= tier]
+    largest = max((len(leaves[h["metadata"]["name"]]) for h in allowed), default=0)
+    if largest < size:
+        return [Finding("error", "volcano.partitionSize",
+                        f"partitionSize {size} needs {size} nodes inside one HyperNode of tier <= {tier}; the largest "
+                        f"has {largest} (counting one pod per node): every partitioned Job would stay Pending")]
+    return []
+
+
+def check_gangs(config: Config, nodes: list[dict], objects: list[dict]) -> list[Finding]:
+    states = node_states(nodes, [o for o in objects if is_bound_pod(o)])
+    out = []
+    for obj in objects:
+        if not is_kubeflow_job(obj):
+            continue
+        job = read_job(obj, namespace_of(obj))
+        minimum = job_minimum(job)
+        specs = (obj.get("spec") or {}).get(job.specs_key) or {}
+        capacity = 0
+        for t in job.types:
+            pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "check")
+            fit = 0
+            for n in _eligible(pod, states):
+                free = [n.allocatable.get("pods", 0) - n.pods] + [
+                    (n.allocatable.get(k, 0) - n.requested.get(k, 0)) // v for k, v in pod.requests.items() if v]
+                fit += max(0, min(free))
+            capacity += min(fit, t.replicas)
+        if capacity < minimum:
+            out.append(Finding("error", "gang.method",
+                               f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
+                               f"Nodes can hold {capacity} of them now: it would wait for its scheduleTimeout and "
+                               "never start"))
+    return out
+
+
+def check(config: Config | dict | None, nodes: Iterable[dict], objects: Iterable[dict] = (), *,
+          node_group_label: str | None = None, server_version: str | None = None) -> list[Finding]:
+    """Every finding for ``config`` on these Nodes (and workloads), errors first. Pure."""
+    config = load_config(config)
+    nodes = [n for n in nodes if isinstance(n, dict)]
+    objects = [o for o in objects if isinstance(o, dict)]
+    findings = (check_thresholds(config) + check_topology_labels(config, nodes)
+                + check_match_label_keys(config, nodes, server_version)
+                + check_enforced_deployments(config, nodes, objects, node_group_label)
+                + check_drift(config, objects) + check_partitions(config, nodes) + check_gangs(config, nodes, objects))
+    return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
+
