@@ -44,7 +44,7 @@ def free_port() -> int:
 
 
 def start_server(cert_dir: Path, port: int, workers: int, threads: int) -> subprocess.Popen:
-    subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(cert_dir)], cwd=REPO, check=True,
+    subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(cert_dir), "--local"], cwd=REPO, check=True,
                    capture_output=True)
     proc = subprocess.Popen([sys.executable, "-m", "webhook", "serve", "--cert-dir", str(cert_dir), "--host",
                              "127.0.0.1", "--port", str(port), "--workers", str(workers), "--threads", str(threads),

@@ -15,7 +15,25 @@ from .validation import validate_topology_spread_constraints
 from .simulate import Placement, simulate  # noqa: E402 -- the function shadows its module's name on purpose
 from .check import Finding, check  # noqa: E402 -- likewise
 
+
+def _version() -> str:
+    """The installed distribution's version (``setup.cfg``'s ``version``); from a source
+    tree that was never installed, ``setup.cfg`` itself; else ``0+unknown``."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("policylib")
+    except PackageNotFoundError:
+        import configparser
+        from pathlib import Path
+        cfg = configparser.ConfigParser()
+        cfg.read(Path(__file__).resolve().parent.parent / "setup.cfg", encoding="utf-8")
+        return cfg.get("metadata", "version", fallback="0+unknown")
+
+
+__version__ = _version()
+
 __all__ = [
+    "__version__",
     "ClusterFacts", "Config", "ConfigError", "Drift", "FieldError", "HostSpread", "PolicyError",
     "PolicylibError", "Result", "ZoneSpread", "derived_max_skew", "effective_replicas", "host_constraint",
     "load_config", "mutate", "mutate_deployment", "spread_drift", "validate_topology_spread_constraints",

@@ -1,26 +1,35 @@
 """``policylib`` command line: dry-run previews of what the webhook would do.
 
-``policylib preview [--config FILE] -f FILE [-f FILE ...] [--old FILE]
-[-o yaml|patch|diff] [--exit-code]``
+``policylib --version``
 
-``policylib hypernodes -f NODES.yaml [--config FILE] [-o yaml|tree]``
+``policylib preview [--config FILE] -f FILE [-f FILE ...] [-R] [--old FILE]
+[-o yaml|patch|patch-list|diff] [--exit-code]``
 
-``policylib plan [--config FILE] (-f SNAPSHOT ... | --cluster [--context C]
+``policylib hypernodes -f NODES.yaml [-R] --config FILE [-o yaml|tree]``
+
+``policylib plan [--config FILE] (-f SNAPSHOT ... [-R] | --cluster [--context C]
 [--namespace NS]) [-o table|json]``
 
+``-f`` takes a file, ``-`` (stdin) or a directory: every ``*.yaml``, ``*.yml``
+and ``*.json`` file in it, sorted by name; ``-R`` also walks its
+subdirectories, as kubectl does.
+
 This module is the imperative shell: it reads files, calls the pure policy
-functions and prints. User errors print one line on stderr and exit 2; with
-``--exit-code`` the exit status is 1 when any object would change (like
-``kubectl diff``).
+functions and prints. User errors print one line on stderr and exit 2 (input
+with no Kubernetes objects is one); with ``--exit-code`` the exit status is 1
+when any object would change (like ``kubectl diff``), and 3 when an object it
+returns would still be denied by Volcano's job admission.
 """
 from __future__ import annotations
 
 import argparse
 import difflib
 import json
+import os
 import sys
 from typing import Callable, Sequence, TextIO
 
+from . import __version__
 from .config import Config, load_config
 from .documents import Document, dump_yaml, parse_documents
 from .errors import InputError, PolicyError, PolicylibError, object_ref
@@ -43,11 +52,66 @@ def _read_source(path: str, stdin: TextIO) -> str:
         raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
-def read_documents(paths: Sequence[str], stdin: TextIO) -> list[Document]:
+#: What ``-f DIR`` reads, as kubectl's ``FileExtensions`` (case-sensitive).
+MANIFEST_EXTENSIONS = (".yaml", ".yml", ".json")
+
+
+def _display(path: str) -> str:
+    return "<stdin>" if path == "-" else path
+
+
+def source_files(path: str, recursive: bool = False) -> list[str]:
+    """The files ``-f path`` stands for: ``path`` itself (or ``-``), or for a directory
+    every ``*.yaml``, ``*.yml`` and ``*.json`` file in it, sorted by name; with
+    ``recursive`` subdirectories are walked too, in the same name order (kubectl's
+    ``-R``; symbolic links to directories are not followed, as in filepath.Walk)."""
+    if path == "-" or not os.path.isdir(path):
+        return [path]
+    try:
+        entries = sorted(os.scandir(path), key=lambda e: e.name)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
+    files: list[str] = []
+    for entry in entries:
+        full = os.path.join(path, entry.name)
+        if entry.is_dir(follow_symlinks=False):
+            if recursive:
+                files += source_files(full, recursive=True)
+        elif entry.name.endswith(MANIFEST_EXTENSIONS):
+            files.append(full)
+    return files
+
+
+def read_documents(paths: Sequence[str], stdin: TextIO, recursive: bool = False,
+                   require_objects: bool = False) -> list[Document]:
+    """Every object in ``paths`` (files, directories, ``-``), in order.
+
+    With ``require_objects`` a path that holds no object at all (an empty file or
+    stdin, a ``List`` without items, a directory without manifests) is an
+    :class:`InputError` ``no Kubernetes objects in PATH``.
+    """
     docs: list[Document] = []
     for path in paths:
-        docs += parse_documents(_read_source(path, stdin), "<stdin>" if path == "-" else path)
+        found: list[Document] = []
+        for file in source_files(path, recursive):
+            found += parse_documents(_read_source(file, stdin), _display(file))
+        if require_objects and not found:
+            raise InputError(f"no Kubernetes objects in {_display(path)}")
+        docs += found
     return docs
+
+
+def _refs(obj: dict) -> set[str]:
+    """The ways errors name ``obj``: with its namespace as written, and defaulted."""
+    return {object_ref(obj), object_ref(obj, namespace_of(obj))}
+
+
+def locate(error: PolicyError, docs: Sequence[Document], default: str | None = None) -> PolicylibError:
+    """``error`` prefixed with the file of the object it names (an HPA in another
+    file than the Deployment it targets), else with ``default``."""
+    sources = list(dict.fromkeys(d.source for d in docs if error.obj_ref in _refs(d.obj)))
+    where = ", ".join(sources) or default
+    return InputError(f"{where}: {error}") if where else error
 
 
 def object_key(obj: dict) -> tuple:
@@ -63,12 +127,29 @@ def _diff_text(before: dict, after: dict, label: str) -> str:
     return "".join(lines)
 
 
+def _added_text(obj: dict, label: str) -> str:
+    """A new object as a unified diff from nothing, as git shows an added file."""
+    lines = difflib.unified_diff([], dump_yaml(obj).splitlines(keepends=True), fromfile="/dev/null",
+                                 tofile=f"b/{label}")
+    return "".join(lines)
+
+
+def patch_list_entries(doc: Document, result: Result) -> list[dict]:
+    """``-o patch-list``: the object's entry, then one per extra object the policy creates,
+    whose patch adds the whole object (``path: ""``) to nothing."""
+    entries = [{"object": object_ref(doc.obj), "patch": result.patch}]
+    for extra in result.extra_objects:
+        entries.append({"object": object_ref(extra), "patch": [{"op": "add", "path": "", "value": extra}]})
+    return entries
+
+
 def _format(doc: Document, result: Result, output: str) -> str:
     if output == "patch":
         return json.dumps(result.patch, separators=(",", ":")) + "\n"
     if output == "diff":
         label = object_ref(doc.obj)
         body = _diff_text(doc.obj, result.object, label) if result.changed else f"= {label}: unchanged\n"
+        body += "".join(_added_text(extra, object_ref(extra)) for extra in result.extra_objects)
         return body + "".join(f"# {r}\n" for r in result.reasons)
     text = dump_yaml(result.object)
     for extra in result.extra_objects:
@@ -78,16 +159,21 @@ def _format(doc: Document, result: Result, output: str) -> str:
 
 def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     config = load_config(args.config)
-    docs = read_documents(args.filename, stdin)
+    docs = read_documents(args.filename, stdin, args.recursive, require_objects=True)
     facts = ClusterFacts.from_objects(d.obj for d in docs)
     olds = {}
     if args.old:
-        olds = {object_key(d.obj): d.obj for d in read_documents([args.old], stdin)}
+        olds = {object_key(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
     subjects = [d for d in docs if not is_fact(d.obj)]
-    outputs, changed, denied = [], False, False
+    fact_docs = [d for d in docs if is_fact(d.obj)]
+    outputs, entries, changed, denied, rejected = [], [], False, False, False
     for doc in subjects:
-        result = _mutate_document(doc, config, facts, olds.get(object_key(doc.obj)))
+        result = _mutate_document(doc, config, facts, olds.get(object_key(doc.obj)), fact_docs)
         changed = changed or result.changed
+        for problem in scheduler_admission_errors(result.object, config):
+            rejected = True
+            stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: would still be denied by Volcano's "
+                         f"job admission ({config.volcano.version}): {problem}\n")
         if result.denial:
             denied = True
             stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
@@ -96,30 +182,53 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
         if args.verbose:
             for r in result.reasons:
                 stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
-        outputs.append(_format(doc, result, args.output))
-    separator = "---\n" if args.output == "yaml" else ""
-    stdout.write(separator.join(outputs))
-    if denied:
+        if args.output == "patch-list":
+            entries += patch_list_entries(doc, result)
+        else:
+            outputs.append(_format(doc, result, args.output))
+    if args.output == "patch-list":
+        stdout.write(json_array(entries))
+    else:
+        separator = "---\n" if args.output == "yaml" else ""
+        stdout.write(separator.join(outputs))
+    if denied or (args.exit_code and rejected):
         return EXIT_DENIED
     return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
 
 
-def _mutate_document(doc: Document, config: Config, facts: ClusterFacts, old: dict | None) -> Result:
+def scheduler_admission_errors(obj: dict, config) -> list[str]:
+    """What the scheduler's own admission would still deny in an object policylib returns (Volcano Jobs:
+    the ported job admission rules, for ``volcano.version``)."""
+    from .validation import validate_volcano_job
+    from .volcano import is_volcano_job
+    if not isinstance(obj, dict) or not is_volcano_job(obj):
+        return []
+    return [str(e) for e in validate_volcano_job(obj, config.volcano.version)]
+
+
+def _mutate_document(doc: Document, config: Config, facts: ClusterFacts, old: dict | None,
+                     fact_docs: Sequence[Document] = ()) -> Result:
     try:
         return mutate(doc.obj, config, old=old, facts=facts)
     except PolicyError as e:
-        raise InputError(f"{doc.source}: {e}") from None
+        # The error names the object at fault: this one, or a fact it read (an HPA), whose file it was.
+        if e.obj_ref in _refs(doc.obj):
+            raise InputError(f"{doc.source}: {e}") from None
+        raise locate(e, fact_docs, default=doc.source) from None
 
 
 def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     """The HyperNodes Volcano's label discovery would build from the Nodes given."""
+    if args.config is None:
+        raise InputError("hypernodes needs --config FILE: without it there is no enabled 'label' source in "
+                         "volcano.networkTopologyDiscovery (the seed's default_controller_conf list)")
     config = load_config(args.config)
     sources = [s for s in config.volcano.networkTopologyDiscovery if s.source == "label" and s.enabled]
     if not sources:
         raise InputError("no enabled 'label' source in volcano.networkTopologyDiscovery; set it in --config "
                          "(the seed's default_controller_conf list)")
     nodes = []
-    for d in read_documents(args.filename, stdin):
+    for d in read_documents(args.filename, stdin, args.recursive, require_objects=True):
         if d.obj.get("kind") == "Node" and d.obj.get("apiVersion") == "v1":
             meta = d.obj.get("metadata")
             if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or \
@@ -129,11 +238,25 @@ def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     if not nodes:
         raise InputError(f"{', '.join(args.filename)}: no v1 Node objects found")
     built = discover_hypernodes(nodes, sources)
+    if not built:
+        raise InputError(f"{', '.join(args.filename)}: {_no_topology_labels(sources)}")
     if args.output == "tree":
         stdout.write(render_tree(built))
     else:
         stdout.write("---\n".join(dump_yaml(h) for h in built))
     return EXIT_OK
+
+
+def _no_topology_labels(sources: Sequence) -> str:
+    """Why label discovery built nothing: no Node has the tier-1 label of any topology."""
+    looked = []
+    for source in sources:
+        for topology, keys in source.topologies:
+            tiers = keys[:-1]
+            looked.append(f"{topology}: {', '.join(tiers)} (discovery starts at {tiers[-1]})" if tiers
+                          else f"{topology}: only the node level {', '.join(keys)}")
+    return ("no HyperNodes: no Node carries the topology labels of volcano.networkTopologyDiscovery; looked for "
+            + "; ".join(looked))
 
 
 def json_array(items: list[dict]) -> str:
@@ -180,7 +303,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         if stderr.isatty():
             stderr.write("\n")
     else:
-        objects = [d.obj for d in read_documents(args.filename, stdin)]
+        objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
     writes = plan(objects, config, planners=PLANNERS)
     if args.output == "json":
         stdout.write(json_array([w.as_dict() for w in writes]))
@@ -206,11 +329,16 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     return nodes, pods + objects, version
 
 
-def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO,
-                       workloads_from_cluster: bool = False) -> tuple[list[dict], list[dict], str | None]:
-    objects = [d.obj for d in read_documents(args.filename or [], stdin)]
-    nodes = [o for o in objects if _is_node(o)] + [d.obj for d in read_documents(args.nodes or [], stdin)
-                                                   if _is_node(d.obj)]
+def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, workloads_from_cluster: bool = False,
+                       docs: list[Document] | None = None) -> tuple[list[dict], list[dict], str | None]:
+    """Nodes and other objects from ``-f``, ``--nodes`` and the cluster; the documents read
+    are appended to ``docs`` (to name the file of an object an error is about)."""
+    files = read_documents(args.filename or [], stdin, args.recursive)
+    node_files = read_documents(args.nodes or [], stdin, args.recursive)
+    if docs is not None:
+        docs += files + node_files
+    objects = [d.obj for d in files]
+    nodes = [o for o in objects if _is_node(o)] + [d.obj for d in node_files if _is_node(d.obj)]
     version = None
     if args.cluster:
         live_nodes, live_objects, version = _live(args, stderr, workloads_from_cluster)
@@ -230,8 +358,12 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
     from .render import placements_svg, placements_table
     from .simulate import simulate
     config = load_config(args.config)
-    nodes, objects, _ = _nodes_and_objects(args, stdin, stderr)
-    placements = simulate(objects, nodes, config)
+    docs: list[Document] = []
+    nodes, objects, _ = _nodes_and_objects(args, stdin, stderr, docs=docs)
+    try:
+        placements = simulate(objects, nodes, config)
+    except PolicyError as e:
+        raise locate(e, docs) from None
     if not placements:
         raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
     if args.output == "json":
@@ -248,8 +380,12 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
     from .check import check
     from .render import table
     config = load_config(args.config)
-    nodes, objects, version = _nodes_and_objects(args, stdin, stderr, workloads_from_cluster=True)
-    findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version)
+    docs: list[Document] = []
+    nodes, objects, version = _nodes_and_objects(args, stdin, stderr, workloads_from_cluster=True, docs=docs)
+    try:
+        findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version)
+    except PolicyError as e:
+        raise locate(e, docs) from None
     if args.output == "json":
         stdout.write(json_array([f.as_dict() for f in findings]))
     elif findings:
@@ -263,17 +399,39 @@ def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> Non
     p.add_argument("--config", metavar="FILE", help="policy config (YAML; the seed's shape or Helm values)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
-                        "repeatable; - reads stdin")
+                        "repeatable; - reads stdin; " + DIR_HELP)
+    _add_recursive(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--nodes", metavar="FILE", action="append",
-                     help="Nodes: Node documents or a List (kubectl get nodes -o yaml); repeatable")
+                     help="Nodes: Node documents or a List (kubectl get nodes -o yaml), or a directory; repeatable")
     src.add_argument("--cluster", action="store_true", help="read the live cluster's Nodes and Pods through kubeconfig")
     p.add_argument("--context", help="kubeconfig context (with --cluster)")
+
+
+DIR_HELP = "a directory: its *.yaml, *.yml and *.json files, sorted"
+
+
+def _add_recursive(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-R", "--recursive", action="store_true",
+                   help="with -f DIR, also read the manifests in its subdirectories (as kubectl -R)")
+
+
+class _ShowVersion(Exception):
+    """Raised by ``--version`` while parsing; :func:`main` prints the version to its stdout."""
+
+
+class _VersionAction(argparse.Action):
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        raise _ShowVersion()
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policylib", description="Dry-run previews of what policylib's webhook "
                                      "and controller would do, without a cluster.")
+    parser.add_argument("--version", action=_VersionAction, help="print 'policylib VERSION' and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     p = sub.add_parser("preview", help="show what the webhook would do to objects, without a cluster",
                        description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
@@ -281,22 +439,32 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and are not printed.")
     p.add_argument("--config", metavar="FILE", help="policy config (YAML; the seed's shape or Helm values)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
-                   help="YAML or JSON, multi-document, kind: List; '-' for stdin. Repeatable")
+                   help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
+    _add_recursive(p)
     p.add_argument("--old", metavar="FILE", help="old objects: preview an UPDATE from them (matched by "
                                                  "kind, namespace and name)")
-    p.add_argument("-o", "--output", choices=("yaml", "patch", "diff"), default="yaml",
-                   help="yaml: mutated objects; patch: one RFC 6902 patch per line; diff: unified diff "
-                        "with reasons")
+    p.add_argument("-o", "--output", choices=("yaml", "patch", "patch-list", "diff"), default="yaml",
+                   help="yaml: mutated objects and the objects the policies create; patch: one RFC 6902 patch "
+                        "per line, per object; patch-list: one JSON list of {object: 'Kind namespace/name', "
+                        "patch}, created objects as an add of the whole object; diff: unified diff per object "
+                        "(created objects from /dev/null) with reasons")
     p.add_argument("--exit-code", action="store_true",
-                   help="exit 1 when any object would change (for CI gates)")
+                   help="exit 1 when any object would change, 3 when an object it returns would still be denied "
+                        "by Volcano's job admission (for CI gates)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
     p.set_defaults(func=preview)
     h = sub.add_parser("hypernodes", help="build the HyperNodes Volcano's label discovery makes from Nodes",
+                       usage="policylib hypernodes [-h] -f NODES [-f NODES ...] [-R] --config FILE [-o {yaml,tree}]",
                        description="Build the topology.volcano.sh/v1alpha1 HyperNodes that Volcano's label "
-                                   "discovery would build from these Nodes, with stable names.")
+                                   "discovery would build from these Nodes, with stable names. --config is "
+                                   "required: there is no default discovery (the topology labels are the "
+                                   "cluster's own). Exit 2 when no Node carries the configured labels.")
     h.add_argument("-f", "--filename", metavar="NODES", action="append", required=True,
-                   help="Nodes as YAML or JSON (kubectl get nodes -o yaml works); '-' for stdin. Repeatable")
-    h.add_argument("--config", metavar="FILE", help="config with volcano.networkTopologyDiscovery")
+                   help="Nodes as YAML or JSON (kubectl get nodes -o yaml works); '-' for stdin; " + DIR_HELP +
+                        ". Repeatable")
+    _add_recursive(h)
+    h.add_argument("--config", metavar="FILE", help="required: a config with volcano.networkTopologyDiscovery "
+                                                    "(an enabled 'label' source)")
     h.add_argument("-o", "--output", choices=("yaml", "tree"), default="yaml",
                    help="yaml: HyperNode objects; tree: the hierarchy for people")
     h.set_defaults(func=hypernodes)
@@ -306,8 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--config", metavar="FILE", help="policy config (YAML; the seed's shape or Helm values)")
     src = pl.add_mutually_exclusive_group(required=True)
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
-                     help="YAML or JSON, multi-document, kind: List; '-' for stdin. Repeatable")
+                     help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     src.add_argument("--cluster", action="store_true", help="read the live cluster through kubeconfig")
+    _add_recursive(pl)
     pl.add_argument("--context", help="kubeconfig context (with --cluster)")
     pl.add_argument("--namespace", help="only this namespace (with --cluster)")
     pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
@@ -334,7 +503,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
          stderr: TextIO = sys.stderr) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except _ShowVersion:
+        stdout.write(f"policylib {__version__}\n")
+        return EXIT_OK
     try:
         return args.func(args, stdin, stdout, stderr)
     except PolicylibError as e:

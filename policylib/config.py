@@ -107,6 +107,7 @@ class DiscoverySource:
 class VolcanoSettings:
     """``volcano`` (seed 001): RestartPartition events, partitions, network topology, discovery."""
 
+    enabled: bool = True
     restartPartitionEvents: tuple[str, ...] = ("PodEvicted", "PodFailed")
     #: The Volcano release whose admission rules preview and the webhook's warnings follow.
     version: str = "v1.15.1"
@@ -140,6 +141,7 @@ ON_VIOLATION = ("warn", "deny")
 class GangSettings:
     """``gang`` (seed 002): how gang metadata is written for Kubeflow jobs."""
 
+    enabled: bool = True
     method: str = "labels"
     scheduler: str = "ack"
     scheduleTimeoutSeconds: int = 10
@@ -382,6 +384,7 @@ def _parse_volcano_version(path: str, value: Any) -> str:
 
 
 VOLCANO_KEYS: dict[str, Parser] = {
+    "enabled": _parse_bool,
     "restartPartitionEvents": _parse_events,
     "version": _parse_volcano_version,
     "partitionSize": _parse_optional_positive_int,
@@ -389,6 +392,7 @@ VOLCANO_KEYS: dict[str, Parser] = {
     "networkTopologyDiscovery": _parse_discovery,
 }
 GANG_KEYS: dict[str, Parser] = {
+    "enabled": _parse_bool,
     "method": _one_of(GANG_METHODS),
     "scheduler": _one_of(GANG_SCHEDULERS),
     "scheduleTimeoutSeconds": _parse_positive_int,
@@ -423,22 +427,29 @@ def check_volcano(v: VolcanoSettings) -> None:
 
 
 def check_gang(g: GangSettings) -> None:
-    """Combinations a scheduler does not support (issue: gang scheduling, "Facts that bind us")."""
+    """Combinations a scheduler does not support; each error names the values and what is supported."""
     def both(message: str, *keys: str) -> ConfigError:
         return ConfigError(" and ".join(f"gang.{k}" for k in keys), message)
     if g.method == "labels" and g.scheduler == "scheduler-plugins":
-        raise both("the lightweight pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator "
-                   "only; use method podgroup with scheduler-plugins", "method", "scheduler")
+        raise both("gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
+                   "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported there: "
+                   "podgroup)", "method", "scheduler")
     if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
-        raise both("scheduler-plugins does not read gang.scheduling.koordinator.sh annotations", "method", "scheduler")
+        raise both("gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not read "
+                   "gang.scheduling.koordinator.sh annotations (supported there: podgroup)", "method", "scheduler")
     if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
-        raise both("scheduler-plugins' coscheduling has no match policy", "matchPolicy", "scheduler")
+        raise both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': its "
+                   "coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler")
     if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
-        raise both("waiting-running-succeed is an ACK-only match policy", "matchPolicy", "scheduler")
+        raise both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler {g.scheduler!r}: it is "
+                   "an ACK-only match policy (supported: none, only-waiting, waiting-and-running, once-satisfied)",
+                   "matchPolicy", "scheduler")
     if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
-        raise both("on ACK the Koordinator annotation method supports only once-satisfied", "matchPolicy", "method")
+        raise both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method koordinator on scheduler "
+                   "ack (supported: once-satisfied)", "matchPolicy", "method")
     if g.groupByRole and g.scheduler == "scheduler-plugins":
-        raise both("scheduler-plugins has no GangGroup", "groupByRole", "scheduler")
+        raise both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no GangGroup "
+                   "(supported: false)", "groupByRole", "scheduler")
 
 
 TOP_LEVEL_SCALARS: dict[str, Parser] = {

@@ -22,9 +22,13 @@ def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None =
     if is_deployment(obj):
         return mutate_deployment(obj, config, old=old, facts=facts, namespace=namespace)
     if is_kubeflow_job(obj):
+        if not config.gang.enabled:
+            return Result(obj, reasons=["gang policies are off (gang.enabled: false): left unchanged"])
         return mutate_kubeflow_job(obj, config, old=old, namespace=namespace)
-    if is_volcano_job(obj):
-        return mutate_volcano_job(obj, config, old=old, facts=facts, namespace=namespace)
-    if is_volcano_workload(obj):
+    if is_volcano_job(obj) or is_volcano_workload(obj):
+        if not config.volcano.enabled:
+            return Result(obj, reasons=["Volcano policies are off (volcano.enabled: false): left unchanged"])
+        if is_volcano_job(obj):
+            return mutate_volcano_job(obj, config, old=old, facts=facts, namespace=namespace)
         return mutate_other_volcano_kind(obj)
     return Result(obj)

@@ -124,7 +124,7 @@ def plan_podgroups(job: dict, config: Config, facts: ClusterFacts) -> list[Write
     whose ``minMember`` differs from the job's minimum is patched; one owned by
     someone else (training-operator's own gang mode) is left alone.
     """
-    if config.gang.method != "podgroup" or not is_kubeflow_job(job):
+    if not config.gang.enabled or config.gang.method != "podgroup" or not is_kubeflow_job(job):
         return None
     ns = namespace_of(job)
     result = mutate_kubeflow_job(job, config, namespace=ns)

@@ -251,10 +251,16 @@ def _spreads(pod: PodShape, nodes: list[NodeState], matches: dict[str, bool] | N
         for node in nodes:
             if any(k not in node.labels for k in keys):
                 continue
-            if affinity_policy == "Honor" and not matches.setdefault(node.name, pod.matches_affinity(node)):
-                continue
-            if taints_policy == "Honor" and tolerated.setdefault(node.name, pod.untolerated(node) is None) is False:
-                continue
+            if affinity_policy == "Honor":
+                if node.name not in matches:
+                    matches[node.name] = pod.matches_affinity(node)
+                if not matches[node.name]:
+                    continue
+            if taints_policy == "Honor":
+                if node.name not in tolerated:
+                    tolerated[node.name] = pod.untolerated(node) is None
+                if not tolerated[node.name]:
+                    continue
             domain = node.labels[s.key]
             s.eligible.add(domain)
             same_namespace = node.bound.get(pod.namespace)
@@ -587,8 +593,9 @@ def simulate_deployment(obj: dict, config: Config, facts: ClusterFacts, nodes: l
 def simulate_volcano_job(obj: dict, config: Config, nodes: list[NodeState], raw_nodes: list[dict]) -> Placement:
     """Each partition inside one HyperNode of at most the allowed tier; other tasks pod by pod."""
     ns = namespace_of(obj)
-    from .volcano import mutate_volcano_job, tier_limit
-    mutated = mutate_volcano_job(obj, config, namespace=ns).object
+    from .mutate import mutate
+    from .volcano import tier_limit
+    mutated = mutate(obj, config, namespace=ns).object
     hypernodes = discover_hypernodes(raw_nodes, config.volcano.networkTopologyDiscovery)
     leaves = leaf_nodes(hypernodes)
     by_name = {n.name: n for n in nodes}

@@ -36,8 +36,8 @@ CONSTRAINTS = POD_SPEC + ("topologySpreadConstraints",)
 AFFINITY = POD_SPEC + ("affinity",)
 ANNOTATIONS = ("metadata", "annotations")
 OWNED_PATHS = (ANNOTATIONS, CONSTRAINTS, AFFINITY)
-ANTI_AFFINITY_TERMS = ("requiredDuringSchedulingIgnoredDuringExecution",
-                       "preferredDuringSchedulingIgnoredDuringExecution")
+REQUIRED_ANTI_AFFINITY = "requiredDuringSchedulingIgnoredDuringExecution"
+ANTI_AFFINITY_TERMS = (REQUIRED_ANTI_AFFINITY, "preferredDuringSchedulingIgnoredDuringExecution")
 
 
 def is_deployment(obj: object) -> bool:
@@ -280,6 +280,31 @@ def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mo
     return (new_affinity or None), removed
 
 
+def managed_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> dict[str, list]:
+    """The pod anti-affinity terms the spread replaces, by field (required/preferred)."""
+    if not isinstance(affinity, dict) or not isinstance(affinity.get("podAntiAffinity"), dict):
+        return {}
+    out: dict[str, list] = {}
+    for key, value in affinity["podAntiAffinity"].items():
+        if key not in ANTI_AFFINITY_TERMS or not isinstance(value, list):
+            continue
+        for term in value:
+            inner = term.get("podAffinityTerm") if key.startswith("preferred") and isinstance(term, dict) else term
+            if mode == "all" or term_selects_own_pods(inner, pod_labels, namespace):
+                out.setdefault(key, []).append(term)
+    return out
+
+
+def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
+    """``affinity`` with ``terms`` put back into its podAntiAffinity."""
+    new = dict(affinity) if isinstance(affinity, dict) else {}
+    anti = dict(new.get("podAntiAffinity") or {}) if isinstance(new.get("podAntiAffinity"), dict) else {}
+    for key, value in terms.items():
+        anti[key] = list(anti.get(key) or []) + list(value)
+    new["podAntiAffinity"] = anti
+    return new
+
+
 # --- when to write (seed 000 "Pod rollouts", "Existing deployments") --------
 
 def recorded_replicas(obj: dict | None) -> int | None:
@@ -372,12 +397,21 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
             draft.delete(CONSTRAINTS)
     annotations = draft.get(ANNOTATIONS) or {}
     if desired:
+        required = managed_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
+                                         config.removePodAntiAffinity).get(REQUIRED_ANTI_AFFINITY)
         affinity, removed = remove_pod_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
                                                      config.removePodAntiAffinity)
         if removed:
             draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
             scope = "" if config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
             ctx.reasons.append(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
+            host = next((c for c in desired if c["topologyKey"] == config.host.topologyKey), None)
+            if required and (host is None or host["whenUnsatisfiable"] != DO_NOT_SCHEDULE):
+                ctx.warnings.append(
+                    f"{ctx.ref}: removed a required pod anti-affinity while the host spread is only a preference "
+                    f"(ScheduleAnyway): its replicas may now share a node; to keep one replica per node enforced set "
+                    f"hostTopologySpread.whenUnsatisfiable: DoNotSchedule (enforced from hardMinReplicas "
+                    f"{config.host.hardMinReplicas}), or label it {SKIP_KEY}=true")
         record = {RECORD_REPLICAS: str(ctx.effective.replicas), RECORD_SETTINGS: config.spread_fingerprint(),
                   RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
         if any(annotations.get(k) != v for k, v in record.items()):
@@ -402,15 +436,17 @@ def matches_current_settings(obj: dict, ctx: _Ctx, old: dict) -> bool:
 
 
 def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
-    """Seed 000 "Existing deployments": keep the old object's placement rules exactly.
+    """Seed 000 "Existing deployments": keep the old object's placement rules.
 
-    Managed constraints and the record come back from the old object when the
-    new one dropped or changed them (``kubectl replace`` drops them), so an
-    update never rolls pods through this policy unless the count changed. A
-    Deployment policylib never wrote (no record) keeps whatever the user sends.
+    Managed constraints and the record come back from the old object when the new one dropped or
+    changed them (``kubectl replace`` drops them), so an update never rolls pods through this policy
+    unless the count changed. A Deployment policylib never wrote keeps its previous rules too when an
+    update drops them: its constraints on the managed keys and its anti-affinity that the spread would
+    replace (a constraint on another key that the update drops is the user's own change).
     """
     if not recorded_keys(old):
-        return  # policylib never wrote this Deployment: its constraints are the user's own
+        keep_unwritten_placement(draft, old, ctx)
+        return
     keys = managed_keys(ctx.config, old, draft.original)
     current = _constraints_of(draft.root)
     others, ours_new = _split(current, keys)
@@ -418,7 +454,8 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
     if ours_new != ours_old:
         new = others + ours_old
         draft.set(CONSTRAINTS, new) if new else draft.delete(CONSTRAINTS)
-        changed = sorted({c.get("topologyKey") for c in ours_new + ours_old})
+        changed = sorted(k for k in keys if [c for c in ours_new if c.get("topologyKey") == k] !=
+                         [c for c in ours_old if c.get("topologyKey") == k])
         if ours_new:
             ctx.warnings.append(f"reverted changes to the managed spread on {', '.join(changed)}: set by policylib "
                                 f"when the effective replica count changes (opt out: label {SKIP_KEY}=true)")
@@ -434,6 +471,30 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
             else:
                 target.pop(k, None)
         draft.prune_empty(ANNOTATIONS)
+
+
+def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
+    """A Deployment policylib never wrote, updated by a manifest that drops its placement (a new
+    generator version, ``kubectl replace``) with its count unchanged: put back what was dropped."""
+    keys = managed_keys(ctx.config, old, draft.original)
+    kept = []
+    _, ours_old = _split(_constraints_of(old), keys)
+    others, ours_new = _split(_constraints_of(draft.root), keys)
+    if ours_old and not ours_new:
+        draft.set(CONSTRAINTS, others + ours_old)
+        kept.append("topology spread on " + ", ".join(sorted({c.get("topologyKey", "") for c in ours_old})))
+    old_spec = ((old.get("spec") or {}).get("template") or {}).get("spec") or {}
+    old_terms = managed_anti_affinity(old_spec.get("affinity"), ctx.pod_labels, ctx.namespace,
+                                      ctx.config.removePodAntiAffinity)
+    new_terms = managed_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
+                                      ctx.config.removePodAntiAffinity)
+    if old_terms and not new_terms:
+        draft.set(AFFINITY, restore_anti_affinity(draft.get(AFFINITY), old_terms))
+        kept.append("pod anti-affinity")
+    if kept:
+        ctx.warnings.append(f"{ctx.ref}: kept its placement rules from before this update ({'; '.join(kept)}): "
+                            "policylib keeps a Deployment's previous rules until its effective replica count "
+                            "changes; change the count or turn on hostTopologySpread.reconcileDrift to replace them")
 
 
 def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[str]:

@@ -181,21 +181,20 @@ def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict])
         per_node = [pods_per_node(requests, by_name[n]) if n in by_name else None for n in leaves[h["metadata"]["name"]]]
         exact = exact and all(p is not None for p in per_node)
         capacities.append((sum(1 if p is None else p for p in per_node), h))
-    unit = "pods" if exact else "nodes"
     if not capacities:
         return f"task {name}: no HyperNode of tier <= {tier} exists", False
     top = [c for c, h in capacities if h["spec"]["tier"] == max(hh["spec"]["tier"] for _, hh in capacities)]
     placeable = sum(c // size for c in top)
     largest = max(c for c, _ in capacities)
-    need = f"{size} {unit}" if exact else f"{size} nodes"
+    basis = "by allocatable" if exact else "counting one pod per node"
+    need = f"task {name}: {total} partitions of {size} pods each need one tier-{tier} HyperNode holding {size} pods"
     if largest < size:
-        return (f"task {name}: {total} partitions of {size} pods need {need} each under one tier-{tier} "
-                f"HyperNode; the largest has {largest}"), False
+        return f"{need}; the largest holds {largest} pods ({basis})", False
     if placeable < total:
-        return (f"task {name}: {total} partitions of {size} pods need {need} each under one tier-{tier} "
-                f"HyperNode; the tier-{tier} HyperNodes hold only {placeable}"), False
-    return (f"task {name}: {total} partitions of {size} pods fit: tier-{tier} HyperNodes hold {placeable} "
-            f"({'by allocatable' if exact else 'one pod per node'})"), True
+        return (f"{need}; the {len(top)} tier-{tier} HyperNodes hold {sum(top)} pods ({basis}), room for "
+                f"{placeable} partitions"), False
+    return (f"task {name}: {total} partitions of {size} pods each fit in one tier-{tier} HyperNode ({largest} pods "
+            f"{basis}); {len(top)} tier-{tier} HyperNodes hold {sum(top)} pods"), True
 
 
 # --- the mutation ------------------------------------------------------------------
@@ -293,6 +292,44 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
     return new_task
 
 
+JOB_POLICIES = ("spec", "policies")
+
+
+def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -> list[dict]:
+    """A job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
+    ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
+    RestartPartition policies, where the task does not handle them already) and the job-level entries
+    are removed, with a warning. Returns the tasks as they end."""
+    policies = draft.get(JOB_POLICIES)
+    if not isinstance(policies, list):
+        return tasks
+    moved = [p for p in policies if isinstance(p, dict) and p.get("action") == RESTART_PARTITION]
+    if not moved:
+        return tasks
+    events = tuple(dict.fromkeys(e for p in moved for e in policy_events(p)))
+    kept = [p for p in policies if p not in moved]
+    draft.set(JOB_POLICIES, kept) if kept else draft.delete(JOB_POLICIES)
+    partitioned = [i for i, t in enumerate(tasks) if isinstance(t.get("partitionPolicy"), dict)]
+    out = list(tasks)
+    for i in partitioned:
+        own = list(out[i].get("policies") or [])
+        added, warning = restart_partition_policies(own, events)
+        if warning:
+            notes.warnings.append(f"task {out[i].get('name')}: {warning}")
+        if added:
+            out[i] = dict(out[i], policies=own + added)
+            task_list = draft.get(TASKS)
+            if task_list is (draft.original.get("spec") or {}).get("tasks"):
+                task_list = list(task_list)
+                draft.set(TASKS, task_list)
+            task_list[i] = out[i]
+    where = (f"to the partitioned task(s) {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
+             else "nowhere: no task is partitioned, and RestartPartition acts only on a task's partitions")
+    notes.warnings.append(f"moved the job-level RestartPartition policy (events {', '.join(events)}) {where}: at job "
+                          "level it does nothing, and Volcano's ValidatingAdmissionPolicy denies it")
+    return out
+
+
 def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: _Notes) -> None:
     """With Nodes in the input: does each partition fit (see :func:`partition_feasibility`),
     and does a hard ``highestTierName`` name a tier that exists (one that does not is
@@ -337,7 +374,8 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
         size = None
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
-    owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")]
+    final = move_job_restart_partition(draft, final, notes)
+    owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")] + [JOB_POLICIES]
     patch = diff_owned(obj, draft.root, owned)
     result_obj = draft.root if patch else obj
     introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]

@@ -41,13 +41,52 @@ def test_writes_the_four_files_of_a_tls_secret_with_private_keys_0600(certs):
     assert (directory / "ca.key").stat().st_mode & 0o777 == 0o600
 
 
-def test_serving_certificate_has_the_service_names_localhost_and_loopback_as_sans(certs):
-    cert = load(certs[0] / "tls.crt")
-    san = ext(cert, x509.SubjectAlternativeName).value
-    assert san.get_values_for_type(x509.DNSName) == [
-        "policylib-webhook", "policylib-webhook.policylib-system", "policylib-webhook.policylib-system.svc",
-        "policylib-webhook.policylib-system.svc.cluster.local", "localhost"]
-    assert san.get_values_for_type(x509.IPAddress) == [ipaddress.ip_address("127.0.0.1")]
+SERVICE_NAMES = ["policylib-webhook", "policylib-webhook.policylib-system", "policylib-webhook.policylib-system.svc",
+                 "policylib-webhook.policylib-system.svc.cluster.local"]
+
+
+def sans(path) -> tuple[list, list]:
+    san = ext(load(path), x509.SubjectAlternativeName).value
+    return san.get_values_for_type(x509.DNSName), san.get_values_for_type(x509.IPAddress)
+
+
+def test_serving_certificate_has_the_service_names_only_as_sans(certs):
+    assert sans(certs[0] / "tls.crt") == (SERVICE_NAMES, [])
+    assert certs[1].sans == tuple(SERVICE_NAMES)
+
+
+def test_local_adds_localhost_and_loopback_to_the_sans(tmp_path):
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=True)
+    assert sans(tmp_path / "tls.crt") == (SERVICE_NAMES + ["localhost"], [ipaddress.ip_address("127.0.0.1")])
+    assert state.sans == (*SERVICE_NAMES, "localhost", "127.0.0.1")
+    assert ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=True).new_serving is False
+
+
+@pytest.mark.parametrize("first, then, reason", [
+    (True, False, "the serving certificate's SANs differ from those asked for, the Service's names only "
+                  "(no --local): it has localhost, 127.0.0.1"),
+    (False, True, "the serving certificate's SANs differ from those asked for, the Service's names and loopback "
+                  "(--local): it lacks localhost, 127.0.0.1"),
+])
+def test_a_serving_certificate_whose_sans_differ_from_the_flags_is_renewed_from_the_same_ca(tmp_path, first, then,
+                                                                                          reason):
+    ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=first)
+    ca_before = (tmp_path / "ca.crt").read_bytes()
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=then)
+    assert (state.new_ca, state.new_serving, state.replaced_ca, state.reason) == (False, True, False, reason)
+    assert (tmp_path / "ca.crt").read_bytes() == ca_before
+    expected = (SERVICE_NAMES + ["localhost"], [ipaddress.ip_address("127.0.0.1")]) if then else (SERVICE_NAMES, [])
+    assert sans(tmp_path / "tls.crt") == expected
+    load(tmp_path / "tls.crt").verify_directly_issued_by(load(tmp_path / "ca.crt"))
+    assert ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=then).new_serving is False
+
+
+def test_renew_keeps_the_sans_the_flags_ask_for(tmp_path):
+    ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=True)
+    ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, local=True, renew=True)
+    assert "localhost" in sans(tmp_path / "tls.crt")[0]
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, now=NOW, renew=True)
+    assert state.reason == "renewal requested" and sans(tmp_path / "tls.crt") == (SERVICE_NAMES, [])
 
 
 def test_serving_certificate_is_a_p256_server_leaf_signed_by_the_ca(certs):
@@ -118,9 +157,58 @@ def test_a_serving_certificate_from_another_ca_is_replaced(certs, tmp_path_facto
 def test_a_ca_expiring_before_the_next_serving_certificate_is_replaced(certs):
     directory, _ = certs
     ca = load(directory / "ca.crt")
-    state = ensure_certs(directory, SERVICE, NAMESPACE, now=ca.not_valid_after_utc - dt.timedelta(days=100))
-    assert (state.new_ca, state.new_serving) == (True, True)
+    now = ca.not_valid_after_utc - dt.timedelta(days=100)
+    state = ensure_certs(directory, SERVICE, NAMESPACE, now=now)
+    assert (state.new_ca, state.new_serving, state.replaced_ca) == (True, True, True)
+    assert state.reason == (f"the CA expires {ca.not_valid_after_utc:%Y-%m-%d}, before a serving certificate valid "
+                            f"for 365 days would ({now + dt.timedelta(days=365):%Y-%m-%d}), and a serving "
+                            "certificate cannot outlive the CA that signs it")
     assert load(directory / "ca.crt").serial_number != ca.serial_number
+
+
+def test_an_expired_ca_is_replaced_and_says_so(certs):
+    directory, _ = certs
+    ca = load(directory / "ca.crt")
+    state = ensure_certs(directory, SERVICE, NAMESPACE, now=ca.not_valid_after_utc + dt.timedelta(days=1))
+    assert (state.new_ca, state.replaced_ca) == (True, True)
+    assert state.reason == f"the CA expired {ca.not_valid_after_utc:%Y-%m-%d}"
+
+
+def test_days_past_the_ca_make_a_new_ca_that_outlives_three_serving_certificates(certs):
+    directory, _ = certs
+    old_ca = load(directory / "ca.crt")
+    assert old_ca.not_valid_after_utc - NOW == dt.timedelta(days=3650)
+    state = ensure_certs(directory, SERVICE, NAMESPACE, days=4000, now=NOW)
+    assert (state.new_ca, state.new_serving, state.replaced_ca) == (True, True, True)
+    assert state.reason.startswith("the CA expires 2035-12-30, before a serving certificate valid for 4000 days "
+                                   "would (2036-12-14)")
+    ca, cert = load(directory / "ca.crt"), load(directory / "tls.crt")
+    assert ca.not_valid_after_utc - NOW == dt.timedelta(days=12000) == state.ca_not_after - NOW
+    assert cert.not_valid_after_utc - NOW == dt.timedelta(days=4000)
+    cert.verify_directly_issued_by(ca)
+    # kept afterwards: the new CA outlives the next serving certificate of 4000 days too
+    assert ensure_certs(directory, SERVICE, NAMESPACE, days=4000, now=NOW).new_ca is False
+
+
+def test_days_within_the_ca_keep_it(certs):
+    state = ensure_certs(certs[0], SERVICE, NAMESPACE, days=3000, now=NOW)
+    assert (state.new_ca, state.new_serving, state.replaced_ca) == (False, False, False)
+
+
+def test_a_fresh_directory_with_long_days_gets_a_ca_for_three_times_as_long_and_no_replacement_note(tmp_path):
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, days=2000, now=NOW)
+    assert (state.new_ca, state.replaced_ca) == (True, False)
+    assert load(tmp_path / "ca.crt").not_valid_after_utc - NOW == dt.timedelta(days=6000)
+
+
+def test_days_whose_ca_would_end_after_9999_is_a_clear_error(tmp_path):
+    from webhook.certs import max_days
+    longest = max_days(NOW)
+    with pytest.raises(CertError, match=rf"^--days {longest + 1} is too long: .*9999-12-31.*; at most {longest}$"):
+        ensure_certs(tmp_path, SERVICE, NAMESPACE, days=longest + 1, now=NOW)
+    assert list(tmp_path.iterdir()) == []
+    state = ensure_certs(tmp_path, SERVICE, NAMESPACE, days=longest, now=NOW)
+    assert state.ca_not_after.year == 9999
 
 
 def test_a_key_that_does_not_match_its_certificate_is_replaced(certs):
@@ -155,6 +243,47 @@ def test_cli_prints_only_the_ca_bundle_on_stdout_and_status_on_stderr(tmp_path):
                            cwd=REPO, capture_output=True, text=True, check=True)
     assert again.stdout == run.stdout
     assert "kept both certificates" in again.stderr
+
+
+def certs_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webhook", "certs", *args], cwd=REPO, capture_output=True,
+                          text=True)
+
+
+def test_cli_issues_service_names_only_and_local_adds_loopback(tmp_path):
+    run = certs_cli("--out", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    assert sans(tmp_path / "tls.crt") == (SERVICE_NAMES, [])
+    assert f"serving certificate for {', '.join(SERVICE_NAMES)} valid until" in run.stderr
+    local = certs_cli("--out", str(tmp_path), "--local")
+    assert local.returncode == 0, local.stderr
+    assert local.stdout == run.stdout  # same CA: the caBundle does not change
+    assert "new serving certificate (the serving certificate's SANs differ from those asked for" in local.stderr
+    assert sans(tmp_path / "tls.crt") == (SERVICE_NAMES + ["localhost"], [ipaddress.ip_address("127.0.0.1")])
+
+
+def test_cli_days_past_the_ca_says_the_ca_and_the_ca_bundle_change_and_why(tmp_path):
+    first = certs_cli("--out", str(tmp_path))
+    old_ca = load(tmp_path / "ca.crt")
+    run = certs_cli("--out", str(tmp_path), "--days", "4000")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout != first.stdout
+    assert base64.b64decode(run.stdout.strip()) == (tmp_path / "ca.crt").read_bytes()
+    note, status = run.stderr.splitlines()
+    assert note.startswith(f"{tmp_path}: the CA changes, and so does the caBundle: the CA expires "
+                           f"{old_ca.not_valid_after_utc:%Y-%m-%d}, before a serving certificate valid for 4000 days "
+                           "would (")
+    assert "a serving certificate cannot outlive the CA that signs it. The new CA is valid until " in note
+    assert note.endswith("put the new caBundle (below) wherever the old one is (the MutatingWebhookConfiguration) "
+                         "before serving the new certificate.")
+    assert status.startswith(f"{tmp_path}: new CA and serving certificate (the CA expires ")
+    assert "Traceback" not in run.stderr
+
+
+def test_cli_days_that_fit_in_the_ca_say_nothing_about_it(tmp_path):
+    certs_cli("--out", str(tmp_path))
+    run = certs_cli("--out", str(tmp_path), "--days", "3000", "--renew")
+    assert run.returncode == 0 and "caBundle:" in run.stderr and "the CA changes" not in run.stderr
 
 
 def test_cli_error_is_one_line_and_exit_2(tmp_path):
@@ -228,6 +357,71 @@ def test_cli_with_an_ed25519_ca_key_makes_a_new_ca_and_says_why(tmp_path):
     run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(tmp_path)],
                          cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert run.stderr.startswith(f"{tmp_path}: new CA and serving certificate (ca.key holds an Ed25519 key, "
-                                 "which the webhook does not use (ECDSA P-256, P-384, P-521 or RSA >= 2048));")
+    note, status = run.stderr.splitlines()
+    assert note.startswith(f"{tmp_path}: the CA changes, and so does the caBundle: ca.key holds an Ed25519 key, ")
+    assert status.startswith(f"{tmp_path}: new CA and serving certificate (ca.key holds an Ed25519 key, "
+                             "which the webhook does not use (ECDSA P-256, P-384, P-521 or RSA >= 2048));")
     assert "Traceback" not in run.stderr
+
+
+# --- serve without certificates -------------------------------------------------------------
+
+def serve_cli(cert_dir, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webhook", "serve", "--cert-dir", str(cert_dir), "--port", "1",
+                           "--facts", "none", *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize("present, why", [
+    ((), "has no tls.crt and no tls.key"),
+    (("tls.crt",), "has no tls.key"),
+    (("tls.key",), "has no tls.crt"),
+])
+def test_serve_says_which_certificate_files_are_missing_and_how_to_make_them(tmp_path, present, why):
+    for name in present:
+        (tmp_path / name).write_text("")
+    run = serve_cli(tmp_path)
+    assert run.returncode == 2
+    assert run.stderr == (f"webhook: error: cannot load {tmp_path}/tls.crt and {tmp_path}/tls.key: {tmp_path} {why}; "
+                          f"make them with: python -m webhook certs --out {tmp_path}\n")
+
+
+def test_serve_on_loopback_without_a_certificate_directory_suggests_local_certificates(tmp_path):
+    missing = tmp_path / "no such dir"
+    run = serve_cli(missing, "--host", "127.0.0.1")
+    assert run.returncode == 2
+    assert run.stderr == (f"webhook: error: cannot load {missing}/tls.crt and {missing}/tls.key: {missing} does not "
+                          f"exist; make them with: python -m webhook certs --out '{missing}' --local\n")
+    assert not missing.exists()
+
+
+def test_serve_with_a_file_for_a_certificate_directory_says_so(tmp_path):
+    from webhook.server import missing_certificates
+    (tmp_path / "file").write_text("")
+    assert missing_certificates(tmp_path / "file").startswith(
+        f"cannot load {tmp_path}/file/tls.crt and {tmp_path}/file/tls.key: {tmp_path}/file is not a directory;")
+    ensure_certs(tmp_path, SERVICE, NAMESPACE)
+    assert missing_certificates(tmp_path) is None
+
+
+# --- what run-local says about its certificates ------------------------------------------------------
+
+def run_local_line(directory, **kwargs) -> str:
+    from webhook.__main__ import NAMESPACE as NS, SERVICE as SVC, run_local_certs_line
+    return run_local_certs_line(str(directory), ensure_certs(directory, SVC, NS, local=True, **kwargs))
+
+
+def test_run_local_on_a_fresh_directory_says_it_created_certificates_in_a_friendly_way(tmp_path):
+    line = run_local_line(tmp_path / "certs")
+    assert line.startswith(f"Created a local CA and a serving certificate for localhost and 127.0.0.1 in "
+                           f"{tmp_path}/certs/ (valid until ")
+    assert line.endswith(f"curl trusts them through {tmp_path}/certs/ca.crt.")
+    assert "no readable" not in line
+    assert run_local_line(tmp_path / "certs").startswith(f"Using the certificates in {tmp_path}/certs/ (valid until ")
+
+
+def test_run_local_renews_certificates_made_for_a_cluster_and_says_why(tmp_path):
+    ensure_certs(tmp_path, SERVICE, NAMESPACE)
+    line = run_local_line(tmp_path)
+    assert line.startswith(f"Renewed the serving certificate in {tmp_path}/ (valid until ")
+    assert line.endswith("it lacks localhost, 127.0.0.1.")
+    assert "localhost" in sans(tmp_path / "tls.crt")[0]

@@ -201,3 +201,47 @@ def test_volcano_version_errors(value, message):
     with pytest.raises(ConfigError) as e:
         load_config({"volcano": {"version": value}})
     assert str(e.value) == message
+
+
+@pytest.mark.parametrize("gang,message", [
+    ({"method": "koordinator", "scheduler": "ack", "matchPolicy": "only-waiting"},
+     "gang.matchPolicy and gang.method: gang.matchPolicy 'only-waiting' is not supported with gang.method koordinator "
+     "on scheduler ack (supported: once-satisfied)"),
+    ({"method": "podgroup", "scheduler": "scheduler-plugins", "matchPolicy": "waiting-and-running"},
+     "gang.matchPolicy and gang.scheduler: gang.matchPolicy 'waiting-and-running' is not supported on scheduler "
+     "'scheduler-plugins': its coscheduling has no match policy (supported: none)"),
+    ({"method": "labels", "scheduler": "koordinator", "matchPolicy": "waiting-running-succeed"},
+     "gang.matchPolicy and gang.scheduler: gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler "
+     "'koordinator': it is an ACK-only match policy (supported: none, only-waiting, waiting-and-running, "
+     "once-satisfied)"),
+    ({"method": "labels", "scheduler": "scheduler-plugins"},
+     "gang.method and gang.scheduler: gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the "
+     "lightweight pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported there: "
+     "podgroup)"),
+    ({"method": "podgroup", "scheduler": "scheduler-plugins", "groupByRole": True},
+     "gang.groupByRole and gang.scheduler: gang.groupByRole true is not supported on scheduler 'scheduler-plugins': "
+     "it has no GangGroup (supported: false)"),
+    ({"method": "sometimes"}, "gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'"),
+])
+def test_one_of_errors_name_the_value(gang, message):
+    with pytest.raises(ConfigError) as e:
+        load_config({"gang": gang})
+    assert str(e.value) == message
+
+
+def test_family_switches_leave_their_kinds_alone():
+    from policylib import mutate
+    from policylib.plan import plan
+    from tests.test_plan import tfjob
+    from tests.test_volcano import job, task
+    off = load_config({"volcano": {"enabled": False, "partitionSize": 2}, "gang": {"enabled": False, "method": "podgroup",
+                                                                                  "scheduler": "scheduler-plugins"}})
+    vj, tf = job(task(replicas=4)), tfjob()
+    for obj, reason in ((vj, "Volcano policies are off (volcano.enabled: false): left unchanged"),
+                        (tf, "gang policies are off (gang.enabled: false): left unchanged")):
+        r = mutate(obj, off)
+        assert (r.object, r.patch, r.reasons) == (obj, [], [reason])
+    assert plan([tf], off) == []
+    on = load_config({"volcano": {"partitionSize": 2}})
+    assert mutate(vj, on).patch
+    assert load_config(None).volcano.enabled is True and load_config(None).gang.enabled is True

@@ -416,3 +416,140 @@ def test_podgroup_conflict_is_retried_on_fresh_state(tmp_path):
         c.resync()
     assert [b[0]["value"] for b in calls] == ["3", "4"]
     assert calls[1][1:] == [{"op": "replace", "path": "/spec/minMember", "value": 7}]
+
+
+# --- Events on the objects written ----------------------------------------------------------------
+
+EVENTS = "/apis/events.k8s.io/v1/namespaces/ml/events"
+
+
+def record_events(api: FakeAPI, status: int = 201) -> list[dict]:
+    """Route the events endpoint: each POST's body is kept; answer ``status``."""
+    posted: list[dict] = []
+
+    def create(req):
+        posted.append(req["body"])
+        return (status, req["body"]) if status < 300 else (status, {"kind": "Status", "code": status,
+                                                                     "reason": "Forbidden", "message": "no"})
+    api.route("POST", EVENTS, create)
+    return posted
+
+
+def with_uid(d: dict, uid: str) -> dict:
+    d["metadata"]["uid"] = uid
+    return d
+
+
+def test_each_rewritten_deployment_gets_one_normal_event_with_the_writes_reasons(tmp_path):
+    objs = [with_uid(legacy("a", rv="5"), "uid-a"), with_uid(legacy("b", rv="7"), "uid-b"),
+            mutate(deployment("ok", replicas=4), load_config(DRIFT)).object]
+    objs[2]["metadata"]["resourceVersion"] = "9"
+    with FakeAPI() as api:
+        cluster = Cluster(api, objs)
+        posted = record_events(api)
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+    assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
+    assert [e["regarding"]["name"] for e in posted] == ["a", "b"]   # "ok" is compliant: no write, no event
+    [expected] = plan([legacy("a", rv="5")], DRIFT)
+    event = posted[0]
+    assert event["metadata"]["namespace"] == "ml" and event["metadata"]["name"].startswith("a.")
+    assert {k: v for k, v in event.items() if k not in ("metadata", "eventTime")} == {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "regarding": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "a", "namespace": "ml",
+                      "uid": "uid-a", "resourceVersion": "6"},   # as the write left it
+        "reason": "SpreadRewritten", "note": "; ".join(expected.reasons), "type": "Normal", "action": "Rewrite",
+        "reportingController": "policylib.io/controller", "reportingInstance": "me"}
+    assert event["eventTime"] == micro_time(NOW) == "2026-11-30T12:00:00.000000Z"
+    assert posted[0]["metadata"]["name"] != posted[1]["metadata"]["name"]
+    assert c.metrics.errors.labels("event")._value.get() == 0
+
+
+def test_a_failed_event_is_logged_and_never_fails_or_retries_the_write(tmp_path, caplog):
+    with FakeAPI() as api:   # no events route: the plain-text 404 of an API that does not serve events.k8s.io
+        cluster = Cluster(api, [legacy("a", rv="5")])
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        with caplog.at_level("WARNING", logger="policylib.controller"):
+            c.resync()
+            c.resync()
+    assert len(cluster.patches()) == 1
+    assert [r["path"] for r in api.requests if r["method"] == "POST" and "events" in r["path"]] == [EVENTS]
+    assert c.metrics.retries._value.get() == 0 and len(c.queue) == 0
+    assert c.metrics.errors.labels("event")._value.get() == 1 and c.metrics.errors.labels("write")._value.get() == 0
+    assert c.metrics.writes.labels("Deployment", "patch", "true", "false")._value.get() == 1
+    [warning] = [json.loads(r.message) for r in caplog.records if "event" in r.message]
+    assert warning["msg"] == "could not record event" and warning["name"] == "a"
+    assert warning["error"].startswith("HTTP 404: 404 page not found")
+
+
+def test_a_forbidden_event_does_not_stop_the_next_writes(tmp_path):
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy(n) for n in "abc"])
+        posted = record_events(api, status=403)
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+    assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b", "c"]
+    assert len(posted) == 3 and c.metrics.errors.labels("event")._value.get() == 3
+    assert c.metrics.retries._value.get() == 0
+
+
+def test_dry_run_records_no_event(tmp_path):
+    with FakeAPI() as api:
+        Cluster(api, [legacy("a")])
+        posted = record_events(api)
+        c = controller(api, tmp_path, DRIFT, dry_run=True)
+        c.try_lead()
+        c.resync()
+    assert posted == []
+
+
+def test_podgroup_writes_record_podgroup_created_and_updated(tmp_path):
+    from tests.test_plan import PODGROUP, podgroup, tfjob
+    pg_path = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups"
+    posted = {}
+    for case, job, existing in (("create", tfjob(), []), ("patch", tfjob(workers=6), [podgroup(5)])):
+        with FakeAPI() as api:
+            Cluster(api, [])
+            posted[case] = record_events(api)
+            api.route("GET", "/apis/kubeflow.org/v1/tfjobs", paged_list("TFJob", strip_type([job]), 500))
+            api.route("GET", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+                      paged_list("PodGroup", strip_type(existing), 500))
+            api.route("POST", pg_path, lambda req: (201, dict(req["body"], metadata=dict(
+                req["body"]["metadata"], uid="pg-1", resourceVersion="9"))))
+            api.route("PATCH", f"{pg_path}/tf-smoke-gpu", lambda req: (200, dict(
+                podgroup(7), metadata=dict(podgroup(7)["metadata"], uid="pg-2", resourceVersion="4"))))
+            c = controller(api, tmp_path, PODGROUP)
+            c.try_lead()
+            c.resync()
+    [created], [updated] = posted["create"], posted["patch"]
+    assert created["reason"] == "PodGroupCreated" and updated["reason"] == "PodGroupUpdated"
+    assert created["regarding"] == {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+                                    "name": "tf-smoke-gpu", "namespace": "ml", "uid": "pg-1", "resourceVersion": "9"}
+    assert (updated["regarding"]["uid"], updated["regarding"]["resourceVersion"]) == ("pg-2", "4")
+    assert updated["note"].startswith("minMember 5 -> 7")
+    assert created["action"] == updated["action"] == "Rewrite"
+
+
+def test_event_note_is_cut_to_the_apis_1024_bytes():
+    from webhook.controller import NOTE_LIMIT, event_note
+    assert NOTE_LIMIT == 1024
+    assert event_note(["a", "b"]) == "a; b"
+    exact = "x" * 1024
+    assert event_note([exact]) == exact
+    long = event_note(["é" * 600])        # 1200 bytes: cut at a character boundary
+    assert len(long.encode()) <= 1024 and long.endswith("...") and long.startswith("é" * 510)
+
+
+def test_event_for_a_long_name_and_identity_stays_within_the_apis_limits():
+    from policylib.plan import Write
+    from webhook.controller import event_for
+    write = Write("Deployment", "ml", "d" * 253, ["r"], True)
+    event = event_for(write, None, "i" * 300, NOW, 0xabc)
+    assert len(event["metadata"]["name"]) == 253 and event["metadata"]["name"].endswith(".abc")
+    assert len(event["reportingInstance"]) == 128
+    assert event["regarding"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d" * 253, "namespace": "ml"}
+    cut = event_for(Write("Deployment", "ml", "d" * 248 + "-abc", ["r"], True), None, "me", NOW, 0xabc)
+    assert cut["metadata"]["name"] == "d" * 248 + ".abc"   # a DNS label never ends with '-'

@@ -2,8 +2,12 @@
 schemas (kubernetes-validate, strict), and checked for the fields that keep a cluster safe."""
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
+from dataclasses import fields
+from pathlib import Path
 
 import kubernetes_validate
 import pytest
@@ -20,9 +24,17 @@ pytestmark = pytest.mark.skipif(shutil.which("kubectl") is None,
                                 reason="kubectl is not installed: `kubectl kustomize` renders the manifests")
 
 
-def render(path: str) -> list[dict]:
+def render(path: str | Path) -> list[dict]:
     out = subprocess.run(["kubectl", "kustomize", str(REPO / path)], capture_output=True, text=True, check=True)
     return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def overlay(directory: Path, body: str, *, repo: Path = REPO) -> list[dict]:
+    """Render a user's overlay in ``directory``: ``body`` is its kustomization.yaml, with ``{repo}`` standing
+    for the policylib checkout (kustomize takes relative paths only)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "kustomization.yaml").write_text(body.replace("{repo}", os.path.relpath(repo, directory)))
+    return render(directory)
 
 
 def by_kind(objs: list[dict], kind: str) -> list[dict]:
@@ -52,7 +64,9 @@ def test_default_install_is_the_base(base):
         ("ClusterRoleBinding", "webhook"), ("Service", "webhook"), ("Deployment", "webhook"),
         ("PodDisruptionBudget", "webhook"), ("MutatingWebhookConfiguration", "webhook"),
         ("ServiceAccount", "controller"), ("ClusterRole", "controller"), ("ClusterRoleBinding", "controller"),
-        ("Role", "controller"), ("RoleBinding", "controller"), ("Deployment", "controller")])
+        ("Role", "controller"), ("RoleBinding", "controller"), ("Deployment", "controller"),
+        ("PodDisruptionBudget", "controller")])
+    assert by_kind(base, "NetworkPolicy") == []  # an opt-in component (test_network_policy_component_...)
 
 
 def test_every_object_is_valid_in_strict_mode(base):
@@ -121,7 +135,9 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
         {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"], "resources": ["podgroups"],
-         "verbs": ["get", "list", "watch", "create", "patch"]}]
+         "verbs": ["get", "list", "watch", "create", "patch"]},
+        # events.k8s.io/v1 Events (reason SpreadRewritten) on rewritten objects, in any namespace.
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
     role = one(base, "Role", f"{CONTROLLER}-lease")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert role["rules"] == [
@@ -181,7 +197,7 @@ def test_deployment_is_highly_available_and_locked_down(base):
 
 def test_pdb_and_service_select_the_webhook_pods(base):
     labels = one(base, "Deployment", SERVICE)["spec"]["template"]["metadata"]["labels"]
-    pdb = one(base, "PodDisruptionBudget")
+    pdb = one(base, "PodDisruptionBudget", SERVICE)
     assert pdb["spec"]["minAvailable"] == 1
     service = one(base, "Service")
     for selector in (pdb["spec"]["selector"]["matchLabels"], service["spec"]["selector"]):
@@ -196,8 +212,227 @@ def test_namespace_opts_itself_out(base):
     assert all(o["metadata"].get("namespace") in (None, NAMESPACE) for o in base)
 
 
-def test_configmap_holds_the_seed_shaped_config_with_the_defaults(base):
-    data = one(base, "ConfigMap")["data"]
-    document = yaml.safe_load(data["config.yaml"])
-    assert {"zoneTopologySpread", "hostTopologySpread", "webhook"} <= set(document)
-    assert policylib.load_config(document) == policylib.load_config(None)
+#: manifests/base/config.yaml before it showed every section: the ConfigMap must still load to this.
+CONFIG_BEFORE_ALL_SECTIONS = """\
+zoneTopologySpread:
+  enabled: true
+  topologyKey: topology.kubernetes.io/zone
+  maxSkew: 1
+  matchLabelKeys: pod-template-hash
+hostTopologySpread:
+  enabled: true
+  whenUnsatisfiable: ScheduleAnyway
+  topologyKey: kubernetes.io/hostname
+  maxSkew: 1
+  minDomains: 3
+  hardMinReplicas: 3
+  enableReplicaDerivedMaxSkewRule: true
+  matchLabelKeys: pod-template-hash
+  reconcileDrift: false
+webhook:
+  failureMode: open
+  maxRequestBytes: 6291456
+"""
+
+
+def test_configmap_loads_to_exactly_todays_config(base, tmp_path):
+    text = one(base, "ConfigMap")["data"]["config.yaml"]
+    assert text == (REPO / "manifests/base/config.yaml").read_text()
+    (tmp_path / "config.yaml").write_text(text)  # what the pods read with --config
+    (tmp_path / "before.yaml").write_text(CONFIG_BEFORE_ALL_SECTIONS)
+    loaded = policylib.load_config(tmp_path / "config.yaml")
+    assert loaded == policylib.load_config(tmp_path / "before.yaml") == policylib.load_config(None)
+    assert loaded == policylib.load_config(REPO / "manifests/base/config.yaml")
+
+
+def test_configmap_shows_every_section_and_key_with_a_comment(base):
+    from policylib.config import SECTIONS, TOP_LEVEL_SCALARS
+    text = one(base, "ConfigMap")["data"]["config.yaml"]
+    document = yaml.safe_load(text)
+    # The seed's nesting, as before: the sections at the top level (not under lrs-operator.operator.config).
+    assert list(document) == ["zoneTopologySpread", "hostTopologySpread", "removePodAntiAffinity", "volcano",
+                              "gang", "controller", "webhook"]
+    assert set(document) == set(SECTIONS) | set(TOP_LEVEL_SCALARS)
+    for name, (_, cls, _) in SECTIONS.items():  # every key the section stores, none left to a hidden default
+        assert set(document[name]) == {f.name for f in fields(cls)}, name
+    assert document["volcano"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
+    assert document["gang"]["method"] == "labels" and "every TFJob, PyTorchJob and MPIJob gets gang metadata" in text
+    # Each key is explained: a comment on its line or right above it.
+    previous = ""
+    for line in text.splitlines():
+        if re.match(r"\s*[A-Za-z]\w*:", line):
+            assert "#" in line or previous.lstrip().startswith("#"), f"no comment for: {line}"
+        if line.strip():
+            previous = line
+
+
+CONTROLLER_OBJECTS = [("ServiceAccount", CONTROLLER), ("ClusterRole", CONTROLLER), ("ClusterRoleBinding", CONTROLLER),
+                      ("Role", f"{CONTROLLER}-lease"), ("RoleBinding", f"{CONTROLLER}-lease"),
+                      ("Deployment", CONTROLLER), ("PodDisruptionBudget", CONTROLLER)]
+WEBHOOK_OBJECTS = [("Namespace", NAMESPACE), ("ServiceAccount", SERVICE), ("ClusterRole", SERVICE),
+                   ("ClusterRoleBinding", SERVICE), ("Service", SERVICE), ("Deployment", SERVICE),
+                   ("PodDisruptionBudget", SERVICE), ("MutatingWebhookConfiguration", SERVICE), ("ConfigMap", None)]
+
+
+def test_controller_objects_carry_the_controllers_name_like_its_pods(base):
+    for kind, name in CONTROLLER_OBJECTS:
+        assert one(base, kind, name)["metadata"]["labels"] == {
+            "app.kubernetes.io/name": CONTROLLER, "app.kubernetes.io/component": "controller",
+            "app.kubernetes.io/part-of": "policylib"}, (kind, name)
+    for kind, name in WEBHOOK_OBJECTS:
+        labels = one(base, kind, name)["metadata"]["labels"]
+        assert (labels["app.kubernetes.io/name"], labels["app.kubernetes.io/part-of"]) == (SERVICE, "policylib")
+    # Selectors are immutable: exactly the ones installed before; each Deployment's own name label is its pods'.
+    for name in (SERVICE, CONTROLLER):
+        deployment = one(base, "Deployment", name)
+        assert deployment["spec"]["selector"] == {"matchLabels": {"app.kubernetes.io/name": name}}
+        assert deployment["spec"]["template"]["metadata"]["labels"] == {"app.kubernetes.io/name": name}
+        assert deployment["metadata"]["labels"]["app.kubernetes.io/name"] == name
+
+
+def test_both_deployments_have_a_pod_disruption_budget(base):
+    for name in (SERVICE, CONTROLLER):
+        deployment, pdb = one(base, "Deployment", name), one(base, "PodDisruptionBudget", name)
+        assert pdb["metadata"]["namespace"] == NAMESPACE
+        assert pdb["spec"] == {"minAvailable": 1, "selector": deployment["spec"]["selector"]}
+        assert deployment["spec"]["replicas"] == 2  # one can be evicted at a time
+
+
+def test_both_deployments_run_at_system_cluster_critical_and_an_overlay_can_change_it(base, tmp_path):
+    for name in (SERVICE, CONTROLLER):
+        assert one(base, "Deployment", name)["spec"]["template"]["spec"]["priorityClassName"] == \
+            "system-cluster-critical"
+    # The patch docs/webhook.md ("Priority class") shows.
+    objs = overlay(tmp_path / "priority", """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {repo}/manifests
+patches:
+  - target:
+      kind: Deployment
+      labelSelector: app.kubernetes.io/part-of=policylib
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/priorityClassName
+        value: policylib-critical
+""")
+    assert {d["metadata"]["name"]: d["spec"]["template"]["spec"]["priorityClassName"]
+            for d in by_kind(objs, "Deployment")} == {SERVICE: "policylib-critical", CONTROLLER: "policylib-critical"}
+
+
+NETWORK_POLICY_OVERLAY = """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {repo}/manifests{variant}
+components:
+  - {repo}/manifests/components/network-policy
+"""
+
+
+def test_network_policy_component_admits_only_the_webhook_port(base, tmp_path):
+    component = yaml.safe_load((REPO / "manifests/components/network-policy/kustomization.yaml").read_text())
+    assert (component["apiVersion"], component["kind"]) == ("kustomize.config.k8s.io/v1alpha1", "Component")
+    objs = overlay(tmp_path / "np", NETWORK_POLICY_OVERLAY.replace("{variant}", ""))
+    for obj in objs:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    policy = one(objs, "NetworkPolicy")
+    assert [o for o in objs if o["kind"] != "NetworkPolicy"] == base  # it only adds the policy
+    assert policy["metadata"]["name"] == SERVICE and policy["metadata"]["namespace"] == NAMESPACE
+    webhook = one(base, "Deployment", SERVICE)
+    assert policy["spec"]["podSelector"] == webhook["spec"]["selector"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"] and "egress" not in policy["spec"]
+    # Every rule admits TCP to the webhook's container port only: the API server's calls, and the probes
+    # and /metrics, which the webhook serves on that same port.
+    (container,) = webhook["spec"]["template"]["spec"]["containers"]
+    (port,) = container["ports"]
+    assert (port["name"], port["containerPort"]) == ("https", 8443)
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"]["port"] == "https"
+    assert webhook["spec"]["template"]["metadata"]["annotations"]["prometheus.io/port"] == "8443"
+    assert [rule["ports"] for rule in policy["spec"]["ingress"]] == [[{"protocol": "TCP", "port": 8443}]] * 2
+    assert [rule["from"] for rule in policy["spec"]["ingress"]] == [
+        [{"ipBlock": {"cidr": "192.0.2.0/24"}}],  # the API server: a placeholder the user replaces
+        [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+          "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}}}]]
+    # The controller's pods are not selected (no rule may leave them unreachable for probes and metrics).
+    assert policy["spec"]["podSelector"]["matchLabels"] != one(base, "Deployment", CONTROLLER)["spec"]["selector"][
+        "matchLabels"]
+
+
+def test_network_policy_component_with_cert_manager_and_the_users_api_server(tmp_path):
+    objs = overlay(tmp_path / "np", NETWORK_POLICY_OVERLAY.replace("{variant}", "/cert-manager") + """\
+patches:
+  - target: {kind: NetworkPolicy, name: policylib-webhook}
+    patch: |-
+      - op: replace
+        path: /spec/ingress/0/from
+        value: [{ipBlock: {cidr: 10.0.0.0/28}}]
+""")
+    assert {c["metadata"]["name"] for c in by_kind(objs, "Certificate")} == {SERVICE, f"{SERVICE}-ca"}
+    policy = one(objs, "NetworkPolicy")
+    kubernetes_validate.validate(policy, K8S_VERSION, strict=True)
+    assert policy["spec"]["ingress"][0] == {"from": [{"ipBlock": {"cidr": "10.0.0.0/28"}}],
+                                            "ports": [{"protocol": "TCP", "port": 8443}]}
+
+
+def images(objs: list[dict]) -> dict[str, list[str]]:
+    return {d["metadata"]["name"]: [c["image"] for c in d["spec"]["template"]["spec"]["containers"]]
+            for d in by_kind(objs, "Deployment")}
+
+
+def test_images_entry_names_both_deployments_image(base, cert_manager):
+    kustomization = yaml.safe_load((REPO / "manifests/base/kustomization.yaml").read_text())
+    assert kustomization["images"] == [{"name": "policylib", "newName": "policylib-webhook", "newTag": "0.1.0"}]
+    for source in ("deployment.yaml", "controller.yaml"):
+        assert re.findall(r"image: (\S+)", (REPO / "manifests/base" / source).read_text()) == ["policylib"]
+    # The default install keeps the image it always had (docs/webhook.md builds policylib-webhook:0.1.0).
+    for objs in (base, cert_manager):
+        assert images(objs) == {SERVICE: ["policylib-webhook:0.1.0"], CONTROLLER: ["policylib-webhook:0.1.0"]}
+
+
+#: What `kustomize edit set image policylib=registry.example.com/policylib:1.2.3` leaves in the base.
+SET_IMAGE = [{"name": "policylib", "newName": "registry.example.com/policylib", "newTag": "1.2.3"}]
+USERS_IMAGE = ["registry.example.com/policylib:1.2.3"]
+
+
+def test_setting_the_image_in_the_base_moves_both_deployments(tmp_path):
+    copy = tmp_path / "policylib"
+    shutil.copytree(REPO / "manifests", copy / "manifests")
+    path = copy / "manifests/base/kustomization.yaml"
+    kustomization = yaml.safe_load(path.read_text())
+    kustomization["images"] = SET_IMAGE
+    path.write_text(yaml.safe_dump(kustomization, sort_keys=False))
+    for variant in ("manifests", "manifests/cert-manager"):
+        assert images(render(copy / variant)) == {SERVICE: USERS_IMAGE, CONTROLLER: USERS_IMAGE}
+
+
+def test_setting_the_image_in_an_overlay_moves_both_deployments(tmp_path):
+    objs = overlay(tmp_path / "mine", """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {repo}/manifests
+images:
+  - name: policylib-webhook
+    newName: registry.example.com/policylib
+    newTag: 1.2.3
+""")
+    assert images(objs) == {SERVICE: USERS_IMAGE, CONTROLLER: USERS_IMAGE}
+
+
+@pytest.mark.skipif(shutil.which("kustomize") is None, reason="the kustomize CLI (for `kustomize edit`) is not on PATH")
+def test_kustomize_edit_set_image_as_documented(tmp_path):
+    copy = tmp_path / "policylib"
+    shutil.copytree(REPO / "manifests", copy / "manifests")
+    subprocess.run(["kustomize", "edit", "set", "image", "policylib=registry.example.com/policylib:1.2.3"],
+                   cwd=copy / "manifests/base", check=True, capture_output=True)
+    assert yaml.safe_load((copy / "manifests/base/kustomization.yaml").read_text())["images"] == SET_IMAGE
+    assert images(render(copy / "manifests")) == {SERVICE: USERS_IMAGE, CONTROLLER: USERS_IMAGE}
+    mine = tmp_path / "mine"
+    overlay(mine, "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+                  "resources:\n  - {repo}/manifests\n")
+    subprocess.run(["kustomize", "edit", "set", "image", "policylib-webhook=registry.example.com/policylib:1.2.3"],
+                   cwd=mine, check=True, capture_output=True)
+    assert images(render(mine)) == {SERVICE: USERS_IMAGE, CONTROLLER: USERS_IMAGE}

@@ -468,3 +468,72 @@ def test_malformed_anti_affinity_terms_are_kept_not_crashed_on(term):
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}})
     r = mutate(d)
     assert pod_spec(r.object)["affinity"] == pod_spec(d)["affinity"]
+
+
+# --- issue 12: UPDATE of Deployments policylib never wrote, and warnings -----------------------------
+
+def _pre_existing(replicas=4):
+    """Created before the webhook: the legacy anti-affinity and the user's own host constraint."""
+    spec = {"containers": [{"name": "app", "image": "x"}], "affinity": legacy_anti_affinity({"app": "web"}),
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"app": "web"}}},
+                {"maxSkew": 1, "topologyKey": "example.com/rack", "whenUnsatisfiable": "ScheduleAnyway",
+                 "labelSelector": {"matchLabels": {"app": "web"}}}]}
+    return deployment(replicas=replicas, pod_spec=spec)
+
+
+def test_update_dropping_the_placement_of_an_unwritten_deployment_keeps_it():
+    old = _pre_existing()
+    new = deployment(replicas=4)   # a new generator version: no affinity, no constraints
+    r = mutate(new, load_config(None), old=old)
+    spec = pod_spec(r.object)
+    assert spec["affinity"] == legacy_anti_affinity({"app": "web"})
+    # the managed host constraint comes back; the rack constraint the update dropped is the user's change
+    assert spec["topologySpreadConstraints"] == [pod_spec(old)["topologySpreadConstraints"][0]]
+    assert r.warnings == ["Deployment ml/web: kept its placement rules from before this update (topology spread on "
+                          "kubernetes.io/hostname; pod anti-affinity): policylib keeps a Deployment's previous rules "
+                          "until its effective replica count changes; change the count or turn on "
+                          "hostTopologySpread.reconcileDrift to replace them"]
+    assert jsonpatch.apply_patch(new, r.patch) == r.object
+    assert mutate(r.object, load_config(None), old=old).patch == []     # idempotent
+
+
+def test_update_changing_the_count_writes_the_spread_instead():
+    r = mutate(deployment(replicas=6), load_config(None), old=_pre_existing(4))
+    assert "affinity" not in pod_spec(r.object)
+    assert [c["topologyKey"] for c in pod_spec(r.object)["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+
+
+def test_update_keeping_its_own_rules_is_left_alone():
+    old = _pre_existing()
+    r = mutate(copy.deepcopy(old), load_config(None), old=old)
+    assert (r.patch, r.warnings) == ([], [])
+
+
+def test_removing_a_required_anti_affinity_under_a_preference_warns():
+    legacy = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],
+                                              "affinity": legacy_anti_affinity({"app": "web"})})
+    r = mutate(legacy, load_config(None))
+    assert r.warnings == ["Deployment ml/web: removed a required pod anti-affinity while the host spread is only a "
+                          "preference (ScheduleAnyway): its replicas may now share a node; to keep one replica per node "
+                          "enforced set hostTopologySpread.whenUnsatisfiable: DoNotSchedule (enforced from "
+                          "hardMinReplicas 3), or label it policylib.io/skip=true"]
+    enforced = mutate(legacy, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}))
+    assert enforced.warnings == []
+    preferred = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],
+                                                 "affinity": legacy_anti_affinity({"app": "web"}, preferred=True)})
+    assert mutate(preferred, load_config(None)).warnings == []   # a preference becoming a preference
+
+
+def test_revert_warning_names_only_the_reverted_key():
+    config = load_config(None)
+    written = mutate(deployment(replicas=4), config).object
+    edited = copy.deepcopy(written)
+    host = [c for c in pod_spec(edited)["topologySpreadConstraints"] if c["topologyKey"] == "kubernetes.io/hostname"][0]
+    host["maxSkew"] = 5
+    r = mutate(edited, config, old=written)
+    assert r.warnings == ["reverted changes to the managed spread on kubernetes.io/hostname: set by policylib when the "
+                          "effective replica count changes (opt out: label policylib.io/skip=true)"]
+    assert pod_spec(r.object)["topologySpreadConstraints"] == pod_spec(written)["topologySpreadConstraints"]

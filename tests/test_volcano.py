@@ -296,23 +296,27 @@ DISCOVERY = [{"source": "label", "enabled": True, "config": {"networkTopologyTyp
 def test_feasibility_reports_a_partition_too_big_for_tier_one():
     config = load_config({"volcano": {"partitionSize": 4, "networkTopologyDiscovery": DISCOVERY}})
     r = mutate(job(task(replicas=8)), config, facts=ClusterFacts.from_objects(seed_nodes()))
-    assert "task t0: 2 partitions of 4 pods need 4 nodes each under one tier-1 HyperNode; the largest has 2" in r.warnings
+    assert ("task t0: 2 partitions of 4 pods each need one tier-1 HyperNode holding 4 pods; the largest holds 2 pods "
+            "(counting one pod per node)") in r.warnings
 
 
 def test_feasibility_counts_pods_by_allocatable_when_known():
     config = load_config({"volcano": {"partitionSize": 2, "networkTopologyDiscovery": DISCOVERY}})
     facts = ClusterFacts.from_objects(seed_nodes({"huawei.com/ascend-1980": "16", "cpu": "64"}))
     r = mutate(job(task(replicas=4)), config, facts=facts)
-    assert "task t0: 2 partitions of 2 pods fit: tier-1 HyperNodes hold 4 (by allocatable)" in r.reasons
+    assert ("task t0: 2 partitions of 2 pods each fit in one tier-1 HyperNode (2 pods by allocatable); 4 tier-1 "
+            "HyperNodes hold 8 pods") in r.reasons
     small = mutate(job(task(replicas=4, npu=32)), config, facts=facts)
-    assert "task t0: 2 partitions of 2 pods need 2 pods each under one tier-1 HyperNode; the largest has 0" in small.warnings
+    assert ("task t0: 2 partitions of 2 pods each need one tier-1 HyperNode holding 2 pods; the largest holds 0 pods "
+            "(by allocatable)") in small.warnings
 
 
 def test_feasibility_tier_two_allows_bigger_partitions():
     config = load_config({"volcano": {"partitionSize": 4, "networkTopology": {"highestTierAllowed": 2},
                                       "networkTopologyDiscovery": DISCOVERY}})
     r = mutate(job(task(replicas=8)), config, facts=ClusterFacts.from_objects(seed_nodes()))
-    assert "task t0: 2 partitions of 4 pods fit: tier-2 HyperNodes hold 2 (one pod per node)" in r.reasons
+    assert ("task t0: 2 partitions of 4 pods each fit in one tier-2 HyperNode (4 pods counting one pod per node); "
+            "2 tier-2 HyperNodes hold 8 pods") in r.reasons
 
 
 def test_unknown_tier_name_is_warned():
@@ -349,3 +353,32 @@ def test_odd_types_are_policy_errors(mutator, field):
     with pytest.raises(PolicyError) as e:
         mutate(j, cfg())
     assert e.value.field == field
+
+
+def test_job_level_restart_partition_moves_to_the_partitioned_tasks():
+    """The specification's own example puts RestartPartition at job level, where it does nothing and Volcano's
+    ValidatingAdmissionPolicy denies it."""
+    j = job(task(replicas=4), task(name="ps", replicas=1))
+    j["spec"]["policies"] = [{"events": ["PodEvicted", "PodFailed"], "action": "RestartPartition"},
+                             {"event": "TaskCompleted", "action": "CompleteJob"}]
+    r = mutate(j, load_config({"volcano": {"partitionSize": 2, "restartPartitionEvents": []}}))
+    assert r.object["spec"]["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    tasks = r.object["spec"]["tasks"]
+    assert tasks[0]["policies"] == [{"event": "PodEvicted", "action": "RestartPartition"},
+                                    {"event": "PodFailed", "action": "RestartPartition"}]
+    assert "policies" not in tasks[1]   # not partitioned: RestartPartition would do nothing there
+    assert r.warnings == ["moved the job-level RestartPartition policy (events PodEvicted, PodFailed) to the "
+                          "partitioned task(s) t0: at job level it does nothing, and Volcano's "
+                          "ValidatingAdmissionPolicy denies it"]
+    assert validate_volcano_job(r.object) == []
+    assert jsonpatch.apply_patch(j, r.patch) == r.object
+
+
+def test_job_level_restart_partition_without_partitions_is_removed_and_said():
+    j = job(task(replicas=3))
+    j["spec"]["policies"] = [{"event": "PodFailed", "action": "RestartPartition"}]
+    r = mutate(j, load_config(None))
+    assert "policies" not in r.object["spec"]
+    assert r.warnings == ["moved the job-level RestartPartition policy (events PodFailed) nowhere: no task is "
+                          "partitioned, and RestartPartition acts only on a task's partitions: at job level it does "
+                          "nothing, and Volcano's ValidatingAdmissionPolicy denies it"]

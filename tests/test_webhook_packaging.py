@@ -66,3 +66,51 @@ def test_the_dockerfile_installs_exactly_the_constraints_on_a_fixed_python():
     (image,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", dockerfile, re.M)
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", image)
     assert re.search(r"^FROM \$\{PYTHON_IMAGE\}$", dockerfile, re.M)
+
+
+# --- the sample AdmissionReviews: packaged, and each shows its family at work ----------------------
+
+SAMPLES_DIR = REPO / "webhook" / "samples"
+SAMPLE_FILES = sorted(p.name for p in SAMPLES_DIR.glob("*.json"))
+
+
+def test_every_sample_is_package_data_and_found_through_importlib_resources():
+    import fnmatch
+    from importlib import resources
+
+    from webhook.__main__ import SAMPLES
+    setup = configparser.ConfigParser()
+    setup.read(REPO / "setup.cfg")
+    patterns = setup["options.package_data"]["webhook"].split()
+    assert SAMPLE_FILES
+    for name in SAMPLE_FILES:
+        assert any(fnmatch.fnmatch(f"samples/{name}", p) for p in patterns), f"{name} is not package data"
+        assert (resources.files("webhook") / "samples" / name).is_file()
+    assert {name for _, name in SAMPLES} <= set(SAMPLE_FILES)
+
+
+def test_each_sample_posted_to_the_app_with_the_default_config_answers_with_a_patch():
+    import json
+
+    import webhook
+    from tests.webhook_support import patch_of
+    client = webhook.create_app(None, review_log=lambda line: None).test_client()
+    kinds = set()
+    for name in SAMPLE_FILES:
+        review = json.loads((SAMPLES_DIR / name).read_text())
+        answer = client.post("/mutate", data=json.dumps(review), content_type="application/json")
+        assert answer.status_code == 200, (name, answer.data)
+        response = answer.get_json()["response"]
+        assert response["allowed"] is True and response["uid"] == review["request"]["uid"], name
+        assert patch_of(response), f"{name}: the default config changes nothing"
+        kinds.add(review["request"]["kind"]["kind"])
+    assert {"Deployment", "Job", "TFJob"} <= kinds
+
+
+def test_run_local_banner_has_a_curl_for_each_family(tmp_path):
+    from webhook.__main__ import SAMPLES, run_local_banner
+    banner = run_local_banner(str(tmp_path), "127.0.0.1", 8443)
+    curls = [line.strip() for line in banner.splitlines() if line.strip().startswith("curl ")]
+    assert [c.split("--data-binary @", 1)[1].split()[0].rsplit("/", 1)[1] for c in curls] == \
+        [name for _, name in SAMPLES] == ["deployment-create.json", "volcano-job-create.json", "tfjob-create.json"]
+    assert all(c.endswith("https://127.0.0.1:8443/mutate") and f"--cacert {tmp_path}/ca.crt" in c for c in curls)

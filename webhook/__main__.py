@@ -16,14 +16,28 @@ from .certs import DEFAULT_DAYS, CertError, ensure_certs
 SERVICE = "policylib-webhook"
 NAMESPACE = "policylib-system"
 SAMPLE = "deployment-create.json"
+#: The samples run-local offers a curl for: one per workload family, each changed by the default config.
+SAMPLES = (("a Deployment", "deployment-create.json"),
+           ("a Volcano Job: its policylib.io/partition-size annotation asks for partitions of 3 "
+            "(the default config sets no partition size)", "volcano-job-create.json"),
+           ("a TFJob", "tfjob-create.json"))
+
+
+def ca_change_note(directory, state) -> str:
+    """The line that says the CA, and so the caBundle, changed, and why."""
+    return (f"{directory}: the CA changes, and so does the caBundle: {state.reason}. The new CA is valid until "
+            f"{state.ca_not_after:%Y-%m-%d} UTC; put the new caBundle (below) wherever the old one is "
+            f"(the MutatingWebhookConfiguration) before serving the new certificate.")
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
     """Make or keep the certificates; status on stderr, the caBundle alone on stdout."""
-    state = ensure_certs(args.out, args.service, args.namespace, days=args.days, renew=args.renew)
+    state = ensure_certs(args.out, args.service, args.namespace, days=args.days, renew=args.renew, local=args.local)
+    if state.replaced_ca:
+        print(ca_change_note(args.out, state), file=sys.stderr)
     what = "new CA and serving certificate" if state.new_ca else \
         "new serving certificate" if state.new_serving else "kept both certificates"
-    print(f"{args.out}: {what} ({state.reason}); serving certificate valid until "
+    print(f"{args.out}: {what} ({state.reason}); serving certificate for {', '.join(state.sans)} valid until "
           f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=sys.stderr)
     print(state.ca_bundle)
     return 0
@@ -51,9 +65,9 @@ def cmd_controller(args: argparse.Namespace) -> int:
                           context=args.context, host=args.host, port=args.port)
 
 
-def sample_path() -> Path:
-    """The sample AdmissionReview shipped as package data."""
-    return Path(str(resources.files("webhook") / "samples" / SAMPLE))
+def sample_path(name: str = SAMPLE) -> Path:
+    """A sample AdmissionReview shipped as package data."""
+    return Path(str(resources.files("webhook") / "samples" / name))
 
 
 def _shown(path: Path) -> str:
@@ -64,13 +78,13 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def curl_command(cert_dir: str, host: str, port: int) -> str:
-    """A ready-to-paste curl that posts the sample review and checks the chain against ca.crt."""
+def curl_command(cert_dir: str, host: str, port: int, sample: str = SAMPLE) -> str:
+    """A ready-to-paste curl that posts a sample review and checks the chain against ca.crt."""
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     parts = ["curl", "-sS", "--cacert", _shown(Path(cert_dir) / "ca.crt"), "-H", "Content-Type: application/json",
-             "--data-binary", "@" + _shown(sample_path()), f"https://{netloc}/mutate"]
+             "--data-binary", "@" + _shown(sample_path(sample)), f"https://{netloc}/mutate"]
     return " ".join(shlex.quote(p) for p in parts)
 
 
@@ -78,16 +92,38 @@ DECODE = ("python3 -c 'import base64,json,sys; r=json.load(sys.stdin)[\"response
           "print(json.dumps(r, indent=2)); print(json.dumps(json.loads(base64.b64decode(r[\"patch\"])), indent=2))'")
 
 
-def cmd_run_local(args: argparse.Namespace) -> int:
-    """Certificates in ``--cert-dir`` if missing, the curl to try, then serve with the default config."""
-    state = ensure_certs(args.cert_dir, SERVICE, NAMESPACE)
+def run_local_certs_line(cert_dir: str, state) -> str:
+    """What run-local says about its certificates: a first run is not an error."""
+    cert_dir = cert_dir.rstrip("/") or "/"
+    until = f"valid until {state.not_after:%Y-%m-%d}"
+    if state.new_ca and not state.replaced_ca:
+        return (f"Created a local CA and a serving certificate for localhost and 127.0.0.1 in {cert_dir}/ "
+                f"({until}); curl trusts them through {cert_dir}/ca.crt.")
+    if state.new_ca:
+        return f"Made a new local CA and serving certificate in {cert_dir}/ ({until}): {state.reason}."
     if state.new_serving:
-        print(f"Wrote certificates to {args.cert_dir}/ ({state.reason}).", file=sys.stderr)
-    curl = curl_command(args.cert_dir, args.host, args.port)
-    print(f"\npolicylib webhook on https://{args.host}:{args.port} with the default config "
-          f"(no cluster: HPAs are not read, the object's own replicas count).\n"
-          f"In another terminal, post a sample Deployment review:\n\n  {curl}\n\n"
-          f"and to see the decoded patch:\n\n  {curl} | {DECODE}\n", flush=True)
+        return f"Renewed the serving certificate in {cert_dir}/ ({until}): {state.reason}."
+    return f"Using the certificates in {cert_dir}/ ({until})."
+
+
+def run_local_banner(cert_dir: str, host: str, port: int) -> str:
+    """The address, a curl per workload family's sample, and how to decode the patch."""
+    curls = [(what, curl_command(cert_dir, host, port, name)) for what, name in SAMPLES]
+    lines = [f"policylib webhook on https://{host}:{port} with the default config "
+             f"(no cluster: HPAs are not read, the object's own replicas count).",
+             "In another terminal, post a sample review:", ""]
+    for what, curl in curls:
+        lines += [f"  # {what}", f"  {curl}", ""]
+    lines += ["To see the answer and the decoded patch, pipe any of them into:", "", f"  {DECODE}", ""]
+    return "\n".join(lines)
+
+
+def cmd_run_local(args: argparse.Namespace) -> int:
+    """Certificates in ``--cert-dir`` if missing (with the loopback SANs), the curls to try, then serve with
+    the default config."""
+    state = ensure_certs(args.cert_dir, SERVICE, NAMESPACE, local=True)
+    print(run_local_certs_line(args.cert_dir, state), file=sys.stderr)
+    print("\n" + run_local_banner(args.cert_dir, args.host, args.port), flush=True)
     from .server import serve
     serve(_serve_options(args, facts="none"))
     return 0
@@ -115,6 +151,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--days", type=int, default=DEFAULT_DAYS,
                    help=f"serving certificate lifetime in days (default {DEFAULT_DAYS})")
     c.add_argument("--renew", action="store_true", help="issue a new serving certificate from the kept CA")
+    c.add_argument("--local", action="store_true",
+                   help="also issue the loopback SANs localhost and 127.0.0.1 (a webhook reached on this machine); "
+                        "without it the SANs are the Service's names only")
     c.set_defaults(func=cmd_certs)
 
     s = sub.add_parser("serve", help="serve the webhook over TLS with gunicorn")

@@ -4,7 +4,17 @@
 key (``ca.crt``, ``ca.key``, ``tls.crt``, ``tls.key``) and is safe to run
 again: it keeps a valid CA and serving certificate, and renews the serving
 certificate when less than a third of its lifetime is left (the rule
-cert-manager uses for its default ``renewBefore``).
+cert-manager uses for its default ``renewBefore``) or when its SANs are not
+exactly the ones asked for.
+
+SANs: the Service's names only (``NAME``, ``NAME.NS``, ``NAME.NS.svc``,
+``NAME.NS.svc.cluster.local``); with ``local=True`` (``certs --local``,
+``run-local``) also ``localhost`` and ``127.0.0.1``, for a webhook reached on
+loopback. An in-cluster certificate has no use for the loopback names.
+
+A serving certificate cannot outlive the CA that signs it: when the kept CA
+expires before a serving certificate of ``days`` would, a new CA is made (and
+the ``caBundle`` changes), valid for ``max(CA_DAYS, 3 * days)`` days.
 
 The serving certificate follows what the API server's Go TLS client checks:
 the host name ``NAME.NS.svc`` must be a DNS SAN (the Common Name is ignored),
@@ -47,6 +57,11 @@ class CertState:
     new_serving: bool
     reason: str
     not_after: dt.datetime
+    #: ``ca.crt`` was there and was replaced: the ``caBundle`` that trusts the old CA no longer works.
+    replaced_ca: bool = False
+    ca_not_after: dt.datetime | None = None
+    #: The SANs of the serving certificate on disk now.
+    sans: tuple[str, ...] = ()
 
     @property
     def ca_bundle(self) -> str:
@@ -54,10 +69,20 @@ class CertState:
         return base64.b64encode((self.directory / CA_CERT).read_bytes()).decode("ascii")
 
 
-def service_dns_names(service: str, namespace: str) -> list[str]:
-    """The names a Service is reached by in-cluster, then the local-run names."""
+def service_dns_names(service: str, namespace: str, local: bool = False) -> list[str]:
+    """The names a Service is reached by in-cluster, then (``local``) the loopback name."""
     return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc",
-            f"{service}.{namespace}.svc.cluster.local", *LOCAL_DNS]
+            f"{service}.{namespace}.svc.cluster.local", *(LOCAL_DNS if local else ())]
+
+
+def serving_ips(local: bool = False) -> list[str]:
+    """The IP address SANs: loopback only, and only for a local run."""
+    return list(LOCAL_IPS) if local else []
+
+
+def ca_days(days: int) -> int:
+    """A new CA's lifetime: ``CA_DAYS``, or three serving lifetimes when that is longer."""
+    return max(CA_DAYS, days * 3)
 
 
 def _now() -> dt.datetime:
@@ -95,11 +120,11 @@ def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS):
 
 
 def make_serving(ca_cert: x509.Certificate, ca_key, service: str, namespace: str,
-                 now: dt.datetime, days: int = DEFAULT_DAYS):
-    """The serving certificate: DNS and IP SANs, EKU serverAuth, signed by the CA."""
+                 now: dt.datetime, days: int = DEFAULT_DAYS, local: bool = False):
+    """The serving certificate: DNS (and, ``local``, loopback) SANs, EKU serverAuth, signed by the CA."""
     key = _new_key()
-    sans = [x509.DNSName(n) for n in service_dns_names(service, namespace)]
-    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in LOCAL_IPS]
+    sans = [x509.DNSName(n) for n in service_dns_names(service, namespace, local)]
+    sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in serving_ips(local)]
     cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
@@ -172,12 +197,26 @@ def _is_ca(cert: x509.Certificate) -> bool:
         return False
 
 
-def _dns_names(cert: x509.Certificate) -> list[str]:
+def _sans(cert: x509.Certificate) -> list[str]:
+    """The certificate's DNS and IP SANs as strings."""
     try:
-        return cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value \
-            .get_values_for_type(x509.DNSName)
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return []
+    return san.get_values_for_type(x509.DNSName) + [str(ip) for ip in san.get_values_for_type(x509.IPAddress)]
+
+
+def sans_problem(cert: x509.Certificate, service: str, namespace: str, local: bool) -> str | None:
+    """Why the certificate's SANs are not exactly the ones asked for, or None."""
+    have = _sans(cert)
+    want = service_dns_names(service, namespace, local) + serving_ips(local)
+    missing = [n for n in want if n not in have]
+    extra = [n for n in have if n not in want]
+    if not missing and not extra:
+        return None
+    parts = ([f"lacks {', '.join(missing)}"] if missing else []) + ([f"has {', '.join(extra)}"] if extra else [])
+    asked = "the Service's names and loopback (--local)" if local else "the Service's names only (no --local)"
+    return f"the serving certificate's SANs differ from those asked for, {asked}: it {' and '.join(parts)}"
 
 
 def ca_problem(pair, now: dt.datetime, days: int, unusable: str | None = None) -> str | None:
@@ -191,13 +230,18 @@ def ca_problem(pair, now: dt.datetime, days: int, unusable: str | None = None) -
     cert, _ = pair
     if not _is_ca(cert):
         return "ca.crt is not a CA (basicConstraints CA:FALSE)"
-    if cert.not_valid_after_utc < now + dt.timedelta(days=days):
-        return f"the CA expires {cert.not_valid_after_utc:%Y-%m-%d}, before a new serving certificate would"
+    end = cert.not_valid_after_utc
+    if end <= now:
+        return f"the CA expired {end:%Y-%m-%d}"
+    serving_end = now + dt.timedelta(days=days)
+    if end < serving_end:
+        return (f"the CA expires {end:%Y-%m-%d}, before a serving certificate valid for {days} days would "
+                f"({serving_end:%Y-%m-%d}), and a serving certificate cannot outlive the CA that signs it")
     return None
 
 
 def serving_problem(pair, ca_cert: x509.Certificate, service: str, namespace: str,
-                    now: dt.datetime, unusable: str | None = None) -> str | None:
+                    now: dt.datetime, unusable: str | None = None, local: bool = False) -> str | None:
     """Why the serving certificate on disk must be renewed, or None (``unusable``: see :func:`ca_problem`)."""
     if pair is None:
         return unusable or "no readable serving certificate and matching key"
@@ -208,8 +252,9 @@ def serving_problem(pair, ca_cert: x509.Certificate, service: str, namespace: st
         cert.verify_directly_issued_by(ca_cert)
     except (InvalidSignature, ValueError, TypeError, UnsupportedAlgorithm):
         return "the serving certificate's signature does not verify against ca.crt"
-    if sorted(_dns_names(cert)) != sorted(service_dns_names(service, namespace)):
-        return "the serving certificate's DNS names differ from the service's"
+    sans = sans_problem(cert, service, namespace, local)
+    if sans:
+        return sans
     start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
     if now >= end - (end - start) / 3:
         return f"less than a third of the serving certificate's lifetime is left (expires {end:%Y-%m-%d})"
@@ -242,33 +287,49 @@ def write_pair(directory: Path, cert_name: str, key_name: str, cert, key) -> Non
     _write_atomic(directory / cert_name, cert.public_bytes(serialization.Encoding.PEM), 0o644)
 
 
+def max_days(now: dt.datetime) -> int:
+    """The longest ``days`` whose CA (``ca_days(days)``, from ``now``) ends by 9999-12-31."""
+    last = dt.datetime(9999, 12, 31, 23, 59, 59, tzinfo=dt.timezone.utc)
+    room = (last - now).days
+    return room // 3 if room >= CA_DAYS else 0
+
+
 def ensure_certs(directory: str | Path, service: str, namespace: str, days: int = DEFAULT_DAYS,
-                 renew: bool = False, now: dt.datetime | None = None) -> CertState:
+                 renew: bool = False, now: dt.datetime | None = None, local: bool = False) -> CertState:
     """Make or keep the CA and serving certificate in ``directory`` (see module docstring).
 
-    ``renew`` forces a new serving certificate from the kept CA.
+    ``renew`` forces a new serving certificate from the kept CA; ``local`` adds the loopback SANs
+    (``localhost``, ``127.0.0.1``). A serving certificate whose SANs are not exactly the ones asked
+    for is renewed.
     """
     if days < 1:
         raise CertError(f"--days must be at least 1, got {days}")
     now = now or _now()
+    longest = max_days(now)
+    if days > longest:
+        raise CertError(f"--days {days} is too long: the CA, which must outlive the serving certificate, is made "
+                        f"for {ca_days(days)} days and would end after 9999-12-31, the last date a certificate "
+                        f"can carry; at most {longest}")
     directory = Path(directory)
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CertError(f"cannot create {directory}: {e.strerror or e}") from None
+    had_ca = (directory / CA_CERT).exists()
     ca, unusable = _load_pair(directory, CA_CERT, CA_KEY, "CA certificate")
     new_ca = ca_problem(ca, now, days, unusable)
     if new_ca:
-        ca = make_ca(service, now, max(CA_DAYS, days * 3))
+        ca = make_ca(service, now, ca_days(days))
         write_pair(directory, CA_CERT, CA_KEY, *ca)
     serving, unusable = _load_pair(directory, TLS_CERT, TLS_KEY, "serving certificate")
     why = new_ca or ("renewal requested" if renew else None) or \
-        serving_problem(serving, ca[0], service, namespace, now, unusable)
+        serving_problem(serving, ca[0], service, namespace, now, unusable, local)
     if why:
-        serving = make_serving(ca[0], ca[1], service, namespace, now, days)
+        serving = make_serving(ca[0], ca[1], service, namespace, now, days, local)
         write_pair(directory, TLS_CERT, TLS_KEY, *serving)
     return CertState(directory, bool(new_ca), bool(why), why or "kept: CA and serving certificate are valid",
-                     serving[0].not_valid_after_utc)
+                     serving[0].not_valid_after_utc, replaced_ca=bool(new_ca) and had_ca,
+                     ca_not_after=ca[0].not_valid_after_utc, sans=tuple(_sans(serving[0])))
 
 
 def certificate_not_after(path: str | Path) -> float:

@@ -17,7 +17,10 @@ The imperative shell around :func:`policylib.plan.plan`, built the way client-go
   409 Conflict, the controller re-reads the object and plans it again, never clobbering;
 - at most ``controller.maxConcurrentRollouts`` Deployments it rolled are rolling at once; the rest
   are queued again when one finishes;
-- ``dryRun`` logs the plan and writes nothing.
+- every write is recorded as an ``events.k8s.io/v1`` Event on the object written (reason
+  ``SpreadRewritten`` for a Deployment, ``PodGroupCreated``/``PodGroupUpdated`` for a PodGroup; the note
+  is the write's reasons), best effort: a failed Event never fails or retries the write;
+- ``dryRun`` logs the plan and writes nothing (no Events either).
 """
 from __future__ import annotations
 
@@ -91,6 +94,57 @@ def lease_spec(lease: dict | None, identity: str, now: dt.datetime, duration: in
         spec["acquireTime"] = micro_time(now)
         spec["leaseTransitions"] = (spec.get("leaseTransitions") or 0) + (1 if decision == "acquire" else 0)
     return spec
+
+
+# --- events (pure) -------------------------------------------------------------------------------
+
+REPORTING_CONTROLLER = "policylib.io/controller"
+EVENT_ACTION = "Rewrite"
+#: The API server's limits on an events.k8s.io/v1 Event (pkg/apis/core/validation/events.go): ``note``
+#: at most 1 KiB (bytes), ``reportingInstance``, ``action`` and ``reason`` at most 128 characters.
+NOTE_LIMIT = 1024
+FIELD_LIMIT = 128
+
+
+def event_reason(write: Write) -> str:
+    """``SpreadRewritten`` for a Deployment; ``PodGroupCreated`` / ``PodGroupUpdated`` for a PodGroup."""
+    if write.kind == "PodGroup":
+        return "PodGroupCreated" if write.action == "create" else "PodGroupUpdated"
+    if write.kind == "Deployment":
+        return "SpreadRewritten"
+    return f"{write.kind}Rewritten"[:FIELD_LIMIT]
+
+
+def event_note(reasons: list[str], limit: int = NOTE_LIMIT) -> str:
+    """The write's reasons joined with ``; ``, cut to ``limit`` UTF-8 bytes (ending ``...`` when cut)."""
+    note = "; ".join(reasons)
+    data = note.encode("utf-8")
+    if len(data) <= limit:
+        return note
+    return data[:limit - 3].decode("utf-8", "ignore") + "..."
+
+
+def event_for(write: Write, written: dict | None, identity: str, now: dt.datetime, unique: int) -> dict:
+    """The ``events.k8s.io/v1`` Event that records ``write``, regarding the object as the write left it
+    (``written``: the API's answer, which carries the uid and the new resourceVersion). ``unique`` makes
+    the name unique, as client-go's ``<object name>.<hex nanoseconds>``."""
+    meta = (written or {}).get("metadata") or {}
+    regarding = {"apiVersion": (written or {}).get("apiVersion") or write.api_version, "kind": write.kind,
+                 "name": write.name, "namespace": write.namespace, "uid": meta.get("uid"),
+                 "resourceVersion": meta.get("resourceVersion")}
+    suffix = f".{unique:x}"
+    return {
+        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": write.name[:253 - len(suffix)].rstrip("-.") + suffix, "namespace": write.namespace},
+        "eventTime": micro_time(now),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": identity[:FIELD_LIMIT],
+        "action": EVENT_ACTION,
+        "reason": event_reason(write),
+        "type": "Normal",
+        "regarding": {k: v for k, v in regarding.items() if v},
+        "note": event_note(write.reasons),
+    }
 
 
 # --- rollout gate (pure) -----------------------------------------------------------------
@@ -183,7 +237,8 @@ def watched_resources(config: policylib.Config) -> tuple:
     """Deployments and HPAs always; Kubeflow jobs and PodGroups only for gang method podgroup
     (most clusters serve neither, and there is nothing to write for them otherwise)."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
-    return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if config.gang.method == "podgroup" else base
+    podgroups = config.gang.enabled and config.gang.method == "podgroup"
+    return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 
 
 def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
@@ -454,7 +509,20 @@ class Controller:
             self.gate.started(gate_key)
         if res in self.stores:
             self.stores[res].apply("MODIFIED", body)
+        self.record_event(write, body)
         return "written"
+
+    def record_event(self, write: Write, written: dict | None) -> None:
+        """Record an Event on the object just written. Best effort: a failure is logged and counted
+        (``errors{stage="event"}``), and never fails or retries the write."""
+        try:
+            event = event_for(write, written if isinstance(written, dict) else None, self.options.identity,
+                              self.clock(), time.time_ns())
+            self.api.create(kube.EVENTS, write.namespace, event)
+        except Exception as e:  # noqa: BLE001 -- no RBAC for events, events API away, odd answer: the write stands
+            self.metrics.errors.labels("event").inc()
+            log.warning(json.dumps({"msg": "could not record event", "kind": write.kind,
+                                    "namespace": write.namespace, "name": write.name, "error": str(e)[:500]}))
 
     def _refresh(self, res: kube.Resource, write: Write) -> str:
         """After a 409: store the object as it is now, so the next plan sees it."""

@@ -100,7 +100,8 @@ class ServingCertificate:
         self.not_after: float | None = None
         self.error: str | None = None
         if self.context() is None:
-            raise CertError(f"cannot load {self.cert_path} and {self.key_path}: {self.error}")
+            raise CertError(f"cannot load {self.cert_path} and {self.key_path}: "
+                            f"{self.error or 'one of them is missing or unreadable'}")
 
     def _files_signature(self) -> tuple | None:
         try:
@@ -667,11 +668,36 @@ class WebhookServer(BaseApplication):
         worker_exited(worker.pid)
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def missing_certificates(cert_dir: str | Path, host: str = "0.0.0.0") -> str | None:
+    """Why ``cert_dir`` cannot hold the serving certificate (not there, or ``tls.crt``/``tls.key``
+    missing) and the command that makes them; None when both files are there."""
+    import shlex
+    directory = Path(cert_dir)
+    command = f"python -m webhook certs --out {shlex.quote(str(cert_dir))}" + (" --local" if host in LOOPBACK_HOSTS else "")
+    if not directory.exists():
+        why = f"{cert_dir} does not exist"
+    elif not directory.is_dir():
+        why = f"{cert_dir} is not a directory"
+    else:
+        missing = [name for name in (TLS_CERT, TLS_KEY) if not (directory / name).is_file()]
+        if not missing:
+            return None
+        why = f"{cert_dir} has no {' and no '.join(missing)}"
+    return (f"cannot load {directory / TLS_CERT} and {directory / TLS_KEY}: {why}; "
+            f"make them with: {command}")
+
+
 def serve(options: ServeOptions) -> None:
     """Check config, certificates and facts source, then run gunicorn until stopped."""
     import policylib
     from .cache import facts_source
     policy_config = policylib.load_config(options.config)
+    missing = missing_certificates(options.cert_dir, options.host)
+    if missing:
+        raise CertError(missing)
     certificate = ServingCertificate(options.cert_dir)
     facts = facts_source(options.facts, options.kubeconfig)
     created = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")

@@ -184,7 +184,8 @@ class Webhook:
         self.config_path = self.tmp / f"config-{self.name}.yaml"
         self.config_path.write_text(yaml.safe_dump(self.config))
         self.log_path = self.tmp / f"webhook-{self.name}.log"
-        run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(self.cert_dir)],
+        # --local: the API server reaches this webhook on 127.0.0.1, a SAN only --local issues
+        run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(self.cert_dir), "--local"],
                              capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
         self.ca_bundle = run.stdout.strip()
         self.port = free_port()

@@ -12,6 +12,8 @@ import jsonpatch
 import pytest
 import yaml
 
+from webhook.controller import event_note
+
 from .harness import ROOT, SHARED, Cluster, Controller, Webhook, deployment, wait_for
 from .util import POLICYLIB, managed, wait_rolled_out
 
@@ -99,6 +101,18 @@ def test_drift_writes_are_the_plan_then_nothing(own, controllers, tmp_path):
     small = own.get("deployment", "small", ns)
     assert RECORD not in (small["metadata"].get("annotations") or {})
     assert small["spec"]["template"] == before["small"]["spec"]["template"]
+    # One Event per rewritten Deployment, regarding it, with the write's reasons as its note.
+    def spread_events():
+        events = [e for e in own.list("events.events.k8s.io", ns) if e.get("reason") == "SpreadRewritten"]
+        return events if len(events) >= len(planned) else None
+    events = wait_for("an Event per write", spread_events, timeout=30)
+    assert sorted(e["regarding"]["name"] for e in events) == sorted(p["name"] for p in planned)
+    for e in events:
+        [p] = [p for p in planned if p["name"] == e["regarding"]["name"]]
+        assert (e["type"], e["action"], e["reportingController"], e["reportingInstance"]) == \
+            ("Normal", "Rewrite", "policylib.io/controller", ctl.identity)
+        assert e["regarding"]["kind"] == "Deployment" and e["regarding"]["uid"] == before[p["name"]]["metadata"]["uid"]
+        assert e["note"] == event_note(p["reasons"])
     ctl.stop()
 
     # A compliant cluster: a fresh controller lists, plans, and writes nothing.

@@ -76,7 +76,8 @@ def test_certificate_renewed_during_reviews(cluster, webhooks, ns):
 
     def renew():
         for _ in range(5):
-            run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(hook.cert_dir), "--renew"],
+            run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(hook.cert_dir), "--renew",
+                                  "--local"],
                                  capture_output=True, text=True, cwd=ROOT, timeout=60)
             if run.returncode:
                 errors.append(run.stderr)

@@ -3,6 +3,7 @@ the verbs the webhook and the controller use, and an unreachable in-cluster webh
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -42,7 +43,8 @@ def test_every_overlay_is_accepted(installed, overlay):
     run = installed.kubectl("apply", "-k", str(ROOT / overlay))
     assert "Warning" not in run.stderr, run.stderr
     for kind, name in (("deployment", "policylib-webhook"), ("deployment", "policylib-controller"),
-                       ("service", "policylib-webhook"), ("poddisruptionbudget", "policylib-webhook")):
+                       ("service", "policylib-webhook"), ("poddisruptionbudget", "policylib-webhook"),
+                       ("poddisruptionbudget", "policylib-controller")):
         assert installed.get(kind, name, NS)["metadata"]["name"] == name
     hook = installed.get("mutatingwebhookconfiguration", "policylib-webhook")
     assert [w["failurePolicy"] for w in hook["webhooks"]] == ["Ignore"] * 3
@@ -50,6 +52,17 @@ def test_every_overlay_is_accepted(installed, overlay):
     # "configured" for the PodDisruptionBudget, a client-side no-op patch of its int-or-string field).
     diff = installed.kubectl("diff", "-k", str(ROOT / overlay), check=False)
     assert (diff.returncode, diff.stdout) == (0, ""), diff.stdout + diff.stderr
+
+
+def test_network_policy_component_is_accepted(installed, tmp_path):
+    """The opt-in component (manifests/components/network-policy) in a user's overlay, checked by the API server."""
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {os.path.relpath(ROOT / 'manifests', tmp_path)}\n"
+        f"components:\n  - {os.path.relpath(ROOT / 'manifests/components/network-policy', tmp_path)}\n")
+    run = installed.kubectl("apply", "--dry-run=server", "-k", str(tmp_path), "-o", "name")
+    assert "networkpolicy.networking.k8s.io/policylib-webhook" in run.stdout.split()
+    assert "Warning" not in run.stderr, run.stderr
 
 
 def can_i(cluster, who: str, verb: str, resource: str, namespace: str | None = None, name: str | None = None) -> bool:
@@ -82,6 +95,10 @@ ALLOWED = [
     (CONTROLLER_SA, "create", "leases.coordination.k8s.io", NS, None),
     (CONTROLLER_SA, "get", "leases.coordination.k8s.io", NS, "policylib-controller"),
     (CONTROLLER_SA, "update", "leases.coordination.k8s.io", NS, "policylib-controller"),
+    # Events (reason SpreadRewritten) on the objects it rewrites, in any namespace, via events.k8s.io/v1.
+    (CONTROLLER_SA, "create", "events.events.k8s.io", "default", None),
+    (CONTROLLER_SA, "patch", "events.events.k8s.io", "ml-team", None),
+    (CONTROLLER_SA, "create", "events.events.k8s.io", None, None),
 ]
 DENIED = [
     (WEBHOOK_SA, "get", "secrets", NS, None),
@@ -93,6 +110,11 @@ DENIED = [
     (CONTROLLER_SA, "patch", "tfjobs.kubeflow.org", None, None),
     (CONTROLLER_SA, "update", "leases.coordination.k8s.io", "kube-system", "kube-scheduler"),
     (CONTROLLER_SA, "update", "leases.coordination.k8s.io", NS, "another-lease"),
+    (CONTROLLER_SA, "list", "events.events.k8s.io", None, None),
+    (CONTROLLER_SA, "delete", "events.events.k8s.io", "default", None),
+    (CONTROLLER_SA, "update", "events.events.k8s.io", "default", None),
+    (CONTROLLER_SA, "create", "events", "default", None),  # the core v1 group is not granted
+    (WEBHOOK_SA, "create", "events.events.k8s.io", "default", None),
 ]
 
 

@@ -177,3 +177,24 @@ def test_webhook_config_yaml_roundtrip():
     import policylib
     for config in CONFIGS.values():
         policylib.load_config(yaml.safe_load(yaml.safe_dump(config)))
+
+
+def test_replace_of_a_pre_existing_deployment_keeps_its_placement(cluster, webhooks, ns):
+    """Created before the webhook (no record), with the legacy anti-affinity and its own host constraint; a
+    replace by a manifest without either, count unchanged, keeps both (and says so), and nothing rolls."""
+    webhooks("default")
+    cluster.namespace(ns)                       # no webhook yet
+    old = deployment("web", ns, 3)
+    old["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    host = {"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "web"}}}
+    old["spec"]["template"]["spec"]["topologySpreadConstraints"] = [host]
+    cluster.apply(old)
+    before = wait_rolled_out(cluster, ns, "web")
+    cluster.namespace(ns, config="default")     # the webhook is installed
+    run = cluster.kubectl("replace", "-f", "-", input=json.dumps(deployment("web", ns, 3)))
+    assert "kept its placement rules from before this update" in run.stderr
+    after = wait_rolled_out(cluster, ns, "web")
+    assert after["spec"]["template"] == before["spec"]["template"]
+    assert len(replicasets(cluster, ns, "web")) == 1
