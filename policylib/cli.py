@@ -95,7 +95,8 @@ def read_documents(paths: Sequence[str], stdin: TextIO, recursive: bool = False,
         found: list[Document] = []
         for file in source_files(path, recursive):
             found += parse_documents(_read_source(file, stdin), _display(file))
-        if require_objects and not found:
+        if require_objects and not any(isinstance(d.obj, dict) and d.obj.get("kind") for d in found):
+            # a mapping without a kind ({} from a failed render) is no Kubernetes object either
             raise InputError(f"no Kubernetes objects in {_display(path)}")
         docs += found
     return docs

@@ -407,11 +407,7 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
             ctx.reasons.append(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
             host = next((c for c in desired if c["topologyKey"] == config.host.topologyKey), None)
             if required and (host is None or host["whenUnsatisfiable"] != DO_NOT_SCHEDULE):
-                ctx.warnings.append(
-                    f"{ctx.ref}: removed a required pod anti-affinity while the host spread is only a preference "
-                    f"(ScheduleAnyway): its replicas may now share a node; to keep one replica per node enforced set "
-                    f"hostTopologySpread.whenUnsatisfiable: DoNotSchedule (enforced from hardMinReplicas "
-                    f"{config.host.hardMinReplicas}), or label it {SKIP_KEY}=true")
+                ctx.warnings.append(weakened_anti_affinity_warning(config, ctx.effective.replicas))
         record = {RECORD_REPLICAS: str(ctx.effective.replicas), RECORD_SETTINGS: config.spread_fingerprint(),
                   RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
         if any(annotations.get(k) != v for k, v in record.items()):
@@ -423,6 +419,19 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
         draft.prune_empty(ANNOTATIONS)
     if not desired:
         ctx.reasons.append("both spreads are disabled: no constraints written")
+
+
+def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
+    """A required self anti-affinity was removed while the host spread written is only a preference:
+    the setting that would keep it enforced (kept short: kubectl prints webhook warnings whole)."""
+    host = config.host
+    if not host.enabled:
+        fix = "enable hostTopologySpread"
+    elif host.whenUnsatisfiable == DO_NOT_SCHEDULE:
+        fix = f"set hostTopologySpread.hardMinReplicas <= {effective}"
+    else:
+        fix = "set hostTopologySpread.whenUnsatisfiable: DoNotSchedule"
+    return f"required anti-affinity removed; host spread only preferred: {fix}"
 
 
 def matches_current_settings(obj: dict, ctx: _Ctx, old: dict) -> bool:
@@ -475,14 +484,20 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
 
 def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
     """A Deployment policylib never wrote, updated by a manifest that drops its placement (a new
-    generator version, ``kubectl replace``) with its count unchanged: put back what was dropped."""
+    generator version, ``kubectl replace``) with its count unchanged: put back what was dropped, per
+    managed topology key and for the anti-affinity the spread would replace. With both spreads off
+    nothing of ours is in play, and the update is the user's."""
+    if not (ctx.config.zone.enabled or ctx.config.host.enabled):
+        return
     keys = managed_keys(ctx.config, old, draft.original)
-    kept = []
+    current = _constraints_of(draft.root)
+    present = {c.get("topologyKey") for c in current if isinstance(c, dict)}
     _, ours_old = _split(_constraints_of(old), keys)
-    others, ours_new = _split(_constraints_of(draft.root), keys)
-    if ours_old and not ours_new:
-        draft.set(CONSTRAINTS, others + ours_old)
-        kept.append("topology spread on " + ", ".join(sorted({c.get("topologyKey", "") for c in ours_old})))
+    dropped = [c for c in ours_old if c.get("topologyKey") not in present]
+    kept = []
+    if dropped:
+        draft.set(CONSTRAINTS, current + dropped)
+        kept.append("spread on " + ", ".join(sorted({c.get("topologyKey", "") for c in dropped})))
     old_spec = ((old.get("spec") or {}).get("template") or {}).get("spec") or {}
     old_terms = managed_anti_affinity(old_spec.get("affinity"), ctx.pod_labels, ctx.namespace,
                                       ctx.config.removePodAntiAffinity)
@@ -490,11 +505,10 @@ def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
                                       ctx.config.removePodAntiAffinity)
     if old_terms and not new_terms:
         draft.set(AFFINITY, restore_anti_affinity(draft.get(AFFINITY), old_terms))
-        kept.append("pod anti-affinity")
+        kept.insert(0, "anti-affinity")
     if kept:
-        ctx.warnings.append(f"{ctx.ref}: kept its placement rules from before this update ({'; '.join(kept)}): "
-                            "policylib keeps a Deployment's previous rules until its effective replica count "
-                            "changes; change the count or turn on hostTopologySpread.reconcileDrift to replace them")
+        ctx.warnings.append(f"kept the dropped placement ({'; '.join(kept)}) until replicas change, or "
+                            "reconcileDrift")
 
 
 def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[str]:

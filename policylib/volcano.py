@@ -11,9 +11,10 @@ rescheduled together inside one HyperNode. This policy writes, on CREATE:
   event the task does not already handle, on every task with a partitionPolicy.
 
 Volcano's Job webhook rejects any change to ``policies`` or
-``partitionPolicy`` on UPDATE, so UPDATE gets no patch. Job-level policies are
-never touched: RestartPartition does nothing there, and Volcano's
-ValidatingAdmissionPolicy denies it.
+``partitionPolicy`` on UPDATE, so UPDATE gets no patch. A job-level
+RestartPartition policy is moved to the partitioned tasks (it does nothing at
+job level, and Volcano's ValidatingAdmissionPolicy denies it there); other
+job-level policies are never touched.
 """
 from __future__ import annotations
 
@@ -323,10 +324,10 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -
                 task_list = list(task_list)
                 draft.set(TASKS, task_list)
             task_list[i] = out[i]
-    where = (f"to the partitioned task(s) {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
-             else "nowhere: no task is partitioned, and RestartPartition acts only on a task's partitions")
-    notes.warnings.append(f"moved the job-level RestartPartition policy (events {', '.join(events)}) {where}: at job "
-                          "level it does nothing, and Volcano's ValidatingAdmissionPolicy denies it")
+    where = (f"to task {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
+             else "away: no task is partitioned")
+    notes.warnings.append(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
+                          "denied by Volcano's VAP")
     return out
 
 

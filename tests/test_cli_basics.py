@@ -383,3 +383,13 @@ def test_exit_code_3_when_a_returned_volcano_job_would_still_be_denied(tmp_path)
     assert err.getvalue() == (f"policylib: warning: {path}: Job ml/j: would still be denied by Volcano's job admission "
                               "(v1.15.1): spec.policies[0].action: invalid policy action 'Explode'\n")
     assert main(["preview", "-f", str(path)], stdout=io.StringIO(), stderr=io.StringIO()) == 0
+
+
+def test_a_render_of_only_empty_mappings_cannot_pass_the_gate(tmp_path):
+    import io
+
+    from policylib.cli import main
+    err = io.StringIO()
+    assert main(["preview", "-f", "-", "--exit-code"], stdin=io.StringIO("{}\n---\n{}\n"), stdout=io.StringIO(),
+                stderr=err) == 2
+    assert err.getvalue() == "policylib: error: no Kubernetes objects in <stdin>\n"

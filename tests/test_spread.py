@@ -491,10 +491,9 @@ def test_update_dropping_the_placement_of_an_unwritten_deployment_keeps_it():
     assert spec["affinity"] == legacy_anti_affinity({"app": "web"})
     # the managed host constraint comes back; the rack constraint the update dropped is the user's change
     assert spec["topologySpreadConstraints"] == [pod_spec(old)["topologySpreadConstraints"][0]]
-    assert r.warnings == ["Deployment ml/web: kept its placement rules from before this update (topology spread on "
-                          "kubernetes.io/hostname; pod anti-affinity): policylib keeps a Deployment's previous rules "
-                          "until its effective replica count changes; change the count or turn on "
-                          "hostTopologySpread.reconcileDrift to replace them"]
+    assert r.warnings == ["kept the dropped placement (anti-affinity; spread on kubernetes.io/hostname) until replicas "
+                          "change, or reconcileDrift"]
+    assert all(len(w) <= 120 for w in r.warnings)   # the webhook passes warnings of at most 120 characters
     assert jsonpatch.apply_patch(new, r.patch) == r.object
     assert mutate(r.object, load_config(None), old=old).patch == []     # idempotent
 
@@ -504,6 +503,26 @@ def test_update_changing_the_count_writes_the_spread_instead():
     assert "affinity" not in pod_spec(r.object)
     assert [c["topologyKey"] for c in pod_spec(r.object)["topologySpreadConstraints"]] == [
         "topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+
+
+def test_update_dropping_one_managed_constraint_restores_that_one():
+    old = _pre_existing()
+    zone = {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app": "web"}}}
+    pod_spec(old)["topologySpreadConstraints"].append(zone)
+    new = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],
+                                           "affinity": legacy_anti_affinity({"app": "web"}),
+                                           "topologySpreadConstraints": [zone]})
+    r = mutate(new, load_config(None), old=old)
+    assert pod_spec(r.object)["topologySpreadConstraints"] == [zone, pod_spec(old)["topologySpreadConstraints"][0]]
+    assert r.warnings == ["kept the dropped placement (spread on kubernetes.io/hostname) until replicas change, or "
+                          "reconcileDrift"]
+
+
+def test_update_with_both_spreads_off_is_the_users():
+    off = load_config({"zoneTopologySpread": {"enabled": False}, "hostTopologySpread": {"enabled": False}})
+    r = mutate(deployment(replicas=4), off, old=_pre_existing())
+    assert (r.patch, r.warnings) == ([], [])
 
 
 def test_update_keeping_its_own_rules_is_left_alone():
@@ -516,12 +535,15 @@ def test_removing_a_required_anti_affinity_under_a_preference_warns():
     legacy = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],
                                               "affinity": legacy_anti_affinity({"app": "web"})})
     r = mutate(legacy, load_config(None))
-    assert r.warnings == ["Deployment ml/web: removed a required pod anti-affinity while the host spread is only a "
-                          "preference (ScheduleAnyway): its replicas may now share a node; to keep one replica per node "
-                          "enforced set hostTopologySpread.whenUnsatisfiable: DoNotSchedule (enforced from "
-                          "hardMinReplicas 3), or label it policylib.io/skip=true"]
+    assert r.warnings == ["required anti-affinity removed; host spread only preferred: set "
+                          "hostTopologySpread.whenUnsatisfiable: DoNotSchedule"]
     enforced = mutate(legacy, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}))
     assert enforced.warnings == []
+    small = deployment(replicas=2, pod_spec=pod_spec(legacy))   # enforced only from hardMinReplicas 3
+    assert mutate(small, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}})).warnings == [
+        "required anti-affinity removed; host spread only preferred: set hostTopologySpread.hardMinReplicas <= 2"]
+    assert mutate(legacy, load_config({"hostTopologySpread": {"enabled": False}})).warnings == [
+        "required anti-affinity removed; host spread only preferred: enable hostTopologySpread"]
     preferred = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],
                                                  "affinity": legacy_anti_affinity({"app": "web"}, preferred=True)})
     assert mutate(preferred, load_config(None)).warnings == []   # a preference becoming a preference

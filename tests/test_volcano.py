@@ -367,9 +367,8 @@ def test_job_level_restart_partition_moves_to_the_partitioned_tasks():
     assert tasks[0]["policies"] == [{"event": "PodEvicted", "action": "RestartPartition"},
                                     {"event": "PodFailed", "action": "RestartPartition"}]
     assert "policies" not in tasks[1]   # not partitioned: RestartPartition would do nothing there
-    assert r.warnings == ["moved the job-level RestartPartition policy (events PodEvicted, PodFailed) to the "
-                          "partitioned task(s) t0: at job level it does nothing, and Volcano's "
-                          "ValidatingAdmissionPolicy denies it"]
+    assert r.warnings == ["moved job-level RestartPartition (PodEvicted, PodFailed) to task t0: no-op at job level, "
+                          "denied by Volcano's VAP"]
     assert validate_volcano_job(r.object) == []
     assert jsonpatch.apply_patch(j, r.patch) == r.object
 
@@ -379,6 +378,5 @@ def test_job_level_restart_partition_without_partitions_is_removed_and_said():
     j["spec"]["policies"] = [{"event": "PodFailed", "action": "RestartPartition"}]
     r = mutate(j, load_config(None))
     assert "policies" not in r.object["spec"]
-    assert r.warnings == ["moved the job-level RestartPartition policy (events PodFailed) nowhere: no task is "
-                          "partitioned, and RestartPartition acts only on a task's partitions: at job level it does "
-                          "nothing, and Volcano's ValidatingAdmissionPolicy denies it"]
+    assert r.warnings == ["moved job-level RestartPartition (PodFailed) away: no task is partitioned: no-op at job "
+                          "level, denied by Volcano's VAP"]

@@ -194,7 +194,7 @@ def test_replace_of_a_pre_existing_deployment_keeps_its_placement(cluster, webho
     before = wait_rolled_out(cluster, ns, "web")
     cluster.namespace(ns, config="default")     # the webhook is installed
     run = cluster.kubectl("replace", "-f", "-", input=json.dumps(deployment("web", ns, 3)))
-    assert "kept its placement rules from before this update" in run.stderr
+    assert "kept the dropped placement (anti-affinity; spread on kubernetes.io/hostname)" in run.stderr
     after = wait_rolled_out(cluster, ns, "web")
     assert after["spec"]["template"] == before["spec"]["template"]
     assert len(replicasets(cluster, ns, "web")) == 1
