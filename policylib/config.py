@@ -206,6 +206,8 @@ def _parse_positive_int(path: str, value: Any) -> int:
         raise ConfigError(path, f"must be an integer >= 1, got {value!r}")
     if value < 1:
         raise ConfigError(path, f"must be an integer >= 1, got {value}")
+    if value > 2**31 - 1:
+        raise ConfigError(path, f"must be at most {2**31 - 1} (the API's int32 fields), got {value}")
     return value
 
 

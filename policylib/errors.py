@@ -42,13 +42,19 @@ class PolicyError(PolicylibError):
         super().__init__(f"{obj_ref}: {field}: {message}" if field else f"{obj_ref}: {message}")
 
 
+#: The largest value of the API's int32 fields (replicas, maxSkew, minDomains, minMember, ...).
+INT32_MAX = 2**31 - 1
+
+
 def int_field(value: object, ref: str, path: str, minimum: int) -> int:
-    """An integer field of an object (never a bool or a string), at least ``minimum``;
-    else a :class:`PolicyError` naming the object and the field."""
+    """An int32 field of an object (never a bool or a string), at least ``minimum``; else a
+    :class:`PolicyError` naming the object and the field."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise PolicyError(ref, path, f"must be an integer, got {value!r}")
     if value < minimum:
         raise PolicyError(ref, path, f"must be >= {minimum}, got {value}")
+    if value > INT32_MAX:
+        raise PolicyError(ref, path, f"must be at most {INT32_MAX} (int32), got {value}")
     return value
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .config import Config, GangSettings, load_config
-from .errors import FieldError, PolicyError, int_field, object_ref
+from .errors import INT32_MAX, FieldError, PolicyError, int_field, object_ref
 from .facts import namespace_of
 from .labels import dns1123_subdomain_errors, label_value_errors, qualified_name_errors
 from .patch import Draft, diff_owned
@@ -217,7 +217,12 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
     timeout = policy.get("scheduleTimeoutSeconds")
     if timeout is not None:
         timeout = int_field(timeout, ref, "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds", 1)
-    return KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout)
+    job = KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout)
+    if min_available is None and job.total > INT32_MAX:
+        # the gang's minimum (minMember, min-available) is an int32 field
+        raise PolicyError(ref, f"spec.{specs_key}", f"the replicas add up to {job.total}, over the {INT32_MAX} a "
+                                                    "gang's minimum can hold (int32)")
+    return job
 
 
 def has_scheduling_policy(obj: dict) -> bool:

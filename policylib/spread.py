@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
-from .errors import PolicyError, int_field, object_ref
+from .errors import INT32_MAX, PolicyError, int_field, object_ref
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
@@ -106,8 +106,16 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
             count = int(str(raw).strip(), 10)
         except ValueError:
             raise PolicyError(ref, path, f"must be a whole number as a string, got {raw!r}") from None
-        int_field(count, ref, path, 0)
-        return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
+        if count <= INT32_MAX:
+            int_field(count, ref, path, 0)
+            return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
+        shown = str(raw).strip()
+        shown = shown if len(shown) <= 20 else shown[:20] + "..."
+        ignored = (f"{AUTOSCALING_MIN_ANNOTATION} {shown!r} is over int32 ({INT32_MAX}): ignored, spec.replicas "
+                   "counts",)
+        base = effective_replicas({**deployment, "metadata": {k: v for k, v in (deployment.get("metadata") or {}).items()
+                                                              if k != "annotations"}}, facts, ns)
+        return Effective(base.replicas, base.source, base.warnings + ignored)
     if replicas is None:
         return Effective(1, "spec.replicas absent (defaults to 1)")
     return Effective(replicas, f"spec.replicas {replicas}")
@@ -357,8 +365,8 @@ def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
     selector_errors = validate_label_selector(selector, "spec.selector")
     if selector_errors:
         raise PolicyError(ref, selector_errors[0].field, selector_errors[0].message)
-    if not isinstance(obj.get("metadata") or {}, dict):
-        raise PolicyError(ref, "metadata", "must be an object")
+    if not isinstance(obj.get("metadata"), dict):
+        raise PolicyError(ref, "metadata", f"must be an object, got {obj.get('metadata')!r}")
     for key in ("labels", "annotations"):
         if not isinstance((obj.get("metadata") or {}).get(key) or {}, dict):
             raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
@@ -368,6 +376,8 @@ def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
     constraints = template["spec"].get("topologySpreadConstraints")
     if constraints is not None and not isinstance(constraints, list):
         raise PolicyError(ref, "spec.template.spec.topologySpreadConstraints", "must be a list")
+    if not isinstance(template.get("metadata") or {}, dict):
+        raise PolicyError(ref, "spec.template.metadata", f"must be an object, got {template.get('metadata')!r}")
     labels = (template.get("metadata") or {}).get("labels") or {}
     if not isinstance(labels, dict):
         raise PolicyError(ref, "spec.template.metadata.labels", "must be a map of strings")

@@ -245,3 +245,9 @@ def test_family_switches_leave_their_kinds_alone():
     on = load_config({"volcano": {"partitionSize": 2}})
     assert mutate(vj, on).patch
     assert load_config(None).volcano.enabled is True and load_config(None).gang.enabled is True
+
+
+def test_integers_past_int32_are_config_errors():
+    with pytest.raises(ConfigError) as e:
+        load_config({"hostTopologySpread": {"maxSkew": 2**31}})
+    assert str(e.value) == "hostTopologySpread.maxSkew: must be at most 2147483647 (the API's int32 fields), got 2147483648"

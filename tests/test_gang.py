@@ -664,3 +664,14 @@ def test_koordinator_waiting_time_follows_the_jobs_timeout_else_the_setting():
     assert annotations_of(mutate(own, config).object, "Worker")[KOORD_WAITING_TIME] == "120s"
     on_ack = cfg(method="koordinator", scheduler="ack")
     assert KOORD_WAITING_TIME not in annotations_of(mutate(tfjob(Worker=2), on_ack).object, "Worker")
+
+
+def test_replicas_adding_up_past_int32_are_a_policy_error():
+    from policylib import PolicyError, load_config, mutate
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "big", "namespace": "ml"},
+           "spec": {"tfReplicaSpecs": {t: {"replicas": 2**31 - 1, "template": {"spec": {"containers": [
+               {"name": "tensorflow", "image": "x"}]}}} for t in ("PS", "Worker")}}}
+    with pytest.raises(PolicyError) as e:
+        mutate(job, load_config(None))
+    assert str(e.value) == ("TFJob ml/big: spec.tfReplicaSpecs: the replicas add up to 4294967294, over the "
+                            "2147483647 a gang's minimum can hold (int32)")

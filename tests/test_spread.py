@@ -559,3 +559,32 @@ def test_revert_warning_names_only_the_reverted_key():
     assert r.warnings == ["reverted changes to the managed spread on kubernetes.io/hostname: set by policylib when the "
                           "effective replica count changes (opt out: label policylib.io/skip=true)"]
     assert pod_spec(r.object)["topologySpreadConstraints"] == pod_spec(written)["topologySpreadConstraints"]
+
+
+# --- issue 14: numbers that fit their fields, objects that are objects ---------------------------------
+
+@pytest.mark.parametrize("raw", ["2147483648", "9000000000", "99999999999999999999"])
+def test_autoscaling_annotation_past_int32_is_ignored_with_a_warning(raw):
+    config = load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}})
+    r = mutate(deployment(replicas=3, annotations={AUTOSCALING_MIN_ANNOTATION: raw}), config)
+    assert [c["maxSkew"] for c in constraints(r.object)] == [1, 1]
+    assert r.object["metadata"]["annotations"][RECORD_REPLICAS] == "3"
+    shown = raw if len(raw) <= 20 else raw[:20] + "..."
+    assert r.warnings == [f"policylib.io/autoscaling-min-replicas {shown!r} is over int32 (2147483647): ignored, "
+                          "spec.replicas counts"]
+    assert all(len(w) <= 120 for w in r.warnings)
+    top = mutate(deployment(replicas=3, annotations={AUTOSCALING_MIN_ANNOTATION: "2147483647"}), config)
+    assert [c["maxSkew"] for c in constraints(top.object)] == [1, 715827883] and top.warnings == []
+
+
+@pytest.mark.parametrize("mutilate,field", [
+    (lambda d: d.update(metadata=None), "metadata: must be an object, got None"),
+    (lambda d: d.update(metadata=[1]), "metadata: must be an object, got [1]"),
+    (lambda d: d["spec"]["template"].update(metadata=1.5), "spec.template.metadata: must be an object, got 1.5"),
+])
+def test_metadata_that_is_not_a_map_is_a_policy_error(mutilate, field):
+    d = deployment(replicas=3)
+    mutilate(d)
+    with pytest.raises(PolicyError) as e:
+        mutate(d, load_config(None))
+    assert str(e.value).endswith(field)

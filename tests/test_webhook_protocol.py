@@ -471,3 +471,32 @@ def test_a_body_that_cannot_be_read_is_408_or_400_not_500(app, error, status, me
                                headers={"Content-Length": "100"})
     assert error_of(response, status) == message
     assert app.metric(f'policylib_webhook_bad_requests_total{{code="{status}"}}') == 1
+
+
+# --- issue 14: an answer that cannot be encoded is a policy failure, never a 500 ------------------------
+
+def _deep_constraint_review():
+    nested: object = 1
+    for _ in range(300):   # past orjson's nesting limit, inside a constraint the policy keeps
+        nested = [nested]
+    d = deployment(replicas=3)
+    d["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
+        {"maxSkew": 1, "topologyKey": "example.com/rack", "whenUnsatisfiable": "ScheduleAnyway", "x": nested}]
+    return review_of(d)
+
+
+@pytest.mark.parametrize("mode,allowed", [("open", True), ("closed", False)])
+def test_an_answer_json_cannot_carry_follows_the_failure_mode(mode, allowed):
+    client = webhook.create_app({"webhook": {"failureMode": mode}}).test_client()
+    resp = client.post("/mutate", data=json.dumps(_deep_constraint_review()), content_type="application/json")
+    assert resp.status_code == 200
+    answer = resp.get_json()["response"]
+    assert answer["allowed"] is allowed and "patch" not in answer
+    message = "the answer could not be encoded as JSON (TypeError: Recursion limit reached)"
+    if allowed:
+        assert answer["warnings"] == [f"policylib not applied: {message}"]
+    else:
+        assert answer["status"] == {"code": 400, "message": f"policylib: {message}"}
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert "policylib_webhook_bad_requests_total{" not in metrics   # counted as a policy failure, not refused
+    assert f'policylib_webhook_policy_failures_total{{kind="Deployment",mode="{mode}"}} 1.0' in metrics

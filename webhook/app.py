@@ -89,10 +89,17 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
         with metrics.in_flight.track_inprogress():
             req = review.parse_review(read_body(limit))
             answer = review.decide(req, config, facts)
-            body = review.response_review(req, answer)
+            try:
+                payload = orjson.dumps(review.response_review(req, answer))
+            except (TypeError, ValueError, OverflowError, RecursionError) as e:
+                # An answer JSON cannot carry (a number past 64 bits, nesting past orjson's limit in a value
+                # the policy kept): answered as a policy failure, never a 500.
+                answer = review.failure_answer(review.AnswerNotEncodable(f"{type(e).__name__}: {e}"),
+                                               config.webhook.failureMode)
+                payload = orjson.dumps(review.response_review(req, answer))
         seconds = time.perf_counter() - start
         record(req, answer, seconds)
-        return _json(body)
+        return Response(payload, status=200, mimetype=JSON)
 
     def record(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> None:
         kind = kind_label(req.group, req.kind)  # a bounded label: never the request's free text

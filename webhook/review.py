@@ -35,6 +35,13 @@ FAIL_OPEN, FAIL_CLOSED = "fail_open", "fail_closed"
 DENIED_CODE, FAIL_CLOSED_CODE = 403, 400
 
 
+class AnswerNotEncodable(policylib.PolicylibError):
+    """The answer to a review cannot be written as JSON; handled like any policy failure."""
+
+    def __str__(self) -> str:
+        return f"the answer could not be encoded as JSON ({self.args[0]})"
+
+
 class BadReview(ValueError):
     """The body is not an AdmissionReview we can answer (HTTP 400)."""
 
