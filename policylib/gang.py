@@ -40,8 +40,13 @@ from .result import Result
 from .spread import SKIP_KEY, is_opted_out
 
 API_VERSION = "kubeflow.org/v1"
-#: Where each kind keeps its replica specs (kubeflow/training-operator v1.9 CRDs).
+#: The MPI Operator's current API (v0.4+): the same mpiReplicaSpecs (Launcher, Worker) and
+#: runPolicy.schedulingPolicy as kubeflow.org/v1, so the same gang treatment.
+MPI_V2_API_VERSION = "kubeflow.org/v2beta1"
+#: Where each kind keeps its replica specs (kubeflow/training-operator v1.9 CRDs; mpi-operator v2beta1).
 REPLICA_SPECS = {"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
+#: The kinds served in each API version.
+KINDS_BY_API_VERSION = {API_VERSION: frozenset(REPLICA_SPECS), MPI_V2_API_VERSION: frozenset({"MPIJob"})}
 
 # --- the keys each scheduler reads ------------------------------------------------
 #: ACK / Koordinator lightweight coscheduling labels (seed 002 "Metode 1"; Koordinator
@@ -104,8 +109,8 @@ _HASH_LEN = 8
 
 
 def is_kubeflow_job(obj: object) -> bool:
-    """A ``kubeflow.org/v1`` TFJob, PyTorchJob or MPIJob."""
-    return isinstance(obj, dict) and obj.get("apiVersion") == API_VERSION and obj.get("kind") in REPLICA_SPECS
+    """A ``kubeflow.org/v1`` TFJob, PyTorchJob or MPIJob, or a ``kubeflow.org/v2beta1`` MPIJob."""
+    return isinstance(obj, dict) and obj.get("kind") in KINDS_BY_API_VERSION.get(obj.get("apiVersion"), ())
 
 
 def is_gang_key(key: str) -> bool:

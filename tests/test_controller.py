@@ -226,7 +226,7 @@ def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
 def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
     from webhook.controller import watched_resources
     assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers"]
-    assert len(watched_resources(load_config({"gang": {"method": "podgroup"}}))) == 7
+    assert len(watched_resources(load_config({"gang": {"method": "podgroup"}}))) == 8   # MPIJob v1 and v2beta1
 
 
 def test_compliant_cluster_sees_zero_writes(tmp_path):

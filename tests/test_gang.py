@@ -583,11 +583,19 @@ def test_opt_out_label():
 
 # --- dispatch and validation helper ----------------------------------------------------------------
 
-def test_only_kubeflow_v1_training_jobs_are_handled():
+def test_kubeflow_v1_training_jobs_and_v2beta1_mpijobs_are_handled():
     assert is_kubeflow_job(tfjob(Worker=1))
-    v2 = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m"},
-          "spec": {"mpiReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {}}}}}}
-    assert not is_kubeflow_job(v2) and mutate(v2, cfg()).patch == []
+    v2 = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "m", "namespace": "ml"},
+          "spec": {"mpiReplicaSpecs": {
+              "Launcher": {"replicas": 1, "template": {"spec": {"containers": [{"name": "l", "image": "x"}]}}},
+              "Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "w", "image": "x"}]}}}}}}
+    assert is_kubeflow_job(v2)
+    r = mutate(v2, cfg())
+    for role in ("Launcher", "Worker"):   # the launcher counts (mpi-operator: workers + 1)
+        labels = r.object["spec"]["mpiReplicaSpecs"][role]["template"]["metadata"]["labels"]
+        assert labels == {"pod-group.scheduling.sigs.k8s.io/name": "m", "pod-group.scheduling.sigs.k8s.io/min-available": "3"}
+    other = dict(v2, kind="TFJob")        # v2beta1 serves MPIJob only
+    assert not is_kubeflow_job(other) and mutate(other, cfg()).patch == []
 
 
 def test_mutate_kubeflow_job_is_mutate_for_these_kinds():

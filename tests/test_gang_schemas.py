@@ -153,3 +153,30 @@ def test_preview_of_an_update_shows_the_recomputed_podgroup(tmp_path):
     code, docs, _ = preview(tmp_path, config, new, old=old)
     assert code == 0 and docs[0] == new
     assert docs[1]["spec"] == {"scheduleTimeoutSeconds": 10, "minMember": 9}
+
+
+# --- MPIJob kubeflow.org/v2beta1 (the MPI Operator's API) ------------------------------------------
+
+MPI_V2_EXAMPLES = sorted(glob.glob(str(shared_path("examples", "mpi-operator", "*.yaml"))))
+
+
+def mpi_v2_errors(obj: dict) -> list[str]:
+    validator = crd_validator("schemas", "mpi-operator", "kubeflow.org_mpijobs.v2beta1.yaml", version="v2beta1")
+    return sorted(f"{'.'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj))
+
+
+@pytest.mark.skipif(not MPI_V2_EXAMPLES, reason="upstream MPI Operator examples live in ../shared/examples/mpi-operator")
+@pytest.mark.parametrize("config", CONFIGS, ids=config_id)
+@pytest.mark.parametrize("path", MPI_V2_EXAMPLES, ids=os.path.basename)
+def test_mpi_operator_v2beta1_examples_get_the_same_gang_treatment(path, config):
+    job = yaml.safe_load(Path(path).read_text())
+    assert job["apiVersion"] == "kubeflow.org/v2beta1"
+    before = mpi_v2_errors(job)   # pi-intel.yaml has a `command:` with no value; nothing else may appear
+    result = mutate(job, load_config({"gang": config}))
+    assert mpi_v2_errors(result.object) == before
+    assert validate_gang_labels(result.object) == []
+    as_v1 = mutate(dict(job, apiVersion="kubeflow.org/v1"), load_config({"gang": config}))
+    assert result.patch == as_v1.patch        # the same treatment as the training-operator's MPIJob
+    assert result.patch, "every example gets gang metadata"
+    for pg in result.extra_objects:
+        assert podgroup_errors(pg, config["scheduler"]) == []

@@ -189,8 +189,8 @@ def test_hpa_events_queue_their_targets_old_and_new(tmp_path):
         keys = []
         while (k := c.queue.get(0)) is not None:
             keys.append(k)
-    assert keys == [("Deployment", "ml", "api"), ("Deployment", "ml", "web"), ("Deployment", "ml", "db"),
-                    ("Deployment", "ml", "front")]
+    assert keys == [("apps/v1", "Deployment", "ml", "api"), ("apps/v1", "Deployment", "ml", "web"),
+                    ("apps/v1", "Deployment", "ml", "db"), ("apps/v1", "Deployment", "ml", "front")]
 
 
 def test_work_per_event_is_one_plan_of_one_object(tmp_path, monkeypatch):

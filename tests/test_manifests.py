@@ -113,7 +113,7 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
     assert rules == {
         "deployments.policylib.io": [(["apps"], ["v1"], ["deployments"], ["CREATE", "UPDATE"])],
         "volcano-jobs.policylib.io": [(["batch.volcano.sh"], ["v1alpha1"], ["jobs"], ["CREATE"])],
-        "kubeflow-jobs.policylib.io": [(["kubeflow.org"], ["v1"], ["tfjobs", "pytorchjobs", "mpijobs"],
+        "kubeflow-jobs.policylib.io": [(["kubeflow.org"], ["v1", "v2beta1"], ["tfjobs", "pytorchjobs", "mpijobs"],
                                         ["CREATE", "UPDATE"])],
     }
 

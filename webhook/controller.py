@@ -46,6 +46,7 @@ from .informer import Reflector, ReflectorMetrics, Store, WorkQueue
 
 log = logging.getLogger("policylib.controller")
 KUBEFLOW_KINDS = frozenset(r.kind for r in kube.KUBEFLOW_JOBS)
+DEPLOYMENT = kube.DEPLOYMENTS.api_version
 
 
 def is_kubeflow_kind(kind: object) -> bool:
@@ -246,11 +247,11 @@ def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
     return [target] if target else []
 
 
-def controller_owners(obj: dict) -> list[tuple[str, str, str]]:
-    """(namespace, kind, name) of the object's controller owner, as its index value."""
+def controller_owners(obj: dict) -> list[tuple[str, str, str, str]]:
+    """(apiVersion, kind, namespace, name) of the object's controller owner: its key, and its index value."""
     ns = namespace_of(obj)
-    return [(ns, r.get("kind"), r.get("name")) for r in (obj.get("metadata") or {}).get("ownerReferences") or []
-            if isinstance(r, dict) and r.get("controller")]
+    return [(r.get("apiVersion"), r.get("kind"), ns, r.get("name"))
+            for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")]
 
 
 def new_store(res: kube.Resource) -> Store:
@@ -290,7 +291,7 @@ class Options:
     planners: tuple = ()
 
 
-Key = tuple[str, str, str]  # (kind, namespace, name) of a Deployment or a Kubeflow job
+Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
 
 
 class Controller:
@@ -400,21 +401,21 @@ class Controller:
         if kind == "Deployment":
             if event_type == "DELETED":
                 self.gate.forget((ns, name))
-                self.deferred.discard(("Deployment", ns, name))
+                self.deferred.discard((DEPLOYMENT, "Deployment", ns, name))
             else:
                 before = len(self.gate.rolling)
                 self.gate.update(obj)
                 if len(self.gate.rolling) < before:
                     keys += sorted(self.deferred)
                     self.deferred.clear()
-                keys.append(("Deployment", ns, name))
+                keys.append((DEPLOYMENT, "Deployment", ns, name))
         elif kind == "HorizontalPodAutoscaler":
             for hpa in (obj, old):
-                keys += [("Deployment", *t) for t in hpa_targets(hpa or {})]
+                keys += [(DEPLOYMENT, "Deployment", *t) for t in hpa_targets(hpa or {})]
         elif kind == "PodGroup":
-            keys += [(k, n, owner) for n, k, owner in controller_owners(obj) + controller_owners(old or {})]
+            keys += controller_owners(obj) + controller_owners(old or {})
         elif is_kubeflow_kind(kind) and event_type != "DELETED":
-            keys.append((kind, ns, name))
+            keys.append((obj.get("apiVersion"), kind, ns, name))
         if self.leading:
             for key in keys:
                 self.queue.add(key)
@@ -426,20 +427,20 @@ class Controller:
         for res, store in self.stores.items():
             if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
                 for ns, name in store.keys():
-                    self.queue.add((res.kind, ns, name))
+                    self.queue.add((res.api_version, res.kind, ns, name))
         self.metrics.queue_depth.set(len(self.queue))
 
     # reconciling one key ----------------------------------------------------------------
-    def _store_for(self, kind: str) -> Store | None:
+    def _store_for(self, api_version: str, kind: str) -> Store | None:
         for res, store in self.stores.items():
-            if res.kind == kind:
+            if (res.api_version, res.kind) == (api_version, kind):
                 return store
         return None
 
     def reconcile(self, key: Key) -> list[Write]:
         """Plan one object and make its writes; returns the writes made. Requeues on failure."""
-        kind, ns, name = key
-        store = self._store_for(kind)
+        api_version, kind, ns, name = key
+        store = self._store_for(api_version, kind)
         obj = store.get(ns, name) if store else None
         if obj is None:
             self.queue.forget(key)

@@ -47,7 +47,9 @@ HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodA
 TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
 PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
 MPIJOBS = Resource("kubeflow.org", "v1", "mpijobs", "MPIJob")
-KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS)
+#: The MPI Operator's API; a cluster serves mpijobs.kubeflow.org from one operator or the other.
+MPIJOBS_V2 = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
 PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
              Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup"))
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")

@@ -231,3 +231,36 @@ def test_podgroup_owned_by_its_job(own, controllers, tmp_path):
                  lambda: own.get_or_none("podgroups.scheduling.x-k8s.io", "train", ns) is None, timeout=120)
     finally:
         hook.stop()
+
+
+def test_mpi_operator_v2beta1_mpijob_gets_its_podgroup(own, controllers, tmp_path):
+    """The MPI Operator's kubeflow.org/v2beta1 MPIJob: admitted with gang metadata, and its PodGroup created
+    owned by it (this cluster serves mpijobs.kubeflow.org from the MPI Operator's CRD)."""
+    if not SHARED.is_dir():
+        pytest.skip("../shared/ (MPI Operator and scheduler-plugins CRDs) is not beside the project")
+    for crd in ("schemas/mpi-operator/kubeflow.org_mpijobs.v2beta1.yaml",
+                "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"):
+        own.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SHARED / crd))
+    own.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "crd/podgroups.scheduling.x-k8s.io",
+                "--timeout=60s")
+    hook = Webhook(own, "mpi", CONFIG, tmp_path).start()
+    try:
+        hook.register()
+        ns = own.namespace("mpi", config="mpi")
+        ctl = controllers("mpi")
+        wait_for("the controller leads", lambda: ctl.status()["leader"], timeout=LEASE_SECONDS * 4)
+        job = yaml.safe_load((SHARED / "examples/mpi-operator/pi.yaml").read_text())
+        job["metadata"]["namespace"] = ns
+        own.kubectl("create", "-f", "-", input=json.dumps(job))
+        stored = own.get("mpijobs.v2beta1.kubeflow.org", "pi", ns)
+        for role in ("Launcher", "Worker"):
+            labels = stored["spec"]["mpiReplicaSpecs"][role]["template"]["metadata"]["labels"]
+            assert labels["scheduling.x-k8s.io/pod-group"] == "pi"
+        workers = job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+        pg = wait_for("the PodGroup", lambda: own.get_or_none("podgroups.scheduling.x-k8s.io", "pi", ns), timeout=90)
+        assert pg["spec"]["minMember"] == workers + 1
+        [owner] = pg["metadata"]["ownerReferences"]
+        assert (owner["apiVersion"], owner["kind"], owner["uid"]) == ("kubeflow.org/v2beta1", "MPIJob",
+                                                                       stored["metadata"]["uid"])
+    finally:
+        hook.stop()
