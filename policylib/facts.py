@@ -13,7 +13,8 @@ DEFAULT_NAMESPACE = "default"
 
 def namespace_of(obj: dict, default: str = DEFAULT_NAMESPACE) -> str:
     meta = obj.get("metadata")
-    return (meta.get("namespace") if isinstance(meta, dict) else None) or default
+    namespace = meta.get("namespace") if isinstance(meta, dict) else None
+    return namespace if isinstance(namespace, str) and namespace else default
 
 
 def is_hpa(obj: object) -> bool:

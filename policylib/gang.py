@@ -110,7 +110,9 @@ _HASH_LEN = 8
 
 def is_kubeflow_job(obj: object) -> bool:
     """A ``kubeflow.org/v1`` TFJob, PyTorchJob or MPIJob, or a ``kubeflow.org/v2beta1`` MPIJob."""
-    return isinstance(obj, dict) and obj.get("kind") in KINDS_BY_API_VERSION.get(obj.get("apiVersion"), ())
+    if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str) or not isinstance(obj.get("kind"), str):
+        return False
+    return obj["kind"] in KINDS_BY_API_VERSION.get(obj["apiVersion"], ())
 
 
 def is_gang_key(key: str) -> bool:

@@ -226,9 +226,9 @@ def _constraints_of(obj: dict) -> list:
 
 
 def _split(constraints: list, keys: set[str]) -> tuple[list, list]:
-    ours = [c for c in constraints if isinstance(c, dict) and c.get("topologyKey") in keys]
-    others = [c for c in constraints if not (isinstance(c, dict) and c.get("topologyKey") in keys)]
-    return others, ours
+    def managed(c: object) -> bool:
+        return isinstance(c, dict) and isinstance(c.get("topologyKey"), str) and c["topologyKey"] in keys
+    return [c for c in constraints if not managed(c)], [c for c in constraints if managed(c)]
 
 
 # --- legacy anti-affinity (seed 000 "Existing deployments") ------------------
