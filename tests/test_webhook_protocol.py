@@ -500,3 +500,19 @@ def test_an_answer_json_cannot_carry_follows_the_failure_mode(mode, allowed):
     metrics = client.get("/metrics").get_data(as_text=True)
     assert "policylib_webhook_bad_requests_total{" not in metrics   # counted as a policy failure, not refused
     assert f'policylib_webhook_policy_failures_total{{kind="Deployment",mode="{mode}"}} 1.0' in metrics
+
+
+@pytest.mark.parametrize("depth,status", [(200, 200), (2000, 400), (100_000, 400)])
+def test_any_depth_is_answered_never_a_500(depth, status):
+    """Nesting past the JSON parser's limit is a bad request (400); below it the review is answered."""
+    client = webhook.create_app(None).test_client()
+    review = review_of(deployment(replicas=3))
+    body = json.dumps(review).replace('"image": "registry.example/app:1"',
+                                      '"image": "registry.example/app:1", "x": ' + "[" * depth + "]" * depth)
+    assert '"x": [' in body
+    resp = client.post("/mutate", data=body, content_type="application/json")
+    assert resp.status_code == status
+    if status == 400:
+        assert resp.get_json()["code"] == 400 and resp.get_json()["error"].startswith("body is not valid JSON")
+    else:
+        assert resp.get_json()["response"]["allowed"] is True
