@@ -347,19 +347,15 @@ def _scores(pod: PodShape, feasible: list[NodeState], spreads: list[Spread]) -> 
     if soft:
         sizes = {id(s): len({n.labels[s.key] for n in feasible if s.key in n.labels}) for s in soft}
         raw: dict[str, float] = {}
-        missing = set()
         for n in feasible:
             if any(s.key not in n.labels for s in soft):
-                missing.add(n.name)
-                continue
+                continue   # a node without a topology key scores 0 for the spread
             raw[n.name] = sum(s.counts.get(n.labels[s.key], 0) * math.log(sizes[id(s)] + 2) + (s.max_skew - 1)
                               for s in soft)
         if raw:
             lo, hi = min(raw.values()), max(raw.values())
             for name, v in raw.items():
                 total[name] += 2 * (100 if hi == 0 else int(100 * (hi + lo - v) / hi))
-        for name in missing:
-            total[name] += 0
     cpu = pod.requests.get("cpu", 0) or DEFAULT_CPU_MILLI
     mem = pod.requests.get("memory", 0) or DEFAULT_MEMORY
     for n in feasible:
@@ -485,7 +481,6 @@ def _place_fast(pod: PodShape, count: int, nodes: list[NodeState], candidates: l
                 spreads: list[Spread], static: dict, rank: dict, fast: dict) -> tuple[dict, int, list]:
     import heapq
     zone, hard = fast["zone"], fast["hard"]
-    own = {n.name: 0 for n in candidates}          # this workload's pods per node
     version = {n.name: 0 for n in candidates}
 
     def fits(n: NodeState) -> bool:
@@ -537,7 +532,6 @@ def _place_fast(pod: PodShape, count: int, nodes: list[NodeState], candidates: l
             return placed, count - i, [_failure_message(pod, nodes, candidates, spreads, static)]
         n = best[1]
         _bind(pod, n, spreads)
-        own[n.name] += 1
         placed[n.name] = placed.get(n.name, 0) + 1
         version[n.name] += 1
         z = n.labels.get(zone.key, "") if zone else ""
