@@ -146,6 +146,15 @@ class Cluster:
         self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}})
         return name
 
+    def install_crds(self, *paths: str) -> list[str]:
+        """Apply upstream CRDs from ../shared (server-side: they are larger than client-side apply's
+        last-applied annotation allows) and wait until they are served; returns their names."""
+        for path in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SHARED / path))
+        names = [yaml.safe_load((SHARED / path).read_text())["metadata"]["name"] for path in paths]
+        self.kubectl("wait", "--for=condition=Established", *[f"crd/{n}" for n in names], "--timeout=120s")
+        return names
+
     def restart_apiserver(self) -> None:
         """SIGHUP: the harness restarts kube-apiserver on the same port."""
         self.proc.send_signal(signal.SIGHUP)

@@ -204,10 +204,8 @@ def test_watch_gap_does_not_miss_a_deletion(own, controllers):
 def test_podgroup_owned_by_its_job(own, controllers, tmp_path):
     if not SHARED.is_dir():
         pytest.skip("../shared/ (Kubeflow and scheduler-plugins CRDs) is not beside the project")
-    for crd in ("schemas/kubeflow/kubeflow.org_tfjobs.yaml", "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"):
-        own.kubectl("apply", "--server-side", "-f", str(SHARED / crd))
-    own.kubectl("wait", "--for=condition=Established", "crd/tfjobs.kubeflow.org", "crd/podgroups.scheduling.x-k8s.io",
-                "--timeout=60s")
+    own.install_crds("schemas/kubeflow/kubeflow.org_tfjobs.yaml",
+                     "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml")
     hook = Webhook(own, "gang", CONFIG, tmp_path).start()
     try:
         hook.register()
@@ -238,11 +236,8 @@ def test_mpi_operator_v2beta1_mpijob_gets_its_podgroup(own, controllers, tmp_pat
     owned by it (this cluster serves mpijobs.kubeflow.org from the MPI Operator's CRD)."""
     if not SHARED.is_dir():
         pytest.skip("../shared/ (MPI Operator and scheduler-plugins CRDs) is not beside the project")
-    for crd in ("schemas/mpi-operator/kubeflow.org_mpijobs.v2beta1.yaml",
-                "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"):
-        own.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SHARED / crd))
-    own.kubectl("wait", "--for=condition=Established", "crd/mpijobs.kubeflow.org", "crd/podgroups.scheduling.x-k8s.io",
-                "--timeout=60s")
+    own.install_crds("schemas/mpi-operator/kubeflow.org_mpijobs.v2beta1.yaml",
+                     "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml")
     hook = Webhook(own, "mpi", CONFIG, tmp_path).start()
     try:
         hook.register()

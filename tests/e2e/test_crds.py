@@ -39,12 +39,7 @@ def examples() -> list:
 def crds(cluster):
     if not SHARED.is_dir():
         pytest.skip("../shared/ (upstream CRDs) is not beside the project")
-    for crd in CRDS:
-        # Server-side: these CRDs are larger than client-side apply's last-applied annotation allows.
-        cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SHARED / crd))
-    names = [yaml.safe_load((SHARED / crd).read_text())["metadata"]["name"] for crd in CRDS]
-    cluster.kubectl("wait", "--for=condition=Established", *[f"crd/{n}" for n in names], "--timeout=120s")
-    return names
+    return cluster.install_crds(*CRDS)
 
 
 def resolve(obj, pointer: str):
