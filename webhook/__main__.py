@@ -46,7 +46,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
 def _serve_options(args: argparse.Namespace, **overrides):
     from .server import ServeOptions
     fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
-                  workers=args.workers, threads=args.threads, graceful_timeout=args.graceful_timeout,
+                  workers=args.workers, threads=args.threads, max_connections=args.max_connections,
+                  graceful_timeout=args.graceful_timeout,
                   facts=getattr(args, "facts", "auto"), kubeconfig=getattr(args, "kubeconfig", None),
                   log_level=args.log_level)
     fields.update(overrides)
@@ -129,12 +130,25 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+    return number
+
+
 def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> None:
     p.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
     p.add_argument("--host", default=host, help=f"address to listen on (default {host})")
     p.add_argument("--port", type=int, default=8443, help="port (default 8443)")
     p.add_argument("--workers", type=int, default=workers, help=f"gunicorn worker processes (default {workers})")
-    p.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
+    p.add_argument("--threads", type=int, default=4,
+                   help="accepted for compatibility and ignored: each connection is a greenlet of its worker")
+    p.add_argument("--max-connections", type=_positive, default=1000,
+                   help="open connections one worker holds at most; it stops accepting at that many (default 1000)")
     p.add_argument("--graceful-timeout", type=int, default=20,
                    help="seconds SIGTERM waits for in-flight requests (default 20)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])

@@ -1,86 +1,67 @@
-"""gunicorn run from Python: gthread workers over TLS, certificates reloaded from disk.
+"""gunicorn run from Python: gevent workers over TLS, certificates reloaded from disk.
 
 What it sets and why (facts measured on this kind of machine are in the
-project's engineering notes):
+README's reliability section):
 
+- gunicorn's stock **gevent worker** (:class:`TLSGeventWorker` subclasses it
+  through its public methods only): each connection is a greenlet, so idle,
+  slow or stalled clients cost memory, never a thread; at most
+  ``--max-connections`` per worker (gunicorn's ``worker_connections``).
 - TLS 1.2 minimum, ECDSA or RSA certificate from ``--cert-dir``
-  (``tls.crt``/``tls.key``). The context is built once per worker and rebuilt
-  when either file changes (a Secret volume's update, ``webhook certs``), so
-  new connections get the new certificate without a restart while open ones
-  finish on the old (:class:`ServingCertificate`).
+  (``tls.crt``/``tls.key``). The worker does the handshake itself with the
+  context :class:`ServingCertificate` holds, which is rebuilt when either file
+  changes (a Secret volume's update, ``webhook certs``), so each new
+  connection gets the current certificate without a restart while open ones
+  finish on theirs.
+- deadlines (:data:`CLIENT_DEADLINE`, 2 s): a TLS handshake from the moment
+  the client connects, a request from its first byte (headers and body), an
+  answer's write. A connection short of one is closed (counted in
+  ``policylib_webhook_slow_clients_total``); a body that does not arrive in
+  time gets 408 first.
 - keep-alive 120 s, longer than Go's 90 s idle-connection timeout, so the API
   server, not us, closes idle connections and never races our close.
-- :class:`TLSThreadWorker`: gunicorn's gthread worker blocks a thread, with no
-  time limit, on a new TLS connection's handshake and on reading each request;
-  Go clients keep spare connections idle right after the handshake, and a slow
-  or stalled client (part of a TLS record, part of a request) holds the thread
-  as long as it likes, so a few of them stop a worker. This worker takes a
-  connection in a thread only as far as the client's bytes go, parks it on the
-  poller in between, and closes it when the handshake or a request is not
-  complete within :data:`CLIENT_DEADLINE` (2 s). It also leaves a new
-  connection to a sibling worker that holds fewer (:class:`ConnectionBalance`):
-  kept-alive connections stay with the worker that accepted them, and without
-  this one worker could hold most of them while another idles.
 - no control socket (it needs a writable ``$HOME`` or ``$XDG_RUNTIME_DIR``);
-  SIGTERM drains in-flight requests for up to ``--graceful-timeout`` seconds.
+  SIGTERM stops accepting, closes idle connections, and drains in-flight
+  requests for up to ``--graceful-timeout`` seconds.
 - Prometheus multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR`` is set (and
   emptied) before any worker starts; a dead worker's live gauges are dropped.
 """
 from __future__ import annotations
 
 import atexit
-import io
+import errno
 import logging
-import mmap
 import os
-import select
-import selectors
 import shutil
-import socket
 import ssl
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
+from typing import Callable
 
-from gunicorn import http as gunicorn_http
-from gunicorn import sock as gunicorn_sock
+import gevent
+import gevent.socket
+import gevent.ssl
 from gunicorn.app.base import BaseApplication
 from gunicorn.http.errors import NoMoreData
-from gunicorn.workers.gthread import _DEFER, ThreadWorker
+from gunicorn.workers.ggevent import GeventWorker
 
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
 
-#: A client has this long for its TLS handshake (from the moment it connects) and, separately,
-#: for each request (from its first byte): a connection still short of either is closed. Well
-#: under the API server's 3 s ``timeoutSeconds``, far over what a working client needs.
+#: A client has this long for its TLS handshake (from the moment it connects), for each request
+#: (from its first byte to its last) and for taking each answer: a connection short of one is
+#: closed. Well under the API server's 3 s ``timeoutSeconds``, far over what a working client needs.
 CLIENT_DEADLINE = 2.0
-#: How long a worker thread waits for a client's next bytes before it parks the connection on
-#: the worker's poller, which hands it to a thread again when they arrive.
-STEP_WAIT = 0.02
-#: How long a thread waits for the first request after the handshake before parking the
-#: connection as idle (keep-alive timeout, no deadline).
-FIRST_REQUEST_WAIT = 0.02
-#: A request is gathered whole before gunicorn parses it when its headers fit in
-#: HEADER_GATE_BYTES and its declared body in BODY_GATE_BYTES (a parked connection's
-#: buffer is at most about their sum); reads beyond go through :class:`DeadlineReader`.
-HEADER_GATE_BYTES = 64 * 1024
-BODY_GATE_BYTES = 256 * 1024
-READ_SIZE = 64 * 1024
-#: A closing connection waits this long, reading at most this much, for the client to close too.
-LINGER_SECONDS = 2.0
-LINGER_MAX_BYTES = 64 * 1024
 KEEPALIVE_SECONDS = 120
-#: How long a busier worker leaves a pending connection to its siblings before taking it.
-YIELD_WINDOW = 0.02
-#: A sibling that has not reported for this long is ignored (hung or gone).
-SIBLING_STALE = 3.0
+#: How often an idle keep-alive connection checks whether its worker is shutting down.
+IDLE_CHECK_SECONDS = 0.5
+#: gunicorn's ``worker_connections``: open connections one worker holds at most (it stops
+#: accepting while it holds that many; the others, and the kernel's backlog, take the rest).
+MAX_CONNECTIONS = 1000
 log = logging.getLogger("webhook.server")
-#: ``handle``'s answer for a connection parked mid-handshake or mid-request until readable.
-_STALLED = object()
 
 
 class ServingCertificate:
@@ -88,12 +69,15 @@ class ServingCertificate:
 
     Each new connection stats both files (microseconds). A pair that does not
     load (mid-rotation: one file new, the other old) keeps the previous context
-    and is tried again on the next connection.
+    and is tried again on the next connection. ``context_class`` makes the
+    contexts: a gevent worker needs ``gevent.ssl.SSLContext`` (:meth:`use`), whose
+    sockets wait cooperatively.
     """
 
-    def __init__(self, cert_dir: str | Path):
+    def __init__(self, cert_dir: str | Path, context_class: Callable[..., ssl.SSLContext] = ssl.SSLContext):
         self.cert_path = Path(cert_dir) / TLS_CERT
         self.key_path = Path(cert_dir) / TLS_KEY
+        self.context_class = context_class
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
         self._signature: tuple | None = None
@@ -102,6 +86,13 @@ class ServingCertificate:
         if self.context() is None:
             raise CertError(f"cannot load {self.cert_path} and {self.key_path}: "
                             f"{self.error or 'one of them is missing or unreadable'}")
+
+    def use(self, context_class: Callable[..., ssl.SSLContext]) -> None:
+        """Make contexts with ``context_class`` from now on, starting with the current files."""
+        with self._lock:
+            self.context_class, self._signature = context_class, None
+        if self.context() is None or not isinstance(self._context, context_class):
+            raise CertError(f"cannot load {self.cert_path} and {self.key_path}: {self.error}")
 
     def _files_signature(self) -> tuple | None:
         try:
@@ -120,7 +111,7 @@ class ServingCertificate:
 
     def _reload(self, signature: tuple) -> None:
         try:
-            context = make_server_context(self.cert_path, self.key_path)
+            context = make_server_context(self.cert_path, self.key_path, self.context_class)
             not_after = certificate_not_after(self.cert_path)
         except (ssl.SSLError, OSError, ValueError) as e:
             self.error = f"{type(e).__name__}: {e}"
@@ -136,397 +127,152 @@ class ServingCertificate:
                 "notAfter": self.not_after, "error": self.error}
 
 
-def make_server_context(cert_path: Path, key_path: Path) -> ssl.SSLContext:
+def make_server_context(cert_path: Path, key_path: Path,
+                        context_class: Callable[..., ssl.SSLContext] = ssl.SSLContext) -> ssl.SSLContext:
     """Server-side TLS: 1.2 or newer, OpenSSL's default secure ciphers, HTTP/1.1 by ALPN."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context = context_class(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(certfile=str(cert_path), keyfile=str(key_path))
     context.set_alpn_protocols(["http/1.1"])
     return context
 
 
-class ConnectionBalance:
-    """Each worker's open connections in memory shared by all workers (an anonymous mmap
-    made before the workers fork), so a busier worker leaves new connections to the others.
-
-    Slot ``i`` holds ``[connections, last report on the monotonic clock]``; ``-1``
-    connections marks a free slot. Only the master claims and releases slots.
-    """
-
-    def __init__(self, slots: int):
-        self.slots = slots
-        self._memory = mmap.mmap(-1, 16 * slots)
-        self._view = memoryview(self._memory).cast("d")
-        for slot in range(slots):
-            self._view[2 * slot] = -1.0
-
-    def claim(self) -> int | None:
-        for slot in range(self.slots):
-            if self._view[2 * slot] < 0:
-                self.publish(slot, 0)
-                return slot
-        return None
-
-    def release(self, slot: int | None) -> None:
-        if slot is not None:
-            self._view[2 * slot] = -1.0
-
-    def publish(self, slot: int | None, connections: int) -> None:
-        if slot is not None:
-            self._view[2 * slot], self._view[2 * slot + 1] = float(connections), time.monotonic()
-
-    def busier_than_a_sibling(self, slot: int | None, connections: int) -> bool:
-        """Whether a live sibling holds fewer connections than ``connections``."""
-        if slot is None:
-            return False
-        now = time.monotonic()
-        others = [self._view[2 * i] for i in range(self.slots)
-                  if i != slot and self._view[2 * i] >= 0 and now - self._view[2 * i + 1] < SIBLING_STALE]
-        return bool(others) and connections > min(others)
-
-
 class ClientTooSlow(NoMoreData, TimeoutError):
-    """A client did not send its request within :data:`CLIENT_DEADLINE` (raised by :class:`DeadlineReader`).
+    """A client did not send its request within :data:`CLIENT_DEADLINE` (raised by :class:`DeadlineSocket`).
 
     A :class:`~gunicorn.http.errors.NoMoreData`, so gunicorn drops the
     connection quietly; a ``TimeoutError``, so the app answers 408 when it
-    happens while the body is read, and gunicorn's body drain gives up.
+    happens while the body is read.
     """
 
     def __str__(self) -> str:
         return f"client did not send its request within {CLIENT_DEADLINE:g} s"
 
 
-class DeadlineReader:
-    """The socket as gunicorn's request parser sees it: every ``recv`` ends by the deadline.
+class DeadlineSocket:
+    """A served TLS connection as gunicorn's parser and response see it: reads and writes by deadline.
 
-    Only reads that the request gate (:meth:`TLSThreadWorker._gather_request`)
-    did not do go through here: headers over :data:`HEADER_GATE_BYTES`, chunked
-    bodies and bodies over :data:`BODY_GATE_BYTES`. Then the socket goes back to
-    a :data:`CLIENT_DEADLINE` timeout, which bounds each write of the answer.
+    Between requests (``deadline`` None) a read waits for the next request's
+    first bytes up to the keep-alive timeout, giving up early when the worker
+    shuts down; from those bytes on, every read of that request (headers and
+    body) ends by one deadline :data:`CLIENT_DEADLINE` later, however the client
+    spreads its bytes. :meth:`TLSGeventWorker.handle_request` sets ``deadline``
+    back to None once the answer is written. Everything else is the socket's.
     """
 
-    def __init__(self, conn):
-        self.conn = conn
+    def __init__(self, sock: ssl.SSLSocket, worker: "TLSGeventWorker"):
+        self.sock = sock
+        self.worker = worker
+        self.deadline: float | None = None
+        self.too_slow = False
+
+    def __getattr__(self, name: str):
+        return getattr(self.sock, name)
 
     def recv(self, size: int) -> bytes:
-        sock = self.conn.sock
-        deadline = getattr(self.conn, "deadline", None) or time.monotonic() + CLIENT_DEADLINE
-        remaining = deadline - time.monotonic()
+        if self.deadline is None:
+            if not self._request_begins():
+                return b""  # keep-alive timeout or shutdown: gunicorn closes quietly
+            self.deadline = time.monotonic() + CLIENT_DEADLINE
+        remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise ClientTooSlow()
-        sock.settimeout(remaining)
+            raise self._give_up()
+        self.sock.settimeout(remaining)
         try:
-            return sock.recv(size)
+            return self.sock.recv(size)
         except TimeoutError:
-            raise ClientTooSlow() from None
-        finally:
-            sock.settimeout(CLIENT_DEADLINE)
+            raise self._give_up() from None
 
-
-def _wait(sock, events: int, timeout: float) -> bool:
-    """Whether ``sock`` is ready for ``events`` (selectors' bits) within ``timeout`` seconds.
-
-    poll, not select: a worker's descriptors can go past select's 1024.
-    """
-    if events & selectors.EVENT_READ and getattr(sock, "pending", None) and sock.pending():
-        return True
-    poller = select.poll()
-    poller.register(sock, (select.POLLIN if events & selectors.EVENT_READ else 0)
-                    | (select.POLLOUT if events & selectors.EVENT_WRITE else 0))
-    try:
-        return bool(poller.poll(max(timeout, 0) * 1000))
-    except (OSError, ValueError):
-        return True  # closed: the next read or handshake step finds out
-
-
-def request_complete(data: bytes) -> bool:
-    """Whether ``data`` holds a whole request, or as much as the gate waits for.
-
-    A whole request is its header block and, with a ``Content-Length`` of at
-    most :data:`BODY_GATE_BYTES`, its body. Headers over
-    :data:`HEADER_GATE_BYTES`, chunked bodies, bigger bodies and
-    ``Expect: 100-continue`` (the client waits for our answer before the body)
-    are left to gunicorn's parser, whose reads end by the deadline as well.
-    """
-    end = data.find(b"\r\n\r\n")
-    if end < 0:
-        return len(data) > HEADER_GATE_BYTES
-    length = 0
-    for line in data[:end].split(b"\r\n")[1:]:
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name in (b"transfer-encoding", b"expect"):
-            return True
-        if name == b"content-length":
+    def _request_begins(self) -> bool:
+        """Whether bytes arrive before the keep-alive timeout, while the worker is alive."""
+        idle_until = time.monotonic() + KEEPALIVE_SECONDS
+        while self.worker.alive:
+            if self.sock.pending():
+                return True
+            remaining = idle_until - time.monotonic()
+            if remaining <= 0:
+                return False
             try:
-                length = int(value.strip())
-            except ValueError:
-                return True  # gunicorn answers 400
-    return length > BODY_GATE_BYTES or len(data) - (end + 4) >= length
+                gevent.socket.wait_read(self.sock.fileno(), timeout=min(IDLE_CHECK_SECONDS, remaining))
+                return True
+            except TimeoutError:
+                continue
+        return False
+
+    def _give_up(self) -> ClientTooSlow:
+        if not self.too_slow:
+            self.too_slow = True
+            self.worker.client_too_slow("request", self.sock)
+        return ClientTooSlow()
+
+    def send(self, data) -> int:
+        return self._write(self.sock.send, data)
+
+    def sendall(self, data) -> None:
+        self._write(self.sock.sendall, data)
+
+    def _write(self, write: Callable, data):
+        """A write the client does not take within the deadline ends the connection (logged as
+        a broken pipe, which gunicorn treats as the client gone, not as a server error)."""
+        self.sock.settimeout(CLIENT_DEADLINE)
+        try:
+            return write(data)
+        except TimeoutError:
+            raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
 
 
-class TLSThreadWorker(ThreadWorker):
-    """gthread worker whose threads never wait on a slow, stalled or idle TLS client.
+class TLSGeventWorker(GeventWorker):
+    """gunicorn's gevent worker, doing the TLS handshake itself by a deadline and with the
+    current certificate, then serving the connection through :class:`DeadlineSocket`.
 
-    gunicorn's worker does the TLS handshake and reads a request with blocking
-    reads and no time limit: a client that sends part of a TLS record, or part
-    of a request, holds a thread for as long as it likes, and a few such
-    clients stop the worker. Here a thread takes a connection only as far as
-    its bytes go, without blocking:
-
-    - the handshake runs on a non-blocking socket; when the client's next
-      bytes are not there within :data:`STEP_WAIT`, the connection goes back
-      to the worker's poller (``_STALLED``) until they are;
-    - the same for the request: a thread gathers its header block and body
-      (see :func:`request_complete`) and only a complete request reaches
-      gunicorn's parser and the app;
-    - both have :data:`CLIENT_DEADLINE`: the handshake from the moment the
-      client connects, the request from its first byte. A connection still
-      short of either then is closed (:meth:`murder_pending`; counted in
-      ``policylib_webhook_slow_clients_total``).
-
-    Between requests the connection is kept alive as gunicorn does
-    (:data:`KEEPALIVE_SECONDS`). A connection idle right after its handshake
-    (Go's spare connections) waits on the poller the same way, not in a
-    thread (gunicorn's ``_DEFER`` path). And a connection being closed waits
-    for the client's side of the close on the poller too
-    (:meth:`_close_gracefully`), not on the worker's event-loop thread.
+    Only public methods of gunicorn's worker are extended: ``init_process``
+    (contexts whose sockets wait cooperatively), ``handle`` (the handshake) and
+    ``handle_request`` (the end of a request's deadline).
     """
 
-    slot: int | None = None  # set by the master's pre_fork hook
-    _yield_since = _yield_last = 0.0
-
-    def init_process(self):
-        self.stalled: dict = {}  # parked mid-handshake or mid-request: conn -> True
-        self.lingering: dict = {}  # closing: FIN sent, waiting for the client's (no longer counted in nr_conns)
+    def init_process(self) -> None:
+        """Contexts from gevent's ``SSLContext`` (its sockets wait cooperatively), then gunicorn's
+        start (monkey patching, the app) and loop."""
+        self.app.certificate.use(gevent.ssl.SSLContext)
         super().init_process()
 
-    @property
-    def balance(self) -> ConnectionBalance | None:
-        return getattr(self.app, "balance", None)
+    def handle(self, listener, client, addr) -> None:
+        tls = self._handshake(client, addr)
+        if tls is not None:
+            super().handle(listener, DeadlineSocket(tls, self), addr)
 
-    def _publish(self) -> None:
-        if self.balance is not None:
-            self.balance.publish(self.slot, self.nr_conns)
-
-    def notify(self):
-        super().notify()
-        self._publish()
-
-    def accept(self, listener):
-        """Take the connection unless a sibling holds fewer; then leave it to them briefly.
-
-        The waiting sleeps (releasing the GIL) rather than spins, and ends after
-        :data:`YIELD_WINDOW`, so a connection is never left unaccepted.
-        """
-        if self.balance is not None and self.balance.busier_than_a_sibling(self.slot, self.nr_conns):
-            now = time.monotonic()
-            if now - self._yield_last > YIELD_WINDOW:
-                self._yield_since = now  # a new connection is pending
-            self._yield_last = now
-            if now - self._yield_since < YIELD_WINDOW:
-                time.sleep(0.001)
-                return
-        super().accept(listener)
-        self._publish()
-
-    def finish_request(self, conn, fs):
-        """On the main thread: park a stalled connection, close one without blocking, or
-        keep it alive as gunicorn does."""
-        result = False if fs.cancelled() or fs.exception() is not None else fs.result()
-        if result is _STALLED and self.alive:
-            self._park(conn)
-        elif result is _STALLED:
-            self.nr_conns -= 1
-            conn.close()
-        elif not result:
-            self.nr_conns -= 1
-            self._close_gracefully(conn)
-        else:
-            super().finish_request(conn, fs)
-        self._publish()
-
-    def _close_gracefully(self, conn) -> None:
-        """gunicorn's graceful close (RFC 9112 9.6: FIN, then read until the client closes, so
-        unread request bytes do not turn into a reset that cuts off our answer), but on the
-        poller: gunicorn's waits up to 2 s on this, the worker's only event-loop thread, for
-        a client that may never close."""
+    def _handshake(self, client, addr) -> ssl.SSLSocket | None:
+        """The client's TLS handshake, finished within :data:`CLIENT_DEADLINE` of connecting, or None
+        (the connection closed)."""
+        sock = client
+        timer = gevent.Timeout(CLIENT_DEADLINE)
+        timer.start()
         try:
-            conn.sock.setblocking(False)
-            conn.sock.shutdown(socket.SHUT_WR)
-            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_lingering_readable, conn))
-        except (OSError, ValueError, KeyError):
-            conn.close()
-            return
-        conn.deadline, conn.drained = time.monotonic() + LINGER_SECONDS, 0
-        self.lingering[conn] = True
+            sock = self.app.certificate.context().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            sock.do_handshake()
+            return sock
+        except gevent.Timeout as e:
+            if e is not timer:
+                raise
+            self.client_too_slow("handshake", client)
+        except (ssl.SSLError, OSError, ValueError) as e:
+            self.log.debug("TLS handshake with %s failed: %s", addr, e)
+        finally:
+            timer.close()
+        sock.close()  # the TLS socket owns the connection once made
+        return None
 
-    def _on_lingering_readable(self, conn, client) -> None:
+    def handle_request(self, listener_name, req, sock, addr):
         try:
-            data = conn.sock.recv(LINGER_MAX_BYTES)
-        except (BlockingIOError, InterruptedError, ssl.SSLWantReadError):
-            return
-        except OSError:
-            data = b""
-        conn.drained += len(data)
-        if not data or conn.drained >= LINGER_MAX_BYTES:
-            self._end_linger(conn)
+            return super().handle_request(listener_name, req, sock, addr)
+        finally:
+            sock.deadline = None  # answered: the keep-alive timeout applies until the next request
 
-    def _end_linger(self, conn) -> None:
-        del self.lingering[conn]
-        try:
-            self.poller.unregister(conn.sock)
-        except (OSError, KeyError, ValueError):
-            pass
-        conn.close()
-
-    def _park(self, conn) -> None:
-        try:
-            conn.sock.setblocking(False)
-            self.poller.register(conn.sock, conn.wants, partial(self._on_stalled_ready, conn))
-        except (OSError, ValueError, KeyError):
-            self.nr_conns -= 1
-            conn.close()
-            return
-        self.stalled[conn] = True
-
-    def _on_stalled_ready(self, conn, client) -> None:
-        self.poller.unregister(client)
-        del self.stalled[conn]
-        self.enqueue_req(conn)
-
-    def murder_pending(self):
-        """gunicorn's idle connections, then the stalled and closing ones past their deadline."""
-        super().murder_pending()
-        now = time.monotonic()
-        for conn in [c for c in self.lingering if c.deadline <= now]:
-            self._end_linger(conn)
-        for conn in [c for c in self.stalled if c.deadline <= now]:
-            del self.stalled[conn]
-            try:
-                self.poller.unregister(conn.sock)
-            except (OSError, KeyError, ValueError):
-                pass
-            self.nr_conns -= 1
-            self._too_slow(conn)
-            conn.close()
-
-    def murder_keepalived(self, force=False):
-        super().murder_keepalived(force)
-        self._publish()
-
-    def _too_slow(self, conn) -> None:
-        stage = "request" if conn.initialized else "handshake"
-        self.log.debug("closing %s: no complete TLS %s within %g s", conn.client, stage, CLIENT_DEADLINE)
+    def client_too_slow(self, stage: str, sock) -> None:
+        self.log.debug("closing a connection: no complete TLS %s within %g s", stage, CLIENT_DEADLINE)
         metrics = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
         if metrics is not None:
             metrics.slow_clients.labels(stage).inc()
-
-    def handle(self, conn):
-        """In a thread: serve the connection once its handshake and request are complete."""
-        if not self.cfg.is_ssl:
-            return super().handle(conn)
-        try:
-            outcome = self._gather(conn)
-        except Exception as e:  # noqa: BLE001 -- a client's bytes must not escape as a worker error
-            self.log.debug("closing %s: %s: %s", conn.client, type(e).__name__, e)
-            return False
-        if outcome is not None:
-            return outcome
-        try:
-            return super().handle(conn)
-        finally:
-            conn.deadline = None  # served: the keep-alive timeout applies until the next request
-
-    def handle_request(self, req, conn):
-        """The answer's writes time out too (reads go through :class:`DeadlineReader`)."""
-        conn.sock.settimeout(CLIENT_DEADLINE)
-        return super().handle_request(req, conn)
-
-    def _gather(self, conn):
-        """None once a request is complete; ``_STALLED``, ``_DEFER`` or False (close) otherwise."""
-        if getattr(conn, "deadline", None) is None:
-            conn.deadline = time.monotonic() + CLIENT_DEADLINE
-        if not conn.initialized:
-            outcome = self._handshake(conn)
-            if outcome is not None:
-                return outcome
-            conn.deadline = None  # the request's deadline starts with its first byte
-            if not _wait(conn.sock, selectors.EVENT_READ, FIRST_REQUEST_WAIT):
-                return _DEFER  # idle after the handshake: wait on the poller, keep-alive timeout
-            conn.deadline = time.monotonic() + CLIENT_DEADLINE
-        return self._gather_request(conn)
-
-    def _handshake(self, conn):
-        """The TLS handshake on a non-blocking socket, as far as the client's bytes go."""
-        sock = conn.sock
-        if not isinstance(sock, ssl.SSLSocket):
-            sock.setblocking(False)
-            sock = conn.sock = gunicorn_sock.ssl_context(self.cfg).wrap_socket(
-                sock, server_side=True, suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
-                do_handshake_on_connect=False)
-        while True:
-            try:
-                sock.do_handshake()
-                break
-            except ssl.SSLWantReadError:
-                events = selectors.EVENT_READ
-            except ssl.SSLWantWriteError:
-                events = selectors.EVENT_WRITE
-            except (ssl.SSLError, OSError) as e:
-                self.log.debug("TLS handshake with %s failed: %s", conn.client, e)
-                return False
-            outcome = self._wait_or_park(conn, events)
-            if outcome is not None:
-                return outcome
-        conn.initialized = True
-        conn.parser = gunicorn_http.get_parser(self.cfg, sock, conn.client)
-        conn.parser.unreader.sock = DeadlineReader(conn)
-        return None
-
-    def _gather_request(self, conn):
-        """Read what the client has sent into the parser's buffer until :func:`request_complete`."""
-        unreader = conn.parser.unreader
-        data = bytearray(unreader.buf.getvalue())
-        if request_complete(data):
-            return None
-        conn.sock.setblocking(False)
-        try:
-            while True:
-                try:
-                    chunk = conn.sock.recv(READ_SIZE)
-                except ssl.SSLWantReadError:
-                    events = selectors.EVENT_READ
-                except ssl.SSLWantWriteError:
-                    events = selectors.EVENT_WRITE
-                except (ssl.SSLError, OSError) as e:
-                    self.log.debug("reading from %s failed: %s", conn.client, e)
-                    return False
-                else:
-                    if not chunk:
-                        return False  # the client closed the connection
-                    data += chunk
-                    if request_complete(data):
-                        return None
-                    continue
-                outcome = self._wait_or_park(conn, events)
-                if outcome is not None:
-                    return outcome
-        finally:
-            unreader.buf = io.BytesIO(data)
-            unreader.buf.seek(0, os.SEEK_END)
-
-    def _wait_or_park(self, conn, events: int):
-        """None when the client's next bytes came within :data:`STEP_WAIT`; else park or close."""
-        remaining = conn.deadline - time.monotonic()
-        if remaining <= 0:
-            self._too_slow(conn)
-            return False
-        if _wait(conn.sock, events, min(STEP_WAIT, remaining)):
-            return None
-        conn.wants = events
-        return _STALLED
 
 
 @dataclass(frozen=True)
@@ -538,7 +284,8 @@ class ServeOptions:
     host: str = "0.0.0.0"
     port: int = 8443
     workers: int = 2
-    threads: int = 4
+    threads: int = 4  # accepted for compatibility; a gevent worker serves each connection in a greenlet
+    max_connections: int = MAX_CONNECTIONS
     graceful_timeout: int = 20
     facts: str = "auto"
     kubeconfig: str | None = None
@@ -621,7 +368,6 @@ class WebhookServer(BaseApplication):
         self.policy_config = policy_config
         self.certificate = certificate
         self.facts = facts
-        self.balance = ConnectionBalance(options.workers)
         super().__init__()
 
     def load_config(self) -> None:
@@ -629,21 +375,17 @@ class WebhookServer(BaseApplication):
         settings = {
             "bind": [bind_address(o.host, o.port)],
             "workers": o.workers,
-            "worker_class": "webhook.server.TLSThreadWorker",
-            "threads": o.threads,
+            "worker_class": "webhook.server.TLSGeventWorker",
+            "worker_connections": o.max_connections,
             "keepalive": KEEPALIVE_SECONDS,
             "graceful_timeout": o.graceful_timeout,
             "timeout": 30,
-            "certfile": str(self.certificate.cert_path),
-            "keyfile": str(self.certificate.key_path),
-            "ssl_context": lambda conf, default_factory: self.certificate.context(),
             "control_socket_disable": True,
             "http_protocols": "h1",
             "proc_name": "policylib-webhook",
             "accesslog": None,
             "errorlog": "-",
             "loglevel": o.log_level,
-            "pre_fork": self._pre_fork,
             "child_exit": self._child_exit,
         }
         for key, value in settings.items():
@@ -657,14 +399,9 @@ class WebhookServer(BaseApplication):
                           review_log=LineBuffer(sys.stdout).write)
 
 
-    def _pre_fork(self, server, worker) -> None:
-        """In the master: give the new worker a slot in the connection balance."""
-        worker.slot = self.balance.claim()
-
     def _child_exit(self, server, worker) -> None:
-        """In the master: free the worker's slot and drop its live metrics."""
+        """In the master: drop the dead worker's live metrics."""
         from .metrics import worker_exited
-        self.balance.release(getattr(worker, "slot", None))
         worker_exited(worker.pid)
 
 
