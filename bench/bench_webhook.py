@@ -44,12 +44,14 @@ def free_port() -> int:
 
 
 def start_server(cert_dir: Path, port: int, workers: int, threads: int) -> subprocess.Popen:
+    """The server, its log in ``<cert_dir>.log`` (a file: a pipe nobody reads would stall it)."""
+    log = cert_dir.with_suffix(".log")
     subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(cert_dir), "--local"], cwd=REPO, check=True,
                    capture_output=True)
     proc = subprocess.Popen([sys.executable, "-m", "webhook", "serve", "--cert-dir", str(cert_dir), "--host",
                              "127.0.0.1", "--port", str(port), "--workers", str(workers), "--threads", str(threads),
                              "--facts", "none", "--log-level", "warning"],
-                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("ab"),
                             env={**os.environ, "PYTHONPATH": str(REPO)})
     context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
     deadline = time.monotonic() + 30
@@ -62,7 +64,7 @@ def start_server(cert_dir: Path, port: int, workers: int, threads: int) -> subpr
         except OSError:
             time.sleep(0.05)
     proc.kill()
-    raise SystemExit(f"server did not start: {proc.stderr.read().decode()}")
+    raise SystemExit(f"server did not start: {log.read_text()}")
 
 
 def server_cpu_seconds(proc: subprocess.Popen | None) -> float | None:

@@ -308,7 +308,8 @@ def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
     new = dict(affinity) if isinstance(affinity, dict) else {}
     anti = dict(new.get("podAntiAffinity") or {}) if isinstance(new.get("podAntiAffinity"), dict) else {}
     for key, value in terms.items():
-        anti[key] = list(anti.get(key) or []) + list(value)
+        present = anti.get(key)
+        anti[key] = (list(present) if isinstance(present, list) else []) + list(value)
     new["podAntiAffinity"] = anti
     return new
 
@@ -530,6 +531,17 @@ def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[
             for err in validate_topology_spread_constraints(constraints or None)]
 
 
+def _checked_old(old: Any, ref: str) -> None:
+    """The old object of an UPDATE (the API server's stored Deployment) in the shape the update rules
+    read; a PolicyError naming ``oldObject`` otherwise."""
+    if not isinstance(old, dict):
+        raise PolicyError(ref, "oldObject", f"must be an object, got {old!r}")
+    try:
+        _checked_shape(old, ref)
+    except PolicyError as e:
+        raise PolicyError(ref, f"oldObject.{e.field}", e.message) from None
+
+
 def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective | None:
     try:
         return effective_replicas(old, facts, namespace)
@@ -555,6 +567,7 @@ def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | No
     if old is None:
         write_spread(draft, ctx)
     else:
+        _checked_old(old, ref)
         trigger = update_trigger(effective, _old_effective(old, facts, namespace), recorded_replicas(old))
         if trigger:
             ctx.reasons.append(trigger)

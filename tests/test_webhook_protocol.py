@@ -516,3 +516,21 @@ def test_any_depth_is_answered_never_a_500(depth, status):
         assert resp.get_json()["code"] == 400 and resp.get_json()["error"].startswith("body is not valid JSON")
     else:
         assert resp.get_json()["response"]["allowed"] is True
+
+
+def test_a_failure_inside_the_webhook_is_a_500_counted_apart_from_refused_requests(monkeypatch, caplog):
+    """No input should get here (the fuzz tests say so); if a bug does, the client gets a JSON 500, the
+    log the traceback, and the metrics a server error, not a refused request."""
+    app = App()
+
+    def broken(*args, **kwargs):
+        raise KeyError("bug")
+
+    monkeypatch.setattr(webhook.review, "decide", broken)
+    with caplog.at_level("ERROR", logger="webhook.app"):
+        resp = app.client.post("/mutate", data=json.dumps(review_of(deployment(replicas=3))),
+                               content_type="application/json")
+    assert (resp.status_code, resp.get_json()) == (500, {"error": "internal error", "code": 500})
+    assert app.metric('policylib_webhook_server_errors_total{path="/mutate"}') == 1
+    assert app.metric("policylib_webhook_bad_requests_total") == 0
+    assert [r.exc_info[0] for r in caplog.records] == [KeyError]

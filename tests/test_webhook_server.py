@@ -255,8 +255,8 @@ def test_body_over_the_limit_gets_an_early_413_while_the_client_is_still_writing
 
 
 def test_idle_tls_connections_do_not_stall_the_workers(server):
-    """Go clients keep spare connections idle after the handshake; gthread used to block a
-    thread on each. More idle connections than threads (2 workers x 4) must not stop reviews."""
+    """Go clients keep spare connections idle after the handshake (a thread-per-connection worker
+    blocks a thread on each): a dozen idle connections must not stop reviews."""
     idle = []
     try:
         for _ in range(12):
@@ -420,7 +420,7 @@ def test_run_local_prints_a_curl_command_that_gets_a_patched_review(tmp_path):
 
 # --- slow and stalled clients ----------------------------------------------------------
 
-STALLED = 12  # more than the server's 2 workers x 4 threads
+STALLED = 12  # more than a thread-per-connection server of 2 workers x 4 threads could hold
 REQUEST_HEAD = f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
 
 

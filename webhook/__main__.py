@@ -54,7 +54,19 @@ def _serve_options(args: argparse.Namespace, **overrides):
     return ServeOptions(**fields)
 
 
+def cooperative() -> None:
+    """gevent's monkey patching, first: before ``ssl``, urllib3 and the kubernetes client are imported.
+
+    gunicorn's gevent worker patches too, but in the worker, after the master has imported them;
+    urllib3 holds ``ssl`` names imported before the patch, and its contexts then fail with
+    RecursionError (gevent issue 1016). gevent's documented fix is to patch first, in every process.
+    """
+    from gevent import monkey
+    monkey.patch_all()
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
+    cooperative()
     from .server import serve
     serve(_serve_options(args))
     return 0
@@ -125,6 +137,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     state = ensure_certs(args.cert_dir, SERVICE, NAMESPACE, local=True)
     print(run_local_certs_line(args.cert_dir, state), file=sys.stderr)
     print("\n" + run_local_banner(args.cert_dir, args.host, args.port), flush=True)
+    cooperative()
     from .server import serve
     serve(_serve_options(args, facts="none"))
     return 0

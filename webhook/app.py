@@ -15,7 +15,8 @@ from typing import Any, Callable
 import orjson
 import policylib
 from flask import Flask, Response, request
-from werkzeug.exceptions import BadRequest, HTTPException, RequestEntityTooLarge, RequestTimeout
+from werkzeug.exceptions import (BadRequest, HTTPException, InternalServerError, RequestEntityTooLarge,
+                                 RequestTimeout)
 
 from . import review
 from .cache import ObjectOnlyFacts
@@ -23,6 +24,8 @@ from .metrics import Metrics, kind_label
 
 REVIEW_LOG = "webhook.review"
 JSON = "application/json"
+#: The paths the app serves: the label values of the server-errors metric.
+KNOWN_PATHS = ("/mutate", "/healthz", "/readyz", "/metrics")
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -137,6 +140,11 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> Response:
+        if isinstance(error, InternalServerError):
+            # A failure of ours (Flask logs its traceback and hands it here as a 500): counted apart
+            # from the requests refused for what the client sent.
+            metrics.server_errors.labels(request.path if request.path in KNOWN_PATHS else "other").inc()
+            return _json({"error": "internal error", "code": 500}, 500)
         metrics.bad_requests.labels(str(error.code)).inc()
         response = _json({"error": error.description, "code": error.code}, error.code or 400)
         if error.code == 405:

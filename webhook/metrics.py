@@ -65,6 +65,8 @@ class Metrics:
                                        "and failure mode.", ["kind", "mode"], registry=r)
         self.bad_requests = Counter(f"{PREFIX}_bad_requests", "Requests refused before review, by HTTP status.",
                                     ["code"], registry=r)
+        self.server_errors = Counter(f"{PREFIX}_server_errors", "Requests that failed inside the webhook "
+                                     "(HTTP 500), by path; no input should cause one.", ["path"], registry=r)
         self.slow_clients = Counter(f"{PREFIX}_slow_clients", "Connections closed because the TLS handshake "
                                     "or a request was not complete within the deadline, by stage "
                                     "(handshake, request).", ["stage"], registry=r)
