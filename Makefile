@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench bench-webhook install clean testcluster e2e
+.PHONY: run test bench bench-webhook install clean testcluster testcluster-coscheduling e2e
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,13 @@ testcluster:
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
 	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
 	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+
+# `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
+# from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).
+testcluster-coscheduling: testcluster
+	cd e2e/coscheduling && v=$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/scheduler-plugins) && \
+	  $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=$$v" \
+	    -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
