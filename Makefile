@@ -44,10 +44,12 @@ testcluster:
 
 # `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
 # from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).
+# It reports the Kubernetes version it is built on (its compatibility checks need one).
 testcluster-coscheduling: testcluster
-	cd e2e/coscheduling && v=$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/scheduler-plugins) && \
-	  $(GO) build -ldflags "-X k8s.io/component-base/version.gitVersion=$$v" \
-	    -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
+	cd e2e/coscheduling && v=$$($(GO) list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes) && \
+	  m=$${v#v} && ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
+	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
+	  $(GO) build -ldflags "$$ld" -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
