@@ -16,6 +16,8 @@ import time
 import pytest
 import yaml
 
+from policylib.check import check
+
 from .harness import SHARED, TESTCLUSTER, Cluster, Controller, Webhook, build_harness, wait_for
 
 PODGROUP_CRD = "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"
@@ -126,6 +128,12 @@ def submit(c: Cluster, job: dict) -> tuple[dict, dict]:
     return stored, pg
 
 
+def check_says(c: Cluster, job: dict) -> list[str]:
+    """``policylib check``'s gang findings for the job on this cluster's real Nodes."""
+    nodes = [n for n in c.list("nodes") if n["metadata"]["labels"].get(GROUP)]
+    return [f.message for f in check(CONFIG, nodes, [job]) if f.key == "gang.method"]
+
+
 def create_pods(c: Cluster, pods: list[dict]) -> None:
     c.kubectl("create", "-f", "-", input=yaml.safe_dump_all(pods))
 
@@ -154,6 +162,7 @@ def test_gang_binds_only_once_every_member_exists_and_then_together(cosched):
     ns = cosched.namespace("gang-fits", config="gang")
     stored, pg = submit(cosched, tfjob("train", ns, "fits"))
     assert pg["spec"] == {"minMember": 5, "scheduleTimeoutSeconds": TIMEOUT}
+    assert check_says(cosched, stored) == []
     pods = operator_pods(stored)
     assert [p["metadata"]["labels"][POD_GROUP_LABEL] for p in pods] == ["train"] * 5
     create_pods(cosched, pods[:4])
@@ -186,6 +195,8 @@ def test_gang_one_pod_short_never_half_binds(cosched):
     ns = cosched.namespace("gang-short", config="gang")
     stored, pg = submit(cosched, tfjob("train", ns, "short"))
     assert pg["spec"]["minMember"] == 5
+    assert check_says(cosched, stored) == [f"TFJob {ns}/train: its gang needs 5 pods at once; the Nodes can hold 4 of "
+                                           "them now: it would wait for its scheduleTimeout and never start"]
     pods = operator_pods(stored)
     created = time.monotonic()
     create_pods(cosched, pods)
@@ -220,6 +231,7 @@ def test_min_available_is_the_minimum_the_scheduler_enforces(cosched):
     ns = cosched.namespace("gang-min", config="gang")
     stored, pg = submit(cosched, tfjob("train", ns, "min", min_available=4))
     assert pg["spec"]["minMember"] == 4
+    assert check_says(cosched, stored) == []
     create_pods(cosched, operator_pods(stored))
     wait_for("4 pods bound", lambda: len(bound(pods_of(cosched, ns, "train"))) == 4, timeout=120)
     [fifth] = {p["metadata"]["name"] for p in pods_of(cosched, ns, "train")} - set(bound(pods_of(cosched, ns, "train")))
