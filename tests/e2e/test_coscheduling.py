@@ -35,6 +35,7 @@ NODE_GROUPS = {
     "fits": [2, 2, 1],       # exactly the 5 CPUs of a 5-pod gang
     "short": [2, 2],         # one pod fewer
     "min": [2, 2],           # 4 pods, for a gang whose minAvailable is 4
+    "ten": [2, 2, 2, 2, 2],  # 10 of an 11-pod gang
 }
 
 
@@ -222,6 +223,32 @@ def test_gang_one_pod_short_never_half_binds(cosched):
     assert not ever_bound, f"pods of a gang that does not fit were bound: {sorted(ever_bound)}"
     final = pods_of(cosched, ns, "train")
     assert bound(final) == [] and {p["status"].get("phase") for p in final} == {"Pending"}
+
+
+@pytest.mark.timeout(300)
+def test_members_wait_the_podgroups_timeout_then_all_are_released(cosched):
+    """11 pods, capacity for 10: one missing member is under Coscheduling's podGroupRejectPercentage (10%), so
+    the 10 placed pods wait at Permit for the PodGroup's scheduleTimeoutSeconds (policylib's, not the plugin's
+    permitWaitingTimeSeconds 10), then are all rejected; none is ever bound."""
+    ns = cosched.namespace("gang-timeout", config="gang")
+    stored, pg = submit(cosched, tfjob("train", ns, "ten", workers=10))
+    assert pg["spec"] == {"minMember": 11, "scheduleTimeoutSeconds": TIMEOUT}
+    assert check_says(cosched, stored) == [f"TFJob {ns}/train: its gang needs 11 pods at once; the Nodes can hold 10 "
+                                           "of them now: it would wait for its scheduleTimeout and never start"]
+    create_pods(cosched, operator_pods(stored))
+    ever_bound: set[str] = set()
+
+    def timed_out():
+        ever_bound.update(bound(pods_of(cosched, ns, "train")))
+        return ever_bound or [m for msgs in scheduling_failures(cosched, ns).values() for m in msgs
+                              if f"rejected due to timeout after waiting {TIMEOUT}s at plugin Coscheduling" in m]
+    wait_for("the waiting members time out after the PodGroup's scheduleTimeoutSeconds", timed_out, timeout=120)
+    wait_for("every member released", lambda: ever_bound.update(bound(pods_of(cosched, ns, "train"))) or
+             ever_bound or "rejection in Unreserve" in " ".join(m for msgs in scheduling_failures(cosched, ns).values()
+                                                                for m in msgs), timeout=60)
+    assert not ever_bound, f"pods of a gang that does not fit were bound: {sorted(ever_bound)}"
+    final = pods_of(cosched, ns, "train")
+    assert len(final) == 11 and bound(final) == [] and {p["status"].get("phase") for p in final} == {"Pending"}
 
 
 @pytest.mark.timeout(300)
