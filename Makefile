@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench bench-webhook install clean testcluster e2e
+.PHONY: run test bench bench-webhook install clean testcluster testcluster-coscheduling e2e
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,15 @@ testcluster:
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
 	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
 	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+
+# `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
+# from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).
+# It reports the Kubernetes version it is built on (its compatibility checks need one).
+testcluster-coscheduling: testcluster
+	cd e2e/coscheduling && v=$$($(GO) list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes) && \
+	  m=$${v#v} && ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
+	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
+	  $(GO) build -ldflags "$$ld" -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

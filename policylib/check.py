@@ -227,6 +227,33 @@ def check_partitions(config: Config, nodes: list[dict]) -> list[Finding]:
     return []
 
 
+def _fits(pod: PodShape, node) -> bool:
+    return node.pods < node.allocatable.get("pods", 0) and all(
+        node.requested.get(k, 0) + v <= node.allocatable.get(k, 0) for k, v in pod.requests.items() if v)
+
+
+def gang_capacity(job, specs: dict, states: list, minimum: int) -> int:
+    """How many of the job's pods the Nodes hold at once, counted up to ``minimum``.
+
+    The pods of every replica type share the Nodes: Coscheduling holds each member it has
+    placed (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its
+    Workers cannot both count the same free CPU. Each pod goes first-fit, in the job's
+    replica-type order, on a copy of the Nodes.
+    """
+    states = [n.copy() for n in states]
+    placed = 0
+    for t in job.types:
+        pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "check")
+        eligible = _eligible(pod, states)
+        for _ in range(t.replicas):
+            node = next((n for n in eligible if _fits(pod, n)), None)
+            if node is None or placed >= minimum:
+                break
+            node.bind(pod)
+            placed += 1
+    return placed
+
+
 def check_gangs(config: Config, nodes: list[dict], objects: list[dict]) -> list[Finding]:
     states = node_states(nodes, [o for o in objects if is_bound_pod(o)])
     out = []
@@ -236,15 +263,7 @@ def check_gangs(config: Config, nodes: list[dict], objects: list[dict]) -> list[
         job = read_job(obj, namespace_of(obj))
         minimum = job_minimum(job)
         specs = (obj.get("spec") or {}).get(job.specs_key) or {}
-        capacity = 0
-        for t in job.types:
-            pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "check")
-            fit = 0
-            for n in _eligible(pod, states):
-                free = [n.allocatable.get("pods", 0) - n.pods] + [
-                    (n.allocatable.get(k, 0) - n.requested.get(k, 0)) // v for k, v in pod.requests.items() if v]
-                fit += max(0, min(free))
-            capacity += min(fit, t.replicas)
+        capacity = gang_capacity(job, specs, states, minimum)
         if capacity < minimum:
             out.append(Finding("error", "gang.method",
                                f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "

@@ -208,6 +208,28 @@ def test_check_drift_partitions_and_gangs():
     assert "needs 4 pods at once; the Nodes can hold 3 of them now" in gang[0].message
 
 
+def _tf_ps_workers(cpu: str, min_available: int | None = None) -> dict:
+    spec = {"template": {"spec": {"containers": [{"name": "tensorflow", "image": "x",
+                                                  "resources": {"requests": {"cpu": cpu}}}]}}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf", "namespace": "ml"},
+           "spec": {"tfReplicaSpecs": {"PS": dict(spec, replicas=1), "Worker": dict(spec, replicas=4)}}}
+    if min_available is not None:
+        job["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": min_available}}
+    return job
+
+
+def test_check_gang_replica_types_share_the_nodes():
+    """Found against scheduler-plugins' Coscheduling (tests/e2e/test_coscheduling.py): 1 PS and 4 Workers of
+    1 CPU on 4 free CPUs never start, so check must not count the PS and the Workers on the same CPUs."""
+    four = [node("a", cpu="2"), node("b", cpu="2")]
+    gang = check(None, four, [_tf_ps_workers("1")])
+    assert keys(gang)[:1] == [("error", "gang.method")]
+    assert "needs 5 pods at once; the Nodes can hold 4 of them now" in gang[0].message
+    assert [f for f in check(None, four + [node("c", cpu="1")], [_tf_ps_workers("1")]) if f.key == "gang.method"] == []
+    # minAvailable 4: four of them are the gang the scheduler waits for
+    assert [f for f in check(None, four, [_tf_ps_workers("1", 4)]) if f.key == "gang.method"] == []
+
+
 # --- the commands ----------------------------------------------------------------------------------
 
 def run(*args, cwd):

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -37,10 +38,12 @@ const controllers = "deployment-controller,replicaset-controller,garbage-collect
 
 // cluster is one running control plane.
 type cluster struct {
-	dir             string
-	nodes           []corev1.Node
-	schedulerConfig []byte
-	failed          chan error
+	dir              string
+	nodes            []corev1.Node
+	schedulerConfig  []byte
+	crds             []*unstructured.Unstructured // --crd
+	coschedulingPath string                       // --coscheduling: the scheduler-plugins scheduler
+	failed           chan error
 
 	etcd       *embed.Etcd
 	pki        *pki
@@ -54,7 +57,7 @@ type cluster struct {
 // process is one control-plane component running as a child process of this binary.
 type process struct {
 	name string
-	args []string
+	args []string // what it was started with, after the program
 	cmd  *exec.Cmd
 	done chan struct{}
 }
@@ -147,7 +150,18 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := runFakeKubelet(ctx, client); err != nil {
 		return err
 	}
-	for name, port := range map[string]int{"kube-scheduler": schedulerPort, "kube-controller-manager": cmPort} {
+	healthz := map[string]int{"kube-scheduler": schedulerPort, "kube-controller-manager": cmPort}
+	if err := c.installCRDs(ctx); err != nil {
+		return err
+	}
+	if c.coschedulingPath != "" {
+		port, err := c.startCoscheduling()
+		if err != nil {
+			return fmt.Errorf("%s: %v", coschedulingBinary, err)
+		}
+		healthz[coschedulingBinary] = port
+	}
+	for name, port := range healthz {
 		if err := waitHealthy(ctx, name, port, 2*time.Minute); err != nil {
 			return err
 		}
@@ -259,21 +273,26 @@ func merge(base interface{}, over map[string]interface{}) map[string]interface{}
 // launch starts a component as `<this binary> <sub> <args>`, logging to DIR/<name>.log. A
 // component that exits while the cluster is not stopping fails the cluster.
 func (c *cluster) launch(name, sub string, args []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := &process{name: name, args: args, done: make(chan struct{})}
-	c.components[name] = p
 	self, err := os.Executable()
 	if err != nil {
 		c.failed <- err
 		return
 	}
+	c.launchExec(name, self, append([]string{sub}, args...))
+}
+
+// launchExec starts the program at path as the component name (see launch).
+func (c *cluster) launchExec(name, path string, args []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &process{name: name, args: args, done: make(chan struct{})}
+	c.components[name] = p
 	logf, err := os.OpenFile(filepath.Join(c.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.failed <- err
 		return
 	}
-	p.cmd = exec.Command(self, append([]string{sub}, args...)...)
+	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// The children die with this process, whatever kills it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -349,7 +368,7 @@ func (c *cluster) restartAPIServer(ctx context.Context) {
 	c.components["kube-apiserver"] = nil
 	c.mu.Unlock()
 	terminate(old, 6*time.Second)
-	c.launch("kube-apiserver", "apiserver", old.args)
+	c.launchExec("kube-apiserver", old.cmd.Path, old.args)
 	client, err := c.client()
 	if err == nil {
 		err = c.waitAPIServer(ctx, client, 3*time.Minute)

@@ -2,7 +2,10 @@
 // kube-apiserver, kube-controller-manager (deployment, replicaset, garbage-collector and
 // namespace controllers), kube-scheduler, a fake kubelet, and fake Nodes.
 //
-//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE]
+//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
+//
+// --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
+// scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go).
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -22,12 +25,14 @@ import (
 	"time"
 )
 
-const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE]"
+const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]"
 
 type options struct {
 	dir             string
 	nodesFile       string
 	schedulerConfig string
+	crds            crdFiles
+	coscheduling    bool
 }
 
 func main() {
@@ -51,6 +56,8 @@ func run(args []string) int {
 	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, data and logs")
 	fs.StringVar(&o.nodesFile, "nodes", "", "YAML file of Nodes (Node documents, or a List)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file")
+	fs.Var(&o.crds, "crd", "CustomResourceDefinition file to apply before ready (repeatable)")
+	fs.BoolVar(&o.coscheduling, "coscheduling", false, "also run scheduler-plugins-scheduler (Coscheduling)")
 	if err := fs.Parse(args); err != nil {
 		return fail(2, "%v; %s", err, usage)
 	}
@@ -74,6 +81,16 @@ func run(args []string) int {
 			return fail(2, "%s: %v", o.schedulerConfig, err)
 		}
 	}
+	crds, err := readCRDs(o.crds)
+	if err != nil {
+		return fail(2, "--crd %v", err)
+	}
+	var coschedulingPath string
+	if o.coscheduling {
+		if coschedulingPath, err = checkCoscheduling(crds); err != nil {
+			return fail(2, "%v", err)
+		}
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return fail(2, "--dir %q: %v", o.dir, err)
@@ -87,7 +104,8 @@ func run(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, failed: make(chan error, 4)}
+	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
+		failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {
