@@ -115,7 +115,7 @@ def locate(error: PolicyError, docs: Sequence[Document], default: str | None = N
     return InputError(f"{where}: {error}") if where else error
 
 
-def object_key(obj: dict) -> tuple:
+def identity(obj: dict) -> tuple:
     """Identity of an object for matching ``--old``: kind, namespace, name."""
     meta = obj.get("metadata") or {}
     return obj.get("kind"), namespace_of(obj), meta.get("name")
@@ -164,12 +164,12 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     facts = ClusterFacts.from_objects(d.obj for d in docs)
     olds = {}
     if args.old:
-        olds = {object_key(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
+        olds = {identity(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
     subjects = [d for d in docs if not is_fact(d.obj)]
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
     for doc in subjects:
-        result = _mutate_document(doc, config, facts, olds.get(object_key(doc.obj)), fact_docs)
+        result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
         changed = changed or result.changed
         for problem in scheduler_admission_errors(result.object, config):
             rejected = True

@@ -18,6 +18,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
+from .documents import yaml_problem
 from .errors import ConfigError
 from .labels import qualified_name_errors
 
@@ -565,14 +566,9 @@ def load_config(source: str | Path | Mapping | Config | None = None) -> Config:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError("", f"invalid YAML: {_yaml_problem(e)}", source=str(path)) from None
+        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=str(path)) from None
     try:
         return config_from_dict(data)
     except ConfigError as e:
         raise ConfigError(e.path, e.message, source=str(path)) from None
 
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e)
-    return f"line {mark.line + 1} column {mark.column + 1}: {problem}" if mark else problem

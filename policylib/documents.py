@@ -28,7 +28,7 @@ class Document:
     index: int
 
 
-def _yaml_problem(e: yaml.YAMLError) -> str:
+def yaml_problem(e: yaml.YAMLError) -> str:
     mark = getattr(e, "problem_mark", None)
     problem = getattr(e, "problem", None) or str(e)
     return f"line {mark.line + 1} column {mark.column + 1}: {problem}" if mark else problem
@@ -66,7 +66,7 @@ def parse_documents(text: str, source: str) -> list[Document]:
             if raw is None:
                 raw = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as e:
-        raise InputError(f"{source}: invalid YAML: {_yaml_problem(e)}") from None
+        raise InputError(f"{source}: invalid YAML: {yaml_problem(e)}") from None
     docs: list[Document] = []
     for i, obj in enumerate(raw, start=1):
         if obj is None:
@@ -97,6 +97,3 @@ def dump_yaml(obj: object) -> str:
     """Block-style YAML keeping the object's key order."""
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
-
-def dump_yaml_stream(objs: list[dict]) -> str:
-    return "---\n".join(dump_yaml(o) for o in objs)

@@ -18,8 +18,6 @@ _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-
 _DNS1123_SUBDOMAIN_MAX = 253
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
-
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
     """IsDNS1123Subdomain: lowercase RFC 1123 subdomain, at most 253 characters."""

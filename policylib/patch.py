@@ -22,10 +22,6 @@ def escape_token(token: object) -> str:
     return token
 
 
-def pointer(path: Iterable[object]) -> str:
-    return "".join("/" + escape_token(p) for p in path)
-
-
 class Draft:
     """A copy-on-write view of a JSON object.
 

@@ -216,6 +216,3 @@ def summarize(writes: list[Write]) -> str:
         parts.append(f"{len(errors)} object{'s' if len(errors) != 1 else ''} could not be planned")
     return "; ".join(parts)
 
-
-def object_label(w: Write) -> str:
-    return object_ref({"kind": w.kind, "metadata": {"name": w.name, "namespace": w.namespace}})
