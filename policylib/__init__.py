@@ -4,7 +4,7 @@ Pure functions: dicts in, :class:`Result` out. No network, no files except
 :func:`load_config`.
 """
 from .config import Config, HostSpread, ZoneSpread, load_config
-from .errors import ConfigError, FieldError, PolicyError, PolicylibError
+from .errors import ConfigError, ErrorType, FieldError, FieldPath, PolicyError, PolicylibError
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, mutate_kubeflow_job, validate_gang_labels
 from .mutate import mutate
@@ -34,7 +34,7 @@ __version__ = _version()
 
 __all__ = [
     "__version__",
-    "ClusterFacts", "Config", "ConfigError", "Drift", "FieldError", "HostSpread", "PolicyError",
+    "ClusterFacts", "Config", "ConfigError", "Drift", "ErrorType", "FieldError", "FieldPath", "HostSpread", "PolicyError",
     "PolicylibError", "Result", "ZoneSpread", "derived_max_skew", "effective_replicas", "host_constraint",
     "load_config", "mutate", "mutate_deployment", "spread_drift", "validate_topology_spread_constraints",
     "zone_constraint",

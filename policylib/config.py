@@ -19,8 +19,9 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from .documents import yaml_problem
-from .errors import ConfigError
+from .errors import ConfigError, FieldError, forbidden
 from .labels import qualified_name_errors
+from .validation import validate_network_topology, validate_partition_topology_mode, validate_restart_partition_events
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 DO_NOT_SCHEDULE = "DoNotSchedule"
@@ -68,9 +69,6 @@ class WebhookSettings:
     maxRequestBytes: int = 6 * 1024 * 1024
 
 
-VOLCANO_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed",
-                  "JobUpdated")  # Volcano pkg/webhooks/admission/jobs/validate/util.go policyEventMap (allowed)
-NETWORK_TOPOLOGY_MODES = ("hard", "soft")
 
 
 @dataclass(frozen=True)
@@ -269,19 +267,14 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
 
 
 def _parse_events(path: str, value: Any) -> tuple[str, ...]:
-    """Volcano policy events; ``[]`` disables; ``*`` stands alone (validatePolicies)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(path, f"must be a list of Volcano events, got {value!r}")
-    for i, event in enumerate(value):
-        if event not in VOLCANO_EVENTS:
-            raise ConfigError(f"{path}[{i}]", f"unknown Volcano event {event!r}; allowed: {', '.join(VOLCANO_EVENTS)}")
-    if len(set(value)) != len(value):
-        raise ConfigError(path, f"lists an event twice: {value}")
-    if "*" in value and len(value) > 1:
-        raise ConfigError(path, "'*' covers every event and must stand alone")
-    return tuple(value)
+    """Volcano policy events (rule V3); ``[]`` disables."""
+    _raise_all(validate_restart_partition_events(value, path))
+    return tuple(value or ())
+
+
+def _raise_all(errors: list[FieldError]) -> None:
+    if errors:
+        raise ConfigError.from_errors(errors)
 
 
 def _parse_optional_positive_int(path: str, value: Any) -> int | None:
@@ -297,16 +290,9 @@ def _parse_network_topology(path: str, value: Any) -> NetworkTopology | None:
     for key in value:
         if key not in ("mode", "highestTierAllowed", "highestTierName"):
             raise _unknown_key(f"{path}.", key, ["mode", "highestTierAllowed", "highestTierName"])
-    mode = _one_of(NETWORK_TOPOLOGY_MODES)(f"{path}.mode", value.get("mode", "hard"))
+    _raise_all(validate_network_topology(dict(value), path))
     tier = _parse_optional_positive_int(f"{path}.highestTierAllowed", value.get("highestTierAllowed"))
-    name = value.get("highestTierName")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ConfigError(f"{path}.highestTierName", f"must be a non-empty tier name, got {name!r}")
-    if tier is not None and name is not None:
-        raise ConfigError(path, "highestTierAllowed and highestTierName are exclusive: set one")
-    if mode == "hard" and tier is None and name is None:
-        raise ConfigError(path, "hard mode needs highestTierAllowed or highestTierName; without one the "
-                                "Volcano scheduler silently does not enforce it")
+    mode, name = value.get("mode", "hard"), value.get("highestTierName")
     return NetworkTopology(mode, tier, name)
 
 
@@ -423,36 +409,44 @@ CONTROLLER_KEYS: dict[str, Parser] = {
 
 
 def check_volcano(v: VolcanoSettings) -> None:
-    """Seed 001 "Constraints": with a group (partition) policy, soft network topology is not supported."""
-    if v.partitionSize is not None and v.networkTopology is not None and v.networkTopology.mode == "soft":
-        raise ConfigError("volcano.networkTopology.mode", "soft mode is not supported with a partition policy "
-                          "(volcano.partitionSize is set); use hard")
+    """Rule V5: with a partition policy (volcano.partitionSize), soft network topology is not supported."""
+    if v.partitionSize is not None and v.networkTopology is not None:
+        _raise_all(validate_partition_topology_mode(v.networkTopology.as_spec(), "volcano.networkTopology"))
+
+
+def gang_combination_errors(g: GangSettings) -> list[FieldError]:
+    """Rules G1-G6: combinations a scheduler does not support; each error names the values and what is
+    supported there."""
+    def both(message: str, *keys: str) -> FieldError:
+        return forbidden(" and ".join(f"gang.{k}" for k in keys), message)
+    errs = []
+    if g.method == "labels" and g.scheduler == "scheduler-plugins":
+        errs.append(both("gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
+                         "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported "
+                         "there: podgroup)", "method", "scheduler"))
+    if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
+        errs.append(both("gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not "
+                         "read gang.scheduling.koordinator.sh annotations (supported there: podgroup)",
+                         "method", "scheduler"))
+    if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
+        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': "
+                         "its coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler"))
+    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
+        errs.append(both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler "
+                         f"{g.scheduler!r}: it is an ACK-only match policy (supported: none, only-waiting, "
+                         "waiting-and-running, once-satisfied)", "matchPolicy", "scheduler"))
+    if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
+        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method koordinator on "
+                         "scheduler ack (supported: once-satisfied)", "matchPolicy", "method"))
+    if g.groupByRole and g.scheduler == "scheduler-plugins":
+        errs.append(both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no "
+                         "GangGroup (supported: false)", "groupByRole", "scheduler"))
+    return errs
 
 
 def check_gang(g: GangSettings) -> None:
-    """Combinations a scheduler does not support; each error names the values and what is supported."""
-    def both(message: str, *keys: str) -> ConfigError:
-        return ConfigError(" and ".join(f"gang.{k}" for k in keys), message)
-    if g.method == "labels" and g.scheduler == "scheduler-plugins":
-        raise both("gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
-                   "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported there: "
-                   "podgroup)", "method", "scheduler")
-    if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
-        raise both("gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not read "
-                   "gang.scheduling.koordinator.sh annotations (supported there: podgroup)", "method", "scheduler")
-    if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
-        raise both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': its "
-                   "coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler")
-    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
-        raise both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler {g.scheduler!r}: it is "
-                   "an ACK-only match policy (supported: none, only-waiting, waiting-and-running, once-satisfied)",
-                   "matchPolicy", "scheduler")
-    if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
-        raise both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method koordinator on scheduler "
-                   "ack (supported: once-satisfied)", "matchPolicy", "method")
-    if g.groupByRole and g.scheduler == "scheduler-plugins":
-        raise both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no GangGroup "
-                   "(supported: false)", "groupByRole", "scheduler")
+    """Raise one ConfigError listing every unsupported combination (:func:`gang_combination_errors`)."""
+    _raise_all(gang_combination_errors(g))
 
 
 TOP_LEVEL_SCALARS: dict[str, Parser] = {

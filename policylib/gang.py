@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from .config import Config, GangSettings, load_config
-from .errors import INT32_MAX, FieldError, PolicyError, int_field, object_ref
+from .errors import (INT32_MAX, FieldError, FieldPath, Path, PolicyError, duplicate, int32_errors, invalid,
+                     map_errors, object_ref, raise_if_any, required)
 from .facts import namespace_of
 from .labels import dns1123_subdomain_errors, label_value_errors, qualified_name_errors
 from .patch import Draft, diff_owned
@@ -157,22 +158,45 @@ class KubeflowJob:
         return ("spec", self.specs_key, key, "template")
 
 
-def _mapping(value: Any, ref: str, path: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise PolicyError(ref, path, f"must be a mapping, got {type(value).__name__}")
-    return value
+def _mapping(value: Any, path: Path, errs: list[FieldError]) -> dict:
+    """``value`` when it is a map (None reads as empty); else ``{}`` and an error in ``errs``."""
+    errs += map_errors(value, path)
+    return value if isinstance(value, dict) else {}
 
 
-def replica_count(spec: dict, ref: str, path: str) -> int:
+def replica_count(spec: dict, path: FieldPath, errs: list[FieldError]) -> int:
     """``replicas`` of a replica spec; absent means 1 (training-operator setDefaultReplicas)."""
     value = spec.get("replicas")
-    return 1 if value is None else int_field(value, ref, f"{path}.replicas", 0)
+    if value is None:
+        return 1
+    found = int32_errors(value, path.child("replicas"), 0)
+    errs += found
+    return 0 if found else value
+
+
+def _replica_type(key: Any, rspec: Any, path: FieldPath, errs: list[FieldError]) -> ReplicaType | None:
+    """One replica spec, read and checked (rule G7); None when it cannot be read."""
+    if not isinstance(rspec, dict):
+        errs.append(invalid(path, rspec, "must be a replica spec (replicas, template)"))
+        return None
+    template = rspec.get("template")
+    count = replica_count(rspec, path, errs)
+    if not isinstance(template, dict):
+        errs.append(required(path.child("template"), "a replica spec needs a pod template"))
+        return None
+    meta = _mapping(template.get("metadata"), path.child("template", "metadata"), errs)
+    for part in ("labels", "annotations"):
+        _mapping(meta.get(part), path.child("template", "metadata", part), errs)
+    pod_spec = _mapping(template.get("spec"), path.child("template", "spec"), errs)
+    priority = pod_spec.get("priorityClassName") or None
+    if priority is not None and not isinstance(priority, str):
+        errs.append(invalid(path.child("template", "spec", "priorityClassName"), priority, "must be a string"))
+    return ReplicaType(key, count, priority, str(path))
 
 
 def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
-    """Read and check what the gang depends on; bad input raises :class:`PolicyError`.
+    """Read and check what the gang depends on (rule G7); bad input raises one :class:`PolicyError`
+    listing every error.
 
     Replica-type keys are matched case-insensitively, as training-operator does
     when it applies its defaults after admission, so ``Worker`` and ``worker``
@@ -180,55 +204,50 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
     """
     namespace = namespace or namespace_of(obj)
     ref = object_ref(obj, namespace)
-    meta = obj.get("metadata")
-    if meta is not None and not isinstance(meta, dict):
-        raise PolicyError(ref, "metadata", "must be an object")
-    name = (meta or {}).get("name")
+    errs: list[FieldError] = []
+    meta = _mapping(obj.get("metadata"), FieldPath("metadata"), errs)
+    name = meta.get("name")
     if not isinstance(name, str) or not name:
-        raise PolicyError(ref, "metadata.name", "required: the gang is named after the job, and a name from "
-                                                "generateName is not known at admission")
+        errs.append(required("metadata.name", "the gang is named after the job, and a name from generateName "
+                                              "is not known at admission"))
     specs_key = REPLICA_SPECS[obj["kind"]]
+    specs_path = FieldPath("spec", specs_key)
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        raise PolicyError(ref, "spec", f"required: a {obj['kind']} needs a spec")
+        raise PolicyError.from_errors(ref, errs + [required("spec", f"a {obj['kind']} needs a spec")])
     specs = spec.get(specs_key)
     if not isinstance(specs, dict):
-        raise PolicyError(ref, f"spec.{specs_key}", "required: a mapping of replica type to replica spec")
+        errs.append(required(specs_path, "a mapping of replica type to replica spec"))
+        specs = {}
     types, seen = [], {}
     for key, rspec in specs.items():
-        path = f"spec.{specs_key}.{key}"
+        path = specs_path.child(str(key))
         if not isinstance(key, str) or not key:
-            raise PolicyError(ref, path, "a replica type must be a non-empty string such as Worker")
+            errs.append(invalid(path, key, "a replica type must be a non-empty string such as Worker"))
+            continue
         if key.lower() in seen:
-            raise PolicyError(ref, f"spec.{specs_key}", f"replica types {seen[key.lower()]!r} and {key!r} are "
-                              "one type: training-operator matches replica types case-insensitively")
+            errs.append(duplicate(specs_path, key, f"the same replica type as {seen[key.lower()]!r}: "
+                                                   "training-operator matches replica types case-insensitively"))
+            continue
         seen[key.lower()] = key
-        if not isinstance(rspec, dict):
-            raise PolicyError(ref, path, "must be a replica spec (replicas, template)")
-        template = rspec.get("template")
-        if not isinstance(template, dict):
-            raise PolicyError(ref, f"{path}.template", "required: a replica spec needs a pod template")
-        meta = _mapping(template.get("metadata"), ref, f"{path}.template.metadata")
-        for part in ("labels", "annotations"):
-            _mapping(meta.get(part), ref, f"{path}.template.metadata.{part}")
-        pod_spec = _mapping(template.get("spec"), ref, f"{path}.template.spec")
-        priority = pod_spec.get("priorityClassName") or None
-        if priority is not None and not isinstance(priority, str):
-            raise PolicyError(ref, f"{path}.template.spec.priorityClassName", f"must be a string, got {priority!r}")
-        types.append(ReplicaType(key, replica_count(rspec, ref, path), priority, path))
-    policy = _mapping(_mapping(spec.get("runPolicy"), ref, "spec.runPolicy").get("schedulingPolicy"), ref,
-                      "spec.runPolicy.schedulingPolicy")
+        rtype = _replica_type(key, rspec, path, errs)
+        if rtype is not None:
+            types.append(rtype)
+    policy_path = FieldPath("spec", "runPolicy", "schedulingPolicy")
+    policy = _mapping(_mapping(spec.get("runPolicy"), FieldPath("spec", "runPolicy"), errs).get("schedulingPolicy"),
+                      policy_path, errs)
     min_available = policy.get("minAvailable")
     if min_available is not None:
-        min_available = int_field(min_available, ref, "spec.runPolicy.schedulingPolicy.minAvailable", 1)
+        errs += int32_errors(min_available, policy_path.child("minAvailable"), 1)
     timeout = policy.get("scheduleTimeoutSeconds")
     if timeout is not None:
-        timeout = int_field(timeout, ref, "spec.runPolicy.schedulingPolicy.scheduleTimeoutSeconds", 1)
+        errs += int32_errors(timeout, policy_path.child("scheduleTimeoutSeconds"), 1)
+    raise_if_any(ref, errs)
     job = KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout)
     if min_available is None and job.total > INT32_MAX:
         # the gang's minimum (minMember, min-available) is an int32 field
-        raise PolicyError(ref, f"spec.{specs_key}", f"the replicas add up to {job.total}, over the {INT32_MAX} a "
-                                                    "gang's minimum can hold (int32)")
+        raise_if_any(ref, [invalid(specs_path, job.total, f"the replicas add up to more than the {INT32_MAX} a "
+                                                          "gang's minimum can hold (int32)")])
     return job
 
 
@@ -449,24 +468,25 @@ def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) ->
 
 # --- validation of what we emit -------------------------------------------------------
 
-def metadata_errors(meta: Mapping, path: str) -> list[FieldError]:
-    """Label keys and values, annotation keys (Kubernetes label syntax), and gang names.
+def metadata_errors(meta: Mapping, path: Path) -> list[FieldError]:
+    """Rule G8: label keys and values, annotation keys (Kubernetes label syntax), and gang names.
 
     Gang names must also be DNS subdomains: Koordinator's gang cache drops a
     gang whose name is not (coscheduling/core/gang_cache.go onPodAdd).
     """
+    path = path if isinstance(path, FieldPath) else FieldPath(path)
     errs: list[FieldError] = []
     for part in ("labels", "annotations"):
         values = meta.get(part) or {}
         for key, value in values.items():
-            p = f"{path}.{part}[{key}]"
-            errs += [FieldError(p, f"key: {m}") for m in qualified_name_errors(key)]
+            p = path.child(part).key(key)
+            errs += [invalid(p, key, m) for m in qualified_name_errors(key)]
             if part == "labels":
-                errs += [FieldError(p, f"value {value!r}: {m}") for m in label_value_errors(value)]
+                errs += [invalid(p, value, m) for m in label_value_errors(value)]
             elif not isinstance(value, str):
-                errs.append(FieldError(p, f"value must be a string, got {type(value).__name__}"))
+                errs.append(invalid(p, value, "must be a string"))
             if (part, key) in NAME_KEYS and isinstance(value, str):
-                errs += [FieldError(p, f"gang name {value!r}: {m}") for m in dns1123_subdomain_errors(value)]
+                errs += [invalid(p, value, f"gang name: {m}") for m in dns1123_subdomain_errors(value)]
     return errs
 
 
@@ -482,7 +502,7 @@ def validate_gang_labels(obj: dict) -> list[FieldError]:
             template = rspec.get("template") if isinstance(rspec, dict) else None
             meta = template.get("metadata") if isinstance(template, dict) else None
             if isinstance(meta, dict):
-                errs += metadata_errors(meta, f"spec.{key}.{rtype}.template.metadata")
+                errs += metadata_errors(meta, FieldPath("spec", key, str(rtype), "template", "metadata"))
         return errs
     return metadata_errors(obj.get("metadata") or {}, "metadata")
 
@@ -490,13 +510,12 @@ def validate_gang_labels(obj: dict) -> list[FieldError]:
 def _check_emitted(ref: str, job: KubeflowJob, desired: dict, podgroups: list[dict]) -> None:
     """Everything we write is valid by construction; a finding here is an input we cannot serve."""
     errs = []
-    for key, (labels, annotations) in desired.items():
-        errs += metadata_errors({"labels": labels, "annotations": annotations},
-                                f"spec.{job.specs_key}.{key}.template.metadata")
+    for key, (labels, annots) in desired.items():
+        errs += metadata_errors({"labels": labels, "annotations": annots},
+                                FieldPath("spec", job.specs_key, key, "template", "metadata"))
     for pg in podgroups:
-        errs += [FieldError(f"PodGroup {pg['metadata']['name']}.{e.field}", e.message) for e in validate_gang_labels(pg)]
-    if errs:
-        raise PolicyError(ref, errs[0].field, errs[0].message)
+        errs += [e.under(f"PodGroup {pg['metadata']['name']}") for e in validate_gang_labels(pg)]
+    raise_if_any(ref, errs)
 
 
 # --- gang metadata already on the job -------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Mapping
 
-from .errors import FieldError
+from .errors import FieldError, FieldPath, Path, forbidden, invalid, required
 
 _QUALIFIED_NAME_MAX = 63
 _NAME_FMT = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
@@ -82,40 +82,43 @@ def label_value_errors(value: object) -> list[str]:
     return []
 
 
-def validate_label_selector(selector: object, path: str) -> list[FieldError]:
-    """ValidateLabelSelector (apimachinery meta/v1/validation): keys, values, operators."""
+def validate_label_selector(selector: object, path: Path) -> list[FieldError]:
+    """Rule K8 (ValidateLabelSelector, apimachinery meta/v1/validation): keys, values, operators."""
     if selector is None:
         return []
     if not isinstance(selector, dict):
-        return [FieldError(path, "must be an object")]
+        return [invalid(path, selector, "must be an object")]
+    path = path if isinstance(path, FieldPath) else FieldPath(path)
     errs: list[FieldError] = []
     match_labels = selector.get("matchLabels") or {}
+    labels_path = path.child("matchLabels")
     if not isinstance(match_labels, dict):
-        errs.append(FieldError(f"{path}.matchLabels", "must be a map of strings"))
+        errs.append(invalid(labels_path, match_labels, "must be a map of strings"))
         match_labels = {}
     for key, value in match_labels.items():
-        errs += [FieldError(f"{path}.matchLabels", f"key {key!r}: {m}") for m in qualified_name_errors(key)]
-        errs += [FieldError(f"{path}.matchLabels", f"value {value!r}: {m}") for m in label_value_errors(value)]
+        errs += [invalid(labels_path, key, m) for m in qualified_name_errors(key)]
+        errs += [invalid(labels_path, value, m) for m in label_value_errors(value)]
     exprs = selector.get("matchExpressions") or []
     if not isinstance(exprs, list):
-        return errs + [FieldError(f"{path}.matchExpressions", "must be a list")]
+        return errs + [invalid(path.child("matchExpressions"), exprs, "must be a list")]
     for i, expr in enumerate(exprs):
-        p = f"{path}.matchExpressions[{i}]"
+        p = path.child("matchExpressions").index(i)
         if not isinstance(expr, dict):
-            errs.append(FieldError(p, "must be an object"))
+            errs.append(invalid(p, expr, "must be an object"))
             continue
         op, values = expr.get("operator"), expr.get("values") or []
         if op in ("In", "NotIn"):
             if not values:
-                errs.append(FieldError(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+                errs.append(required(p.child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
         elif op in ("Exists", "DoesNotExist"):
             if values:
-                errs.append(FieldError(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+                errs.append(forbidden(p.child("values"),
+                                      "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
         else:
-            errs.append(FieldError(f"{p}.operator", f"not a valid selector operator: {op!r}"))
-        errs += [FieldError(f"{p}.key", m) for m in qualified_name_errors(expr.get("key"))]
+            errs.append(invalid(p.child("operator"), op, "not a valid selector operator"))
+        errs += [invalid(p.child("key"), expr.get("key"), m) for m in qualified_name_errors(expr.get("key"))]
         for j, v in enumerate(values if isinstance(values, list) else []):
-            errs += [FieldError(f"{p}.values[{j}]", m) for m in label_value_errors(v)]
+            errs += [invalid(p.child("values").index(j), v, m) for m in label_value_errors(v)]
     return errs
 
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
-from .errors import INT32_MAX, PolicyError, int_field, object_ref
+from .errors import (INT32_MAX, FieldError, FieldPath, PolicyError, int32_errors, int_field, invalid, map_errors, object_ref,
+                     raise_if_any, required)
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
@@ -33,6 +34,7 @@ RECORD_ANNOTATIONS = (RECORD_REPLICAS, RECORD_SETTINGS, RECORD_KEYS)
 
 POD_SPEC = ("spec", "template", "spec")
 CONSTRAINTS = POD_SPEC + ("topologySpreadConstraints",)
+CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 AFFINITY = POD_SPEC + ("affinity",)
 ANNOTATIONS = ("metadata", "annotations")
 OWNED_PATHS = (ANNOTATIONS, CONSTRAINTS, AFFINITY)
@@ -101,11 +103,11 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     annotations = (deployment.get("metadata") or {}).get("annotations") or {}
     if AUTOSCALING_MIN_ANNOTATION in annotations:
         raw = annotations[AUTOSCALING_MIN_ANNOTATION]
-        path = f"metadata.annotations[{AUTOSCALING_MIN_ANNOTATION}]"
+        path = FieldPath("metadata", "annotations").key(AUTOSCALING_MIN_ANNOTATION)
         try:
             count = int(str(raw).strip(), 10)
         except ValueError:
-            raise PolicyError(ref, path, f"must be a whole number as a string, got {raw!r}") from None
+            raise PolicyError.from_errors(ref, [invalid(path, raw, "must be a whole number as a string")]) from None
         if count <= INT32_MAX:
             int_field(count, ref, path, 0)
             return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
@@ -354,37 +356,44 @@ class _Ctx:
     written: list[dict] = field(default_factory=list)
 
 
-def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
-    """The selector and pod labels; errors name the missing field."""
+def deployment_shape_errors(obj: dict) -> list[FieldError]:
+    """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
+    metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
     spec = obj.get("spec")
+    meta = obj.get("metadata")
+    errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
+    for key in ("labels", "annotations"):
+        errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
     if not isinstance(spec, dict):
-        raise PolicyError(ref, "spec", "required: a Deployment needs a spec")
+        return [required("spec", "a Deployment needs a spec")] + errs
+    if spec.get("replicas") is not None:
+        errs += int32_errors(spec["replicas"], "spec.replicas", 0)
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        raise PolicyError(ref, "spec.selector", "required: apps/v1 Deployments need a non-empty selector")
-    selector_errors = validate_label_selector(selector, "spec.selector")
-    if selector_errors:
-        raise PolicyError(ref, selector_errors[0].field, selector_errors[0].message)
-    if not isinstance(obj.get("metadata"), dict):
-        raise PolicyError(ref, "metadata", f"must be an object, got {obj.get('metadata')!r}")
-    for key in ("labels", "annotations"):
-        if not isinstance((obj.get("metadata") or {}).get(key) or {}, dict):
-            raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
+        errs.insert(0, required("spec.selector", "apps/v1 Deployments need a non-empty selector"))
+    else:
+        errs[:0] = validate_label_selector(selector, "spec.selector")
     template = spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
-        raise PolicyError(ref, "spec.template.spec", "required: a Deployment needs a pod template")
+        return errs + [required("spec.template.spec", "a Deployment needs a pod template")]
     constraints = template["spec"].get("topologySpreadConstraints")
     if constraints is not None and not isinstance(constraints, list):
-        raise PolicyError(ref, "spec.template.spec.topologySpreadConstraints", "must be a list")
-    if not isinstance(template.get("metadata") or {}, dict):
-        raise PolicyError(ref, "spec.template.metadata", f"must be an object, got {template.get('metadata')!r}")
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    if not isinstance(labels, dict):
-        raise PolicyError(ref, "spec.template.metadata.labels", "must be a map of strings")
+        errs.append(invalid(CONSTRAINTS_PATH, constraints, "must be a list"))
+    template_meta = template.get("metadata")
+    errs += map_errors(template_meta, FieldPath("spec", "template", "metadata"))
+    errs += map_errors((template_meta if isinstance(template_meta, dict) else {}).get("labels"),
+                       FieldPath("spec", "template", "metadata", "labels"))
     affinity = template["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
-        raise PolicyError(ref, "spec.template.spec.affinity", "must be an object")
-    return selector, labels
+        errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
+    return errs
+
+
+def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
+    """The selector and pod labels, after :func:`deployment_shape_errors` found nothing."""
+    raise_if_any(ref, deployment_shape_errors(obj))
+    template = obj["spec"]["template"]
+    return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
 
 def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:

@@ -22,14 +22,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import Config, VolcanoSettings, load_config
-from .errors import PolicyError, object_ref
+from .errors import FieldPath, PolicyError, invalid, object_ref, raise_if_any
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .patch import Draft, diff_owned
 from .result import Result
 from . import quantity
 from .spread import DOMAIN, SKIP_KEY, is_opted_out
-from .validation import RESTART_PARTITION, policy_events, validate_volcano_job
+from .validation import (RESTART_PARTITION, policy_events, validate_partition_topology_mode, validate_volcano_job,
+                         validate_volcano_job_shape)
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
@@ -66,8 +67,9 @@ def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | 
     if raw.lower() == "none":
         return None
     if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise PolicyError(ref, f"metadata.annotations[{PARTITION_SIZE_ANNOTATION}]",
-                          f"must be a whole number >= 1 or 'none', got {annotations[PARTITION_SIZE_ANNOTATION]!r}")
+        raise PolicyError.from_errors(ref, [invalid(FieldPath("metadata", "annotations").key(PARTITION_SIZE_ANNOTATION),
+                                                    annotations[PARTITION_SIZE_ANNOTATION],
+                                                    "must be a whole number >= 1 or 'none'")])
     return int(raw)
 
 
@@ -207,56 +209,9 @@ class _Notes:
 
 
 def _checked_tasks(job: dict, ref: str) -> list[dict]:
-    """The tasks, after checking the types the policy reads; errors name the field."""
-    meta = job.get("metadata")
-    if meta is not None and not isinstance(meta, dict):
-        raise PolicyError(ref, "metadata", "must be an object")
-    for key in ("labels", "annotations"):
-        if not isinstance((meta or {}).get(key) or {}, dict):
-            raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
-    spec = job.get("spec")
-    if not isinstance(spec, dict):
-        raise PolicyError(ref, "spec", "required: a Volcano Job needs a spec")
-    tasks = spec.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
-        raise PolicyError(ref, "spec.tasks", "required: a Volcano Job needs at least one task")
-    _check_policies(spec.get("policies"), ref, "spec.policies")
-    for i, task in enumerate(tasks):
-        if not isinstance(task, dict):
-            raise PolicyError(ref, f"spec.tasks[{i}]", "must be an object")
-        replicas = task.get("replicas", 0)
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-            raise PolicyError(ref, f"spec.tasks[{i}].replicas", f"must be an integer >= 0, got {replicas!r}")
-        if task.get("name") is not None and not isinstance(task["name"], str):
-            raise PolicyError(ref, f"spec.tasks[{i}].name", f"must be a string, got {task['name']!r}")
-        _check_policies(task.get("policies"), ref, f"spec.tasks[{i}].policies")
-        min_available = task.get("minAvailable")
-        if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int)):
-            raise PolicyError(ref, f"spec.tasks[{i}].minAvailable", f"must be an integer, got {min_available!r}")
-        if task.get("partitionPolicy") is not None and not isinstance(task["partitionPolicy"], dict):
-            raise PolicyError(ref, f"spec.tasks[{i}].partitionPolicy", "must be an object")
-    return tasks
-
-
-def _check_policies(policies: Any, ref: str, path: str) -> None:
-    """Lifecycle policies are a list of objects whose event is a string, events a list of
-    strings and exitCode an integer (the CRD's types)."""
-    if policies is None:
-        return
-    if not isinstance(policies, list):
-        raise PolicyError(ref, path, "must be a list")
-    for j, policy in enumerate(policies):
-        p = f"{path}[{j}]"
-        if not isinstance(policy, dict):
-            raise PolicyError(ref, p, "must be an object")
-        if policy.get("event") is not None and not isinstance(policy["event"], str):
-            raise PolicyError(ref, f"{p}.event", f"must be a string, got {policy['event']!r}")
-        events = policy.get("events")
-        if events is not None and not (isinstance(events, list) and all(isinstance(e, str) for e in events)):
-            raise PolicyError(ref, f"{p}.events", f"must be a list of strings, got {events!r}")
-        code = policy.get("exitCode")
-        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
-            raise PolicyError(ref, f"{p}.exitCode", f"must be an integer, got {code!r}")
+    """The tasks, after :func:`~policylib.validation.validate_volcano_job_shape` found nothing."""
+    raise_if_any(ref, validate_volcano_job_shape(job))
+    return job["spec"]["tasks"]
 
 
 def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: VolcanoSettings,
@@ -368,10 +323,9 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     before = validate_volcano_job(obj, config.volcano.version)
     notes.reasons += [f"as submitted: {e}" for e in before]
     size = partition_size_for(obj, config.volcano, ref)
-    job_topology = obj["spec"].get("networkTopology")
-    if size is not None and isinstance(job_topology, dict) and job_topology.get("mode") == "soft":
+    if size is not None and validate_partition_topology_mode(obj["spec"].get("networkTopology"), "spec.networkTopology"):
         notes.warnings.append("the job's networkTopology is soft, which a partition policy does not support "
-                              "(seed 001 \"Constraints\"): no partitionPolicy added")
+                              "(rule V5): no partitionPolicy added")
         size = None
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]

@@ -231,7 +231,7 @@ def test_invalid_user_job_is_reported_not_made_worse():
     bad = job(task(policies=[{"event": "PodFailed", "action": "RestartJob"},
                              {"event": "PodFailed", "action": "AbortJob"}]))
     r = mutate(bad, cfg())
-    assert any("as submitted: spec.tasks[0].policies[1]: duplicate event PodFailed" in x for x in r.reasons)
+    assert any('as submitted: spec.tasks[0].policies[1]: Invalid value: "PodFailed": duplicate event PodFailed' in x for x in r.reasons)
     out = tasks_of(r.object)[0]
     assert [p for p in out["policies"] if p["action"] == RP] == [{"event": "PodEvicted", "action": RP}]
 
