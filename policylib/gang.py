@@ -31,14 +31,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .config import Config, GangSettings, load_config
+from .config import Config, GangSettings
 from .errors import (INT32_MAX, FieldError, FieldPath, Path, PolicyError, duplicate, int32_errors, invalid,
                      map_errors, object_ref, raise_if_any, required)
 from .facts import namespace_of
 from .labels import dns1123_subdomain_errors, label_value_errors, qualified_name_errors
 from .patch import Draft, diff_owned
-from .result import Result
-from .spread import SKIP_KEY, is_opted_out
+from .result import Outcome, Result, admission
 
 API_VERSION = "kubeflow.org/v1"
 #: The MPI Operator's current API (v0.4+): the same mpiReplicaSpecs (Launcher, Worker) and
@@ -595,23 +594,6 @@ def existing_metadata_findings(job: KubeflowJob, current: dict, settings: GangSe
 
 # --- the mutation ---------------------------------------------------------------------
 
-@dataclass
-class _Outcome:
-    reasons: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    denial: str | None = None
-
-    def violation(self, message: str, settings: GangSettings) -> None:
-        """``onViolation: deny`` turns the message into a denial, ``warn`` into a warning."""
-        if settings.onViolation == "deny":
-            self.denial = message
-        else:
-            self.warnings.append(message)
-
-    def result(self, obj: dict, patch: list | None = None, extra: list | None = None) -> Result:
-        return Result(obj, patch or [], self.reasons, self.warnings, extra or [], self.denial)
-
-
 def describe_plan(plan: GangPlan, settings: GangSettings) -> str:
     gangs = ", ".join(f"{g.name} (min-available {g.min_available} of {g.total} pods: {_and(list(g.replica_types))})"
                       for g in plan.gangs)
@@ -619,15 +601,15 @@ def describe_plan(plan: GangPlan, settings: GangSettings) -> str:
     return f"method {settings.method}, scheduler {settings.scheduler}: {what} {gangs}"
 
 
-def _notes_on_job(job: KubeflowJob, obj: dict, settings: GangSettings, out: _Outcome) -> None:
+def _notes_on_job(job: KubeflowJob, obj: dict, settings: GangSettings, out: Outcome) -> None:
     if job.min_available is not None and job.min_available > job.total and not settings.groupByRole:
-        out.warnings.append(f"runPolicy.schedulingPolicy.minAvailable {job.min_available} exceeds the "
+        out.warn(f"runPolicy.schedulingPolicy.minAvailable {job.min_available} exceeds the "
                             f"{job.total} pods the job creates: the gang can never be satisfied")
     if job.min_available is not None and settings.groupByRole:
-        out.warnings.append(f"runPolicy.schedulingPolicy.minAvailable {job.min_available} is a job-wide minimum "
+        out.warn(f"runPolicy.schedulingPolicy.minAvailable {job.min_available} is a job-wide minimum "
                             "and is not used with gang.groupByRole: each role's gang needs all its replicas")
     if job.kind == "PyTorchJob" and (obj.get("spec") or {}).get("elasticPolicy") and job.min_available is None:
-        out.reasons.append("elastic PyTorchJob: the gang needs every current replica; set "
+        out.reason("elastic PyTorchJob: the gang needs every current replica; set "
                            "runPolicy.schedulingPolicy.minAvailable to let it start with fewer")
 
 
@@ -658,17 +640,17 @@ def _apply(draft: Draft, job: KubeflowJob, current: dict, desired: dict) -> None
 
 
 def _write(obj: dict, job: KubeflowJob, plan: GangPlan, settings: GangSettings, current: dict,
-           out: _Outcome, ref: str) -> Result:
+           out: Outcome, ref: str) -> Result:
     _notes_on_job(job, obj, settings, out)
     violation = priority_violation(job, plan)
     desired = desired_metadata(job, plan, settings)
     podgroups = []
     if violation:
-        out.violation(violation, settings)
+        out.violation(violation, deny=settings.onViolation == "deny")
         desired = {k: ({}, {}) for k in desired}
     else:
         podgroups = build_podgroups(job, plan, settings)
-        out.reasons.append(describe_plan(plan, settings))
+        out.reason(describe_plan(plan, settings))
         _check_emitted(ref, job, desired, podgroups)
     draft = Draft(obj)
     _apply(draft, job, current, desired)
@@ -676,14 +658,14 @@ def _write(obj: dict, job: KubeflowJob, plan: GangPlan, settings: GangSettings, 
     return out.result(draft.root if patch else obj, patch, podgroups)
 
 
-def _leave_existing(obj: dict, job: KubeflowJob, current: dict, settings: GangSettings, out: _Outcome) -> Result:
+def _leave_existing(obj: dict, job: KubeflowJob, current: dict, settings: GangSettings, out: Outcome) -> Result:
     """Issue 5: a job that already carries gang metadata is left untouched, with a warning when inconsistent."""
     keys = sorted({k for labels, annotations in current.values() for k in (*labels, *annotations)})
-    out.reasons.append(f"already carries gang metadata ({', '.join(keys)}): left untouched")
+    out.reason(f"already carries gang metadata ({', '.join(keys)}): left untouched")
     warnings, violation = existing_metadata_findings(job, current, settings)
     out.warnings += [f"existing gang metadata is inconsistent: {w}" for w in warnings]
     if violation:
-        out.violation(violation, settings)
+        out.violation(violation, deny=settings.onViolation == "deny")
     return out.result(obj)
 
 
@@ -695,7 +677,7 @@ def _read_old(old: dict, namespace: str) -> KubeflowJob | None:
 
 
 def _update(obj: dict, job: KubeflowJob, plan: GangPlan, current: dict, old: dict, old_job: KubeflowJob,
-            settings: GangSettings, out: _Outcome, ref: str) -> Result:
+            settings: GangSettings, out: Outcome, ref: str) -> Result:
     """Issue 5: an UPDATE that changes replicas recomputes the minimum on every template;
     other updates change nothing.
 
@@ -709,20 +691,20 @@ def _update(obj: dict, job: KubeflowJob, plan: GangPlan, current: dict, old: dic
         old_current == desired_metadata(old_job, old_plan, settings)
     if old_job.shape() == job.shape():
         if ours and not _has_gang(current):  # kubectl replace dropped what we wrote: put it back
-            out.reasons.append("the update dropped the gang metadata policylib wrote: restored")
+            out.reason("the update dropped the gang metadata policylib wrote: restored")
             return _write(obj, job, plan, settings, current, out, ref)
-        out.reasons.append("replicas and minAvailable unchanged: gang metadata left as it is")
+        out.reason("replicas and minAvailable unchanged: gang metadata left as it is")
         violation = existing_metadata_findings(job, current, settings)[1] if _has_gang(current) else None
         if violation:
-            out.violation(violation, settings)
+            out.violation(violation, deny=settings.onViolation == "deny")
         return out.result(obj)
     if not _has_gang(old_current):
-        out.reasons.append("replicas changed, but the job had no gang metadata before this update: "
+        out.reason("replicas changed, but the job had no gang metadata before this update: "
                            "none is added to a job whose pods may already run")
         return out.result(obj)
     if not ours or not _kept_or_dropped(current, old_current):
         return _leave_existing(obj, job, current, settings, out)
-    out.reasons.append(f"replicas changed ({describe_shape(old_job)} -> {describe_shape(job)}): "
+    out.reason(f"replicas changed ({describe_shape(old_job)} -> {describe_shape(job)}): "
                        "gang metadata recomputed")
     return _write(obj, job, plan, settings, current, out, ref)
 
@@ -747,31 +729,28 @@ def mutate_kubeflow_job(obj: dict, config: Config | None = None, *, old: dict | 
     ``Result.extra_objects``; ``Result.denial`` is set for a violation under
     ``onViolation: deny``.
     """
-    config = load_config(config)
-    settings = config.gang
-    namespace = namespace or namespace_of(obj)
-    ref = object_ref(obj, namespace)
-    out = _Outcome()
-    if is_opted_out(obj):
-        out.reasons.append(f"skipped: {SKIP_KEY}=true")
-        return out.result(obj)
+    req, skipped = admission(obj, config, old, None, namespace)
+    if skipped:
+        return skipped
+    settings, namespace, ref = req.config.gang, req.namespace, req.ref
+    out = Outcome()
     if settings.trainingOperatorGang:
-        out.reasons.append(training_operator_reason(obj))
+        out.reason(training_operator_reason(obj))
         return out.result(obj)
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     if not meta.get("name") and meta.get("generateName"):
-        out.warnings.append("the job has only generateName: its gang is named after the job, whose name is not "
+        out.warn("the job has only generateName: its gang is named after the job, whose name is not "
                             "known at admission, so no gang metadata was written (set metadata.name)")
         return out.result(obj)
     job = read_job(obj, namespace)
     plan = plan_gangs(job, settings)
     if plan is None:
-        out.reasons.append("the job has no pods (every replica type has 0 replicas): nothing to gang")
+        out.reason("the job has no pods (every replica type has 0 replicas): nothing to gang")
         return out.result(obj)
     current = current_metadata(obj, job)
     desired = desired_metadata(job, plan, settings)
     if current == desired and priority_violation(job, plan) is None:
-        out.reasons.append(f"gang metadata up to date: {describe_plan(plan, settings)}")
+        out.reason(f"gang metadata up to date: {describe_plan(plan, settings)}")
         return out.result(obj, extra=build_podgroups(job, plan, settings))
     old_job = _read_old(old, namespace) if old is not None else None
     if old_job is not None:

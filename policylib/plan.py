@@ -16,7 +16,8 @@ from .config import Config, load_config
 from .errors import PolicyError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
-from .spread import (effective_replicas, is_deployment, is_opted_out, mutate_deployment, recorded_replicas,
+from .result import is_opted_out
+from .spread import (effective_replicas, is_deployment, mutate_deployment, recorded_replicas,
                      spread_drift)
 
 LEGACY_ANTI_AFFINITY = "has pod anti-affinity that the spread replaces"

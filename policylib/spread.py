@@ -9,21 +9,18 @@ and ``affinity``, and this policy's own annotations on the Deployment.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
+from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread
 from .errors import (INT32_MAX, FieldError, FieldPath, PolicyError, int32_errors, int_field, invalid, map_errors, object_ref,
                      raise_if_any, required)
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
-from .result import Result
+from .result import DOMAIN, SKIP_KEY, Admission, Outcome, Result, admission
 from .validation import validate_topology_spread_constraints
 
-DOMAIN = "policylib.io"
-#: Label or annotation ``policylib.io/skip: "true"`` opts an object out of every policy.
-SKIP_KEY = f"{DOMAIN}/skip"
 #: Annotation stating the autoscaling minimum when the HPA is not visible to us.
 AUTOSCALING_MIN_ANNOTATION = f"{DOMAIN}/autoscaling-min-replicas"
 #: What was applied, recorded on the Deployment (never the pod template).
@@ -44,15 +41,6 @@ ANTI_AFFINITY_TERMS = (REQUIRED_ANTI_AFFINITY, "preferredDuringSchedulingIgnored
 
 def is_deployment(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
-
-
-def is_opted_out(obj: dict) -> bool:
-    """The documented opt-out: label or annotation ``policylib.io/skip: "true"``."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return False
-    return any(isinstance(meta.get(k), dict) and str(meta[k].get(SKIP_KEY, "")).lower() == "true"
-               for k in ("labels", "annotations"))
 
 
 # --- effective replica count (seed 000 "Settings reference") ----------------
@@ -343,17 +331,15 @@ def update_trigger(new: Effective, old: Effective | None, recorded: int | None) 
 
 # --- the mutation -------------------------------------------------------------
 
-@dataclass
-class _Ctx:
+@dataclass(frozen=True)
+class Spread:
+    """What the spread of one Deployment is computed from."""
+
     config: Config
-    ref: str
     namespace: str
     selector: dict
     pod_labels: dict
     effective: Effective
-    reasons: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    written: list[dict] = field(default_factory=list)
 
 
 def deployment_shape_errors(obj: dict) -> list[FieldError]:
@@ -396,16 +382,16 @@ def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
     return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
 
-def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
+def write_spread(draft: Draft, ctx: Spread, out: Outcome, previous: dict | None = None) -> list[dict]:
     """Write the current spread: replace managed constraints, drop legacy anti-affinity, record.
+    Returns the constraints written.
 
     ``previous`` is the object whose record says which keys we wrote before
     (the old object on UPDATE).
     """
     config = ctx.config
     desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config)
-    ctx.reasons += why
-    ctx.written = desired
+    out.reason(*why)
     current = _constraints_of(draft.root)
     others, _ = _split(current, managed_keys(config, draft.original, previous))
     new = others + desired
@@ -423,10 +409,10 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
         if removed:
             draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
             scope = "" if config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
-            ctx.reasons.append(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
+            out.reason(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
             host = next((c for c in desired if c["topologyKey"] == config.host.topologyKey), None)
             if required and (host is None or host["whenUnsatisfiable"] != DO_NOT_SCHEDULE):
-                ctx.warnings.append(weakened_anti_affinity_warning(config, ctx.effective.replicas))
+                out.warn(weakened_anti_affinity_warning(config, ctx.effective.replicas))
         record = {RECORD_REPLICAS: str(ctx.effective.replicas), RECORD_SETTINGS: config.spread_fingerprint(),
                   RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
         if any(annotations.get(k) != v for k, v in record.items()):
@@ -437,7 +423,8 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
             target.pop(k, None)
         draft.prune_empty(ANNOTATIONS)
     if not desired:
-        ctx.reasons.append("both spreads are disabled: no constraints written")
+        out.reason("both spreads are disabled: no constraints written")
+    return desired
 
 
 def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
@@ -453,17 +440,16 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
     return f"required anti-affinity removed; host spread only preferred: {fix}"
 
 
-def matches_current_settings(obj: dict, ctx: _Ctx, old: dict) -> bool:
+def matches_current_settings(obj: dict, ctx: Spread, old: dict) -> bool:
     """Whether ``obj`` already carries exactly what the current settings write (the
     controller's reconcileDrift rewrite, or a user who applied it): such an update is
     accepted, never reverted to the old object's rules."""
-    probe_ctx = _Ctx(ctx.config, ctx.ref, ctx.namespace, ctx.selector, ctx.pod_labels, ctx.effective)
     probe = Draft(obj)
-    write_spread(probe, probe_ctx, previous=old)
-    return bool(probe_ctx.written) and not diff_owned(obj, probe.root, OWNED_PATHS)
+    written = write_spread(probe, ctx, Outcome(), previous=old)
+    return bool(written) and not diff_owned(obj, probe.root, OWNED_PATHS)
 
 
-def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
+def keep_old_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> None:
     """Seed 000 "Existing deployments": keep the old object's placement rules.
 
     Managed constraints and the record come back from the old object when the new one dropped or
@@ -473,7 +459,7 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
     replace (a constraint on another key that the update drops is the user's own change).
     """
     if not recorded_keys(old):
-        keep_unwritten_placement(draft, old, ctx)
+        keep_unwritten_placement(draft, old, ctx, out)
         return
     keys = managed_keys(ctx.config, old, draft.original)
     current = _constraints_of(draft.root)
@@ -485,10 +471,10 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         changed = sorted(k for k in keys if [c for c in ours_new if c.get("topologyKey") == k] !=
                          [c for c in ours_old if c.get("topologyKey") == k])
         if ours_new:
-            ctx.warnings.append(f"reverted changes to the managed spread on {', '.join(changed)}: set by policylib "
+            out.warn(f"reverted changes to the managed spread on {', '.join(changed)}: set by policylib "
                                 f"when the effective replica count changes (opt out: label {SKIP_KEY}=true)")
         else:
-            ctx.reasons.append(f"restored the spread on {', '.join(changed)} from the old object")
+            out.reason(f"restored the spread on {', '.join(changed)} from the old object")
     old_annotations = (old.get("metadata") or {}).get("annotations") or {}
     new_annotations = draft.get(ANNOTATIONS) or {}
     if any(old_annotations.get(k) != new_annotations.get(k) for k in RECORD_ANNOTATIONS):
@@ -501,7 +487,7 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         draft.prune_empty(ANNOTATIONS)
 
 
-def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
+def keep_unwritten_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> None:
     """A Deployment policylib never wrote, updated by a manifest that drops its placement (a new
     generator version, ``kubectl replace``) with its count unchanged: put back what was dropped, per
     managed topology key and for the anti-affinity the spread would replace. With both spreads off
@@ -526,7 +512,7 @@ def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         draft.set(AFFINITY, restore_anti_affinity(draft.get(AFFINITY), old_terms))
         kept.insert(0, "anti-affinity")
     if kept:
-        ctx.warnings.append(f"kept the dropped placement ({'; '.join(kept)}) until replicas change, or "
+        out.warn(f"kept the dropped placement ({'; '.join(kept)}) until replicas change, or "
                             "reconcileDrift")
 
 
@@ -548,40 +534,43 @@ def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective 
 
 def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | None = None,
                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply seed 000 to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
-    config = load_config(config)
-    facts = facts or NO_FACTS
-    namespace = namespace or namespace_of(obj)
-    ref = object_ref(obj, namespace)
-    if is_opted_out(obj):
-        return Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
-    selector, pod_labels = _checked_shape(obj, ref)
-    effective = effective_replicas(obj, facts, namespace)
-    ctx = _Ctx(config, ref, namespace, selector, pod_labels, effective,
-               reasons=[f"effective replicas {effective.replicas} ({effective.source})"],
-               warnings=list(effective.warnings))
+    """Apply the spread rules (S2-S9) to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
+    req, skipped = admission(obj, config, old, facts, namespace)
+    if skipped:
+        return skipped
+    ctx = _spread_of(req)
+    out = Outcome([f"effective replicas {ctx.effective.replicas} ({ctx.effective.source})"],
+                  list(ctx.effective.warnings))
     draft = Draft(obj)
+    written: list[dict] = []
     if old is None:
-        write_spread(draft, ctx)
+        written = write_spread(draft, ctx, out)
     else:
-        trigger = update_trigger(effective, _old_effective(old, facts, namespace), recorded_replicas(old))
+        trigger = update_trigger(ctx.effective, _old_effective(old, req.facts, req.namespace), recorded_replicas(old))
         if trigger:
-            ctx.reasons.append(trigger)
-            write_spread(draft, ctx, previous=old)
+            out.reason(trigger)
+            written = write_spread(draft, ctx, out, previous=old)
         else:
-            notes = len(ctx.reasons), len(ctx.warnings)
-            keep_old_placement(draft, old, ctx)
+            kept = Outcome()
+            keep_old_placement(draft, old, ctx, kept)
             # only an update that keeping the old rules would change needs the probe rewrite
             if diff_owned(obj, draft.root, OWNED_PATHS) and matches_current_settings(obj, ctx, old):
                 draft = Draft(obj)
-                del ctx.reasons[notes[0]:], ctx.warnings[notes[1]:]
-                ctx.reasons.append("placement rules already match the current settings: accepted")
+                out.reason("placement rules already match the current settings: accepted")
             else:
-                ctx.reasons.append("effective replica count unchanged: placement rules kept")
+                out.merge(kept)
+                out.reason("effective replica count unchanged: placement rules kept")
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
-    ctx.warnings += invalid_constraint_warnings(_constraints_of(result_obj), ctx.written)
-    return Result(result_obj, patch, ctx.reasons, ctx.warnings)
+    out.warn(*invalid_constraint_warnings(_constraints_of(result_obj), written))
+    return out.result(result_obj, patch)
+
+
+def _spread_of(req: Admission) -> Spread:
+    """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
+    selector, pod_labels = _checked_shape(req.obj, req.ref)
+    effective = effective_replicas(req.obj, req.facts, req.namespace)
+    return Spread(req.config, req.namespace, selector, pod_labels, effective)
 
 
 # --- drift (seed 000 "Existing deployments", reconcileDrift) ----------------
@@ -612,20 +601,16 @@ def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterF
     Deployment this policy would leave unchanged never counts as drift; the
     reasons name each difference.
     """
-    config = load_config(config)
-    facts = facts or NO_FACTS
-    namespace = namespace or namespace_of(deployment)
-    ref = object_ref(deployment, namespace)
-    if not is_deployment(deployment) or is_opted_out(deployment):
+    req, skipped = admission(deployment, config, None, facts, namespace)
+    if not is_deployment(deployment) or skipped:
         return Drift(False, 0, ("not a managed Deployment",))
-    selector, pod_labels = _checked_shape(deployment, ref)
-    effective = effective_replicas(deployment, facts, namespace)
+    ctx = _spread_of(req)
+    config, effective = req.config, ctx.effective
     if effective.replicas < config.host.hardMinReplicas:
         return Drift(False, effective.replicas, (f"{effective.replicas} effective replicas < hardMinReplicas "
                                                  f"{config.host.hardMinReplicas}: kept until the count changes",))
-    ctx = _Ctx(config, ref, namespace, selector, pod_labels, effective)
     draft = Draft(deployment)
-    write_spread(draft, ctx)
+    write_spread(draft, ctx, Outcome())
     reasons = []
     before_aff, after_aff = draft.original["spec"]["template"]["spec"].get("affinity"), draft.get(AFFINITY)
     if before_aff != after_aff:

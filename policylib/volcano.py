@@ -18,17 +18,15 @@ job-level policies are never touched.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Config, VolcanoSettings, load_config
-from .errors import FieldPath, PolicyError, invalid, object_ref, raise_if_any
-from .facts import NO_FACTS, ClusterFacts, namespace_of
+from .config import Config, VolcanoSettings
+from .errors import FieldPath, PolicyError, invalid, raise_if_any
+from .facts import ClusterFacts
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .patch import Draft, diff_owned
-from .result import Result
 from . import quantity
-from .spread import DOMAIN, SKIP_KEY, is_opted_out
+from .result import DOMAIN, Outcome, Result, admission
 from .validation import (RESTART_PARTITION, policy_events, validate_partition_topology_mode, validate_volcano_job,
                          validate_volcano_job_shape)
 
@@ -202,12 +200,6 @@ def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict])
 
 # --- the mutation ------------------------------------------------------------------
 
-@dataclass
-class _Notes:
-    reasons: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
 def _checked_tasks(job: dict, ref: str) -> list[dict]:
     """The tasks, after :func:`~policylib.validation.validate_volcano_job_shape` found nothing."""
     raise_if_any(ref, validate_volcano_job_shape(job))
@@ -215,30 +207,30 @@ def _checked_tasks(job: dict, ref: str) -> list[dict]:
 
 
 def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: VolcanoSettings,
-                notes: _Notes) -> dict:
+                notes: Outcome) -> dict:
     """Edit task ``i`` in the draft; returns the task as it ends."""
     name = task.get("name")
     new_task = task
     if task.get("partitionPolicy") is not None:
-        notes.reasons.append(f"task {name}: keeps its own partitionPolicy")
+        notes.reason(f"task {name}: keeps its own partitionPolicy")
         own = task["partitionPolicy"]
         if isinstance(own, dict) and "minPartitions" not in own and task.get("minAvailable") is None:
-            notes.warnings.append(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
+            notes.warn(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
                                   "default the task's minAvailable to 0 and gang nothing (volcano issue 5401); "
                                   f"set minPartitions: {own.get('totalPartitions')}")
     elif size is not None:
         policy, why = partition_policy_for(task, size, settings)
-        (notes.warnings if policy is None and task.get("replicas", 0) > size else notes.reasons).append(why)
+        notes.note(why, ok=policy is not None or task.get("replicas", 0) <= size)
         if policy is not None:
             new_task = dict(task, partitionPolicy=policy)
     if new_task.get("partitionPolicy") is not None and settings.restartPartitionEvents:
         own = list(new_task.get("policies") or [])
         added, warning = restart_partition_policies(own, settings.restartPartitionEvents)
         if warning:
-            notes.warnings.append(f"task {name}: {warning}")
+            notes.warn(f"task {name}: {warning}")
         if added:
             new_task = dict(new_task, policies=own + added)
-            notes.reasons.append(f"task {name}: RestartPartition on {', '.join(p['event'] for p in added)}")
+            notes.reason(f"task {name}: RestartPartition on {', '.join(p['event'] for p in added)}")
     if new_task is not task:
         tasks = draft.get(TASKS)
         if tasks is (draft.original.get("spec") or {}).get("tasks"):
@@ -251,7 +243,7 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
 JOB_POLICIES = ("spec", "policies")
 
 
-def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -> list[dict]:
+def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: Outcome) -> list[dict]:
     """A job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
     ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
     RestartPartition policies, where the task does not handle them already) and the job-level entries
@@ -271,7 +263,7 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -
         own = list(out[i].get("policies") or [])
         added, warning = restart_partition_policies(own, events)
         if warning:
-            notes.warnings.append(f"task {out[i].get('name')}: {warning}")
+            notes.warn(f"task {out[i].get('name')}: {warning}")
         if added:
             out[i] = dict(out[i], policies=own + added)
             task_list = draft.get(TASKS)
@@ -281,12 +273,12 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -
             task_list[i] = out[i]
     where = (f"to task {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
              else "away: no task is partitioned")
-    notes.warnings.append(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
+    notes.warn(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
                           "denied by Volcano's VAP")
     return out
 
 
-def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: _Notes) -> None:
+def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: Outcome) -> None:
     """With Nodes in the input: does each partition fit (see :func:`partition_feasibility`),
     and does a hard ``highestTierName`` name a tier that exists (one that does not is
     silently not enforced by the scheduler)? HyperNodes are discovered once for both."""
@@ -294,7 +286,7 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
     if not partitioned or not facts.nodes:
         return
     if not any(s.source == "label" and s.enabled for s in config.volcano.networkTopologyDiscovery):
-        notes.reasons.append("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
+        notes.reason("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
         return
     hypernodes = discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)
     tier_names = {h["spec"]["tierName"] for h in hypernodes}
@@ -302,30 +294,30 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
         topo = task["partitionPolicy"].get("networkTopology") or {}
         name = topo.get("highestTierName") if isinstance(topo, dict) else None
         if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
-            notes.warnings.append(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
+            notes.warn(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
                                   "the scheduler will not enforce it")
         message, ok = partition_feasibility(task, hypernodes, facts.nodes)
-        (notes.reasons if ok else notes.warnings).append(message)
+        notes.note(message, ok)
 
 
 def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | None = None,
                        facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply seed 001 to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE gets no patch."""
-    config = load_config(config)
-    facts = facts or NO_FACTS
-    ref = object_ref(obj, namespace or namespace_of(obj))
-    if is_opted_out(obj):
-        return Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
-    tasks = _checked_tasks(obj, ref)
+    """Apply the partition rules (V13-V17) to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE
+    gets no patch."""
+    req, skipped = admission(obj, config, old, facts, namespace)
+    if skipped:
+        return skipped
+    config = req.config
+    tasks = _checked_tasks(obj, req.ref)
     if old is not None:
         return Result(obj, reasons=["UPDATE: Volcano rejects changes to policies and partitionPolicy; not mutated"])
-    notes = _Notes()
+    notes = Outcome()
     before = validate_volcano_job(obj, config.volcano.version)
-    notes.reasons += [f"as submitted: {e}" for e in before]
-    size = partition_size_for(obj, config.volcano, ref)
+    notes.reason(*(f"as submitted: {e}" for e in before))
+    size = partition_size_for(obj, config.volcano, req.ref)
     if size is not None and validate_partition_topology_mode(obj["spec"].get("networkTopology"), "spec.networkTopology"):
-        notes.warnings.append("the job's networkTopology is soft, which a partition policy does not support "
-                              "(rule V5): no partitionPolicy added")
+        notes.warn("the job's networkTopology is soft, which a partition policy does not support "
+                   "(rule V5): no partitionPolicy added")
         size = None
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
@@ -335,10 +327,10 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     result_obj = draft.root if patch else obj
     introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]
     if introduced:  # never emit a Job Volcano's webhook would reject because of us
-        return Result(obj, [], notes.reasons + [f"not mutated: the change would break {e}" for e in introduced],
-                      notes.warnings)
-    _feasibility(final, config, facts, notes)
-    return Result(result_obj, patch, notes.reasons, notes.warnings)
+        notes.reason(*(f"not mutated: the change would break {e}" for e in introduced))
+        return notes.result(obj)
+    _feasibility(final, config, req.facts, notes)
+    return notes.result(result_obj, patch)
 
 
 def mutate_other_volcano_kind(obj: dict) -> Result:
