@@ -1,10 +1,10 @@
-"""Settings: the seeds' YAML shape, their defaults, and clear errors.
+"""Settings: their YAML shape, their defaults, and clear errors (rules C1-C5).
 
 ``load_config(source)`` accepts the LRS topology spread document's YAML
-(seed 000, "Default values"): ``zoneTopologySpread`` and ``hostTopologySpread``
+(the LRS operator's settings): ``zoneTopologySpread`` and ``hostTopologySpread``
 at the top level, or nested under ``lrs-operator: operator: config:`` so that an
 existing Helm values file can be used as it is. Every missing key takes the
-seed's default; ``None`` gives all defaults.
+default of ``docs/specification.md``; ``None`` gives all defaults.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ ANTI_AFFINITY_REMOVAL = ("own", "all")
 
 @dataclass(frozen=True)
 class ZoneSpread:
-    """``zoneTopologySpread`` (seed 000 "Zone spread"): always ScheduleAnyway."""
+    """``zoneTopologySpread`` (rule S3): always ScheduleAnyway."""
 
     enabled: bool = True
     topologyKey: str = "topology.kubernetes.io/zone"
@@ -41,7 +41,7 @@ class ZoneSpread:
 
 @dataclass(frozen=True)
 class HostSpread:
-    """``hostTopologySpread`` (seed 000 "Host spread" and "Preference or requirement")."""
+    """``hostTopologySpread`` (rules S4-S6)."""
 
     enabled: bool = True
     whenUnsatisfiable: str = SCHEDULE_ANYWAY
@@ -90,7 +90,7 @@ class NetworkTopology:
 
 @dataclass(frozen=True)
 class DiscoverySource:
-    """One entry of Volcano's ``networkTopologyDiscovery`` (seed 001, default_controller_conf).
+    """One entry of Volcano's ``networkTopologyDiscovery`` (its controller's default_controller_conf; rule H1).
 
     ``topologies`` maps a topology name to its node label keys, top tier first,
     the node level (``kubernetes.io/hostname``) last. Upstream Volcano reads
@@ -104,7 +104,7 @@ class DiscoverySource:
 
 @dataclass(frozen=True)
 class VolcanoSettings:
-    """``volcano`` (seed 001): RestartPartition events, partitions, network topology, discovery."""
+    """``volcano`` (rules V3, V5, V13-V18): RestartPartition events, partitions, network topology, discovery."""
 
     enabled: bool = True
     restartPartitionEvents: tuple[str, ...] = ("PodEvicted", "PodFailed")
@@ -138,7 +138,7 @@ ON_VIOLATION = ("warn", "deny")
 
 @dataclass(frozen=True)
 class GangSettings:
-    """``gang`` (seed 002): how gang metadata is written for Kubeflow jobs."""
+    """``gang`` (rules G1-G13): how gang metadata is written for Kubeflow jobs."""
 
     enabled: bool = True
     method: str = "labels"
@@ -156,7 +156,7 @@ class Config:
 
     zoneTopologySpread: ZoneSpread = field(default_factory=ZoneSpread)
     hostTopologySpread: HostSpread = field(default_factory=HostSpread)
-    # Seed 000 says the operator "removes any pod anti-affinity"; by default we
+    # Rule S9: the literal reading is "removes any pod anti-affinity" (``all``); by default we
     # remove only terms that select the Deployment's own pods (the legacy
     # ha_topology_key rule) and keep terms aimed at other workloads.
     removePodAntiAffinity: str = "own"
@@ -201,6 +201,7 @@ def _parse_bool(path: str, value: Any) -> bool:
 
 
 def _parse_positive_int(path: str, value: Any) -> int:
+    """Rule C4."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(path, f"must be an integer >= 1, got {value!r}")
     if value < 1:
@@ -297,7 +298,7 @@ def _parse_network_topology(path: str, value: Any) -> NetworkTopology | None:
 
 
 def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
-    """Seed 001 ``default_controller_conf.networkTopologyDiscovery``, verbatim."""
+    """Volcano's ``default_controller_conf.networkTopologyDiscovery``, verbatim (rule H1)."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -409,7 +410,7 @@ CONTROLLER_KEYS: dict[str, Parser] = {
 
 
 def check_volcano(v: VolcanoSettings) -> None:
-    """Rule V5: with a partition policy (volcano.partitionSize), soft network topology is not supported."""
+    """Rules C5 and V5: with a partition policy (volcano.partitionSize), soft network topology is not supported."""
     if v.partitionSize is not None and v.networkTopology is not None:
         _raise_all(validate_partition_topology_mode(v.networkTopology.as_spec(), "volcano.networkTopology"))
 
@@ -464,6 +465,7 @@ TOP_LEVEL_KEYS = tuple(SECTIONS) + tuple(TOP_LEVEL_SCALARS)
 
 
 def _unknown_key(path: str, key: Any, known: tuple[str, ...] | list[str]) -> ConfigError:
+    """Rule C3."""
     close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
     return ConfigError(f"{path}{key}", f"unknown key{hint}")
@@ -507,7 +509,7 @@ def _unwrap_helm_values(data: Mapping) -> tuple[Mapping, bool]:
 
 
 def config_from_dict(data: Mapping | None) -> Config:
-    """Build and check a :class:`Config` from parsed YAML (see :func:`load_config`).
+    """Rule C2: build and check a :class:`Config` from parsed YAML (see :func:`load_config`).
 
     In Helm values, keys under ``lrs-operator.operator.config`` that policylib
     does not read belong to the operator and are ignored, unless one is a near
@@ -544,7 +546,7 @@ def config_from_dict(data: Mapping | None) -> Config:
 
 
 def load_config(source: str | Path | Mapping | Config | None = None) -> Config:
-    """Load settings from a YAML/JSON file path, a dict, or ``None`` (seed defaults).
+    """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
 
     Raises :class:`ConfigError` naming the key path and what is allowed.
     """

@@ -133,7 +133,7 @@ def render_value(value: object) -> str:
 
 @dataclass(frozen=True)
 class FieldError:
-    """One finding about one field, shaped like the API server's ``field.Error``."""
+    """Rule P6: one finding about one field, shaped like the API server's ``field.Error``."""
 
     type: ErrorType
     field: str
@@ -239,7 +239,7 @@ class PolicyError(PolicylibError):
 
 
 def raise_if_any(obj_ref: str, errors: Iterable[FieldError]) -> None:
-    """Raise one :class:`PolicyError` carrying every error, when there is one."""
+    """Rule P5: raise one :class:`PolicyError` carrying every error, when there is one."""
     found = list(errors)
     if found:
         raise PolicyError.from_errors(obj_ref, found)

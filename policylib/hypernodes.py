@@ -54,7 +54,7 @@ class _Info:
 
 
 def discover_hypernodes(nodes: Iterable[dict], discovery: Iterable[DiscoverySource]) -> list[dict]:
-    """The HyperNode objects label discovery would build, sorted by tier then name."""
+    """Rule H1: the HyperNode objects label discovery would build, sorted by tier then name."""
     infos: dict[str, _Info] = {}
     names: dict[tuple[str, str], str] = {}  # (label key, value) -> HyperNode name, shared across topologies
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):

@@ -11,7 +11,7 @@ from .volcano import is_volcano_job, is_volcano_workload, mutate_other_volcano_k
 
 def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None = None,
            facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply the policy for ``obj``'s kind; other kinds come back unchanged.
+    """Rule P2: apply the policy for ``obj``'s kind; other kinds come back unchanged.
 
     ``old`` is the object before an UPDATE (None on CREATE); ``facts`` the
     cluster objects a policy may read (HPAs, Nodes); ``namespace`` overrides

@@ -82,7 +82,7 @@ _MISSING = object()
 
 
 def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dict]:
-    """The RFC 6902 operations that turn ``original`` into ``mutated`` at ``owned`` paths.
+    """Rule P3: the RFC 6902 operations that turn ``original`` into ``mutated`` at ``owned`` paths.
 
     Mappings are compared key by key; lists and scalars that differ are
     replaced whole. A path may index into a list (``("spec", "tasks", 0,

@@ -1,6 +1,6 @@
 """Planning (pure): the writes a controller would make to keep existing objects right.
 
-Admission alone cannot honour seed 000: an HPA's ``minReplicas`` changes
+Admission alone cannot honour rule S11: an HPA's ``minReplicas`` changes
 without a write to the Deployment, ``kubectl scale`` writes through the scale
 subresource (no pod template), and ``reconcileDrift: true`` must move existing
 Deployments to the current settings. :func:`plan` takes a snapshot of objects
@@ -66,7 +66,7 @@ def rolls_pods(patch: list[dict]) -> bool:
 
 
 def plan_deployment(deployment: dict, config: Config, facts: ClusterFacts) -> Write | None:
-    """Seed 000 "Pod rollouts" and "Existing deployments" for one existing Deployment.
+    """Rules S11 and S17 for one existing Deployment.
 
     - the effective replica count differs from the one recorded when the spread
       was written: rewrite (HPA minReplicas changes, scale-subresource writes);
@@ -116,7 +116,7 @@ def owned_by(obj: dict, job: dict) -> bool:
 
 
 def plan_podgroups(job: dict, config: Config, facts: ClusterFacts) -> list[Write] | None:
-    """Gang ``method: podgroup`` (seed 002 "Metode 2"): the job's PodGroups must exist,
+    """Gang ``method: podgroup`` (rule G5): the job's PodGroups must exist,
     owned by the job, before its pods are scheduled.
 
     Only jobs that carry our pod-group metadata as the gang policy writes it

@@ -1,6 +1,6 @@
-"""Zone and host topology spread for Deployments (seed 000, "LRS topology spread").
+"""Zone and host topology spread for Deployments (rules S1-S17).
 
-Each function decides one rule and cites the seed section it follows. The
+Each function decides one rule and cites its number in ``docs/specification.md``. The
 entry point :func:`mutate_deployment` edits a copy of the Deployment and
 returns a :class:`~policylib.result.Result` whose patch is diffed from the
 subtrees this policy owns: the pod template's ``topologySpreadConstraints``
@@ -43,7 +43,7 @@ def is_deployment(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
 
 
-# --- effective replica count (seed 000 "Settings reference") ----------------
+# --- effective replica count (rule S2) ----------------------------------------
 
 @dataclass(frozen=True)
 class Effective:
@@ -65,7 +65,7 @@ def hpa_min_replicas(hpa: dict) -> int:
 
 def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
                        namespace: str | None = None) -> Effective:
-    """Seed 000 "Effective replica count": the autoscaling minimum, else the replicas.
+    """Rule S2: the autoscaling minimum, else the replicas.
 
     An HPA in the same namespace that targets the Deployment wins; without one,
     the annotation ``policylib.io/autoscaling-min-replicas`` states the minimum
@@ -111,10 +111,10 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     return Effective(replicas, f"spec.replicas {replicas}")
 
 
-# --- the two constraints (seed 000 "Zone spread", "Host spread") ------------
+# --- the two constraints (rules S3-S7) ---------------------------------------
 
 def spread_label_selector(deployment_selector: dict, match_label_keys: tuple[str, ...]) -> dict:
-    """The Deployment's own ``spec.selector`` without any key in matchLabelKeys.
+    """Rule S7: the Deployment's own ``spec.selector`` without any key in matchLabelKeys.
 
     The API server rejects a key in both labelSelector and matchLabelKeys
     (validateMatchLabelKeysInTopologySpread).
@@ -136,24 +136,24 @@ def _constraint(max_skew: int, topology_key: str, when: str, selector: dict,
 
 
 def zone_constraint(selector: dict, zone: ZoneSpread) -> dict:
-    """Seed 000 "Zone spread": always a preference (ScheduleAnyway)."""
+    """Rule S3: always a preference (ScheduleAnyway)."""
     return _constraint(zone.maxSkew, zone.topologyKey, SCHEDULE_ANYWAY, selector, zone.matchLabelKeys)
 
 
 def host_spread_enforced(effective: int, host: HostSpread) -> bool:
-    """Seed 000 "Host spread": DoNotSchedule only for >= hardMinReplicas effective replicas."""
+    """Rule S4: DoNotSchedule only for >= hardMinReplicas effective replicas."""
     return host.whenUnsatisfiable == DO_NOT_SCHEDULE and effective >= host.hardMinReplicas
 
 
 def derived_max_skew(effective: int, host: HostSpread) -> int:
-    """Seed 000 replica-derived rule: max(maxSkew, ceil(effective / minDomains)) when enabled."""
+    """Rule S5: max(maxSkew, ceil(effective / minDomains)) when enabled."""
     if not host.enableReplicaDerivedMaxSkewRule:
         return host.maxSkew
     return max(host.maxSkew, math.ceil(effective / host.minDomains))
 
 
 def host_constraint(selector: dict, effective: int, host: HostSpread) -> tuple[dict, str]:
-    """Seed 000 "Preference or requirement": the host constraint and the reason for its shape.
+    """Rule S6: the host constraint and the reason for its shape.
 
     minDomains goes only on a DoNotSchedule constraint (the API server rejects
     it otherwise); the replica-derived maxSkew applies only when enforced.
@@ -199,10 +199,10 @@ def recorded_keys(obj: dict | None) -> set[str]:
 
 
 def managed_keys(config: Config, *objs: dict | None) -> set[str]:
-    """Keys whose constraints this policy owns: enabled spreads' keys and keys it wrote before.
+    """Rule S8: keys whose constraints this policy owns: enabled spreads' keys and keys it wrote before.
 
     A user's own constraint on the key of a disabled spread stays unless we
-    wrote it (seed 000: ``enabled: false`` means the constraint is not written).
+    wrote it (``enabled: false`` means the constraint is not written).
     """
     keys = {s.topologyKey for s in (config.zone, config.host) if s.enabled}
     for obj in objs:
@@ -221,7 +221,7 @@ def _split(constraints: list, keys: set[str]) -> tuple[list, list]:
     return [c for c in constraints if not managed(c)], [c for c in constraints if managed(c)]
 
 
-# --- legacy anti-affinity (seed 000 "Existing deployments") ------------------
+# --- legacy anti-affinity (rules S9, S10) -------------------------------------
 
 def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
     """Whether a PodAffinityTerm selects the Deployment's own pods.
@@ -246,11 +246,11 @@ def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
 
 
 def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> tuple[Any, int]:
-    """Seed 000: the spread replaces ``ha_topology_key`` anti-affinity.
+    """Rule S9: the spread replaces ``ha_topology_key`` anti-affinity.
 
     Returns the new affinity (None when emptied) and how many terms went. Mode
     ``own`` removes required and preferred terms that select the Deployment's
-    own pods; ``all`` removes every pod anti-affinity term, as the seed's
+    own pods; ``all`` removes every pod anti-affinity term, as the literal
     "removes any pod anti-affinity" says literally. Emptied maps are removed.
     """
     if not isinstance(affinity, dict) or not isinstance(affinity.get("podAntiAffinity"), dict):
@@ -303,7 +303,7 @@ def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
     return new
 
 
-# --- when to write (seed 000 "Pod rollouts", "Existing deployments") --------
+# --- when to write (rules S11-S14) -------------------------------------------
 
 def recorded_replicas(obj: dict | None) -> int | None:
     raw = ((obj or {}).get("metadata") or {}).get("annotations", {}) or {}
@@ -314,7 +314,7 @@ def recorded_replicas(obj: dict | None) -> int | None:
 
 
 def update_trigger(new: Effective, old: Effective | None, recorded: int | None) -> str | None:
-    """Seed 000 "Pod rollouts": on UPDATE, write only when the effective count changed.
+    """Rule S11: on UPDATE, write only when the effective count changed.
 
     Changed from the old object, or from the count recorded when the spread was
     last written (an HPA's minReplicas can change without a write to the
@@ -383,7 +383,7 @@ def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
 
 
 def write_spread(draft: Draft, ctx: Spread, out: Outcome, previous: dict | None = None) -> list[dict]:
-    """Write the current spread: replace managed constraints, drop legacy anti-affinity, record.
+    """Rule S15: write the current spread: replace managed constraints, drop legacy anti-affinity, record.
     Returns the constraints written.
 
     ``previous`` is the object whose record says which keys we wrote before
@@ -428,7 +428,7 @@ def write_spread(draft: Draft, ctx: Spread, out: Outcome, previous: dict | None 
 
 
 def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
-    """A required self anti-affinity was removed while the host spread written is only a preference:
+    """Rule S10: a required self anti-affinity was removed while the host spread written is only a preference:
     the setting that would keep it enforced (kept short: kubectl prints webhook warnings whole)."""
     host = config.host
     if not host.enabled:
@@ -441,7 +441,7 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
 
 
 def matches_current_settings(obj: dict, ctx: Spread, old: dict) -> bool:
-    """Whether ``obj`` already carries exactly what the current settings write (the
+    """Rule S14: whether ``obj`` already carries exactly what the current settings write (the
     controller's reconcileDrift rewrite, or a user who applied it): such an update is
     accepted, never reverted to the old object's rules."""
     probe = Draft(obj)
@@ -450,7 +450,7 @@ def matches_current_settings(obj: dict, ctx: Spread, old: dict) -> bool:
 
 
 def keep_old_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> None:
-    """Seed 000 "Existing deployments": keep the old object's placement rules.
+    """Rule S12: keep the old object's placement rules.
 
     Managed constraints and the record come back from the old object when the new one dropped or
     changed them (``kubectl replace`` drops them), so an update never rolls pods through this policy
@@ -488,7 +488,7 @@ def keep_old_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> No
 
 
 def keep_unwritten_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> None:
-    """A Deployment policylib never wrote, updated by a manifest that drops its placement (a new
+    """Rule S13: a Deployment policylib never wrote, updated by a manifest that drops its placement (a new
     generator version, ``kubectl replace``) with its count unchanged: put back what was dropped, per
     managed topology key and for the anti-affinity the spread would replace. With both spreads off
     nothing of ours is in play, and the update is the user's."""
@@ -517,7 +517,7 @@ def keep_unwritten_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome)
 
 
 def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[str]:
-    """Report constraints the API server would reject; ours are valid by construction,
+    """Rule S16: report constraints the API server would reject; ours are valid by construction,
     so the check runs only when the list holds constraints we did not just write."""
     if constraints == written:
         return []
@@ -534,7 +534,7 @@ def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective 
 
 def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | None = None,
                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply the spread rules (S2-S9) to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
+    """Rules P4, S2-S17: apply the spread rules to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
     req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
@@ -573,7 +573,7 @@ def _spread_of(req: Admission) -> Spread:
     return Spread(req.config, req.namespace, selector, pod_labels, effective)
 
 
-# --- drift (seed 000 "Existing deployments", reconcileDrift) ----------------
+# --- drift (rule S17, reconcileDrift) -----------------------------------------
 
 @dataclass(frozen=True)
 class Drift:
@@ -593,7 +593,7 @@ def _describe(c: dict) -> str:
 
 def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterFacts | None = None,
                  namespace: str | None = None) -> Drift:
-    """Seed 000 "Existing deployments": rewrite a Deployment that has >= hardMinReplicas
+    """Rule S17: rewrite a Deployment that has >= hardMinReplicas
     effective replicas and still has pod anti-affinity, or constraints that differ from
     the current settings.
 

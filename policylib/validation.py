@@ -99,7 +99,7 @@ def validate_match_label_keys(keys: Any, selector: Any, path: Path) -> list[Fiel
 
 def validate_topology_spread_constraints(constraints: Any,
                                          path: Path = TEMPLATE_CONSTRAINTS_PATH) -> list[FieldError]:
-    """Every rule the API server applies to ``topologySpreadConstraints`` (rules K1-K8).
+    """Rule K9: every rule the API server applies to ``topologySpreadConstraints`` (rules K1-K8).
 
     Returns a list of :class:`FieldError` (empty when valid), each with a path
     like ``spec.template.spec.topologySpreadConstraints[1].minDomains``.

@@ -1,6 +1,6 @@
-"""Volcano Jobs: partitions with network topology, and RestartPartition (seed 001).
+"""Volcano Jobs: partitions with network topology, and RestartPartition (rules V13-V19).
 
-Seed 001 ("Pod Rescheduling by Partition") has a job restart a whole
+Pod rescheduling by partition has a job restart a whole
 partition when one of its pods is evicted or fails, so that the partition is
 rescheduled together inside one HyperNode. This policy writes, on CREATE:
 
@@ -56,7 +56,7 @@ def _contains_key(node: Any, key: str) -> bool:
 # --- decisions -------------------------------------------------------------------
 
 def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | None:
-    """The partition size for this job: the annotation override, else the setting."""
+    """Rule V14: the partition size for this job: the annotation override, else the setting."""
     meta = job.get("metadata") if isinstance(job.get("metadata"), dict) else {}
     annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     if PARTITION_SIZE_ANNOTATION not in annotations:
@@ -72,7 +72,7 @@ def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | 
 
 
 def partition_policy_for(task: dict, size: int, settings: VolcanoSettings) -> tuple[dict | None, str]:
-    """The partitionPolicy to add to a task without one, or None and why not.
+    """Rule V13: the partitionPolicy to add to a task without one, or None and why not.
 
     Volcano requires replicas == totalPartitions * partitionSize; v1.14.0-v1.15.0
     require a task minAvailable to equal minPartitions * partitionSize and default
@@ -107,7 +107,7 @@ def handled_events(policies: list) -> set[str]:
 
 
 def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple[list[dict], str | None]:
-    """The RestartPartition policies to append, and a warning when one cannot be added.
+    """Rule V15: the RestartPartition policies to append, and a warning when one cannot be added.
 
     An event the task already handles (same event, ``*``, or in an ``events``
     list) is left to the user's policy; ``*`` may not stand beside other events.
@@ -123,7 +123,7 @@ def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple
     return [{"event": e, "action": RESTART_PARTITION} for e in events if e not in handled], None
 
 
-# --- feasibility (issue: "Feasibility in preview") ------------------------------
+# --- feasibility (rule V18) -----------------------------------------------------
 
 def parse_quantity(value: Any) -> float:
     """A Kubernetes resource quantity (``4``, ``500m``, ``32Gi``) as a number."""
@@ -161,7 +161,7 @@ def tier_limit(policy: dict, hypernodes: list[dict]) -> int | None:
 
 
 def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict]) -> tuple[str, bool]:
-    """Whether each partition fits inside one HyperNode of tier <= the allowed tier.
+    """Rule V18: whether each partition fits inside one HyperNode of tier <= the allowed tier.
 
     Capacity counts one pod per node unless requests and node allocatable are
     both known, then how many pods each node's allocatable holds.
@@ -244,7 +244,7 @@ JOB_POLICIES = ("spec", "policies")
 
 
 def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: Outcome) -> list[dict]:
-    """A job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
+    """Rule V16: a job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
     ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
     RestartPartition policies, where the task does not handle them already) and the job-level entries
     are removed, with a warning. Returns the tasks as they end."""
@@ -334,7 +334,7 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
 
 
 def mutate_other_volcano_kind(obj: dict) -> Result:
-    """Seed 001 "Constraints": HyperJob workloads ignore network topology. Other
+    """Rule V19: HyperJob workloads ignore network topology. Other
     Volcano kinds (PodGroups, Queues) come back unchanged without comment."""
     if obj.get("kind") != "HyperJob":
         return Result(obj)

@@ -133,7 +133,7 @@ def parse_review(body: bytes) -> ReviewRequest:
 # --- deciding -----------------------------------------------------------------
 
 def decide(req: ReviewRequest, config: policylib.Config, facts: Any = None) -> Answer:
-    """Run policylib for CREATE and UPDATE; DELETE and CONNECT pass untouched.
+    """Rule W1: run policylib for CREATE and UPDATE; DELETE and CONNECT pass untouched.
 
     A policy's ``Result.denial`` rejects the object (403, no patch). A policy
     failure follows ``config.webhook.failureMode``: ``open`` admits the object
@@ -161,7 +161,7 @@ def failure_message(error: Exception) -> str:
 
 
 def failure_answer(error: Exception, mode: str) -> Answer:
-    """Fail-open: allowed, no patch, a warning; fail-closed: denied with the message."""
+    """Rule W2: fail-open: allowed, no patch, a warning; fail-closed: denied with the message."""
     message = failure_message(error)
     if mode == "closed":
         return Answer(FAIL_CLOSED, denial=f"policylib: {message}", code=FAIL_CLOSED_CODE, error=message,
@@ -171,7 +171,7 @@ def failure_answer(error: Exception, mode: str) -> Answer:
 
 
 def truncate(text: str, limit: int) -> str:
-    """At most ``limit`` characters, cut at a word boundary when one is near, marked ``...``."""
+    """Rule W3: at most ``limit`` characters, cut at a word boundary when one is near, marked ``...``."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text

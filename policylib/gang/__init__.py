@@ -1,10 +1,10 @@
 """Gang scheduling metadata for Kubeflow TFJob, PyTorchJob and MPIJob (rules G1-G11).
 
-Seed 002 ("Gang scheduling ... All-or-Nothing") gangs every pod of a
+Gang scheduling (all or nothing) gangs every pod of a
 distributed job so that all start or none do. The scheduler reads the gang
 from metadata on each pod, so this policy writes it on every replica
 template, in the keys and API group the configured scheduler reads
-(issue 5, "Facts that bind us"; upstream sources cited per function):
+(rules G1-G13 of docs/specification.md; upstream sources cited per function):
 
 ========================  ==================================================
 ``gang.method``           what every replica template gets

@@ -38,7 +38,7 @@ class GangPlan:
 
 
 def gang_name(base: str) -> str:
-    """A name that is both a DNS subdomain and a label value (issue 5 "Gang names").
+    """Rule G3: a name that is both a DNS subdomain and a label value.
 
     ``base`` is kept when it is both; otherwise it is lowercased, reduced to
     ``[a-z0-9-]`` and cut so that ``-`` and an 8-character SHA-256 prefix of
@@ -53,19 +53,19 @@ def gang_name(base: str) -> str:
 
 
 def role_gang_name(job_name: str, replica_type: str) -> str:
-    """``<job>-<type>``, the type lowercased, kept within 63 characters (issue 5 "groupByRole")."""
+    """``<job>-<type>``, the type lowercased, kept within 63 characters (rules G1, G3)."""
     return gang_name(f"{job_name}-{replica_type.lower()}")
 
 
 def job_minimum(job: KubeflowJob) -> int:
-    """``runPolicy.schedulingPolicy.minAvailable`` when set, else the sum of replicas over
+    """Rule G2: ``runPolicy.schedulingPolicy.minAvailable`` when set, else the sum of replicas over
     every replica type, Evaluator included (training-operator ReconcileJobs, minMember)."""
     return job.min_available if job.min_available is not None else job.total
 
 
 def plan_gangs(job: KubeflowJob, settings: GangSettings) -> GangPlan | None:
-    """One gang named after the job, or with ``groupByRole`` one gang per replica type
-    linked as a GangGroup (seed 002 "Grup beberapa gang"). None when the job has no pods.
+    """Rule G1: one gang named after the job, or with ``groupByRole`` one gang per replica type
+    linked as a GangGroup. None when the job has no pods.
 
     A role with 0 replicas gets no gang: a GangGroup member with no pods would
     hold the other gangs forever.

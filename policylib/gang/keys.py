@@ -11,7 +11,7 @@ REPLICA_SPECS = {"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs",
 KINDS_BY_API_VERSION = {API_VERSION: frozenset(REPLICA_SPECS), MPI_V2_API_VERSION: frozenset({"MPIJob"})}
 
 # --- the keys each scheduler reads ------------------------------------------------
-#: ACK / Koordinator lightweight coscheduling labels (seed 002 "Metode 1"; Koordinator
+#: ACK / Koordinator lightweight coscheduling labels (rule G4; Koordinator
 #: apis/extension/coscheduling.go LabelLightweightCoschedulingPodGroupName/MinAvailable).
 SIGS_PREFIX = "pod-group.scheduling.sigs.k8s.io"
 NAME_LABEL = f"{SIGS_PREFIX}/name"
@@ -38,13 +38,13 @@ KOORD_STRICT = "Strict"
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
 
 #: The PodGroup API each scheduler watches: ACK >= 1.31 accepts only scheduling.x-k8s.io
-#: (seed 002 "Penting"); Koordinator still vendors scheduling.sigs.k8s.io.
+#: (rule G5); Koordinator still vendors scheduling.sigs.k8s.io.
 PODGROUP_API_VERSION = {
     "ack": "scheduling.x-k8s.io/v1alpha1",
     "koordinator": "scheduling.sigs.k8s.io/v1alpha1",
     "scheduler-plugins": "scheduling.x-k8s.io/v1alpha1",
 }
-#: The pod label that points a pod at its PodGroup, per scheduler (seed 002 "Metode 2";
+#: The pod label that points a pod at its PodGroup, per scheduler (rule G5;
 #: Koordinator coscheduling/util GetGangNameByPod; scheduler-plugins PodGroupLabel).
 PODGROUP_POD_LABEL = {
     "ack": NAME_LABEL,

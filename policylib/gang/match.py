@@ -9,10 +9,10 @@ from .keys import ACK_GROUPS, ACK_MATCH_POLICY, KOORD_GROUPS, KOORD_MATCH_POLICY
 
 
 def match_policy_key(settings: GangSettings, on_podgroup: bool) -> tuple[str, str] | None:
-    """``(labels|annotations, key)`` for the match policy, or None for ``none``.
+    """Rule G12: ``(labels|annotations, key)`` for the match policy, or None for ``none``.
 
-    ACK: a label on each pod (method labels) or on the PodGroup (seed 002
-    "Konfigurasi kebijakan pencocokan"); its annotation method takes the
+    ACK: a label on each pod (method labels) or on the PodGroup; its annotation
+    method takes the
     Koordinator annotation. Koordinator reads annotations only: on pods
     GetGangMatchPolicy reads ``gang.scheduling.koordinator.sh/match-policy``,
     on a PodGroup tryInitByPodGroup reads the same key (coscheduling/core/gang.go).
@@ -25,7 +25,7 @@ def match_policy_key(settings: GangSettings, on_podgroup: bool) -> tuple[str, st
 
 
 def groups_key(settings: GangSettings) -> str:
-    """The GangGroup key (seed 002 table): ACK's sigs.k8s.io key for methods labels and
+    """The GangGroup key (rule G4): ACK's sigs.k8s.io key for methods labels and
     podgroup, Koordinator's annotation otherwise and on every Koordinator object
     (Koordinator reads only ``gang.scheduling.koordinator.sh/groups``)."""
     if settings.scheduler == "ack" and settings.method in ("labels", "podgroup"):

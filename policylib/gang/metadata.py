@@ -42,10 +42,10 @@ class Meta:
 
 
 def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: int | None = None) -> Meta:
-    """The gang metadata every template of ``gang`` gets, per method and scheduler.
+    """Rule G4: the gang metadata every template of ``gang`` gets, per method and scheduler.
 
-    labels: seed 002 "Metode 1". podgroup: only the label pointing at the PodGroup;
-    match policy and groups go on the PodGroup. koordinator: seed 002 "Metode 3";
+    labels: the lightweight coscheduling labels. podgroup: only the label pointing at the
+    PodGroup; match policy and groups go on the PodGroup. koordinator: the Koordinator annotations;
     ACK does not support total-number or mode, Koordinator defaults mode to Strict
     and total-number to min-available (coscheduling/core/gang.go tryInitByPodConfig);
     on Koordinator, ``gang.scheduleTimeoutSeconds`` (or the job's own) becomes the

@@ -52,7 +52,7 @@ def mutate_kubeflow_job(obj: dict, config: Config | None = None, *, old: dict | 
 
 
 def training_operator_reason(obj: dict) -> str:
-    """Why ``trainingOperatorGang: true`` leaves every job alone.
+    """Rule G13: why ``trainingOperatorGang: true`` leaves every job alone.
 
     With gang scheduling enabled, training-operator gangs every job, not only
     those with ``runPolicy.schedulingPolicy``: ReconcileJobs creates a PodGroup

@@ -10,7 +10,7 @@ from .metadata import Meta
 
 
 def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> list[dict]:
-    """The PodGroups of method podgroup (seed 002 "Metode 2"), in the job's namespace.
+    """Rule G5: the PodGroups of method podgroup, in the job's namespace.
 
     ``apiVersion`` is the one the scheduler watches; ``minMember`` the gang's
     minimum; match policy and groups go on the PodGroup where the scheduler
