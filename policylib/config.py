@@ -79,8 +79,8 @@ class NetworkTopology:
     highestTierAllowed: int | None = 1
     highestTierName: str | None = None
 
-    def as_spec(self) -> dict:
-        spec: dict = {"mode": self.mode}
+    def as_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"mode": self.mode}
         if self.highestTierAllowed is not None:
             spec["highestTierAllowed"] = self.highestTierAllowed
         if self.highestTierName is not None:
@@ -182,9 +182,9 @@ class Config:
 
     @cached_property
     def _spread_fingerprint(self) -> str:
-        data = {"zone": asdict(self.zone), "host": asdict(self.host),
-                "removePodAntiAffinity": self.removePodAntiAffinity}
-        data["host"].pop("reconcileDrift")
+        host = asdict(self.host)
+        host.pop("reconcileDrift")
+        data = {"zone": asdict(self.zone), "host": host, "removePodAntiAffinity": self.removePodAntiAffinity}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -217,13 +217,13 @@ def _parse_label_key(path: str, value: Any) -> str:
     errs = qualified_name_errors(value)
     if errs:
         raise ConfigError(path, f"{value!r} is not a valid label key: {errs[0]}")
-    return value
+    return str(value)
 
 
 def _parse_when_unsatisfiable(path: str, value: Any) -> str:
     if value not in WHEN_UNSATISFIABLE:
         raise ConfigError(path, f"must be one of DoNotSchedule, ScheduleAnyway; got {value!r}")
-    return value
+    return str(value)
 
 
 def _parse_match_label_keys(path: str, value: Any) -> tuple[str, ...]:
@@ -243,27 +243,27 @@ def _parse_match_label_keys(path: str, value: Any) -> tuple[str, ...]:
 def _parse_removal(path: str, value: Any) -> str:
     if value not in ANTI_AFFINITY_REMOVAL:
         raise ConfigError(path, f"must be 'own' (terms selecting the Deployment's own pods) or 'all'; got {value!r}")
-    return value
+    return str(value)
 
 
 def _zone_no_when(path: str, value: Any) -> str:
     if value != SCHEDULE_ANYWAY:
         raise ConfigError(path, "the zone spread is always ScheduleAnyway (seed: 'Zone spread'); "
                                 f"got {value!r}. Remove the key or set ScheduleAnyway")
-    return value
+    return str(value)
 
 
 def _parse_failure_mode(path: str, value: Any) -> str:
     if value not in FAILURE_MODES:
         raise ConfigError(path, f"must be 'open' (admit unchanged with a warning) or 'closed' (deny); got {value!r}")
-    return value
+    return str(value)
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
     def parse(path: str, value: Any) -> str:
         if value not in choices:
             raise ConfigError(path, f"must be one of {', '.join(choices)}; got {value!r}")
-        return value
+        return str(value)
     return parse
 
 
@@ -309,7 +309,7 @@ def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
         if not isinstance(item, Mapping) or not isinstance(item.get("source"), str):
             raise ConfigError(p, "each entry needs a 'source' (for example 'label')")
         enabled = _parse_bool(f"{p}.enabled", item.get("enabled", True))
-        topologies: tuple = ()
+        topologies: tuple[Any, ...] = ()
         if item["source"] == "label":
             types = ((item.get("config") or {}).get("networkTopologyTypes")) if isinstance(item.get("config"), Mapping) else None
             if not isinstance(types, Mapping) or not types:
@@ -487,7 +487,7 @@ def _parse_section(name: str, raw: Any, parsers: dict[str, Parser], cls: type) -
     return cls(**values)
 
 
-def _unwrap_helm_values(data: Mapping) -> tuple[Mapping, bool]:
+def _unwrap_helm_values(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
     """The ``lrs-operator.operator.config`` mapping when the data is Helm values."""
     if HELM_NESTING[0] not in data:
         return data, False
@@ -508,7 +508,7 @@ def _unwrap_helm_values(data: Mapping) -> tuple[Mapping, bool]:
     return node, True
 
 
-def config_from_dict(data: Mapping | None) -> Config:
+def config_from_dict(data: Mapping[str, Any] | None) -> Config:
     """Rule C2: build and check a :class:`Config` from parsed YAML (see :func:`load_config`).
 
     In Helm values, keys under ``lrs-operator.operator.config`` that policylib
@@ -545,7 +545,7 @@ def config_from_dict(data: Mapping | None) -> Config:
     return Config(**sections, **scalars)
 
 
-def load_config(source: str | Path | Mapping | Config | None = None) -> Config:
+def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
     """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
 
     Raises :class:`ConfigError` naming the key path and what is allowed.

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -23,7 +25,7 @@ _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 class Document:
     """One object and where it came from (``source`` is a file name or ``-``)."""
 
-    obj: dict
+    obj: dict[str, Any]
     source: str
     index: int
 
@@ -35,7 +37,7 @@ def yaml_problem(e: yaml.YAMLError) -> str:
 
 
 @contextmanager
-def _no_gc():
+def _no_gc() -> Iterator[None]:
     """Parsing builds many small containers and no cycles; the cyclic GC's repeated
     passes over them cost more than the parse itself on large snapshots."""
     enabled = gc.isenabled()
@@ -87,7 +89,7 @@ def parse_documents(text: str, source: str) -> list[Document]:
     return docs
 
 
-def is_list(obj: dict) -> bool:
+def is_list(obj: dict[str, Any]) -> bool:
     """``v1 List`` and typed lists such as ``DeploymentList`` (items, no spec)."""
     kind = str(obj.get("kind", ""))
     return kind.endswith("List") and "items" in obj and "spec" not in obj

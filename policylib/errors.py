@@ -17,6 +17,7 @@ import enum
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 
 class PolicylibError(ValueError):
@@ -249,7 +250,7 @@ def raise_if_any(obj_ref: str, errors: Iterable[FieldError]) -> None:
 INT32_MAX = 2**31 - 1
 
 
-def is_int(value: object) -> bool:
+def is_int(value: object) -> TypeGuard[int]:
     """An integer that is not a bool (JSON's numbers, as the API reads them)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -290,7 +291,8 @@ def object_ref(obj: object, namespace: str | None = None) -> str:
     if not isinstance(obj, dict):
         return f"<{type(obj).__name__}>"
     kind = obj.get("kind") or "<no kind>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     name = meta.get("name") or meta.get("generateName") or "<no name>"
     ns = namespace or meta.get("namespace")
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"

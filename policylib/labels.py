@@ -8,7 +8,7 @@ plus selector matching as in ``metav1.LabelSelectorAsSelector``.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from .errors import FieldError, FieldPath, Path, forbidden, invalid, required
 
@@ -122,7 +122,7 @@ def validate_label_selector(selector: object, path: Path) -> list[FieldError]:
     return errs
 
 
-def selector_keys(selector: Mapping | None) -> set[str]:
+def selector_keys(selector: Mapping[str, Any] | None) -> set[str]:
     """Every key a selector mentions, in matchLabels or matchExpressions."""
     if not selector:
         return set()
@@ -131,7 +131,7 @@ def selector_keys(selector: Mapping | None) -> set[str]:
     return keys
 
 
-def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` satisfy ``selector``, as LabelSelectorAsSelector reads it.
 
     A null selector matches nothing (affinity terms); an empty one matches
@@ -151,6 +151,8 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
         if not isinstance(expr, dict) or not isinstance(expr.get("values") or [], list):
             return False
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
+        if not isinstance(key, str):
+            return False
         if op == "In":
             ok = key in labels and labels[key] in values
         elif op == "NotIn":
@@ -166,10 +168,10 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
     return True
 
 
-def without_keys(selector: Mapping, keys: Iterable[str]) -> dict:
+def without_keys(selector: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """A copy of a label selector with every requirement on ``keys`` dropped."""
     drop = set(keys)
-    out: dict = {}
+    out: dict[str, Any] = {}
     match_labels = {k: v for k, v in (selector.get("matchLabels") or {}).items() if k not in drop}
     if match_labels:
         out["matchLabels"] = match_labels

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .errors import object_ref
 from .facts import NO_FACTS, ClusterFacts, namespace_of
@@ -31,11 +31,11 @@ class Result:
     ``allowed: false`` with it and preview exits non-zero.
     """
 
-    object: dict
-    patch: list[dict] = field(default_factory=list)
+    object: dict[str, Any]
+    patch: list[dict[str, Any]] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    extra_objects: list[dict] = field(default_factory=list)
+    extra_objects: list[dict[str, Any]] = field(default_factory=list)
     denial: str | None = None
 
     @property
@@ -74,11 +74,11 @@ class Outcome:
         self.warnings += other.warnings
         self.denial = other.denial or self.denial
 
-    def result(self, obj: dict, patch: Sequence[dict] = (), extra: Iterable[dict] = ()) -> Result:
+    def result(self, obj: dict[str, Any], patch: Sequence[dict[str, Any]] = (), extra: Iterable[dict[str, Any]] = ()) -> Result:
         return Result(obj, list(patch), list(self.reasons), list(self.warnings), list(extra), self.denial)
 
 
-def is_opted_out(obj: dict) -> bool:
+def is_opted_out(obj: dict[str, Any]) -> bool:
     """Rule P1: label or annotation ``policylib.io/skip: "true"`` opts an object out."""
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
@@ -92,15 +92,15 @@ class Admission:
     """What every policy starts from: the object, the settings, the object before an UPDATE (None on
     CREATE), the cluster facts, the namespace and the ``Kind namespace/name`` for messages."""
 
-    obj: dict
+    obj: dict[str, Any]
     config: Config
-    old: dict | None
+    old: dict[str, Any] | None
     facts: ClusterFacts
     namespace: str
     ref: str
 
 
-def admission(obj: dict, config: Config | Mapping | None, old: dict | None = None,
+def admission(obj: dict[str, Any], config: Config | Mapping[str, Any] | None, old: dict[str, Any] | None = None,
               facts: ClusterFacts | None = None, namespace: str | None = None) -> tuple[Admission, Result | None]:
     """The common preamble of every policy: settings loaded, facts defaulted, the namespace
     (``namespace`` overrides ``metadata.namespace``) and the object's reference; with the

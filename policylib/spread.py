@@ -13,8 +13,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread
-from .errors import (INT32_MAX, FieldError, FieldPath, PolicyError, int32_errors, int_field, invalid, map_errors, object_ref,
-                     raise_if_any, required)
+from .errors import (
+    INT32_MAX,
+    FieldError,
+    FieldPath,
+    PolicyError,
+    int32_errors,
+    int_field,
+    invalid,
+    map_errors,
+    object_ref,
+    raise_if_any,
+    required,
+)
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
@@ -54,7 +65,7 @@ class Effective:
     warnings: tuple[str, ...] = ()
 
 
-def hpa_min_replicas(hpa: dict) -> int:
+def hpa_min_replicas(hpa: dict[str, Any]) -> int:
     """``spec.minReplicas`` of an autoscaling/v1 or v2 HPA; the API defaults it to 1."""
     spec = hpa.get("spec") or {}
     value = spec.get("minReplicas")
@@ -63,7 +74,7 @@ def hpa_min_replicas(hpa: dict) -> int:
     return int_field(value, object_ref(hpa), "spec.minReplicas", 0)
 
 
-def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
+def effective_replicas(deployment: dict[str, Any], facts: ClusterFacts = NO_FACTS,
                        namespace: str | None = None) -> Effective:
     """Rule S2: the autoscaling minimum, else the replicas.
 
@@ -82,7 +93,7 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     if hpas:
         mins = sorted((hpa_min_replicas(h), h["metadata"].get("name", "")) for h in hpas)
         count, hpa_name = mins[-1]
-        warnings = ()
+        warnings: tuple[str, ...] = ()
         if len(hpas) > 1:
             names = ", ".join(n for _, n in mins)
             warnings = (f"{len(hpas)} HorizontalPodAutoscalers target this Deployment ({names}); "
@@ -113,7 +124,7 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
 
 # --- the two constraints (rules S3-S7) ---------------------------------------
 
-def spread_label_selector(deployment_selector: dict, match_label_keys: tuple[str, ...]) -> dict:
+def spread_label_selector(deployment_selector: dict[str, Any], match_label_keys: tuple[str, ...]) -> dict[str, Any]:
     """Rule S7: the Deployment's own ``spec.selector`` without any key in matchLabelKeys.
 
     The API server rejects a key in both labelSelector and matchLabelKeys
@@ -122,10 +133,10 @@ def spread_label_selector(deployment_selector: dict, match_label_keys: tuple[str
     return without_keys(deployment_selector, match_label_keys)
 
 
-def _constraint(max_skew: int, topology_key: str, when: str, selector: dict,
-                match_label_keys: tuple[str, ...], min_domains: int | None = None) -> dict:
+def _constraint(max_skew: int, topology_key: str, when: str, selector: dict[str, Any],
+                match_label_keys: tuple[str, ...], min_domains: int | None = None) -> dict[str, Any]:
     """A TopologySpreadConstraint with fields in the API's order; both spreads honor taints."""
-    c: dict = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when,
+    c: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when,
                "labelSelector": spread_label_selector(selector, match_label_keys)}
     if min_domains is not None:
         c["minDomains"] = min_domains
@@ -135,7 +146,7 @@ def _constraint(max_skew: int, topology_key: str, when: str, selector: dict,
     return c
 
 
-def zone_constraint(selector: dict, zone: ZoneSpread) -> dict:
+def zone_constraint(selector: dict[str, Any], zone: ZoneSpread) -> dict[str, Any]:
     """Rule S3: always a preference (ScheduleAnyway)."""
     return _constraint(zone.maxSkew, zone.topologyKey, SCHEDULE_ANYWAY, selector, zone.matchLabelKeys)
 
@@ -152,7 +163,7 @@ def derived_max_skew(effective: int, host: HostSpread) -> int:
     return max(host.maxSkew, math.ceil(effective / host.minDomains))
 
 
-def host_constraint(selector: dict, effective: int, host: HostSpread) -> tuple[dict, str]:
+def host_constraint(selector: dict[str, Any], effective: int, host: HostSpread) -> tuple[dict[str, Any], str]:
     """Rule S6: the host constraint and the reason for its shape.
 
     minDomains goes only on a DoNotSchedule constraint (the API server rejects
@@ -175,7 +186,7 @@ def host_constraint(selector: dict, effective: int, host: HostSpread) -> tuple[d
                        min_domains=host.minDomains), why
 
 
-def desired_constraints(selector: dict, effective: int, config: Config) -> tuple[list[dict], list[str]]:
+def desired_constraints(selector: dict[str, Any], effective: int, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
     """The constraints the current settings write, zone first; ``enabled: false`` writes none."""
     out, reasons = [], []
     if config.zone.enabled:
@@ -190,7 +201,7 @@ def desired_constraints(selector: dict, effective: int, config: Config) -> tuple
 
 # --- ownership of constraint keys --------------------------------------------
 
-def recorded_keys(obj: dict | None) -> set[str]:
+def recorded_keys(obj: dict[str, Any] | None) -> set[str]:
     """Topology keys this policy wrote earlier, from the Deployment's record annotation."""
     if not obj:
         return set()
@@ -198,7 +209,7 @@ def recorded_keys(obj: dict | None) -> set[str]:
     return {k for k in str(raw).split(",") if k}
 
 
-def managed_keys(config: Config, *objs: dict | None) -> set[str]:
+def managed_keys(config: Config, *objs: dict[str, Any] | None) -> set[str]:
     """Rule S8: keys whose constraints this policy owns: enabled spreads' keys and keys it wrote before.
 
     A user's own constraint on the key of a disabled spread stays unless we
@@ -210,12 +221,12 @@ def managed_keys(config: Config, *objs: dict | None) -> set[str]:
     return keys
 
 
-def _constraints_of(obj: dict) -> list:
+def _constraints_of(obj: dict[str, Any]) -> list[Any]:
     value = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("topologySpreadConstraints")
     return value if isinstance(value, list) else []
 
 
-def _split(constraints: list, keys: set[str]) -> tuple[list, list]:
+def _split(constraints: list[Any], keys: set[str]) -> tuple[list[Any], list[Any]]:
     def managed(c: object) -> bool:
         return isinstance(c, dict) and isinstance(c.get("topologyKey"), str) and c["topologyKey"] in keys
     return [c for c in constraints if not managed(c)], [c for c in constraints if managed(c)]
@@ -223,7 +234,7 @@ def _split(constraints: list, keys: set[str]) -> tuple[list, list]:
 
 # --- legacy anti-affinity (rules S9, S10) -------------------------------------
 
-def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
+def term_selects_own_pods(term: Any, pod_labels: dict[str, Any], namespace: str) -> bool:
     """Whether a PodAffinityTerm selects the Deployment's own pods.
 
     Namespaces follow the API: ``namespaces`` and ``namespaceSelector`` are a
@@ -238,14 +249,12 @@ def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
     ns_selector = term.get("namespaceSelector")
     if not isinstance(namespaces, list) or not (ns_selector is None or isinstance(ns_selector, dict)):
         return False  # malformed (the API server rejects it): never removed by us
-    if ns_selector is None:
-        in_scope = not namespaces or namespace in namespaces
-    else:
-        in_scope = ns_selector == {} or namespace in namespaces
+    in_scope = (not namespaces or namespace in namespaces) if ns_selector is None else \
+        (ns_selector == {} or namespace in namespaces)
     return in_scope and selector_matches(term.get("labelSelector"), pod_labels)
 
 
-def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> tuple[Any, int]:
+def remove_pod_anti_affinity(affinity: Any, pod_labels: dict[str, Any], namespace: str, mode: str) -> tuple[Any, int]:
     """Rule S9: the spread replaces ``ha_topology_key`` anti-affinity.
 
     Returns the new affinity (None when emptied) and how many terms went. Mode
@@ -278,11 +287,11 @@ def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mo
     return (new_affinity or None), removed
 
 
-def managed_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> dict[str, list]:
+def managed_anti_affinity(affinity: Any, pod_labels: dict[str, Any], namespace: str, mode: str) -> dict[str, list[Any]]:
     """The pod anti-affinity terms the spread replaces, by field (required/preferred)."""
     if not isinstance(affinity, dict) or not isinstance(affinity.get("podAntiAffinity"), dict):
         return {}
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for key, value in affinity["podAntiAffinity"].items():
         if key not in ANTI_AFFINITY_TERMS or not isinstance(value, list):
             continue
@@ -293,7 +302,7 @@ def managed_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode:
     return out
 
 
-def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
+def restore_anti_affinity(affinity: Any, terms: dict[str, list[Any]]) -> dict[str, Any]:
     """``affinity`` with ``terms`` put back into its podAntiAffinity."""
     new = dict(affinity) if isinstance(affinity, dict) else {}
     anti = dict(new.get("podAntiAffinity") or {}) if isinstance(new.get("podAntiAffinity"), dict) else {}
@@ -305,10 +314,10 @@ def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
 
 # --- when to write (rules S11-S14) -------------------------------------------
 
-def recorded_replicas(obj: dict | None) -> int | None:
+def recorded_replicas(obj: dict[str, Any] | None) -> int | None:
     raw = ((obj or {}).get("metadata") or {}).get("annotations", {}) or {}
     try:
-        return int(raw.get(RECORD_REPLICAS))
+        return int(raw.get(RECORD_REPLICAS))  # type: ignore[arg-type]  # None and junk raise, as intended
     except (TypeError, ValueError):
         return None
 
@@ -337,12 +346,12 @@ class Spread:
 
     config: Config
     namespace: str
-    selector: dict
-    pod_labels: dict
+    selector: dict[str, Any]
+    pod_labels: dict[str, Any]
     effective: Effective
 
 
-def deployment_shape_errors(obj: dict) -> list[FieldError]:
+def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
     metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
     spec = obj.get("spec")
@@ -375,14 +384,14 @@ def deployment_shape_errors(obj: dict) -> list[FieldError]:
     return errs
 
 
-def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
+def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """The selector and pod labels, after :func:`deployment_shape_errors` found nothing."""
     raise_if_any(ref, deployment_shape_errors(obj))
     template = obj["spec"]["template"]
     return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
 
-def write_spread(draft: Draft, ctx: Spread, out: Outcome, previous: dict | None = None) -> list[dict]:
+def write_spread(draft: Draft, ctx: Spread, out: Outcome, previous: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rule S15: write the current spread: replace managed constraints, drop legacy anti-affinity, record.
     Returns the constraints written.
 
@@ -440,7 +449,7 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
     return f"required anti-affinity removed; host spread only preferred: {fix}"
 
 
-def matches_current_settings(obj: dict, ctx: Spread, old: dict) -> bool:
+def matches_current_settings(obj: dict[str, Any], ctx: Spread, old: dict[str, Any]) -> bool:
     """Rule S14: whether ``obj`` already carries exactly what the current settings write (the
     controller's reconcileDrift rewrite, or a user who applied it): such an update is
     accepted, never reverted to the old object's rules."""
@@ -449,7 +458,7 @@ def matches_current_settings(obj: dict, ctx: Spread, old: dict) -> bool:
     return bool(written) and not diff_owned(obj, probe.root, OWNED_PATHS)
 
 
-def keep_old_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> None:
+def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: Spread, out: Outcome) -> None:
     """Rule S12: keep the old object's placement rules.
 
     Managed constraints and the record come back from the old object when the new one dropped or
@@ -487,7 +496,7 @@ def keep_old_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> No
         draft.prune_empty(ANNOTATIONS)
 
 
-def keep_unwritten_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome) -> None:
+def keep_unwritten_placement(draft: Draft, old: dict[str, Any], ctx: Spread, out: Outcome) -> None:
     """Rule S13: a Deployment policylib never wrote, updated by a manifest that drops its placement (a new
     generator version, ``kubectl replace``) with its count unchanged: put back what was dropped, per
     managed topology key and for the anti-affinity the spread would replace. With both spreads off
@@ -516,7 +525,7 @@ def keep_unwritten_placement(draft: Draft, old: dict, ctx: Spread, out: Outcome)
                             "reconcileDrift")
 
 
-def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[str]:
+def invalid_constraint_warnings(constraints: list[Any], written: list[dict[str, Any]]) -> list[str]:
     """Rule S16: report constraints the API server would reject; ours are valid by construction,
     so the check runs only when the list holds constraints we did not just write."""
     if constraints == written:
@@ -525,14 +534,14 @@ def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[
             for err in validate_topology_spread_constraints(constraints or None)]
 
 
-def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective | None:
+def _old_effective(old: dict[str, Any], facts: ClusterFacts, namespace: str) -> Effective | None:
     try:
         return effective_replicas(old, facts, namespace)
     except PolicyError:
         return None
 
 
-def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | None = None,
+def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
     """Rules P4, S2-S17: apply the spread rules to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
     req, skipped = admission(obj, config, old, facts, namespace)
@@ -542,7 +551,7 @@ def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | No
     out = Outcome([f"effective replicas {ctx.effective.replicas} ({ctx.effective.source})"],
                   list(ctx.effective.warnings))
     draft = Draft(obj)
-    written: list[dict] = []
+    written: list[dict[str, Any]] = []
     if old is None:
         written = write_spread(draft, ctx, out)
     else:
@@ -584,14 +593,14 @@ class Drift:
     reasons: tuple[str, ...]
 
 
-def _describe(c: dict) -> str:
+def _describe(c: dict[str, Any]) -> str:
     parts = [f"{c.get('whenUnsatisfiable')}", f"maxSkew {c.get('maxSkew')}"]
     if "minDomains" in c:
         parts.append(f"minDomains {c['minDomains']}")
     return ", ".join(parts)
 
 
-def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterFacts | None = None,
+def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts: ClusterFacts | None = None,
                  namespace: str | None = None) -> Drift:
     """Rule S17: rewrite a Deployment that has >= hardMinReplicas
     effective replicas and still has pod anti-affinity, or constraints that differ from
@@ -624,11 +633,11 @@ def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterF
         new_by_key = {c.get("topologyKey"): c for c in new_ours}
         for key in sorted(set(old_by_key) | set(new_by_key)):
             o, n = old_by_key.get(key), new_by_key.get(key)
-            if o is None:
+            if o is None and n is not None:
                 reasons.append(f"missing spread on {key} ({_describe(n)})")
             elif n is None:
                 reasons.append(f"has a spread on {key} that the current settings do not write")
-            elif o != n:
+            elif o is not None and o != n:
                 reasons.append(f"spread on {key} differs: {_describe(o)} -> {_describe(n)}"
                                if _describe(o) != _describe(n) else f"spread on {key} differs in selector or policies")
         if not reasons:

@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import (FieldError, FieldPath, Path, duplicate, forbidden, invalid, is_int, map_errors,
-                     not_supported, required)
-from .labels import (dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys,
-                     validate_label_selector)
+from .errors import FieldError, FieldPath, Path, duplicate, forbidden, invalid, is_int, map_errors, not_supported, required
+from .labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys, validate_label_selector
 from .quantity import whole_units
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
@@ -51,7 +49,7 @@ def validate_when_unsatisfiable(value: Any, path: Path) -> list[FieldError]:
     return []
 
 
-def validate_not_repeated(constraint: dict, rest: list, path: Path) -> list[FieldError]:
+def validate_not_repeated(constraint: dict[str, Any], rest: list[Any], path: Path) -> list[FieldError]:
     """Rule K4 (ValidateSpreadConstraintNotRepeat): one entry per (topologyKey, whenUnsatisfiable)."""
     pair = (constraint.get("topologyKey"), constraint.get("whenUnsatisfiable"))
     for other in rest:
@@ -142,7 +140,7 @@ RESTART_PARTITION = "RestartPartition"
 NETWORK_TOPOLOGY_MODES = ("hard", "soft")
 
 
-def policy_events(policy: dict) -> list[str]:
+def policy_events(policy: dict[str, Any]) -> list[str]:
     """``event`` and ``events`` merged, duplicates removed (util.go getEventList)."""
     events = policy.get("events") or []
     events = list(events) if isinstance(events, list) else [events]
@@ -186,7 +184,7 @@ def validate_volcano_policies(policies: Any, path: Path) -> list[FieldError]:
     path = _path(path)
     errs: list[FieldError] = []
     seen_events: dict[str, int] = {}
-    seen_codes: set = set()
+    seen_codes: set[Any] = set()
     for i, policy in enumerate(policies):
         p = path.index(i)
         if not isinstance(policy, dict):
@@ -291,7 +289,7 @@ def strict_min_partitions(version: str) -> bool:
     return version in STRICT_MIN_PARTITIONS
 
 
-def validate_partition_policy(task: dict, path: Path, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+def validate_partition_policy(task: dict[str, Any], path: Path, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
     """Rule V6: replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions; a task
     minAvailable equals minPartitions * partitionSize when minPartitions > 0 (always, in the releases
     of :data:`STRICT_MIN_PARTITIONS`) (admit_job.go validatePartitionPolicy)."""
@@ -311,6 +309,7 @@ def validate_partition_policy(task: dict, path: Path, version: str = DEFAULT_VOL
         errs.append(invalid(p.child("minPartitions"), min_parts, "must be an integer >= 0"))
     if errs:
         return errs
+    assert isinstance(total, int) and isinstance(size, int) and isinstance(min_parts, int)  # checked above
     replicas = task.get("replicas", 0)
     if replicas != total * size:
         errs.append(invalid(path.child("replicas"), replicas, "must equal totalPartitions * partitionSize "
@@ -326,7 +325,7 @@ def validate_partition_policy(task: dict, path: Path, version: str = DEFAULT_VOL
     return errs
 
 
-def validate_task_topology_policy(task: dict, path: Path) -> list[FieldError]:
+def validate_task_topology_policy(task: dict[str, Any], path: Path) -> list[FieldError]:
     """Rule V7: a task with a topologyPolicy (other than none) needs a whole number of CPUs requested
     by every container and init container; a container without requests uses its limits
     (admit_job.go validateTaskTopoPolicy, guaranteedCPUs)."""
@@ -365,7 +364,7 @@ def validate_task_shape(task: Any, path: FieldPath) -> list[FieldError]:
     return errs
 
 
-def validate_volcano_job_shape(job: dict) -> list[FieldError]:
+def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
     """Rule V1: the types of every field the Volcano policy reads, all errors at once."""
     meta = job.get("metadata")
     errs = map_errors(meta, FieldPath("metadata"))
@@ -403,7 +402,8 @@ def _validate_task(task: Any, path: FieldPath, version: str = DEFAULT_VOLCANO_VE
         elif min_available > replicas:
             errs.append(invalid(path.child("minAvailable"), min_available, "'minAvailable' is greater than 'replicas'"))
     errs += validate_volcano_policies(task.get("policies"), path.child("policies"))
-    task_policies = task.get("policies") if isinstance(task.get("policies"), list) else []
+    task_policies = task.get("policies")
+    task_policies = task_policies if isinstance(task_policies, list) else []
     has_restart_partition = any(isinstance(pol, dict) and pol.get("action") == RESTART_PARTITION
                                 for pol in task_policies)
     if has_restart_partition and task.get("partitionPolicy") is None:
@@ -418,7 +418,7 @@ def _validate_task(task: Any, path: FieldPath, version: str = DEFAULT_VOLCANO_VE
 VOLCANO_JOB_PLUGINS = ("ssh", "env", "svc", "tensorflow", "mpi", "pytorch", "hcclrank", "ray")
 
 
-def validate_job_plugins(plugins: Any, tasks: list, path: Path = "spec.plugins") -> list[FieldError]:
+def validate_job_plugins(plugins: Any, tasks: list[Any], path: Path = "spec.plugins") -> list[FieldError]:
     """Rule V8: every plugin is one the job controller knows; the mpi plugin's ``--master`` (default
     ``master``) names a task of the job (admit_job.go validateJobCreate)."""
     if not isinstance(plugins, dict):
@@ -444,7 +444,7 @@ def validate_job_volumes(volumes: Any, path: Path = "spec.volumes") -> list[Fiel
         return []
     path = _path(path)
     errs: list[FieldError] = []
-    mounts: set = set()
+    mounts: set[Any] = set()
     for i, volume in enumerate(volumes):
         p = path.index(i)
         if not isinstance(volume, dict):
@@ -468,7 +468,7 @@ def validate_job_volumes(volumes: Any, path: Path = "spec.volumes") -> list[Fiel
     return errs
 
 
-def validate_task_dependencies(tasks: list, path: Path = "spec.tasks") -> list[FieldError]:
+def validate_task_dependencies(tasks: list[Any], path: Path = "spec.tasks") -> list[FieldError]:
     """Rule V10: tasks' ``dependsOn`` names form a directed acyclic graph over the job's tasks
     (util.go topoSort: a name that is no task of the job is never satisfied)."""
     names = [t.get("name") for t in tasks if isinstance(t, dict)]
@@ -478,7 +478,7 @@ def validate_task_dependencies(tasks: list, path: Path = "spec.tasks") -> list[F
             deps[t.get("name")] = list(t["dependsOn"].get("name") or [])
     if not deps:
         return []
-    done: set = set()
+    done: set[Any] = set()
     progress = True
     while progress:
         progress = False
@@ -493,7 +493,7 @@ def validate_task_dependencies(tasks: list, path: Path = "spec.tasks") -> list[F
     return []
 
 
-def validate_pod_names(job: dict, tasks: list) -> list[FieldError]:
+def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError]:
     """Rule V11: the job's name and each pod name ``<job>-<task>-<index>`` are qualified names (at most
     63 characters; admit_job.go validateJobName, validateK8sPodNameLength)."""
     name = (job.get("metadata") or {}).get("name")
@@ -517,7 +517,7 @@ def validate_job_restart_partition(policies: Any, path: Path = "spec.policies") 
             if isinstance(policy, dict) and policy.get("action") == RESTART_PARTITION]
 
 
-def validate_volcano_job(job: dict, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+def validate_volcano_job(job: dict[str, Any], version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
     """Volcano's job admission rules for tasks, policies, partitionPolicy, plugins, volumes and task
     dependencies, as the given Volcano release applies them, with field paths (rules V2-V12)."""
     spec = job.get("spec")
@@ -527,7 +527,7 @@ def validate_volcano_job(job: dict, version: str = DEFAULT_VOLCANO_VERSION) -> l
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         return [required("spec.tasks", "No task specified in job spec")]
-    names: dict = {}
+    names: dict[str | None, int] = {}
     total = 0
     for i, task in enumerate(tasks):
         path = FieldPath("spec", "tasks").index(i)

@@ -20,15 +20,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import quantity
 from .config import Config, VolcanoSettings
 from .errors import FieldPath, PolicyError, invalid, raise_if_any
 from .facts import ClusterFacts
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .patch import Draft, diff_owned
-from . import quantity
 from .result import DOMAIN, Outcome, Result, admission
-from .validation import (RESTART_PARTITION, policy_events, validate_partition_topology_mode, validate_volcano_job,
-                         validate_volcano_job_shape)
+from .validation import (
+    RESTART_PARTITION,
+    policy_events,
+    validate_partition_topology_mode,
+    validate_volcano_job,
+    validate_volcano_job_shape,
+)
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
@@ -55,10 +60,11 @@ def _contains_key(node: Any, key: str) -> bool:
 
 # --- decisions -------------------------------------------------------------------
 
-def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | None:
+def partition_size_for(job: dict[str, Any], settings: VolcanoSettings, ref: str) -> int | None:
     """Rule V14: the partition size for this job: the annotation override, else the setting."""
-    meta = job.get("metadata") if isinstance(job.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+    meta = job.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    annotations = annotations if isinstance(annotations, dict) else {}
     if PARTITION_SIZE_ANNOTATION not in annotations:
         return settings.partitionSize
     raw = str(annotations[PARTITION_SIZE_ANNOTATION]).strip()
@@ -71,7 +77,7 @@ def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | 
     return int(raw)
 
 
-def partition_policy_for(task: dict, size: int, settings: VolcanoSettings) -> tuple[dict | None, str]:
+def partition_policy_for(task: dict[str, Any], size: int, settings: VolcanoSettings) -> tuple[dict[str, Any] | None, str]:
     """Rule V13: the partitionPolicy to add to a task without one, or None and why not.
 
     Volcano requires replicas == totalPartitions * partitionSize; v1.14.0-v1.15.0
@@ -95,18 +101,18 @@ def partition_policy_for(task: dict, size: int, settings: VolcanoSettings) -> tu
     else:
         return None, (f"task {name}: minAvailable {min_available} is not a multiple of partitionSize {size} "
                       "(Volcano requires minAvailable == minPartitions * partitionSize): not partitioned")
-    policy: dict = {"totalPartitions": total, "partitionSize": size, "minPartitions": min_partitions}
+    policy: dict[str, Any] = {"totalPartitions": total, "partitionSize": size, "minPartitions": min_partitions}
     if settings.networkTopology is not None:
         policy["networkTopology"] = settings.networkTopology.as_spec()
     return policy, f"task {name}: {total} partitions of {size} pods (minPartitions {min_partitions})"
 
 
-def handled_events(policies: list) -> set[str]:
+def handled_events(policies: list[Any]) -> set[str]:
     """Events a task's own policies already handle (``event`` and ``events`` merged)."""
     return {e for p in policies if isinstance(p, dict) for e in policy_events(p)}
 
 
-def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple[list[dict], str | None]:
+def restart_partition_policies(policies: list[Any], events: tuple[str, ...]) -> tuple[list[dict[str, Any]], str | None]:
     """Rule V15: the RestartPartition policies to append, and a warning when one cannot be added.
 
     An event the task already handles (same event, ``*``, or in an ``events``
@@ -130,7 +136,7 @@ def parse_quantity(value: Any) -> float:
     return float(quantity.parse_quantity(value))
 
 
-def pod_requests(template: dict) -> dict[str, float]:
+def pod_requests(template: dict[str, Any]) -> dict[str, float]:
     """Summed container requests (limits where requests are absent, as the API defaults them)."""
     total: dict[str, float] = {}
     for c in ((template.get("spec") or {}).get("containers") or []):
@@ -141,7 +147,7 @@ def pod_requests(template: dict) -> dict[str, float]:
     return total
 
 
-def pods_per_node(requests: dict[str, float], node: dict) -> int | None:
+def pods_per_node(requests: dict[str, float], node: dict[str, Any]) -> int | None:
     """How many such pods fit in a node's allocatable; None when either side is unknown."""
     alloc = (node.get("status") or {}).get("allocatable") or {}
     wanted = {k: v for k, v in requests.items() if v > 0}
@@ -151,16 +157,17 @@ def pods_per_node(requests: dict[str, float], node: dict) -> int | None:
     return min(fits)
 
 
-def tier_limit(policy: dict, hypernodes: list[dict]) -> int | None:
+def tier_limit(policy: dict[str, Any], hypernodes: list[dict[str, Any]]) -> int | None:
     topo = policy.get("networkTopology") or {}
     if topo.get("highestTierAllowed") is not None:
-        return topo["highestTierAllowed"]
+        return int(topo["highestTierAllowed"])
     name = topo.get("highestTierName")
     tiers = {h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == name}
     return max(tiers) if tiers else None
 
 
-def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict]) -> tuple[str, bool]:
+def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]],
+                          nodes: list[dict[str, Any]]) -> tuple[str, bool]:
     """Rule V18: whether each partition fits inside one HyperNode of tier <= the allowed tier.
 
     Capacity counts one pod per node unless requests and node allocatable are
@@ -200,14 +207,15 @@ def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict])
 
 # --- the mutation ------------------------------------------------------------------
 
-def _checked_tasks(job: dict, ref: str) -> list[dict]:
+def _checked_tasks(job: dict[str, Any], ref: str) -> list[dict[str, Any]]:
     """The tasks, after :func:`~policylib.validation.validate_volcano_job_shape` found nothing."""
     raise_if_any(ref, validate_volcano_job_shape(job))
-    return job["spec"]["tasks"]
+    tasks: list[dict[str, Any]] = job["spec"]["tasks"]
+    return tasks
 
 
-def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: VolcanoSettings,
-                notes: Outcome) -> dict:
+def _write_task(draft: Draft, i: int, task: dict[str, Any], size: int | None, settings: VolcanoSettings,
+                notes: Outcome) -> dict[str, Any]:
     """Edit task ``i`` in the draft; returns the task as it ends."""
     name = task.get("name")
     new_task = task
@@ -232,7 +240,7 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
             new_task = dict(new_task, policies=own + added)
             notes.reason(f"task {name}: RestartPartition on {', '.join(p['event'] for p in added)}")
     if new_task is not task:
-        tasks = draft.get(TASKS)
+        tasks: list[dict[str, Any]] = draft.get(TASKS)
         if tasks is (draft.original.get("spec") or {}).get("tasks"):
             tasks = list(tasks)
             draft.set(TASKS, tasks)
@@ -243,7 +251,7 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
 JOB_POLICIES = ("spec", "policies")
 
 
-def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: Outcome) -> list[dict]:
+def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes: Outcome) -> list[dict[str, Any]]:
     """Rule V16: a job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
     ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
     RestartPartition policies, where the task does not handle them already) and the job-level entries
@@ -266,7 +274,7 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: Outcome) 
             notes.warn(f"task {out[i].get('name')}: {warning}")
         if added:
             out[i] = dict(out[i], policies=own + added)
-            task_list = draft.get(TASKS)
+            task_list: list[dict[str, Any]] = draft.get(TASKS)
             if task_list is (draft.original.get("spec") or {}).get("tasks"):
                 task_list = list(task_list)
                 draft.set(TASKS, task_list)
@@ -278,7 +286,7 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: Outcome) 
     return out
 
 
-def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: Outcome) -> None:
+def _feasibility(tasks: list[dict[str, Any]], config: Config, facts: ClusterFacts, notes: Outcome) -> None:
     """With Nodes in the input: does each partition fit (see :func:`partition_feasibility`),
     and does a hard ``highestTierName`` name a tier that exists (one that does not is
     silently not enforced by the scheduler)? HyperNodes are discovered once for both."""
@@ -300,7 +308,7 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
         notes.note(message, ok)
 
 
-def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | None = None,
+def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                        facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
     """Apply the partition rules (V13-V17) to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE
     gets no patch."""
@@ -322,7 +330,9 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
     final = move_job_restart_partition(draft, final, notes)
-    owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")] + [JOB_POLICIES]
+    owned: list[tuple[str | int, ...]] = [TASKS + (i, key) for i in range(len(tasks))
+                                          for key in ("partitionPolicy", "policies")]
+    owned.append(JOB_POLICIES)
     patch = diff_owned(obj, draft.root, owned)
     result_obj = draft.root if patch else obj
     introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]
@@ -333,7 +343,7 @@ def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | N
     return notes.result(result_obj, patch)
 
 
-def mutate_other_volcano_kind(obj: dict) -> Result:
+def mutate_other_volcano_kind(obj: dict[str, Any]) -> Result:
     """Rule V19: HyperJob workloads ignore network topology. Other
     Volcano kinds (PodGroups, Queues) come back unchanged without comment."""
     if obj.get("kind") != "HyperJob":

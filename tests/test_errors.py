@@ -3,8 +3,7 @@ raises one PolicyError carrying every error."""
 import pytest
 
 from policylib import PolicyError, load_config, mutate
-from policylib.errors import (ErrorType, FieldPath, duplicate, forbidden, invalid, not_supported, required,
-                              too_long)
+from policylib.errors import ErrorType, FieldPath, duplicate, forbidden, invalid, not_supported, required, too_long
 
 
 def test_field_path_renders_like_field_path_string():

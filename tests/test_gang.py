@@ -6,13 +6,29 @@ import re
 import jsonpatch
 import pytest
 import yaml
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policylib import PolicyError, load_config, mutate, mutate_kubeflow_job, validate_gang_labels
-from policylib.gang import (ACK_GROUPS, ACK_MATCH_POLICY, KOORD_GROUPS, KOORD_MATCH_POLICY, KOORD_MIN_AVAILABLE,
-                            KOORD_MODE, KOORD_NAME, KOORD_TOTAL_NUMBER, KOORD_WAITING_TIME, LEGACY_POD_GROUP_LABEL, MIN_AVAILABLE_LABEL,
-                            NAME_LABEL, POD_GROUP_LABEL, VOLCANO_GROUP_NAME, gang_name, is_kubeflow_job,
-                            role_gang_name)
+from policylib.gang import (
+    ACK_GROUPS,
+    ACK_MATCH_POLICY,
+    KOORD_GROUPS,
+    KOORD_MATCH_POLICY,
+    KOORD_MIN_AVAILABLE,
+    KOORD_MODE,
+    KOORD_NAME,
+    KOORD_TOTAL_NUMBER,
+    KOORD_WAITING_TIME,
+    LEGACY_POD_GROUP_LABEL,
+    MIN_AVAILABLE_LABEL,
+    NAME_LABEL,
+    POD_GROUP_LABEL,
+    VOLCANO_GROUP_NAME,
+    gang_name,
+    is_kubeflow_job,
+    role_gang_name,
+)
 from policylib.labels import dns1123_subdomain_errors, label_value_errors
 from policylib.spread import SKIP_KEY
 from tests.helpers import shared_path

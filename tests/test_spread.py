@@ -5,8 +5,16 @@ import jsonpatch
 import pytest
 
 from policylib import ClusterFacts, PolicyError, load_config, mutate, spread_drift
-from policylib.spread import (AUTOSCALING_MIN_ANNOTATION, RECORD_KEYS, RECORD_REPLICAS, RECORD_SETTINGS,
-                              SKIP_KEY, derived_max_skew, effective_replicas, term_selects_own_pods)
+from policylib.spread import (
+    AUTOSCALING_MIN_ANNOTATION,
+    RECORD_KEYS,
+    RECORD_REPLICAS,
+    RECORD_SETTINGS,
+    SKIP_KEY,
+    derived_max_skew,
+    effective_replicas,
+    term_selects_own_pods,
+)
 from tests.helpers import by_key, constraints, deployment, hpa, legacy_anti_affinity, pod_spec
 
 ENFORCE = load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,

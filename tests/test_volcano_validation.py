@@ -88,8 +88,9 @@ def test_valid_partitioned_job():
 def test_exit_code_policy_needs_no_action():
     """Upstream checks the action of event policies only."""
     assert validate_volcano_policies([{"exitCode": 3}], "p") == []
-    assert fields(validate_volcano_policies([{"event": "PodFailed"}], "p")) == [("p[0].action", 'Unsupported value: null: supported values: "AbortJob", "RestartJob", "RestartTask", '
-                            '"RestartPod", "RestartPartition", "TerminateJob", "CompleteJob", "ResumeJob"')]
+    assert fields(validate_volcano_policies([{"event": "PodFailed"}], "p")) == [
+        ("p[0].action", 'Unsupported value: null: supported values: "AbortJob", "RestartJob", "RestartTask", '
+                        '"RestartPod", "RestartPartition", "TerminateJob", "CompleteJob", "ResumeJob"')]
 
 
 @pytest.mark.parametrize("version,denied", [("v1.14.0", True), ("v1.14.2", True), ("v1.14.3", False),

@@ -17,8 +17,7 @@ import policylib
 import webhook
 from policylib.labels import qualified_name_errors
 from tests.helpers import deployment
-from tests.webhook_support import (SAMPLE_NAMES, kubeflow_jobs, patch_of, patched, request_kind, review_of, sample,
-                                   volcano_jobs)
+from tests.webhook_support import SAMPLE_NAMES, kubeflow_jobs, patch_of, patched, request_kind, review_of, sample, volcano_jobs
 from webhook import review as rv
 from webhook.cache import ObjectOnlyFacts
 from webhook.metrics import kind_label

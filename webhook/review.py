@@ -124,6 +124,7 @@ def parse_review(body: bytes) -> ReviewRequest:
     obj, old = _object(request, "object"), _object(request, "oldObject")
     if operation in MUTATING_OPERATIONS and obj is None:
         raise BadReview(f"request.object is required for {operation}")
+    assert uid is not None and operation is not None  # required above
     return ReviewRequest(uid=uid, operation=operation, group=str(kind.get("group") or ""),
                          version=str(kind.get("version") or ""), kind=kind["kind"],
                          namespace=_string(request, "namespace"), name=_string(request, "name"),
@@ -142,6 +143,7 @@ def decide(req: ReviewRequest, config: policylib.Config, facts: Any = None) -> A
     """
     if req.operation not in MUTATING_OPERATIONS:
         return Answer(SKIPPED)
+    assert req.obj is not None  # parse_review requires it for CREATE and UPDATE
     try:
         result = policylib.mutate(req.obj, config, old=req.old if req.operation == "UPDATE" else None,
                                   facts=facts, namespace=req.namespace)

@@ -240,7 +240,7 @@ def _wait(sock, events: int, timeout: float) -> bool:
         return True  # closed: the next read or handshake step finds out
 
 
-def request_complete(data: bytes) -> bool:
+def request_complete(data: bytes | bytearray) -> bool:
     """Whether ``data`` holds a whole request, or as much as the gate waits for.
 
     A whole request is its header block and, with a ``Content-Length`` of at

@@ -1,6 +1,8 @@
 """Gang metadata a job already carries: is it consistent (rule G10)?"""
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import GangSettings
 from .job import KubeflowJob, ReplicaType
 from .keys import GROUPS_KEYS, MIN_KEYS, NAME_KEYS, NAME_KEYS_READ
@@ -19,7 +21,7 @@ def ungrouped_types(names: dict[str, Found]) -> list[str]:
             f"{and_list([k for k in names if names[k]])} do: their pods are in no gang"]
 
 
-def minimum_findings(gang: str, members: list[ReplicaType], current: dict) -> list[str]:
+def minimum_findings(gang: str, members: list[ReplicaType], current: dict[str, Any]) -> list[str]:
     """One gang's min-available: the same on every template, a whole number >= 1, at most its pods."""
     out = []
     mins = {t.key: first_key(current[t.key], MIN_KEYS) for t in members}
@@ -38,7 +40,7 @@ def minimum_findings(gang: str, members: list[ReplicaType], current: dict) -> li
     return out
 
 
-def group_findings(names: dict[str, Found], current: dict) -> list[str]:
+def group_findings(names: dict[str, Found], current: dict[str, Any]) -> list[str]:
     """The GangGroup annotation is identical on every member template."""
     groups = {k: first_key(current[k], GROUPS_KEYS) for k, n in names.items() if n}
     if len(set(groups.values())) <= 1:
@@ -57,7 +59,7 @@ def unread_key_findings(names: dict[str, Found], settings: GangSettings) -> list
             "these pods are not gang-scheduled by it"]
 
 
-def existing_metadata_findings(job: KubeflowJob, current: dict, settings: GangSettings) -> tuple[list[str], str | None]:
+def existing_metadata_findings(job: KubeflowJob, current: dict[str, Any], settings: GangSettings) -> tuple[list[str], str | None]:
     """Rule G10: warnings about gang metadata a job already carries, and a priority violation (rule G9)
     if any.
 

@@ -48,7 +48,7 @@ class KubeflowJob:
     def total(self) -> int:
         return sum(t.replicas for t in self.types)
 
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[Any, ...]:
         """What the minimum is computed from: replicas per type (case-insensitive) and minAvailable."""
         return tuple(sorted((t.key.lower(), t.replicas) for t in self.types)), self.min_available
 
@@ -56,13 +56,13 @@ class KubeflowJob:
         return ("spec", self.specs_key, key, "template")
 
 
-def _mapping(value: Any, path: Path, errs: list[FieldError]) -> dict:
+def _mapping(value: Any, path: Path, errs: list[FieldError]) -> dict[str, Any]:
     """``value`` when it is a map (None reads as empty); else ``{}`` and an error in ``errs``."""
     errs += map_errors(value, path)
     return value if isinstance(value, dict) else {}
 
 
-def replica_count(spec: dict, path: FieldPath, errs: list[FieldError]) -> int:
+def replica_count(spec: dict[str, Any], path: FieldPath, errs: list[FieldError]) -> int:
     """``replicas`` of a replica spec; absent means 1 (training-operator setDefaultReplicas)."""
     value = spec.get("replicas")
     if value is None:
@@ -92,7 +92,7 @@ def _replica_type(key: Any, rspec: Any, path: FieldPath, errs: list[FieldError])
     return ReplicaType(key, count, priority, str(path))
 
 
-def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
+def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
     """Read and check what the gang depends on (rule G7); bad input raises one :class:`PolicyError`
     listing every error.
 
@@ -117,7 +117,8 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
     if not isinstance(specs, dict):
         errs.append(required(specs_path, "a mapping of replica type to replica spec"))
         specs = {}
-    types, seen = [], {}
+    types: list[ReplicaType] = []
+    seen: dict[str, str] = {}
     for key, rspec in specs.items():
         path = specs_path.child(str(key))
         if not isinstance(key, str) or not key:
@@ -141,6 +142,7 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
     if timeout is not None:
         errs += int32_errors(timeout, policy_path.child("scheduleTimeoutSeconds"), 1)
     raise_if_any(ref, errs)
+    assert isinstance(name, str)  # a missing name is an error raised above
     job = KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout)
     if min_available is None and job.total > INT32_MAX:
         # the gang's minimum (minMember, min-available) is an int32 field
@@ -149,6 +151,6 @@ def read_job(obj: dict, namespace: str | None = None) -> KubeflowJob:
     return job
 
 
-def has_scheduling_policy(obj: dict) -> bool:
+def has_scheduling_policy(obj: dict[str, Any]) -> bool:
     run_policy = (obj.get("spec") or {}).get("runPolicy")
     return isinstance(run_policy, dict) and run_policy.get("schedulingPolicy") is not None

@@ -31,13 +31,13 @@ from .match import groups_key, groups_value, match_policy_key
 class Meta:
     """Labels and annotations for one object."""
 
-    labels: dict = field(default_factory=dict)
-    annotations: dict = field(default_factory=dict)
+    labels: dict[str, Any] = field(default_factory=dict)
+    annotations: dict[str, Any] = field(default_factory=dict)
 
     def put(self, where: str, key: str, value: str) -> None:
         getattr(self, where)[key] = value
 
-    def as_tuple(self) -> tuple[dict, dict]:
+    def as_tuple(self) -> tuple[dict[str, Any], dict[str, Any]]:
         return self.labels, self.annotations
 
 
@@ -74,7 +74,8 @@ def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: in
     return meta
 
 
-def desired_metadata(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> dict[str, tuple[dict, dict]]:
+def desired_metadata(job: KubeflowJob, plan: GangPlan,
+                     settings: GangSettings) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """The gang labels and annotations of each replica template; ``({}, {})`` for a template in no gang."""
     out = {}
     for t in job.types:
@@ -85,7 +86,7 @@ def desired_metadata(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -
 
 
 
-def metadata_errors(meta: Mapping, path: Path) -> list[FieldError]:
+def metadata_errors(meta: Mapping[str, Any], path: Path) -> list[FieldError]:
     """Rule G8: label keys and values, annotation keys (Kubernetes label syntax), and gang names.
 
     Gang names must also be DNS subdomains: Koordinator's gang cache drops a
@@ -107,7 +108,7 @@ def metadata_errors(meta: Mapping, path: Path) -> list[FieldError]:
     return errs
 
 
-def validate_gang_labels(obj: dict) -> list[FieldError]:
+def validate_gang_labels(obj: dict[str, Any]) -> list[FieldError]:
     """Check every label key and value, annotation key and gang name on a Kubeflow
     job's replica templates or on a PodGroup, with Kubernetes label syntax
     (ports in :mod:`policylib.labels`). Returns the findings with field paths."""
@@ -124,7 +125,7 @@ def validate_gang_labels(obj: dict) -> list[FieldError]:
     return metadata_errors(obj.get("metadata") or {}, "metadata")
 
 
-def check_emitted(ref: str, job: KubeflowJob, desired: dict, podgroups: list[dict]) -> None:
+def check_emitted(ref: str, job: KubeflowJob, desired: dict[str, Any], podgroups: list[dict[str, Any]]) -> None:
     """Everything we write is valid by construction; a finding here is an input we cannot serve."""
     errs = []
     for key, (labels, annots) in desired.items():
@@ -136,21 +137,22 @@ def check_emitted(ref: str, job: KubeflowJob, desired: dict, podgroups: list[dic
 
 
 
-def current_metadata(obj: dict, job: KubeflowJob) -> dict[str, tuple[dict, dict]]:
+def current_metadata(obj: dict[str, Any], job: KubeflowJob) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
     """The gang keys (:func:`is_gang_key`) on each replica template, labels and annotations."""
     out = {}
     specs = obj["spec"][job.specs_key]
     for t in job.types:
         meta = specs[t.key]["template"].get("metadata") or {}
-        out[t.key] = tuple({k: v for k, v in (meta.get(part) or {}).items() if is_gang_key(k)}
-                           for part in ("labels", "annotations"))
+        labels, annots = ({k: v for k, v in (meta.get(part) or {}).items() if is_gang_key(k)}
+                          for part in ("labels", "annotations"))
+        out[t.key] = (labels, annots)
     return out
 
 
-def has_gang(current: dict) -> bool:
+def has_gang(current: dict[str, Any]) -> bool:
     return any(labels or annotations for labels, annotations in current.values())
 
 
-def first_key(meta: tuple[dict, dict], keys: tuple) -> tuple[str, Any] | None:
+def first_key(meta: tuple[dict[str, Any], dict[str, Any]], keys: tuple[Any, ...]) -> tuple[str, Any] | None:
     parts = {"labels": meta[0], "annotations": meta[1]}
     return next(((k, parts[w][k]) for w, k in keys if k in parts[w]), None)

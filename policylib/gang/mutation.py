@@ -1,6 +1,8 @@
 """The gang policy: write, keep or leave a job's gang metadata."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import Config
 from ..result import Outcome, Result, admission
 from .gangs import plan_gangs
@@ -12,7 +14,7 @@ from .update import read_old_job, update_gang
 from .write import GangCase, describe_plan, leave_existing, write_gang
 
 
-def mutate_kubeflow_job(obj: dict, config: Config | None = None, *, old: dict | None = None,
+def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                         namespace: str | None = None) -> Result:
     """Apply the gang rules (G1-G11) to a ``kubeflow.org/v1`` TFJob, PyTorchJob or MPIJob on CREATE
     (``old`` None) or UPDATE. PodGroups of method podgroup come back in
@@ -27,7 +29,8 @@ def mutate_kubeflow_job(obj: dict, config: Config | None = None, *, old: dict | 
     if settings.trainingOperatorGang:
         out.reason(training_operator_reason(obj))
         return out.result(obj)
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     if not meta.get("name") and meta.get("generateName"):
         out.warn("the job has only generateName: its gang is named after the job, whose name is not "
                             "known at admission, so no gang metadata was written (set metadata.name)")
@@ -51,7 +54,7 @@ def mutate_kubeflow_job(obj: dict, config: Config | None = None, *, old: dict | 
     return write_gang(case)
 
 
-def training_operator_reason(obj: dict) -> str:
+def training_operator_reason(obj: dict[str, Any]) -> str:
     """Rule G13: why ``trainingOperatorGang: true`` leaves every job alone.
 
     With gang scheduling enabled, training-operator gangs every job, not only

@@ -1,6 +1,8 @@
 """PodGroups for method podgroup."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import GangSettings
 from .gangs import GangPlan, podgroup_timeout
 from .job import KubeflowJob
@@ -9,7 +11,7 @@ from .match import groups_key, groups_value, match_policy_key
 from .metadata import Meta
 
 
-def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> list[dict]:
+def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> list[dict[str, Any]]:
     """Rule G5: the PodGroups of method podgroup, in the job's namespace.
 
     ``apiVersion`` is the one the scheduler watches; ``minMember`` the gang's
@@ -26,7 +28,7 @@ def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) ->
             meta.put(*where, settings.matchPolicy)
         if plan.groups:
             meta.put("annotations", groups_key(settings), groups_value(plan))
-        metadata: dict = {"name": gang.name, "namespace": plan.namespace}
+        metadata: dict[str, Any] = {"name": gang.name, "namespace": plan.namespace}
         if meta.labels:
             metadata["labels"] = meta.labels
         if meta.annotations:

@@ -1,6 +1,8 @@
 """UPDATE handling: when gang metadata is recomputed, restored or left alone."""
 from __future__ import annotations
 
+from typing import Any
+
 from ..errors import PolicyError
 from ..result import Result
 from .existing import existing_metadata_findings
@@ -11,14 +13,14 @@ from .metadata import current_metadata, desired_metadata, has_gang
 from .write import GangCase, leave_existing, write_gang
 
 
-def read_old_job(old: dict, namespace: str) -> KubeflowJob | None:
+def read_old_job(old: dict[str, Any], namespace: str) -> KubeflowJob | None:
     try:
         return read_job(old, namespace) if is_kubeflow_job(old) else None
     except PolicyError:
         return None
 
 
-def update_gang(case: GangCase, old: dict, old_job: KubeflowJob) -> Result:
+def update_gang(case: GangCase, old: dict[str, Any], old_job: KubeflowJob) -> Result:
     """Rule G11: an UPDATE that changes replicas recomputes the minimum on every template;
     other updates change nothing.
 
@@ -51,11 +53,11 @@ def update_gang(case: GangCase, old: dict, old_job: KubeflowJob) -> Result:
     return write_gang(case)
 
 
-def kept_or_dropped(current: dict, old_current: dict) -> bool:
+def kept_or_dropped(current: dict[str, Any], old_current: dict[str, Any]) -> bool:
     """The update left our metadata alone: each replica type kept its old gang keys or
     carries none (a type added by the update, or keys dropped by ``kubectl replace``);
     types the update removed do not matter."""
-    empty = ({}, {})
+    empty: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
     return all(meta == empty or meta == old_current.get(key) for key, meta in current.items())
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from ..config import GangSettings
 from ..patch import Draft, diff_owned
@@ -19,10 +20,10 @@ class GangCase:
     """One job under admission: the object, what was read from it, its planned gangs, the gang
     metadata its templates carry now, the settings, and the notes gathered so far."""
 
-    obj: dict
+    obj: dict[str, Any]
     job: KubeflowJob
     plan: GangPlan
-    current: dict
+    current: dict[str, Any]
     settings: GangSettings
     ref: str
     out: Outcome
@@ -39,7 +40,7 @@ def describe_plan(plan: GangPlan, settings: GangSettings) -> str:
     return f"method {settings.method}, scheduler {settings.scheduler}: {what} {gangs}"
 
 
-def notes_on_job(job: KubeflowJob, obj: dict, settings: GangSettings, out: Outcome) -> None:
+def notes_on_job(job: KubeflowJob, obj: dict[str, Any], settings: GangSettings, out: Outcome) -> None:
     if job.min_available is not None and job.min_available > job.total and not settings.groupByRole:
         out.warn(f"runPolicy.schedulingPolicy.minAvailable {job.min_available} exceeds the "
                             f"{job.total} pods the job creates: the gang can never be satisfied")
@@ -55,7 +56,7 @@ def owned_paths(job: KubeflowJob) -> list[tuple[str, ...]]:
     return [job.template_path(t.key) + ("metadata",) for t in job.types]
 
 
-def apply_metadata(draft: Draft, job: KubeflowJob, current: dict, desired: dict) -> None:
+def apply_metadata(draft: Draft, job: KubeflowJob, current: dict[str, Any], desired: dict[str, Any]) -> None:
     """Make each template's gang keys exactly ``desired``: drop stale ones, set the rest.
 
     Other labels and annotations keep their place; new keys go at the end.
