@@ -9,6 +9,7 @@ numbers refer to ``docs/specification.md``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from .errors import FieldError, FieldPath, Path, duplicate, forbidden, invalid, is_int, map_errors, not_supported, required
@@ -24,6 +25,16 @@ _NOT_POSITIVE = "must be greater than zero"
 
 def _path(path: Path) -> FieldPath:
     return path if isinstance(path, FieldPath) else FieldPath(path)
+
+
+def _objects(items: list[Any], path: FieldPath, errs: list[FieldError]) -> Iterator[tuple[int, FieldPath, dict[str, Any]]]:
+    """The items of a list field that are objects, with their index and path; an item that is not
+    an object is an error added to ``errs``, in order."""
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            yield i, path.index(i), item
+        else:
+            errs.append(invalid(path.index(i), item, "must be an object"))
 
 
 def validate_max_skew(value: Any, path: Path) -> list[FieldError]:
@@ -106,13 +117,8 @@ def validate_topology_spread_constraints(constraints: Any,
         return []
     if not isinstance(constraints, list):
         return [invalid(path, constraints, "must be a list")]
-    path = _path(path)
     errs: list[FieldError] = []
-    for i, c in enumerate(constraints):
-        p = path.index(i)
-        if not isinstance(c, dict):
-            errs.append(invalid(p, c, "must be an object"))
-            continue
+    for i, p, c in _objects(constraints, _path(path), errs):
         errs += validate_max_skew(c.get("maxSkew"), p.child("maxSkew"))
         errs += validate_topology_key(c.get("topologyKey"), p.child("topologyKey"))
         errs += validate_when_unsatisfiable(c.get("whenUnsatisfiable"), p.child("whenUnsatisfiable"))
@@ -156,13 +162,8 @@ def validate_policy_shape(policies: Any, path: Path) -> list[FieldError]:
         return []
     if not isinstance(policies, list):
         return [invalid(path, policies, "must be a list")]
-    path = _path(path)
     errs: list[FieldError] = []
-    for j, policy in enumerate(policies):
-        p = path.index(j)
-        if not isinstance(policy, dict):
-            errs.append(invalid(p, policy, "must be an object"))
-            continue
+    for _, p, policy in _objects(policies, _path(path), errs):
         if policy.get("event") is not None and not isinstance(policy["event"], str):
             errs.append(invalid(p.child("event"), policy["event"], "must be a string"))
         events = policy.get("events")
@@ -185,11 +186,7 @@ def validate_volcano_policies(policies: Any, path: Path) -> list[FieldError]:
     errs: list[FieldError] = []
     seen_events: dict[str, int] = {}
     seen_codes: set[Any] = set()
-    for i, policy in enumerate(policies):
-        p = path.index(i)
-        if not isinstance(policy, dict):
-            errs.append(invalid(p, policy, "must be an object"))
-            continue
+    for i, p, policy in _objects(policies, path, errs):
         events = policy_events(policy)
         has_code = policy.get("exitCode") is not None
         if events and has_code:
@@ -442,14 +439,9 @@ def validate_job_volumes(volumes: Any, path: Path = "spec.volumes") -> list[Fiel
     describes a new one, not both (util.go validateIO)."""
     if not isinstance(volumes, list):
         return []
-    path = _path(path)
     errs: list[FieldError] = []
     mounts: set[Any] = set()
-    for i, volume in enumerate(volumes):
-        p = path.index(i)
-        if not isinstance(volume, dict):
-            errs.append(invalid(p, volume, "must be an object"))
-            continue
+    for _, p, volume in _objects(volumes, _path(path), errs):
         mount = volume.get("mountPath")
         claim, claim_name = volume.get("volumeClaim"), volume.get("volumeClaimName")
         if not mount:
