@@ -341,7 +341,7 @@ def update_trigger(new: Effective, old: Effective | None, recorded: int | None) 
 # --- the mutation -------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Spread:
+class SpreadInputs:
     """What the spread of one Deployment is computed from."""
 
     config: Config
@@ -354,20 +354,21 @@ class Spread:
 def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
     metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
-    spec = obj.get("spec")
     meta = obj.get("metadata")
-    errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
+    meta_errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
     for key in ("labels", "annotations"):
-        errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
+        meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
+    spec = obj.get("spec")
     if not isinstance(spec, dict):
-        return [required("spec", "a Deployment needs a spec")] + errs
-    if spec.get("replicas") is not None:
-        errs += int32_errors(spec["replicas"], "spec.replicas", 0)
+        return [required("spec", "a Deployment needs a spec")] + meta_errs
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        errs.insert(0, required("spec.selector", "apps/v1 Deployments need a non-empty selector"))
+        errs = [required("spec.selector", "apps/v1 Deployments need a non-empty selector")]
     else:
-        errs[:0] = validate_label_selector(selector, "spec.selector")
+        errs = validate_label_selector(selector, "spec.selector")
+    errs += meta_errs
+    if spec.get("replicas") is not None:
+        errs += int32_errors(spec["replicas"], "spec.replicas", 0)
     template = spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
         return errs + [required("spec.template.spec", "a Deployment needs a pod template")]
@@ -391,7 +392,7 @@ def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[
     return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
 
-def write_spread(draft: Draft, ctx: Spread, out: Outcome, previous: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rule S15: write the current spread: replace managed constraints, drop legacy anti-affinity, record.
     Returns the constraints written.
 
@@ -449,7 +450,7 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
     return f"required anti-affinity removed; host spread only preferred: {fix}"
 
 
-def matches_current_settings(obj: dict[str, Any], ctx: Spread, old: dict[str, Any]) -> bool:
+def matches_current_settings(obj: dict[str, Any], ctx: SpreadInputs, old: dict[str, Any]) -> bool:
     """Rule S14: whether ``obj`` already carries exactly what the current settings write (the
     controller's reconcileDrift rewrite, or a user who applied it): such an update is
     accepted, never reverted to the old object's rules."""
@@ -458,7 +459,7 @@ def matches_current_settings(obj: dict[str, Any], ctx: Spread, old: dict[str, An
     return bool(written) and not diff_owned(obj, probe.root, OWNED_PATHS)
 
 
-def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: Spread, out: Outcome) -> None:
+def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out: Outcome) -> None:
     """Rule S12: keep the old object's placement rules.
 
     Managed constraints and the record come back from the old object when the new one dropped or
@@ -496,7 +497,7 @@ def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: Spread, out: Outc
         draft.prune_empty(ANNOTATIONS)
 
 
-def keep_unwritten_placement(draft: Draft, old: dict[str, Any], ctx: Spread, out: Outcome) -> None:
+def keep_unwritten_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out: Outcome) -> None:
     """Rule S13: a Deployment policylib never wrote, updated by a manifest that drops its placement (a new
     generator version, ``kubectl replace``) with its count unchanged: put back what was dropped, per
     managed topology key and for the anti-affinity the spread would replace. With both spreads off
@@ -575,11 +576,11 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
     return out.result(result_obj, patch)
 
 
-def _spread_of(req: Admission) -> Spread:
+def _spread_of(req: Admission) -> SpreadInputs:
     """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
     selector, pod_labels = _checked_shape(req.obj, req.ref)
     effective = effective_replicas(req.obj, req.facts, req.namespace)
-    return Spread(req.config, req.namespace, selector, pod_labels, effective)
+    return SpreadInputs(req.config, req.namespace, selector, pod_labels, effective)
 
 
 # --- drift (rule S17, reconcileDrift) -----------------------------------------
