@@ -26,8 +26,8 @@ rotations and across SIGTERM. The exit status is 1 when a target is missed.
 from __future__ import annotations
 
 import argparse
-import base64
 import asyncio
+import base64
 import copy
 import json
 import logging

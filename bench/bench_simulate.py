@@ -31,7 +31,8 @@ def workloads(n: int = 1_000) -> list[dict]:
         spec = {"containers": [{"name": "app", "image": "x", "resources": {"requests": {"cpu": "500m", "memory": "1Gi"}}}]}
         if i % 5 == 0:
             spec["nodeSelector"] = {"pool": f"pool-{i % 5}"}
-        out.append({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"svc-{i}", "namespace": f"team-{i % 20}"},
+        out.append({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": f"svc-{i}", "namespace": f"team-{i % 20}"},
                     "spec": {"replicas": 1 + i % 12, "selector": {"matchLabels": {"app": f"svc-{i}"}},
                              "template": {"metadata": {"labels": {"app": f"svc-{i}"}}, "spec": spec}}})
     return out

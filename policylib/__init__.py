@@ -4,16 +4,19 @@ Pure functions: dicts in, :class:`Result` out. No network, no files except
 :func:`load_config`.
 """
 from .config import Config, HostSpread, ZoneSpread, load_config
-from .errors import ConfigError, FieldError, PolicyError, PolicylibError
+from .errors import ConfigError, ErrorType, FieldError, FieldPath, PolicyError, PolicylibError
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, mutate_kubeflow_job, validate_gang_labels
 from .mutate import mutate
 from .result import Result
-from .spread import (Drift, effective_replicas, derived_max_skew, host_constraint, mutate_deployment,
-                     spread_drift, zone_constraint)
+from .spread import Drift, derived_max_skew, effective_replicas, host_constraint, mutate_deployment, spread_drift, zone_constraint
 from .validation import validate_topology_spread_constraints
-from .simulate import Placement, simulate  # noqa: E402 -- the function shadows its module's name on purpose
-from .check import Finding, check  # noqa: E402 -- likewise
+
+# Last, so that these functions shadow their modules' names on purpose:
+# isort: off
+from .simulate import Placement, simulate
+from .check import Finding, check
+# isort: on
 
 
 def _version() -> str:
@@ -34,7 +37,7 @@ __version__ = _version()
 
 __all__ = [
     "__version__",
-    "ClusterFacts", "Config", "ConfigError", "Drift", "FieldError", "HostSpread", "PolicyError",
+    "ClusterFacts", "Config", "ConfigError", "Drift", "ErrorType", "FieldError", "FieldPath", "HostSpread", "PolicyError",
     "PolicylibError", "Result", "ZoneSpread", "derived_max_skew", "effective_replicas", "host_constraint",
     "load_config", "mutate", "mutate_deployment", "spread_drift", "validate_topology_spread_constraints",
     "zone_constraint",

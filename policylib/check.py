@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
-from .config import Config, load_config
+from .config import Config, HostSpread, load_config
 from .facts import ClusterFacts, namespace_of
-from .gang import is_kubeflow_job, job_minimum, read_job
+from .gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
-from .simulate import PodShape, is_bound_pod, node_states, simulate
+from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate
 from .spread import effective_replicas, host_spread_enforced, is_deployment, mutate_deployment
 
 #: Labels the common clouds and autoscalers put on a node to say which node group it belongs to.
@@ -36,7 +36,7 @@ class Finding:
     key: str
     message: str
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {"severity": self.severity, "key": self.key, "message": self.message}
 
 
@@ -46,7 +46,7 @@ def _names(items: Iterable[str], limit: int = 5) -> str:
     return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
-def node_groups(nodes: list[dict], label: str | None = None) -> tuple[str | None, dict[str, list[str]]]:
+def node_groups(nodes: list[dict[str, Any]], label: str | None = None) -> tuple[str | None, dict[str, list[str]]]:
     """The label that names node groups (``label``, else the first common one present) and the groups."""
     labels = [label] if label else list(NODE_GROUP_LABELS)
     for key in labels:
@@ -60,7 +60,7 @@ def node_groups(nodes: list[dict], label: str | None = None) -> tuple[str | None
     return (label, {}) if label else (None, {})
 
 
-def has_autoscaler(nodes: list[dict]) -> bool:
+def has_autoscaler(nodes: list[dict[str, Any]]) -> bool:
     for n in nodes:
         meta = n.get("metadata") or {}
         keys = list((meta.get("labels") or {})) + list((meta.get("annotations") or {}))
@@ -74,7 +74,7 @@ def parse_version(text: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def cluster_version(nodes: list[dict], server_version: str | None) -> tuple[tuple[int, int] | None, str]:
+def cluster_version(nodes: list[dict[str, Any]], server_version: str | None) -> tuple[tuple[int, int] | None, str]:
     """The server's version, else the oldest kubelet's (``status.nodeInfo.kubeletVersion``)."""
     if parse_version(server_version):
         return parse_version(server_version), f"the API server's {server_version}"
@@ -97,7 +97,7 @@ def check_thresholds(config: Config) -> list[Finding]:
     return out
 
 
-def check_topology_labels(config: Config, nodes: list[dict]) -> list[Finding]:
+def check_topology_labels(config: Config, nodes: list[dict[str, Any]]) -> list[Finding]:
     out = []
     for key, spread, severity in (("zoneTopologySpread", config.zone, "warning"),
                                   ("hostTopologySpread", config.host, "error")):
@@ -106,7 +106,7 @@ def check_topology_labels(config: Config, nodes: list[dict]) -> list[Finding]:
         missing = [n["metadata"]["name"] for n in nodes if spread.topologyKey not in
                    ((n["metadata"].get("labels") or {}))]
         if len(missing) == len(nodes):
-            hard = key == "hostTopologySpread" and spread.whenUnsatisfiable == "DoNotSchedule"
+            hard = isinstance(spread, HostSpread) and spread.whenUnsatisfiable == "DoNotSchedule"
             out.append(Finding(severity if hard or key == "zoneTopologySpread" else "warning", f"{key}.topologyKey",
                                f"no Node has the label {spread.topologyKey}: "
                                + ("every enforced replica stays Pending (node(s) didn't match pod topology spread "
@@ -115,7 +115,7 @@ def check_topology_labels(config: Config, nodes: list[dict]) -> list[Finding]:
             out.append(Finding("warning", f"{key}.topologyKey",
                                f"{len(missing)} of {len(nodes)} Nodes lack the label {spread.topologyKey} "
                                f"({_names(missing)}): " + ("enforced replicas never land there"
-                                                           if key == "hostTopologySpread" and
+                                                           if isinstance(spread, HostSpread) and
                                                            spread.whenUnsatisfiable == "DoNotSchedule"
                                                            else "the scheduler scores them 0 for the spread")))
     zones = {((n["metadata"].get("labels") or {}).get(config.zone.topologyKey)) for n in nodes} - {None}
@@ -126,7 +126,7 @@ def check_topology_labels(config: Config, nodes: list[dict]) -> list[Finding]:
     return out
 
 
-def check_match_label_keys(config: Config, nodes: list[dict], server_version: str | None) -> list[Finding]:
+def check_match_label_keys(config: Config, nodes: list[dict[str, Any]], server_version: str | None) -> list[Finding]:
     uses = [k for k, s in (("zoneTopologySpread", config.zone), ("hostTopologySpread", config.host))
             if s.enabled and s.matchLabelKeys]
     version, source = cluster_version(nodes, server_version)
@@ -138,11 +138,11 @@ def check_match_label_keys(config: Config, nodes: list[dict], server_version: st
                     "together during a rollout; set matchLabelKeys: none or turn the gate on") for k in uses]
 
 
-def _eligible(pod: PodShape, states) -> list:
+def _eligible(pod: PodShape, states: Iterable[NodeState]) -> list[NodeState]:
     return [n for n in states if not n.unschedulable and pod.matches_affinity(n) and pod.untolerated(n) is None]
 
 
-def check_enforced_deployments(config: Config, nodes: list[dict], objects: list[dict],
+def check_enforced_deployments(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
                                group_label: str | None) -> list[Finding]:
     """minDomains against the eligible nodes of every enforced Deployment, and against node groups."""
     host = config.host
@@ -191,7 +191,7 @@ def check_enforced_deployments(config: Config, nodes: list[dict], objects: list[
     return out
 
 
-def check_drift(config: Config, objects: list[dict]) -> list[Finding]:
+def check_drift(config: Config, objects: list[dict[str, Any]]) -> list[Finding]:
     if not config.host.reconcileDrift:
         return []
     writes = [w for w in plan(objects, config) if w.kind == "Deployment" and not w.error]
@@ -203,7 +203,7 @@ def check_drift(config: Config, objects: list[dict]) -> list[Finding]:
                     ": the controller rolls them when it starts; check with policylib plan")]
 
 
-def check_partitions(config: Config, nodes: list[dict]) -> list[Finding]:
+def check_partitions(config: Config, nodes: list[dict[str, Any]]) -> list[Finding]:
     size = config.volcano.partitionSize
     topology = config.volcano.networkTopology
     if size is None or not nodes or not config.volcano.networkTopologyDiscovery:
@@ -227,12 +227,12 @@ def check_partitions(config: Config, nodes: list[dict]) -> list[Finding]:
     return []
 
 
-def _fits(pod: PodShape, node) -> bool:
+def _fits(pod: PodShape, node: NodeState) -> bool:
     return node.pods < node.allocatable.get("pods", 0) and all(
         node.requested.get(k, 0) + v <= node.allocatable.get(k, 0) for k, v in pod.requests.items() if v)
 
 
-def gang_capacity(job, specs: dict, states: list, minimum: int) -> int:
+def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int) -> int:
     """How many of the job's pods the Nodes hold at once, counted up to ``minimum``.
 
     The pods of every replica type share the Nodes: Coscheduling holds each member it has
@@ -254,7 +254,7 @@ def gang_capacity(job, specs: dict, states: list, minimum: int) -> int:
     return placed
 
 
-def check_gangs(config: Config, nodes: list[dict], objects: list[dict]) -> list[Finding]:
+def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]]) -> list[Finding]:
     states = node_states(nodes, [o for o in objects if is_bound_pod(o)])
     out = []
     for obj in objects:
@@ -272,7 +272,7 @@ def check_gangs(config: Config, nodes: list[dict], objects: list[dict]) -> list[
     return out
 
 
-def check(config: Config | dict | None, nodes: Iterable[dict], objects: Iterable[dict] = (), *,
+def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]], objects: Iterable[dict[str, Any]] = (), *,
           node_group_label: str | None = None, server_version: str | None = None) -> list[Finding]:
     """Every finding for ``config`` on these Nodes (and workloads), errors first. Pure."""
     config = load_config(config)

@@ -27,7 +27,7 @@ import difflib
 import json
 import os
 import sys
-from typing import Callable, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO
 
 from . import __version__
 from .config import Config, load_config
@@ -35,8 +35,8 @@ from .documents import Document, dump_yaml, parse_documents
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
-from .plan import PLANNERS, Write, plan, summarize
 from .mutate import mutate
+from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
@@ -102,7 +102,7 @@ def read_documents(paths: Sequence[str], stdin: TextIO, recursive: bool = False,
     return docs
 
 
-def _refs(obj: dict) -> set[str]:
+def _refs(obj: dict[str, Any]) -> set[str]:
     """The ways errors name ``obj``: with its namespace as written, and defaulted."""
     return {object_ref(obj), object_ref(obj, namespace_of(obj))}
 
@@ -115,27 +115,27 @@ def locate(error: PolicyError, docs: Sequence[Document], default: str | None = N
     return InputError(f"{where}: {error}") if where else error
 
 
-def object_key(obj: dict) -> tuple:
+def identity(obj: dict[str, Any]) -> tuple[Any, ...]:
     """Identity of an object for matching ``--old``: kind, namespace, name."""
     meta = obj.get("metadata") or {}
     return obj.get("kind"), namespace_of(obj), meta.get("name")
 
 
-def _diff_text(before: dict, after: dict, label: str) -> str:
+def _diff_text(before: dict[str, Any], after: dict[str, Any], label: str) -> str:
     lines = difflib.unified_diff(dump_yaml(before).splitlines(keepends=True),
                                  dump_yaml(after).splitlines(keepends=True),
                                  fromfile=f"a/{label}", tofile=f"b/{label}")
     return "".join(lines)
 
 
-def _added_text(obj: dict, label: str) -> str:
+def _added_text(obj: dict[str, Any], label: str) -> str:
     """A new object as a unified diff from nothing, as git shows an added file."""
     lines = difflib.unified_diff([], dump_yaml(obj).splitlines(keepends=True), fromfile="/dev/null",
                                  tofile=f"b/{label}")
     return "".join(lines)
 
 
-def patch_list_entries(doc: Document, result: Result) -> list[dict]:
+def patch_list_entries(doc: Document, result: Result) -> list[dict[str, Any]]:
     """``-o patch-list``: the object's entry, then one per extra object the policy creates,
     whose patch adds the whole object (``path: ""``) to nothing."""
     entries = [{"object": object_ref(doc.obj), "patch": result.patch}]
@@ -164,12 +164,12 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     facts = ClusterFacts.from_objects(d.obj for d in docs)
     olds = {}
     if args.old:
-        olds = {object_key(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
+        olds = {identity(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
     subjects = [d for d in docs if not is_fact(d.obj)]
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
     for doc in subjects:
-        result = _mutate_document(doc, config, facts, olds.get(object_key(doc.obj)), fact_docs)
+        result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
         changed = changed or result.changed
         for problem in scheduler_admission_errors(result.object, config):
             rejected = True
@@ -197,7 +197,7 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
 
 
-def scheduler_admission_errors(obj: dict, config) -> list[str]:
+def scheduler_admission_errors(obj: dict[str, Any], config: Config) -> list[str]:
     """What the scheduler's own admission would still deny in an object policylib returns (Volcano Jobs:
     the ported job admission rules, for ``volcano.version``)."""
     from .validation import validate_volcano_job
@@ -207,7 +207,7 @@ def scheduler_admission_errors(obj: dict, config) -> list[str]:
     return [str(e) for e in validate_volcano_job(obj, config.volcano.version)]
 
 
-def _mutate_document(doc: Document, config: Config, facts: ClusterFacts, old: dict | None,
+def _mutate_document(doc: Document, config: Config, facts: ClusterFacts, old: dict[str, Any] | None,
                      fact_docs: Sequence[Document] = ()) -> Result:
     try:
         return mutate(doc.obj, config, old=old, facts=facts)
@@ -248,7 +248,7 @@ def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     return EXIT_OK
 
 
-def _no_topology_labels(sources: Sequence) -> str:
+def _no_topology_labels(sources: Sequence[Any]) -> str:
     """Why label discovery built nothing: no Node has the tier-1 label of any topology."""
     looked = []
     for source in sources:
@@ -260,7 +260,7 @@ def _no_topology_labels(sources: Sequence) -> str:
             + "; ".join(looked))
 
 
-def json_array(items: list[dict]) -> str:
+def json_array(items: list[dict[str, Any]]) -> str:
     """A JSON array with one compact object per line: valid JSON, greppable, and fast
     (the C encoder; ``indent`` falls back to the slow pure-Python one)."""
     if not items:
@@ -316,7 +316,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
 EXIT_PENDING = 3
 
 
-def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict], list[dict], str]:
+def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
     from webhook import kube  # the CLI's one network edge: policylib itself does no I/O
     try:
@@ -331,7 +331,7 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
 
 
 def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, workloads_from_cluster: bool = False,
-                       docs: list[Document] | None = None) -> tuple[list[dict], list[dict], str | None]:
+                       docs: list[Document] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     """Nodes and other objects from ``-f``, ``--nodes`` and the cluster; the documents read
     are appended to ``docs`` (to name the file of an object an error is about)."""
     files = read_documents(args.filename or [], stdin, args.recursive)
@@ -422,10 +422,12 @@ class _ShowVersion(Exception):
 
 
 class _VersionAction(argparse.Action):
-    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, default: Any = argparse.SUPPRESS,
+                 help: str | None = None) -> None:
         super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
         raise _ShowVersion()
 
 
@@ -510,7 +512,8 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: T
         stdout.write(f"policylib {__version__}\n")
         return EXIT_OK
     try:
-        return args.func(args, stdin, stdout, stderr)
+        code: int = args.func(args, stdin, stdout, stderr)
+        return code
     except PolicylibError as e:
         stderr.write(f"policylib: error: {e}\n")
         return EXIT_ERROR

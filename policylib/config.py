@@ -1,10 +1,10 @@
-"""Settings: the seeds' YAML shape, their defaults, and clear errors.
+"""Settings: their YAML shape, their defaults, and clear errors (rules C1-C5).
 
 ``load_config(source)`` accepts the LRS topology spread document's YAML
-(seed 000, "Default values"): ``zoneTopologySpread`` and ``hostTopologySpread``
+(the LRS operator's settings): ``zoneTopologySpread`` and ``hostTopologySpread``
 at the top level, or nested under ``lrs-operator: operator: config:`` so that an
 existing Helm values file can be used as it is. Every missing key takes the
-seed's default; ``None`` gives all defaults.
+default of ``docs/specification.md``; ``None`` gives all defaults.
 """
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from .errors import ConfigError
+from .documents import yaml_problem
+from .errors import ConfigError, FieldError, forbidden
 from .labels import qualified_name_errors
+from .validation import validate_network_topology, validate_partition_topology_mode, validate_restart_partition_events
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 DO_NOT_SCHEDULE = "DoNotSchedule"
@@ -29,7 +31,7 @@ ANTI_AFFINITY_REMOVAL = ("own", "all")
 
 @dataclass(frozen=True)
 class ZoneSpread:
-    """``zoneTopologySpread`` (seed 000 "Zone spread"): always ScheduleAnyway."""
+    """``zoneTopologySpread`` (rule S3): always ScheduleAnyway."""
 
     enabled: bool = True
     topologyKey: str = "topology.kubernetes.io/zone"
@@ -39,7 +41,7 @@ class ZoneSpread:
 
 @dataclass(frozen=True)
 class HostSpread:
-    """``hostTopologySpread`` (seed 000 "Host spread" and "Preference or requirement")."""
+    """``hostTopologySpread`` (rules S4-S6)."""
 
     enabled: bool = True
     whenUnsatisfiable: str = SCHEDULE_ANYWAY
@@ -67,9 +69,6 @@ class WebhookSettings:
     maxRequestBytes: int = 6 * 1024 * 1024
 
 
-VOLCANO_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed",
-                  "JobUpdated")  # Volcano pkg/webhooks/admission/jobs/validate/util.go policyEventMap (allowed)
-NETWORK_TOPOLOGY_MODES = ("hard", "soft")
 
 
 @dataclass(frozen=True)
@@ -80,8 +79,8 @@ class NetworkTopology:
     highestTierAllowed: int | None = 1
     highestTierName: str | None = None
 
-    def as_spec(self) -> dict:
-        spec: dict = {"mode": self.mode}
+    def as_spec(self) -> dict[str, Any]:
+        spec: dict[str, Any] = {"mode": self.mode}
         if self.highestTierAllowed is not None:
             spec["highestTierAllowed"] = self.highestTierAllowed
         if self.highestTierName is not None:
@@ -91,7 +90,7 @@ class NetworkTopology:
 
 @dataclass(frozen=True)
 class DiscoverySource:
-    """One entry of Volcano's ``networkTopologyDiscovery`` (seed 001, default_controller_conf).
+    """One entry of Volcano's ``networkTopologyDiscovery`` (its controller's default_controller_conf; rule H1).
 
     ``topologies`` maps a topology name to its node label keys, top tier first,
     the node level (``kubernetes.io/hostname``) last. Upstream Volcano reads
@@ -105,7 +104,7 @@ class DiscoverySource:
 
 @dataclass(frozen=True)
 class VolcanoSettings:
-    """``volcano`` (seed 001): RestartPartition events, partitions, network topology, discovery."""
+    """``volcano`` (rules V3, V5, V13-V18): RestartPartition events, partitions, network topology, discovery."""
 
     enabled: bool = True
     restartPartitionEvents: tuple[str, ...] = ("PodEvicted", "PodFailed")
@@ -139,7 +138,7 @@ ON_VIOLATION = ("warn", "deny")
 
 @dataclass(frozen=True)
 class GangSettings:
-    """``gang`` (seed 002): how gang metadata is written for Kubeflow jobs."""
+    """``gang`` (rules G1-G13): how gang metadata is written for Kubeflow jobs."""
 
     enabled: bool = True
     method: str = "labels"
@@ -157,7 +156,7 @@ class Config:
 
     zoneTopologySpread: ZoneSpread = field(default_factory=ZoneSpread)
     hostTopologySpread: HostSpread = field(default_factory=HostSpread)
-    # Seed 000 says the operator "removes any pod anti-affinity"; by default we
+    # Rule S9: the literal reading is "removes any pod anti-affinity" (``all``); by default we
     # remove only terms that select the Deployment's own pods (the legacy
     # ha_topology_key rule) and keep terms aimed at other workloads.
     removePodAntiAffinity: str = "own"
@@ -183,9 +182,9 @@ class Config:
 
     @cached_property
     def _spread_fingerprint(self) -> str:
-        data = {"zone": asdict(self.zone), "host": asdict(self.host),
-                "removePodAntiAffinity": self.removePodAntiAffinity}
-        data["host"].pop("reconcileDrift")
+        host = asdict(self.host)
+        host.pop("reconcileDrift")
+        data = {"zone": asdict(self.zone), "host": host, "removePodAntiAffinity": self.removePodAntiAffinity}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -202,6 +201,7 @@ def _parse_bool(path: str, value: Any) -> bool:
 
 
 def _parse_positive_int(path: str, value: Any) -> int:
+    """Rule C4."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(path, f"must be an integer >= 1, got {value!r}")
     if value < 1:
@@ -217,13 +217,13 @@ def _parse_label_key(path: str, value: Any) -> str:
     errs = qualified_name_errors(value)
     if errs:
         raise ConfigError(path, f"{value!r} is not a valid label key: {errs[0]}")
-    return value
+    return str(value)
 
 
 def _parse_when_unsatisfiable(path: str, value: Any) -> str:
     if value not in WHEN_UNSATISFIABLE:
         raise ConfigError(path, f"must be one of DoNotSchedule, ScheduleAnyway; got {value!r}")
-    return value
+    return str(value)
 
 
 def _parse_match_label_keys(path: str, value: Any) -> tuple[str, ...]:
@@ -243,44 +243,39 @@ def _parse_match_label_keys(path: str, value: Any) -> tuple[str, ...]:
 def _parse_removal(path: str, value: Any) -> str:
     if value not in ANTI_AFFINITY_REMOVAL:
         raise ConfigError(path, f"must be 'own' (terms selecting the Deployment's own pods) or 'all'; got {value!r}")
-    return value
+    return str(value)
 
 
 def _zone_no_when(path: str, value: Any) -> str:
     if value != SCHEDULE_ANYWAY:
         raise ConfigError(path, "the zone spread is always ScheduleAnyway (seed: 'Zone spread'); "
                                 f"got {value!r}. Remove the key or set ScheduleAnyway")
-    return value
+    return str(value)
 
 
 def _parse_failure_mode(path: str, value: Any) -> str:
     if value not in FAILURE_MODES:
         raise ConfigError(path, f"must be 'open' (admit unchanged with a warning) or 'closed' (deny); got {value!r}")
-    return value
+    return str(value)
 
 
 def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
     def parse(path: str, value: Any) -> str:
         if value not in choices:
             raise ConfigError(path, f"must be one of {', '.join(choices)}; got {value!r}")
-        return value
+        return str(value)
     return parse
 
 
 def _parse_events(path: str, value: Any) -> tuple[str, ...]:
-    """Volcano policy events; ``[]`` disables; ``*`` stands alone (validatePolicies)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(path, f"must be a list of Volcano events, got {value!r}")
-    for i, event in enumerate(value):
-        if event not in VOLCANO_EVENTS:
-            raise ConfigError(f"{path}[{i}]", f"unknown Volcano event {event!r}; allowed: {', '.join(VOLCANO_EVENTS)}")
-    if len(set(value)) != len(value):
-        raise ConfigError(path, f"lists an event twice: {value}")
-    if "*" in value and len(value) > 1:
-        raise ConfigError(path, "'*' covers every event and must stand alone")
-    return tuple(value)
+    """Volcano policy events (rule V3); ``[]`` disables."""
+    _raise_all(validate_restart_partition_events(value, path))
+    return tuple(value or ())
+
+
+def _raise_all(errors: list[FieldError]) -> None:
+    if errors:
+        raise ConfigError.from_errors(errors)
 
 
 def _parse_optional_positive_int(path: str, value: Any) -> int | None:
@@ -296,21 +291,14 @@ def _parse_network_topology(path: str, value: Any) -> NetworkTopology | None:
     for key in value:
         if key not in ("mode", "highestTierAllowed", "highestTierName"):
             raise _unknown_key(f"{path}.", key, ["mode", "highestTierAllowed", "highestTierName"])
-    mode = _one_of(NETWORK_TOPOLOGY_MODES)(f"{path}.mode", value.get("mode", "hard"))
+    _raise_all(validate_network_topology(dict(value), path))
     tier = _parse_optional_positive_int(f"{path}.highestTierAllowed", value.get("highestTierAllowed"))
-    name = value.get("highestTierName")
-    if name is not None and (not isinstance(name, str) or not name):
-        raise ConfigError(f"{path}.highestTierName", f"must be a non-empty tier name, got {name!r}")
-    if tier is not None and name is not None:
-        raise ConfigError(path, "highestTierAllowed and highestTierName are exclusive: set one")
-    if mode == "hard" and tier is None and name is None:
-        raise ConfigError(path, "hard mode needs highestTierAllowed or highestTierName; without one the "
-                                "Volcano scheduler silently does not enforce it")
+    mode, name = value.get("mode", "hard"), value.get("highestTierName")
     return NetworkTopology(mode, tier, name)
 
 
 def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
-    """Seed 001 ``default_controller_conf.networkTopologyDiscovery``, verbatim."""
+    """Volcano's ``default_controller_conf.networkTopologyDiscovery``, verbatim (rule H1)."""
     if value is None:
         return ()
     if not isinstance(value, list):
@@ -321,7 +309,7 @@ def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
         if not isinstance(item, Mapping) or not isinstance(item.get("source"), str):
             raise ConfigError(p, "each entry needs a 'source' (for example 'label')")
         enabled = _parse_bool(f"{p}.enabled", item.get("enabled", True))
-        topologies: tuple = ()
+        topologies: tuple[Any, ...] = ()
         if item["source"] == "label":
             types = ((item.get("config") or {}).get("networkTopologyTypes")) if isinstance(item.get("config"), Mapping) else None
             if not isinstance(types, Mapping) or not types:
@@ -422,36 +410,44 @@ CONTROLLER_KEYS: dict[str, Parser] = {
 
 
 def check_volcano(v: VolcanoSettings) -> None:
-    """Seed 001 "Constraints": with a group (partition) policy, soft network topology is not supported."""
-    if v.partitionSize is not None and v.networkTopology is not None and v.networkTopology.mode == "soft":
-        raise ConfigError("volcano.networkTopology.mode", "soft mode is not supported with a partition policy "
-                          "(volcano.partitionSize is set); use hard")
+    """Rules C5 and V5: with a partition policy (volcano.partitionSize), soft network topology is not supported."""
+    if v.partitionSize is not None and v.networkTopology is not None:
+        _raise_all(validate_partition_topology_mode(v.networkTopology.as_spec(), "volcano.networkTopology"))
+
+
+def gang_combination_errors(g: GangSettings) -> list[FieldError]:
+    """Rules G1-G6: combinations a scheduler does not support; each error names the values and what is
+    supported there."""
+    def both(message: str, *keys: str) -> FieldError:
+        return forbidden(" and ".join(f"gang.{k}" for k in keys), message)
+    errs = []
+    if g.method == "labels" and g.scheduler == "scheduler-plugins":
+        errs.append(both("gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
+                         "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported "
+                         "there: podgroup)", "method", "scheduler"))
+    if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
+        errs.append(both("gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not "
+                         "read gang.scheduling.koordinator.sh annotations (supported there: podgroup)",
+                         "method", "scheduler"))
+    if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
+        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': "
+                         "its coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler"))
+    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
+        errs.append(both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler "
+                         f"{g.scheduler!r}: it is an ACK-only match policy (supported: none, only-waiting, "
+                         "waiting-and-running, once-satisfied)", "matchPolicy", "scheduler"))
+    if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
+        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method koordinator on "
+                         "scheduler ack (supported: once-satisfied)", "matchPolicy", "method"))
+    if g.groupByRole and g.scheduler == "scheduler-plugins":
+        errs.append(both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no "
+                         "GangGroup (supported: false)", "groupByRole", "scheduler"))
+    return errs
 
 
 def check_gang(g: GangSettings) -> None:
-    """Combinations a scheduler does not support; each error names the values and what is supported."""
-    def both(message: str, *keys: str) -> ConfigError:
-        return ConfigError(" and ".join(f"gang.{k}" for k in keys), message)
-    if g.method == "labels" and g.scheduler == "scheduler-plugins":
-        raise both("gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
-                   "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported there: "
-                   "podgroup)", "method", "scheduler")
-    if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
-        raise both("gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not read "
-                   "gang.scheduling.koordinator.sh annotations (supported there: podgroup)", "method", "scheduler")
-    if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
-        raise both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': its "
-                   "coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler")
-    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
-        raise both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler {g.scheduler!r}: it is "
-                   "an ACK-only match policy (supported: none, only-waiting, waiting-and-running, once-satisfied)",
-                   "matchPolicy", "scheduler")
-    if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
-        raise both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method koordinator on scheduler "
-                   "ack (supported: once-satisfied)", "matchPolicy", "method")
-    if g.groupByRole and g.scheduler == "scheduler-plugins":
-        raise both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no GangGroup "
-                   "(supported: false)", "groupByRole", "scheduler")
+    """Raise one ConfigError listing every unsupported combination (:func:`gang_combination_errors`)."""
+    _raise_all(gang_combination_errors(g))
 
 
 TOP_LEVEL_SCALARS: dict[str, Parser] = {
@@ -469,6 +465,7 @@ TOP_LEVEL_KEYS = tuple(SECTIONS) + tuple(TOP_LEVEL_SCALARS)
 
 
 def _unknown_key(path: str, key: Any, known: tuple[str, ...] | list[str]) -> ConfigError:
+    """Rule C3."""
     close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
     return ConfigError(f"{path}{key}", f"unknown key{hint}")
@@ -490,7 +487,7 @@ def _parse_section(name: str, raw: Any, parsers: dict[str, Parser], cls: type) -
     return cls(**values)
 
 
-def _unwrap_helm_values(data: Mapping) -> tuple[Mapping, bool]:
+def _unwrap_helm_values(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
     """The ``lrs-operator.operator.config`` mapping when the data is Helm values."""
     if HELM_NESTING[0] not in data:
         return data, False
@@ -511,8 +508,8 @@ def _unwrap_helm_values(data: Mapping) -> tuple[Mapping, bool]:
     return node, True
 
 
-def config_from_dict(data: Mapping | None) -> Config:
-    """Build and check a :class:`Config` from parsed YAML (see :func:`load_config`).
+def config_from_dict(data: Mapping[str, Any] | None) -> Config:
+    """Rule C2: build and check a :class:`Config` from parsed YAML (see :func:`load_config`).
 
     In Helm values, keys under ``lrs-operator.operator.config`` that policylib
     does not read belong to the operator and are ignored, unless one is a near
@@ -548,8 +545,8 @@ def config_from_dict(data: Mapping | None) -> Config:
     return Config(**sections, **scalars)
 
 
-def load_config(source: str | Path | Mapping | Config | None = None) -> Config:
-    """Load settings from a YAML/JSON file path, a dict, or ``None`` (seed defaults).
+def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
+    """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
 
     Raises :class:`ConfigError` naming the key path and what is allowed.
     """
@@ -565,14 +562,9 @@ def load_config(source: str | Path | Mapping | Config | None = None) -> Config:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError("", f"invalid YAML: {_yaml_problem(e)}", source=str(path)) from None
+        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=str(path)) from None
     try:
         return config_from_dict(data)
     except ConfigError as e:
         raise ConfigError(e.path, e.message, source=str(path)) from None
 
-
-def _yaml_problem(e: yaml.YAMLError) -> str:
-    mark = getattr(e, "problem_mark", None)
-    problem = getattr(e, "problem", None) or str(e)
-    return f"line {mark.line + 1} column {mark.column + 1}: {problem}" if mark else problem

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import gc
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import yaml
 
@@ -23,19 +25,19 @@ _Dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 class Document:
     """One object and where it came from (``source`` is a file name or ``-``)."""
 
-    obj: dict
+    obj: dict[str, Any]
     source: str
     index: int
 
 
-def _yaml_problem(e: yaml.YAMLError) -> str:
+def yaml_problem(e: yaml.YAMLError) -> str:
     mark = getattr(e, "problem_mark", None)
     problem = getattr(e, "problem", None) or str(e)
     return f"line {mark.line + 1} column {mark.column + 1}: {problem}" if mark else problem
 
 
 @contextmanager
-def _no_gc():
+def _no_gc() -> Iterator[None]:
     """Parsing builds many small containers and no cycles; the cyclic GC's repeated
     passes over them cost more than the parse itself on large snapshots."""
     enabled = gc.isenabled()
@@ -66,7 +68,7 @@ def parse_documents(text: str, source: str) -> list[Document]:
             if raw is None:
                 raw = list(yaml.load_all(text, Loader=_Loader))
     except yaml.YAMLError as e:
-        raise InputError(f"{source}: invalid YAML: {_yaml_problem(e)}") from None
+        raise InputError(f"{source}: invalid YAML: {yaml_problem(e)}") from None
     docs: list[Document] = []
     for i, obj in enumerate(raw, start=1):
         if obj is None:
@@ -87,7 +89,7 @@ def parse_documents(text: str, source: str) -> list[Document]:
     return docs
 
 
-def is_list(obj: dict) -> bool:
+def is_list(obj: dict[str, Any]) -> bool:
     """``v1 List`` and typed lists such as ``DeploymentList`` (items, no spec)."""
     kind = str(obj.get("kind", ""))
     return kind.endswith("List") and "items" in obj and "spec" not in obj
@@ -97,6 +99,3 @@ def dump_yaml(obj: object) -> str:
     """Block-style YAML keeping the object's key order."""
     return yaml.dump(obj, Dumper=_Dumper, sort_keys=False, default_flow_style=False, allow_unicode=True)
 
-
-def dump_yaml_stream(objs: list[dict]) -> str:
-    return "---\n".join(dump_yaml(o) for o in objs)

@@ -3,74 +3,287 @@
 User errors (bad config, bad objects) are instances of :class:`PolicylibError`;
 the CLI prints them as one line and the webhook turns them into a fail-open
 warning or a denial. Programming errors are left to raise as usual.
+
+Field errors follow the API server's ``field.Path`` and ``field.Error``
+(k8s.io/apimachinery/pkg/util/validation/field): a validator returns a list of
+:class:`FieldError`, each with a type, a :class:`FieldPath`, the bad value and a
+detail, rendered as the API server renders them
+(``spec.tasks[0].replicas: Invalid value: "x": must be an integer``). A policy that
+cannot proceed raises one :class:`PolicyError` carrying every error it found.
 """
 from __future__ import annotations
 
+import enum
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeGuard
 
 
 class PolicylibError(ValueError):
     """Base class for every user-facing error raised by policylib."""
 
 
+class FieldPath:
+    """A field path as the API server builds and prints it (``field.Path``).
+
+    ``FieldPath("spec").child("tasks").index(0).child("name")`` renders
+    ``spec.tasks[0].name``; ``key("app")`` renders ``[app]`` (map keys are not quoted).
+    Immutable: every step returns a new path.
+    """
+
+    __slots__ = ("_parent", "_name", "_index")
+
+    def __init__(self, name: str = "", *more: str) -> None:
+        root = FieldPath._node(None, name, None) if more else None
+        for part in more[:-1]:
+            root = FieldPath._node(root, part, None)
+        self._parent: FieldPath | None = root
+        self._name = more[-1] if more else name
+        self._index: str | None = None
+
+    @staticmethod
+    def _node(parent: FieldPath | None, name: str, index: str | None) -> FieldPath:
+        node = FieldPath.__new__(FieldPath)
+        node._parent, node._name, node._index = parent, name, index
+        return node
+
+    def _step(self, name: str, index: str | None) -> FieldPath:
+        return FieldPath._node(self, name, index)
+
+    def child(self, name: str, *more: str) -> FieldPath:
+        """``name`` (and ``more``) under this path: ``spec`` -> ``spec.template.spec``."""
+        path = self._step(name, None)
+        for part in more:
+            path = path._step(part, None)
+        return path
+
+    def index(self, i: int) -> FieldPath:
+        """A list element: ``containers`` -> ``containers[0]``."""
+        return self._step("", str(i))
+
+    def key(self, k: str) -> FieldPath:
+        """A map entry: ``labels`` -> ``labels[app]``."""
+        return self._step("", str(k))
+
+    def __str__(self) -> str:
+        elems: list[FieldPath] = []
+        node: FieldPath | None = self
+        while node is not None:
+            elems.append(node)
+            node = node._parent
+        out = []
+        for p in reversed(elems):
+            if p._index is not None:
+                out.append(f"[{p._index}]")
+            elif p._name:
+                out.append(("." if out else "") + p._name)
+        return "".join(out)
+
+    def __repr__(self) -> str:
+        return f"FieldPath({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (FieldPath, str)) and str(self) == str(other)
+
+    def __hash__(self) -> int:
+        return hash(str(self))
+
+
+Path = FieldPath | str
+
+
+class ErrorType(enum.Enum):
+    """The API server's field error types: the machine-readable reason and how it prints."""
+
+    REQUIRED = ("FieldValueRequired", "Required value")
+    INVALID = ("FieldValueInvalid", "Invalid value")
+    NOT_SUPPORTED = ("FieldValueNotSupported", "Unsupported value")
+    FORBIDDEN = ("FieldValueForbidden", "Forbidden")
+    TOO_LONG = ("FieldValueTooLong", "Too long")
+    DUPLICATE = ("FieldValueDuplicate", "Duplicate value")
+
+    @property
+    def reason(self) -> str:
+        return self.value[0]
+
+    def __str__(self) -> str:
+        return self.value[1]
+
+
+#: The types whose message never shows the value (errors.go ErrorBody).
+_VALUE_HIDDEN = (ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG)
+
+
+def render_value(value: object) -> str:
+    """A bad value as ErrorBody prints it: numbers and booleans plainly, strings quoted, null
+    for None; other values (maps, lists) as JSON, where Go would print its own syntax."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """Rule P6: one finding about one field, shaped like the API server's ``field.Error``."""
+
+    type: ErrorType
+    field: str
+    value: object = None
+    detail: str = ""
+
+    @property
+    def message(self) -> str:
+        """The error without the field (ErrorBody): ``Invalid value: "x": detail``."""
+        body = str(self.type) if self.type in _VALUE_HIDDEN else f"{self.type}: {render_value(self.value)}"
+        return f"{body}: {self.detail}" if self.detail else body
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+    def under(self, prefix: str) -> FieldError:
+        """The same error with its field named below ``prefix`` (an object beside the one checked)."""
+        return FieldError(self.type, f"{prefix}.{self.field}", self.value, self.detail)
+
+
+def required(path: Path, detail: str = "") -> FieldError:
+    return FieldError(ErrorType.REQUIRED, str(path), "", detail)
+
+
+def invalid(path: Path, value: object, detail: str) -> FieldError:
+    return FieldError(ErrorType.INVALID, str(path), value, detail)
+
+
+def not_supported(path: Path, value: object, supported: Sequence[str]) -> FieldError:
+    detail = "supported values: " + ", ".join(json.dumps(v) for v in supported) if supported else ""
+    return FieldError(ErrorType.NOT_SUPPORTED, str(path), value, detail)
+
+
+def forbidden(path: Path, detail: str) -> FieldError:
+    return FieldError(ErrorType.FORBIDDEN, str(path), "", detail)
+
+
+def too_long(path: Path, value: object, max_length: int) -> FieldError:
+    return FieldError(ErrorType.TOO_LONG, str(path), value, f"must have at most {max_length} bytes")
+
+
+def duplicate(path: Path, value: object, detail: str = "") -> FieldError:
+    return FieldError(ErrorType.DUPLICATE, str(path), value, detail)
+
+
+def render_errors(errors: Sequence[FieldError]) -> str:
+    """One error as itself; several as the API server aggregates them: ``[a, b]``."""
+    return str(errors[0]) if len(errors) == 1 else "[" + ", ".join(map(str, errors)) + "]"
+
+
+def _setting_message(error: FieldError) -> str:
+    """A setting's error without the type word where the API server would show no value: the
+    configuration is our own document, and ``Forbidden:`` before a sentence adds nothing."""
+    return error.detail if error.type in _VALUE_HIDDEN and error.detail else error.message
+
+
 class ConfigError(PolicylibError):
     """A setting in the policy configuration is invalid.
 
     ``path`` is the dotted key path (``hostTopologySpread.maxSkew``), ``message``
-    says what is allowed.
+    says what is allowed. ``errors`` lists every field error when a check found several.
     """
 
-    def __init__(self, path: str, message: str, source: str | None = None):
+    def __init__(self, path: str, message: str, source: str | None = None,
+                 errors: Sequence[FieldError] = ()):
         self.path = path
         self.message = message
         self.source = source
+        self.errors = list(errors)
         where = f"{source}: " if source else ""
         super().__init__(f"{where}{path}: {message}" if path else f"{where}{message}")
+
+    @classmethod
+    def from_errors(cls, errors: Sequence[FieldError], prefix: str = "") -> ConfigError:
+        """One ConfigError carrying ``errors`` (at least one); the first names ``path``."""
+        first = errors[0]
+        rest = "".join(f"; {prefix}{e.field}: {_setting_message(e)}" for e in errors[1:])
+        return cls(prefix + first.field, _setting_message(first) + rest, errors=errors)
 
 
 class PolicyError(PolicylibError):
     """An object cannot be handled: names the object, the field and why.
 
     ``obj_ref`` is ``Kind namespace/name``; ``field`` is a field path such as
-    ``spec.replicas``.
+    ``spec.replicas`` and ``message`` its error, both of the first error;
+    ``errors`` lists every :class:`FieldError` found.
     """
 
-    def __init__(self, obj_ref: str, field: str, message: str):
+    def __init__(self, obj_ref: str, field: str, message: str, errors: Sequence[FieldError] = ()):
         self.obj_ref = obj_ref
         self.field = field
         self.message = message
-        super().__init__(f"{obj_ref}: {field}: {message}" if field else f"{obj_ref}: {message}")
+        self.errors = list(errors)
+        if len(self.errors) > 1:
+            super().__init__(f"{obj_ref}: {render_errors(self.errors)}")
+        else:
+            super().__init__(f"{obj_ref}: {field}: {message}" if field else f"{obj_ref}: {message}")
+
+    @classmethod
+    def from_errors(cls, obj_ref: str, errors: Sequence[FieldError]) -> PolicyError:
+        """One PolicyError carrying ``errors`` (at least one)."""
+        return cls(obj_ref, errors[0].field, errors[0].message, errors)
+
+
+def raise_if_any(obj_ref: str, errors: Iterable[FieldError]) -> None:
+    """Rule P5: raise one :class:`PolicyError` carrying every error, when there is one."""
+    found = list(errors)
+    if found:
+        raise PolicyError.from_errors(obj_ref, found)
 
 
 #: The largest value of the API's int32 fields (replicas, maxSkew, minDomains, minMember, ...).
 INT32_MAX = 2**31 - 1
 
 
-def int_field(value: object, ref: str, path: str, minimum: int) -> int:
-    """An int32 field of an object (never a bool or a string), at least ``minimum``; else a
-    :class:`PolicyError` naming the object and the field."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyError(ref, path, f"must be an integer, got {value!r}")
+def is_int(value: object) -> TypeGuard[int]:
+    """An integer that is not a bool (JSON's numbers, as the API reads them)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def int32_errors(value: object, path: Path, minimum: int) -> list[FieldError]:
+    """An int32 field (never a bool or a string) of at least ``minimum``."""
+    if not is_int(value):
+        return [invalid(path, value, "must be an integer")]
+    assert isinstance(value, int)
     if value < minimum:
-        raise PolicyError(ref, path, f"must be >= {minimum}, got {value}")
+        return [invalid(path, value, f"must be greater than or equal to {minimum}")]
     if value > INT32_MAX:
-        raise PolicyError(ref, path, f"must be at most {INT32_MAX} (int32), got {value}")
+        return [invalid(path, value, f"must be less than or equal to {INT32_MAX} (int32)")]
+    return []
+
+
+def int_field(value: object, ref: str, path: Path, minimum: int) -> int:
+    """An int32 field of an object, at least ``minimum``; else a :class:`PolicyError`
+    naming the object and the field."""
+    raise_if_any(ref, int32_errors(value, path, minimum))
+    assert isinstance(value, int)
     return value
+
+
+def map_errors(value: object, path: Path) -> list[FieldError]:
+    """A map, when set (labels, annotations, metadata)."""
+    if value is None or isinstance(value, dict):
+        return []
+    return [invalid(path, value, "must be a map")]
 
 
 class InputError(PolicylibError):
     """Input the CLI cannot read: a file, bad YAML/JSON, or a document that is not an object."""
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One validation finding, shaped like Kubernetes' ``field.Error``."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
 
 
 def object_ref(obj: object, namespace: str | None = None) -> str:
@@ -78,7 +291,8 @@ def object_ref(obj: object, namespace: str | None = None) -> str:
     if not isinstance(obj, dict):
         return f"<{type(obj).__name__}>"
     kind = obj.get("kind") or "<no kind>"
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
     name = meta.get("name") or meta.get("generateName") or "<no name>"
     ns = namespace or meta.get("namespace")
     return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"

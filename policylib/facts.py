@@ -6,12 +6,12 @@ watch-backed cache; the policies see only this interface.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Iterable
 
 DEFAULT_NAMESPACE = "default"
 
 
-def namespace_of(obj: dict, default: str = DEFAULT_NAMESPACE) -> str:
+def namespace_of(obj: dict[str, Any], default: str = DEFAULT_NAMESPACE) -> str:
     meta = obj.get("metadata")
     namespace = meta.get("namespace") if isinstance(meta, dict) else None
     return namespace if isinstance(namespace, str) and namespace else default
@@ -22,14 +22,14 @@ def is_hpa(obj: object) -> bool:
         str(obj.get("apiVersion", "")).startswith("autoscaling/")
 
 
-def hpa_target(hpa: dict) -> tuple[str, str] | None:
+def hpa_target(hpa: dict[str, Any]) -> tuple[str, str] | None:
     """``(namespace, deployment name)`` an HPA scales, or None if it scales something else.
 
     ``scaleTargetRef`` is the same in autoscaling/v1 and v2; its apiVersion is
     optional and, when given, must be in the ``apps`` group.
     """
-    spec = hpa.get("spec") if isinstance(hpa.get("spec"), dict) else {}
-    ref = spec.get("scaleTargetRef")
+    spec = hpa.get("spec")
+    ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
     if not isinstance(ref, dict) or ref.get("kind") != "Deployment" or not ref.get("name"):
         return None
     api_version = ref.get("apiVersion")
@@ -50,18 +50,18 @@ class ClusterFacts:
     """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes, and
     PodGroups indexed by (apiVersion, namespace, name)."""
 
-    hpas: dict[tuple[str, str], list[dict]] = field(default_factory=dict)
-    nodes: list[dict] = field(default_factory=list)
-    podgroups: dict[tuple[str, str, str], dict] = field(default_factory=dict)
+    hpas: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    podgroups: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def from_objects(cls, objects: Iterable[dict]) -> "ClusterFacts":
+    def from_objects(cls, objects: Iterable[dict[str, Any]]) -> "ClusterFacts":
         facts = cls()
         for obj in objects:
             facts.add(obj)
         return facts
 
-    def add(self, obj: dict) -> bool:
+    def add(self, obj: dict[str, Any]) -> bool:
         """Index ``obj`` if it is a fact; returns whether it was one."""
         if is_hpa(obj):
             target = hpa_target(obj)
@@ -77,10 +77,10 @@ class ClusterFacts:
             return True
         return False
 
-    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.hpas.get((namespace, name), [])
 
-    def podgroup(self, api_version: str, namespace: str, name: str) -> dict | None:
+    def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.podgroups.get((api_version, namespace, name))
 
 

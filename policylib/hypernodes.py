@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from .config import DiscoverySource
 
@@ -53,8 +53,8 @@ class _Info:
     members: list[str]
 
 
-def discover_hypernodes(nodes: Iterable[dict], discovery: Iterable[DiscoverySource]) -> list[dict]:
-    """The HyperNode objects label discovery would build, sorted by tier then name."""
+def discover_hypernodes(nodes: Iterable[dict[str, Any]], discovery: Iterable[DiscoverySource]) -> list[dict[str, Any]]:
+    """Rule H1: the HyperNode objects label discovery would build, sorted by tier then name."""
     infos: dict[str, _Info] = {}
     names: dict[tuple[str, str], str] = {}  # (label key, value) -> HyperNode name, shared across topologies
     for node in sorted(nodes, key=lambda n: n["metadata"]["name"]):
@@ -80,7 +80,7 @@ def discover_hypernodes(nodes: Iterable[dict], discovery: Iterable[DiscoverySour
                   key=lambda h: (h["spec"]["tier"], h["metadata"]["name"]))
 
 
-def _unique_name(topology: str, tier: int, key: str, value: str, taken: dict) -> str:
+def _unique_name(topology: str, tier: int, key: str, value: str, taken: dict[str, Any]) -> str:
     base = f"hypernode-{clean_topology_name(topology)}-tier{tier}-"
     for length in (5, 8, 12, 16):
         name = base + stable_suffix(topology, key, value, length=length)
@@ -89,7 +89,7 @@ def _unique_name(topology: str, tier: int, key: str, value: str, taken: dict) ->
     raise ValueError(f"cannot name a HyperNode for {key}={value}")  # 16 hash characters never collide in practice
 
 
-def _build(name: str, info: _Info) -> dict:
+def _build(name: str, info: _Info) -> dict[str, Any]:
     member_type = "Node" if info.tier == 1 else "HyperNode"
     return {
         "apiVersion": API_VERSION,
@@ -103,11 +103,11 @@ def _build(name: str, info: _Info) -> dict:
     }
 
 
-def hypernode_members(hypernode: dict) -> list[str]:
+def hypernode_members(hypernode: dict[str, Any]) -> list[str]:
     return [m["selector"]["exactMatch"]["name"] for m in hypernode["spec"]["members"]]
 
 
-def leaf_nodes(hypernodes: list[dict]) -> dict[str, list[str]]:
+def leaf_nodes(hypernodes: list[dict[str, Any]]) -> dict[str, list[str]]:
     """Every HyperNode's Node names, through nested HyperNodes."""
     by_name = {h["metadata"]["name"]: h for h in hypernodes}
     cache: dict[str, list[str]] = {}
@@ -125,7 +125,7 @@ def leaf_nodes(hypernodes: list[dict]) -> dict[str, list[str]]:
     return {name: leaves(name) for name in by_name}
 
 
-def render_tree(hypernodes: list[dict]) -> str:
+def render_tree(hypernodes: list[dict[str, Any]]) -> str:
     """The hierarchy for people: roots are HyperNodes that no other HyperNode contains."""
     by_name = {h["metadata"]["name"]: h for h in hypernodes}
     children = {m for h in hypernodes if h["spec"]["tier"] > 1 for m in hypernode_members(h)}
@@ -133,11 +133,11 @@ def render_tree(hypernodes: list[dict]) -> str:
                    key=lambda h: (-h["spec"]["tier"], h["metadata"]["name"]))
     lines: list[str] = []
 
-    def label(h: dict) -> str:
+    def label(h: dict[str, Any]) -> str:
         key = h["spec"]["tierName"]
         return f"{h['metadata']['name']}  (tier {h['spec']['tier']}, {key}={h['metadata']['labels'].get(key, '')})"
 
-    def walk(h: dict, prefix: str) -> None:
+    def walk(h: dict[str, Any], prefix: str) -> None:
         members = hypernode_members(h)
         for i, m in enumerate(members):
             last = i == len(members) - 1

@@ -8,17 +8,15 @@ plus selector matching as in ``metav1.LabelSelectorAsSelector``.
 from __future__ import annotations
 
 import re
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from .errors import FieldError
+from .errors import FieldError, FieldPath, Path, forbidden, invalid, required
 
 _QUALIFIED_NAME_MAX = 63
 _NAME_FMT = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _DNS1123_SUBDOMAIN_MAX = 253
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 
 def dns1123_subdomain_errors(value: str) -> list[str]:
@@ -84,44 +82,47 @@ def label_value_errors(value: object) -> list[str]:
     return []
 
 
-def validate_label_selector(selector: object, path: str) -> list[FieldError]:
-    """ValidateLabelSelector (apimachinery meta/v1/validation): keys, values, operators."""
+def validate_label_selector(selector: object, path: Path) -> list[FieldError]:
+    """Rule K8 (ValidateLabelSelector, apimachinery meta/v1/validation): keys, values, operators."""
     if selector is None:
         return []
     if not isinstance(selector, dict):
-        return [FieldError(path, "must be an object")]
+        return [invalid(path, selector, "must be an object")]
+    path = path if isinstance(path, FieldPath) else FieldPath(path)
     errs: list[FieldError] = []
     match_labels = selector.get("matchLabels") or {}
+    labels_path = path.child("matchLabels")
     if not isinstance(match_labels, dict):
-        errs.append(FieldError(f"{path}.matchLabels", "must be a map of strings"))
+        errs.append(invalid(labels_path, match_labels, "must be a map of strings"))
         match_labels = {}
     for key, value in match_labels.items():
-        errs += [FieldError(f"{path}.matchLabels", f"key {key!r}: {m}") for m in qualified_name_errors(key)]
-        errs += [FieldError(f"{path}.matchLabels", f"value {value!r}: {m}") for m in label_value_errors(value)]
+        errs += [invalid(labels_path, key, m) for m in qualified_name_errors(key)]
+        errs += [invalid(labels_path, value, m) for m in label_value_errors(value)]
     exprs = selector.get("matchExpressions") or []
     if not isinstance(exprs, list):
-        return errs + [FieldError(f"{path}.matchExpressions", "must be a list")]
+        return errs + [invalid(path.child("matchExpressions"), exprs, "must be a list")]
     for i, expr in enumerate(exprs):
-        p = f"{path}.matchExpressions[{i}]"
+        p = path.child("matchExpressions").index(i)
         if not isinstance(expr, dict):
-            errs.append(FieldError(p, "must be an object"))
+            errs.append(invalid(p, expr, "must be an object"))
             continue
         op, values = expr.get("operator"), expr.get("values") or []
         if op in ("In", "NotIn"):
             if not values:
-                errs.append(FieldError(f"{p}.values", "must be specified when `operator` is 'In' or 'NotIn'"))
+                errs.append(required(p.child("values"), "must be specified when `operator` is 'In' or 'NotIn'"))
         elif op in ("Exists", "DoesNotExist"):
             if values:
-                errs.append(FieldError(f"{p}.values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+                errs.append(forbidden(p.child("values"),
+                                      "may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
         else:
-            errs.append(FieldError(f"{p}.operator", f"not a valid selector operator: {op!r}"))
-        errs += [FieldError(f"{p}.key", m) for m in qualified_name_errors(expr.get("key"))]
+            errs.append(invalid(p.child("operator"), op, "not a valid selector operator"))
+        errs += [invalid(p.child("key"), expr.get("key"), m) for m in qualified_name_errors(expr.get("key"))]
         for j, v in enumerate(values if isinstance(values, list) else []):
-            errs += [FieldError(f"{p}.values[{j}]", m) for m in label_value_errors(v)]
+            errs += [invalid(p.child("values").index(j), v, m) for m in label_value_errors(v)]
     return errs
 
 
-def selector_keys(selector: Mapping | None) -> set[str]:
+def selector_keys(selector: Mapping[str, Any] | None) -> set[str]:
     """Every key a selector mentions, in matchLabels or matchExpressions."""
     if not selector:
         return set()
@@ -130,7 +131,7 @@ def selector_keys(selector: Mapping | None) -> set[str]:
     return keys
 
 
-def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> bool:
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
     """Whether ``labels`` satisfy ``selector``, as LabelSelectorAsSelector reads it.
 
     A null selector matches nothing (affinity terms); an empty one matches
@@ -150,6 +151,8 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
         if not isinstance(expr, dict) or not isinstance(expr.get("values") or [], list):
             return False
         key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or ()
+        if not isinstance(key, str):
+            return False
         if op == "In":
             ok = key in labels and labels[key] in values
         elif op == "NotIn":
@@ -165,10 +168,10 @@ def selector_matches(selector: Mapping | None, labels: Mapping[str, str]) -> boo
     return True
 
 
-def without_keys(selector: Mapping, keys: Iterable[str]) -> dict:
+def without_keys(selector: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
     """A copy of a label selector with every requirement on ``keys`` dropped."""
     drop = set(keys)
-    out: dict = {}
+    out: dict[str, Any] = {}
     match_labels = {k: v for k, v in (selector.get("matchLabels") or {}).items() if k not in drop}
     if match_labels:
         out["matchLabels"] = match_labels

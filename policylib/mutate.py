@@ -1,6 +1,8 @@
 """Dispatch by kind: every policy behind one ``mutate`` call."""
 from __future__ import annotations
 
+from typing import Any
+
 from .config import Config, load_config
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, mutate_kubeflow_job
@@ -9,9 +11,9 @@ from .spread import is_deployment, mutate_deployment
 from .volcano import is_volcano_job, is_volcano_workload, mutate_other_volcano_kind, mutate_volcano_job
 
 
-def mutate(obj: dict, config: Config | dict | None = None, *, old: dict | None = None,
+def mutate(obj: dict[str, Any], config: Config | dict[str, Any] | None = None, *, old: dict[str, Any] | None = None,
            facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply the policy for ``obj``'s kind; other kinds come back unchanged.
+    """Rule P2: apply the policy for ``obj``'s kind; other kinds come back unchanged.
 
     ``old`` is the object before an UPDATE (None on CREATE); ``facts`` the
     cluster objects a policy may read (HPAs, Nodes); ``namespace`` overrides

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 Path = Sequence[str]
+#: A path to a subtree a policy owns; list indexes are ints.
+OwnedPath = Sequence[str | int]
 
 
 def escape_token(token: object) -> str:
@@ -22,10 +24,6 @@ def escape_token(token: object) -> str:
     return token
 
 
-def pointer(path: Iterable[object]) -> str:
-    return "".join("/" + escape_token(p) for p in path)
-
-
 class Draft:
     """A copy-on-write view of a JSON object.
 
@@ -34,7 +32,7 @@ class Draft:
     and reused. Subtrees that are not written stay shared with the original.
     """
 
-    def __init__(self, original: dict):
+    def __init__(self, original: dict[str, Any]):
         self.original = original
         self.root = dict(original)
         self._fresh = {id(self.root)}
@@ -47,7 +45,7 @@ class Draft:
             node = node[key]
         return node
 
-    def dict_at(self, path: Path) -> dict:
+    def dict_at(self, path: Path) -> dict[str, Any]:
         node = self.root
         for key in path:
             child = node.get(key)
@@ -85,8 +83,8 @@ class Draft:
 _MISSING = object()
 
 
-def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dict]:
-    """The RFC 6902 operations that turn ``original`` into ``mutated`` at ``owned`` paths.
+def diff_owned(original: dict[str, Any], mutated: dict[str, Any], owned: Iterable[OwnedPath]) -> list[dict[str, Any]]:
+    """Rule P3: the RFC 6902 operations that turn ``original`` into ``mutated`` at ``owned`` paths.
 
     Mappings are compared key by key; lists and scalars that differ are
     replaced whole. A path may index into a list (``("spec", "tasks", 0,
@@ -95,7 +93,7 @@ def diff_owned(original: dict, mutated: dict, owned: Iterable[Path]) -> list[dic
     paths share it). Everything outside the owned paths must be identical; the
     caller guarantees that by editing only through a :class:`Draft`.
     """
-    ops: list[dict] = []
+    ops: list[dict[str, Any]] = []
     emitted: list[str] = []
     for path in owned:
         a: Any = original
@@ -133,7 +131,7 @@ def _covered(ptr: str, emitted: list[str]) -> bool:
     return any(ptr == e or ptr.startswith(e + "/") for e in emitted)
 
 
-def _diff_values(ptr: str, a: Any, b: Any, ops: list[dict]) -> None:
+def _diff_values(ptr: str, a: Any, b: Any, ops: list[dict[str, Any]]) -> None:
     if a == b and type(a) is type(b):
         return
     if isinstance(a, dict) and isinstance(b, dict):

@@ -1,6 +1,6 @@
 """Planning (pure): the writes a controller would make to keep existing objects right.
 
-Admission alone cannot honour seed 000: an HPA's ``minReplicas`` changes
+Admission alone cannot honour rule S11: an HPA's ``minReplicas`` changes
 without a write to the Deployment, ``kubectl scale`` writes through the scale
 subresource (no pod template), and ``reconcileDrift: true`` must move existing
 Deployments to the current settings. :func:`plan` takes a snapshot of objects
@@ -10,14 +10,14 @@ and whether it rolls pods. A compliant object never gets a write.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Any, Callable, Iterable
 
 from .config import Config, load_config
 from .errors import PolicyError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
-from .spread import (effective_replicas, is_deployment, is_opted_out, mutate_deployment, recorded_replicas,
-                     spread_drift)
+from .result import is_opted_out
+from .spread import effective_replicas, is_deployment, mutate_deployment, recorded_replicas, spread_drift
 
 LEGACY_ANTI_AFFINITY = "has pod anti-affinity that the spread replaces"
 
@@ -37,8 +37,8 @@ class Write:
     reasons: list[str]
     rollout: bool
     action: str = "patch"
-    patch: list[dict] = field(default_factory=list)
-    object: dict | None = None
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    object: dict[str, Any] | None = None
     api_version: str = "apps/v1"
     resource_version: str | None = None
     error: bool = False
@@ -47,7 +47,7 @@ class Write:
     def legacy_anti_affinity(self) -> bool:
         return any(LEGACY_ANTI_AFFINITY in r for r in self.reasons)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "namespace": self.namespace, "name": self.name, "reasons": self.reasons,
                "rollout": self.rollout, "action": self.action}
         if self.patch:
@@ -59,13 +59,13 @@ class Write:
         return out
 
 
-def rolls_pods(patch: list[dict]) -> bool:
+def rolls_pods(patch: list[dict[str, Any]]) -> bool:
     """A write rolls pods exactly when it changes the pod template."""
     return any(op["path"].startswith("/spec/template") for op in patch)
 
 
-def plan_deployment(deployment: dict, config: Config, facts: ClusterFacts) -> Write | None:
-    """Seed 000 "Pod rollouts" and "Existing deployments" for one existing Deployment.
+def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFacts) -> Write | None:
+    """Rules S11 and S17 for one existing Deployment.
 
     - the effective replica count differs from the one recorded when the spread
       was written: rewrite (HPA minReplicas changes, scale-subresource writes);
@@ -99,7 +99,7 @@ def plan_deployment(deployment: dict, config: Config, facts: ClusterFacts) -> Wr
                  resource_version=meta.get("resourceVersion"))
 
 
-def owner_reference(job: dict) -> dict | None:
+def owner_reference(job: dict[str, Any]) -> dict[str, Any] | None:
     """The controller ownerReference to ``job``; None without a uid (a snapshot made from manifests)."""
     meta = job.get("metadata") or {}
     if not meta.get("uid"):
@@ -108,14 +108,14 @@ def owner_reference(job: dict) -> dict | None:
             "controller": True, "blockOwnerDeletion": True}
 
 
-def owned_by(obj: dict, job: dict) -> bool:
+def owned_by(obj: dict[str, Any], job: dict[str, Any]) -> bool:
     uid = (job.get("metadata") or {}).get("uid")
     return any(r.get("controller") and (r.get("uid") == uid if uid else r.get("name") == job["metadata"].get("name"))
                and r.get("kind") == job.get("kind") for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
-def plan_podgroups(job: dict, config: Config, facts: ClusterFacts) -> list[Write] | None:
-    """Gang ``method: podgroup`` (seed 002 "Metode 2"): the job's PodGroups must exist,
+def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
+    """Gang ``method: podgroup`` (rule G5): the job's PodGroups must exist,
     owned by the job, before its pods are scheduled.
 
     Only jobs that carry our pod-group metadata as the gang policy writes it
@@ -154,14 +154,14 @@ def plan_podgroups(job: dict, config: Config, facts: ClusterFacts) -> list[Write
     return writes or None
 
 
-Planner = Callable[[dict, Config, ClusterFacts], "Write | list[Write] | None"]
+Planner = Callable[[dict[str, Any], Config, ClusterFacts], "Write | list[Write] | None"]
 #: Every planner: what ``policylib plan`` prints and the controller writes.
 PLANNERS: tuple[Planner, ...] = (plan_deployment, plan_podgroups)
 
 
-def plan(objects: Iterable[dict], config: Config | dict | None = None,
+def plan(objects: Iterable[dict[str, Any]], config: Config | dict[str, Any] | None = None,
          planners: Iterable[Planner] = (plan_deployment,), facts: ClusterFacts | None = None,
-         only: Callable[[dict], bool] | None = None) -> list[Write]:
+         only: Callable[[dict[str, Any]], bool] | None = None) -> list[Write]:
     """Every write for a snapshot, in input order.
 
     ``facts`` defaults to the facts found among ``objects``; ``only`` limits
@@ -191,9 +191,11 @@ def plan(objects: Iterable[dict], config: Config | dict | None = None,
     return writes
 
 
-def _error_entry(obj: dict, message: str) -> Write:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else "default"
+def _error_entry(obj: dict[str, Any], message: str) -> Write:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    ns = meta.get("namespace")
+    ns = ns if isinstance(ns, str) else "default"
     return Write(str(obj.get("kind", "")), ns, str(meta.get("name", "")), [f"error: {message}"], False,
                  action="none", error=True)
 
@@ -216,6 +218,3 @@ def summarize(writes: list[Write]) -> str:
         parts.append(f"{len(errors)} object{'s' if len(errors) != 1 else ''} could not be planned")
     return "; ".join(parts)
 
-
-def object_label(w: Write) -> str:
-    return object_ref({"kind": w.kind, "metadata": {"name": w.name, "namespace": w.namespace}})

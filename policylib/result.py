@@ -1,7 +1,20 @@
-"""What every policy returns: the mutated copy, the patch, and why."""
+"""What every policy returns (:class:`Result`), the builder every policy fills (:class:`Outcome`),
+and the preamble every policy starts with (:func:`admission`)."""
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .errors import object_ref
+from .facts import NO_FACTS, ClusterFacts, namespace_of
+
+if TYPE_CHECKING:
+    from .config import Config
+
+DOMAIN = "policylib.io"
+#: Label or annotation ``policylib.io/skip: "true"`` opts an object out of every policy (rule P1).
+SKIP_KEY = f"{DOMAIN}/skip"
 
 
 @dataclass
@@ -18,13 +31,83 @@ class Result:
     ``allowed: false`` with it and preview exits non-zero.
     """
 
-    object: dict
-    patch: list[dict] = field(default_factory=list)
+    object: dict[str, Any]
+    patch: list[dict[str, Any]] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
-    extra_objects: list[dict] = field(default_factory=list)
+    extra_objects: list[dict[str, Any]] = field(default_factory=list)
     denial: str | None = None
 
     @property
     def changed(self) -> bool:
         return bool(self.patch)
+
+
+@dataclass
+class Outcome:
+    """The notes a policy gathers while it decides, turned into a :class:`Result` at the end."""
+
+    reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    denial: str | None = None
+
+    def reason(self, *texts: str) -> None:
+        self.reasons.extend(texts)
+
+    def warn(self, *texts: str) -> None:
+        self.warnings.extend(texts)
+
+    def note(self, text: str, ok: bool) -> None:
+        """A reason when ``ok``, else a warning."""
+        (self.reasons if ok else self.warnings).append(text)
+
+    def violation(self, message: str, deny: bool) -> None:
+        """A rule violation: the denial when the policy is set to deny, else a warning."""
+        if deny:
+            self.denial = message
+        else:
+            self.warnings.append(message)
+
+    def merge(self, other: Outcome) -> None:
+        """Take ``other``'s notes after this one's (a step whose notes count only if it is kept)."""
+        self.reasons += other.reasons
+        self.warnings += other.warnings
+        self.denial = other.denial or self.denial
+
+    def result(self, obj: dict[str, Any], patch: Sequence[dict[str, Any]] = (), extra: Iterable[dict[str, Any]] = ()) -> Result:
+        return Result(obj, list(patch), list(self.reasons), list(self.warnings), list(extra), self.denial)
+
+
+def is_opted_out(obj: dict[str, Any]) -> bool:
+    """Rule P1: label or annotation ``policylib.io/skip: "true"`` opts an object out."""
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return False
+    return any(isinstance(meta.get(k), dict) and str(meta[k].get(SKIP_KEY, "")).lower() == "true"
+               for k in ("labels", "annotations"))
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What every policy starts from: the object, the settings, the object before an UPDATE (None on
+    CREATE), the cluster facts, the namespace and the ``Kind namespace/name`` for messages."""
+
+    obj: dict[str, Any]
+    config: Config
+    old: dict[str, Any] | None
+    facts: ClusterFacts
+    namespace: str
+    ref: str
+
+
+def admission(obj: dict[str, Any], config: Config | Mapping[str, Any] | None, old: dict[str, Any] | None = None,
+              facts: ClusterFacts | None = None, namespace: str | None = None) -> tuple[Admission, Result | None]:
+    """The common preamble of every policy: settings loaded, facts defaulted, the namespace
+    (``namespace`` overrides ``metadata.namespace``) and the object's reference; with the
+    result to return at once when the object is opted out (rule P1), else None."""
+    from .config import load_config
+    ns = namespace or namespace_of(obj)
+    request = Admission(obj, load_config(config), old, facts or NO_FACTS, ns, object_ref(obj, ns))
+    if is_opted_out(obj):
+        return request, Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
+    return request, None

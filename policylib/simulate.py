@@ -72,16 +72,16 @@ class NodeState:
     """A Node as the scheduler's snapshot holds it: labels, taints, allocatable and what is bound."""
 
     name: str
-    labels: dict
-    taints: list
+    labels: dict[str, Any]
+    taints: list[Any]
     unschedulable: bool
     allocatable: dict[str, int]
     requested: dict[str, int] = field(default_factory=dict)
     pods: int = 0
-    bound: dict = field(default_factory=dict)       # namespace -> label sets of the pods bound here
+    bound: dict[str, Any] = field(default_factory=dict)       # namespace -> label sets of the pods bound here
 
     @classmethod
-    def of(cls, node: dict) -> "NodeState":
+    def of(cls, node: dict[str, Any]) -> "NodeState":
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
         allocatable = _amounts(status.get("allocatable") or status.get("capacity") or {})
         return cls(meta.get("name", ""), dict(meta.get("labels") or {}), [t for t in spec.get("taints") or []
@@ -101,7 +101,7 @@ class NodeState:
 
 # --- pods ----------------------------------------------------------------------------------------
 
-def tolerates(tolerations: list, taint: dict) -> bool:
+def tolerates(tolerations: list[Any], taint: dict[str, Any]) -> bool:
     """A toleration matches the taint's key (or tolerates every key with Exists), its value (Equal,
     the default) and its effect (or every effect) (k8s.io/api core/v1 Toleration.ToleratesTaint)."""
     for t in tolerations:
@@ -121,7 +121,7 @@ def tolerates(tolerations: list, taint: dict) -> bool:
     return False
 
 
-def _requirement_matches(req: dict, labels: dict) -> bool:
+def _requirement_matches(req: dict[str, Any], labels: dict[str, Any]) -> bool:
     key, op, values = req.get("key"), req.get("operator"), req.get("values") or []
     if op == "In":
         return key in labels and labels[key] in values
@@ -140,7 +140,7 @@ def _requirement_matches(req: dict, labels: dict) -> bool:
     return False
 
 
-def node_selector_term_matches(term: dict, node: NodeState) -> bool:
+def node_selector_term_matches(term: dict[str, Any], node: NodeState) -> bool:
     """A NodeSelectorTerm: every expression on labels and every field (metadata.name) matches; an
     empty term matches nothing."""
     exprs, fields = term.get("matchExpressions") or [], term.get("matchFields") or []
@@ -155,16 +155,16 @@ class PodShape:
     """What the scheduler reads of one replica."""
 
     namespace: str
-    labels: dict
-    node_selector: dict
-    required_terms: list | None      # None: no required node affinity
-    preferred_terms: list
-    tolerations: list
+    labels: dict[str, Any]
+    node_selector: dict[str, Any]
+    required_terms: list[Any] | None      # None: no required node affinity
+    preferred_terms: list[Any]
+    tolerations: list[Any]
     requests: dict[str, int]
-    constraints: list[dict]
+    constraints: list[dict[str, Any]]
 
     @classmethod
-    def of_template(cls, template: dict, namespace: str, revision: str) -> "PodShape":
+    def of_template(cls, template: dict[str, Any], namespace: str, revision: str) -> "PodShape":
         meta, spec = template.get("metadata") or {}, template.get("spec") or {}
         affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
         required = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -183,14 +183,14 @@ class PodShape:
         return self.required_terms is None or any(node_selector_term_matches(t, node) for t in self.required_terms
                                                   if isinstance(t, dict))
 
-    def untolerated(self, node: NodeState, effects: tuple[str, ...] = HARD_EFFECTS) -> dict | None:
+    def untolerated(self, node: NodeState, effects: tuple[str, ...] = HARD_EFFECTS) -> dict[str, Any] | None:
         for taint in node.taints:
             if taint.get("effect") in effects and not tolerates(self.tolerations, taint):
-                return taint
+                return dict(taint)
         return None
 
 
-def pod_requests(spec: dict) -> dict[str, int]:
+def pod_requests(spec: dict[str, Any]) -> dict[str, int]:
     """The larger, per resource, of the containers' summed requests and any one init container's (a
     container without requests for a resource it limits requests its limit, as the API defaults it)."""
     def of(container: Any) -> dict[str, int]:
@@ -216,7 +216,7 @@ class Spread:
     max_skew: int
     hard: bool
     min_domains: int
-    selector: dict
+    selector: dict[str, Any]
     eligible: set[str] = field(default_factory=set)    # domains of nodes that pass the inclusion policies
     counts: dict[str, int] = field(default_factory=dict)
 
@@ -292,7 +292,7 @@ class Placement:
     def pending_range(self) -> str:
         return str(self.pending) if self.pending == self.pending_max else f"{self.pending}-{self.pending_max}"
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "namespace": self.namespace, "name": self.name, "replicas": self.replicas,
                "placed": self.placed, "zones": self.zones, "pending": self.pending, "reasons": self.reasons}
         if self.pending_max != self.pending:
@@ -300,7 +300,7 @@ class Placement:
         return out
 
 
-def _static_failure(pod: PodShape, node: NodeState, matches: dict, tolerated: dict) -> str | None:
+def _static_failure(pod: PodShape, node: NodeState, matches: dict[str, Any], tolerated: dict[str, Any]) -> str | None:
     """The filters that do not change while a workload is placed (records what it learns)."""
     taint = pod.untolerated(node)
     tolerated[node.name] = taint is None
@@ -323,7 +323,7 @@ def _dynamic_failures(pod: PodShape, node: NodeState, spreads: list[Spread], min
             out.append(f"Insufficient {k}")
     if out:
         return out
-    for s, low in zip(spreads, mins):
+    for s, low in zip(spreads, mins, strict=True):
         if not s.hard:
             continue
         if s.key not in node.labels:
@@ -392,9 +392,10 @@ def _tie_rank(names: list[str], order: Any) -> dict[str, int]:
     return {n: i for i, n in enumerate(ordered)}
 
 
-def place_pods(pod: PodShape, count: int, nodes: list[NodeState], order: Any = "name") -> tuple[dict, int, list]:
+def place_pods(pod: PodShape, count: int, nodes: list[NodeState], order: Any = "name") -> tuple[dict[str, Any], int, list[Any]]:
     """Place ``count`` replicas on ``nodes`` (bound in place); returns (pods per node, Pending, reasons)."""
-    candidates, static = [], {}
+    candidates: list[NodeState] = []
+    static: dict[str, int] = {}
     matches: dict[str, bool] = {}
     tolerated: dict[str, bool] = {}
     for node in nodes:
@@ -413,9 +414,9 @@ def place_pods(pod: PodShape, count: int, nodes: list[NodeState], order: Any = "
         feasible, failures = [], dict(static)
         mins = [s.global_min() for s in spreads]
         for node in candidates:
-            why = _dynamic_failures(pod, node, spreads, mins)
-            if why:
-                for w in why:
+            problems = _dynamic_failures(pod, node, spreads, mins)
+            if problems:
+                for w in problems:
                     failures[w] = failures.get(w, 0) + 1
             else:
                 feasible.append(node)
@@ -437,7 +438,7 @@ def _bind(pod: PodShape, node: NodeState, spreads: list[Spread]) -> None:
 
 
 def _failure_message(pod: PodShape, nodes: list[NodeState], candidates: list[NodeState], spreads: list[Spread],
-                     static: dict) -> str:
+                     static: dict[str, Any]) -> str:
     failures = dict(static)
     mins = [s.global_min() for s in spreads]
     for node in candidates:
@@ -449,7 +450,7 @@ def _failure_message(pod: PodShape, nodes: list[NodeState], candidates: list[Nod
 
 # --- the fast path: every hard constraint's domains are single nodes ---------------------------------
 
-def _fast_path(pod: PodShape, candidates: list[NodeState], spreads: list[Spread]) -> dict | None:
+def _fast_path(pod: PodShape, candidates: list[NodeState], spreads: list[Spread]) -> dict[str, Any] | None:
     """When every DoNotSchedule constraint's domain is one node (kubernetes.io/hostname, the common
     case), a node's feasibility depends on its own count and the global minimum only, and the number
     placed does not depend on which feasible node is chosen: nodes are kept in heaps per zone instead
@@ -457,7 +458,7 @@ def _fast_path(pod: PodShape, candidates: list[NodeState], spreads: list[Spread]
     the general path is needed."""
     hard = [s for s in spreads if s.hard]
     for s in hard:
-        seen: set = set()
+        seen: set[Any] = set()
         for n in candidates:
             value = n.labels.get(s.key)
             if value is None or value in seen:
@@ -478,7 +479,8 @@ def _fast_path(pod: PodShape, candidates: list[NodeState], spreads: list[Spread]
 
 
 def _place_fast(pod: PodShape, count: int, nodes: list[NodeState], candidates: list[NodeState],
-                spreads: list[Spread], static: dict, rank: dict, fast: dict) -> tuple[dict, int, list]:
+                spreads: list[Spread], static: dict[str, Any], rank: dict[str, Any],
+                fast: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any]]:
     import heapq
     zone, hard = fast["zone"], fast["hard"]
     version = {n.name: 0 for n in candidates}
@@ -488,13 +490,13 @@ def _place_fast(pod: PodShape, count: int, nodes: list[NodeState], candidates: l
             return False
         return all(n.requested.get(k, 0) + v <= n.allocatable.get(k, 0) for k, v in pod.requests.items())
 
-    def node_key(n: NodeState) -> tuple:
+    def node_key(n: NodeState) -> tuple[Any, ...]:
         cpu = n.allocatable.get("cpu", 0)
         free = (cpu - n.requested.get("cpu", 0)) / cpu if cpu else 0.0
         soft = sum(s.counts.get(n.labels.get(s.key, ""), 0) for s in fast["node_spreads"]) * fast["node_weight"]
         return (soft, -round(free, 3), rank[n.name], n.name)
 
-    heaps: dict[str, list] = {}
+    heaps: dict[str, list[Any]] = {}
     for n in candidates:
         z = n.labels.get(zone.key, "") if zone else ""
         heapq.heappush(heaps.setdefault(z, []), (node_key(n), 0, n))
@@ -502,7 +504,7 @@ def _place_fast(pod: PodShape, count: int, nodes: list[NodeState], candidates: l
     for i in range(count):
         mins = [s.global_min() for s in hard]
         best = None
-        for z, heap in heaps.items():
+        for heap in heaps.values():
             while heap:
                 key, ver, n = heap[0]
                 if ver != version[n.name]:
@@ -516,11 +518,11 @@ def _place_fast(pod: PodShape, count: int, nodes: list[NodeState], candidates: l
             if not heap:
                 continue
             key, _, n = heap[0]
-            if any(s.counts.get(n.labels[s.key], 0) + 1 - low > s.max_skew for s, low in zip(hard, mins)):
+            if any(s.counts.get(n.labels[s.key], 0) + 1 - low > s.max_skew for s, low in zip(hard, mins, strict=True)):
                 # the least-loaded feasible node of this zone is at the skew limit: so is the rest of the zone,
                 # unless a less-loaded one is full; look past it
                 alt = [e for e in heap if e[1] == version[e[2].name] and fits(e[2]) and not any(
-                    s.counts.get(e[2].labels[s.key], 0) + 1 - low > s.max_skew for s, low in zip(hard, mins))]
+                    s.counts.get(e[2].labels[s.key], 0) + 1 - low > s.max_skew for s, low in zip(hard, mins, strict=True))]
                 if not alt:
                     continue
                 key, _, n = min(alt, key=lambda e: e[0])
@@ -563,7 +565,7 @@ def _node_zones(placed: dict[str, int], nodes: dict[str, NodeState]) -> dict[str
     return {name: nodes[name].labels.get(ZONE_LABEL, "") for name in placed}
 
 
-def simulate_deployment(obj: dict, config: Config, facts: ClusterFacts, nodes: list[NodeState]) -> Placement:
+def simulate_deployment(obj: dict[str, Any], config: Config, facts: ClusterFacts, nodes: list[NodeState]) -> Placement:
     ns = namespace_of(obj)
     mutated = mutate_deployment(obj, config, facts=facts, namespace=ns).object
     count = effective_replicas(mutated, facts, ns).replicas
@@ -584,7 +586,8 @@ def simulate_deployment(obj: dict, config: Config, facts: ClusterFacts, nodes: l
 
 # --- Volcano Jobs: partitions inside HyperNodes --------------------------------------------------
 
-def simulate_volcano_job(obj: dict, config: Config, nodes: list[NodeState], raw_nodes: list[dict]) -> Placement:
+def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
+                         raw_nodes: list[dict[str, Any]]) -> Placement:
     """Each partition inside one HyperNode of at most the allowed tier; other tasks pod by pod."""
     ns = namespace_of(obj)
     from .mutate import mutate
@@ -642,7 +645,7 @@ def is_volcano_job(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == "batch.volcano.sh/v1alpha1"
 
 
-def node_states(nodes: Iterable[dict], pods: Iterable[dict] = ()) -> list[NodeState]:
+def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:
     """Nodes with the bound pods' requests and labels on them, sorted by name."""
     states = {n.name: n for n in (NodeState.of(node) for node in nodes) if n.name}
     for pod in pods:
@@ -654,7 +657,8 @@ def node_states(nodes: Iterable[dict], pods: Iterable[dict] = ()) -> list[NodeSt
     return [states[k] for k in sorted(states)]
 
 
-def simulate(objects: Iterable[dict], nodes: Iterable[dict], config: Config | dict | None = None) -> list[Placement]:
+def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
+             config: Config | dict[str, Any] | None = None) -> list[Placement]:
     """Place every Deployment and Volcano Job of ``objects`` on ``nodes``, in order. Bound Pods among
     ``objects`` count as load; HPAs give the effective replica counts. Pure: nothing is changed."""
     config = load_config(config)

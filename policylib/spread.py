@@ -1,6 +1,6 @@
-"""Zone and host topology spread for Deployments (seed 000, "LRS topology spread").
+"""Zone and host topology spread for Deployments (rules S1-S17).
 
-Each function decides one rule and cites the seed section it follows. The
+Each function decides one rule and cites its number in ``docs/specification.md``. The
 entry point :func:`mutate_deployment` edits a copy of the Deployment and
 returns a :class:`~policylib.result.Result` whose patch is diffed from the
 subtrees this policy owns: the pod template's ``topologySpreadConstraints``
@@ -9,20 +9,29 @@ and ``affinity``, and this policy's own annotations on the Deployment.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread, load_config
-from .errors import INT32_MAX, PolicyError, int_field, object_ref
+from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread
+from .errors import (
+    INT32_MAX,
+    FieldError,
+    FieldPath,
+    PolicyError,
+    int32_errors,
+    int_field,
+    invalid,
+    map_errors,
+    object_ref,
+    raise_if_any,
+    required,
+)
 from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
-from .result import Result
+from .result import DOMAIN, SKIP_KEY, Admission, Outcome, Result, admission
 from .validation import validate_topology_spread_constraints
 
-DOMAIN = "policylib.io"
-#: Label or annotation ``policylib.io/skip: "true"`` opts an object out of every policy.
-SKIP_KEY = f"{DOMAIN}/skip"
 #: Annotation stating the autoscaling minimum when the HPA is not visible to us.
 AUTOSCALING_MIN_ANNOTATION = f"{DOMAIN}/autoscaling-min-replicas"
 #: What was applied, recorded on the Deployment (never the pod template).
@@ -33,6 +42,7 @@ RECORD_ANNOTATIONS = (RECORD_REPLICAS, RECORD_SETTINGS, RECORD_KEYS)
 
 POD_SPEC = ("spec", "template", "spec")
 CONSTRAINTS = POD_SPEC + ("topologySpreadConstraints",)
+CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 AFFINITY = POD_SPEC + ("affinity",)
 ANNOTATIONS = ("metadata", "annotations")
 OWNED_PATHS = (ANNOTATIONS, CONSTRAINTS, AFFINITY)
@@ -44,16 +54,7 @@ def is_deployment(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
 
 
-def is_opted_out(obj: dict) -> bool:
-    """The documented opt-out: label or annotation ``policylib.io/skip: "true"``."""
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return False
-    return any(isinstance(meta.get(k), dict) and str(meta[k].get(SKIP_KEY, "")).lower() == "true"
-               for k in ("labels", "annotations"))
-
-
-# --- effective replica count (seed 000 "Settings reference") ----------------
+# --- effective replica count (rule S2) ----------------------------------------
 
 @dataclass(frozen=True)
 class Effective:
@@ -64,7 +65,7 @@ class Effective:
     warnings: tuple[str, ...] = ()
 
 
-def hpa_min_replicas(hpa: dict) -> int:
+def hpa_min_replicas(hpa: dict[str, Any]) -> int:
     """``spec.minReplicas`` of an autoscaling/v1 or v2 HPA; the API defaults it to 1."""
     spec = hpa.get("spec") or {}
     value = spec.get("minReplicas")
@@ -73,9 +74,9 @@ def hpa_min_replicas(hpa: dict) -> int:
     return int_field(value, object_ref(hpa), "spec.minReplicas", 0)
 
 
-def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
+def effective_replicas(deployment: dict[str, Any], facts: ClusterFacts = NO_FACTS,
                        namespace: str | None = None) -> Effective:
-    """Seed 000 "Effective replica count": the autoscaling minimum, else the replicas.
+    """Rule S2: the autoscaling minimum, else the replicas.
 
     An HPA in the same namespace that targets the Deployment wins; without one,
     the annotation ``policylib.io/autoscaling-min-replicas`` states the minimum
@@ -92,7 +93,7 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     if hpas:
         mins = sorted((hpa_min_replicas(h), h["metadata"].get("name", "")) for h in hpas)
         count, hpa_name = mins[-1]
-        warnings = ()
+        warnings: tuple[str, ...] = ()
         if len(hpas) > 1:
             names = ", ".join(n for _, n in mins)
             warnings = (f"{len(hpas)} HorizontalPodAutoscalers target this Deployment ({names}); "
@@ -101,11 +102,11 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     annotations = (deployment.get("metadata") or {}).get("annotations") or {}
     if AUTOSCALING_MIN_ANNOTATION in annotations:
         raw = annotations[AUTOSCALING_MIN_ANNOTATION]
-        path = f"metadata.annotations[{AUTOSCALING_MIN_ANNOTATION}]"
+        path = FieldPath("metadata", "annotations").key(AUTOSCALING_MIN_ANNOTATION)
         try:
             count = int(str(raw).strip(), 10)
         except ValueError:
-            raise PolicyError(ref, path, f"must be a whole number as a string, got {raw!r}") from None
+            raise PolicyError.from_errors(ref, [invalid(path, raw, "must be a whole number as a string")]) from None
         if count <= INT32_MAX:
             int_field(count, ref, path, 0)
             return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
@@ -121,10 +122,10 @@ def effective_replicas(deployment: dict, facts: ClusterFacts = NO_FACTS,
     return Effective(replicas, f"spec.replicas {replicas}")
 
 
-# --- the two constraints (seed 000 "Zone spread", "Host spread") ------------
+# --- the two constraints (rules S3-S7) ---------------------------------------
 
-def spread_label_selector(deployment_selector: dict, match_label_keys: tuple[str, ...]) -> dict:
-    """The Deployment's own ``spec.selector`` without any key in matchLabelKeys.
+def spread_label_selector(deployment_selector: dict[str, Any], match_label_keys: tuple[str, ...]) -> dict[str, Any]:
+    """Rule S7: the Deployment's own ``spec.selector`` without any key in matchLabelKeys.
 
     The API server rejects a key in both labelSelector and matchLabelKeys
     (validateMatchLabelKeysInTopologySpread).
@@ -132,10 +133,10 @@ def spread_label_selector(deployment_selector: dict, match_label_keys: tuple[str
     return without_keys(deployment_selector, match_label_keys)
 
 
-def _constraint(max_skew: int, topology_key: str, when: str, selector: dict,
-                match_label_keys: tuple[str, ...], min_domains: int | None = None) -> dict:
+def _constraint(max_skew: int, topology_key: str, when: str, selector: dict[str, Any],
+                match_label_keys: tuple[str, ...], min_domains: int | None = None) -> dict[str, Any]:
     """A TopologySpreadConstraint with fields in the API's order; both spreads honor taints."""
-    c: dict = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when,
+    c: dict[str, Any] = {"maxSkew": max_skew, "topologyKey": topology_key, "whenUnsatisfiable": when,
                "labelSelector": spread_label_selector(selector, match_label_keys)}
     if min_domains is not None:
         c["minDomains"] = min_domains
@@ -145,25 +146,25 @@ def _constraint(max_skew: int, topology_key: str, when: str, selector: dict,
     return c
 
 
-def zone_constraint(selector: dict, zone: ZoneSpread) -> dict:
-    """Seed 000 "Zone spread": always a preference (ScheduleAnyway)."""
+def zone_constraint(selector: dict[str, Any], zone: ZoneSpread) -> dict[str, Any]:
+    """Rule S3: always a preference (ScheduleAnyway)."""
     return _constraint(zone.maxSkew, zone.topologyKey, SCHEDULE_ANYWAY, selector, zone.matchLabelKeys)
 
 
 def host_spread_enforced(effective: int, host: HostSpread) -> bool:
-    """Seed 000 "Host spread": DoNotSchedule only for >= hardMinReplicas effective replicas."""
+    """Rule S4: DoNotSchedule only for >= hardMinReplicas effective replicas."""
     return host.whenUnsatisfiable == DO_NOT_SCHEDULE and effective >= host.hardMinReplicas
 
 
 def derived_max_skew(effective: int, host: HostSpread) -> int:
-    """Seed 000 replica-derived rule: max(maxSkew, ceil(effective / minDomains)) when enabled."""
+    """Rule S5: max(maxSkew, ceil(effective / minDomains)) when enabled."""
     if not host.enableReplicaDerivedMaxSkewRule:
         return host.maxSkew
     return max(host.maxSkew, math.ceil(effective / host.minDomains))
 
 
-def host_constraint(selector: dict, effective: int, host: HostSpread) -> tuple[dict, str]:
-    """Seed 000 "Preference or requirement": the host constraint and the reason for its shape.
+def host_constraint(selector: dict[str, Any], effective: int, host: HostSpread) -> tuple[dict[str, Any], str]:
+    """Rule S6: the host constraint and the reason for its shape.
 
     minDomains goes only on a DoNotSchedule constraint (the API server rejects
     it otherwise); the replica-derived maxSkew applies only when enforced.
@@ -185,7 +186,7 @@ def host_constraint(selector: dict, effective: int, host: HostSpread) -> tuple[d
                        min_domains=host.minDomains), why
 
 
-def desired_constraints(selector: dict, effective: int, config: Config) -> tuple[list[dict], list[str]]:
+def desired_constraints(selector: dict[str, Any], effective: int, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
     """The constraints the current settings write, zone first; ``enabled: false`` writes none."""
     out, reasons = [], []
     if config.zone.enabled:
@@ -200,7 +201,7 @@ def desired_constraints(selector: dict, effective: int, config: Config) -> tuple
 
 # --- ownership of constraint keys --------------------------------------------
 
-def recorded_keys(obj: dict | None) -> set[str]:
+def recorded_keys(obj: dict[str, Any] | None) -> set[str]:
     """Topology keys this policy wrote earlier, from the Deployment's record annotation."""
     if not obj:
         return set()
@@ -208,11 +209,11 @@ def recorded_keys(obj: dict | None) -> set[str]:
     return {k for k in str(raw).split(",") if k}
 
 
-def managed_keys(config: Config, *objs: dict | None) -> set[str]:
-    """Keys whose constraints this policy owns: enabled spreads' keys and keys it wrote before.
+def managed_keys(config: Config, *objs: dict[str, Any] | None) -> set[str]:
+    """Rule S8: keys whose constraints this policy owns: enabled spreads' keys and keys it wrote before.
 
     A user's own constraint on the key of a disabled spread stays unless we
-    wrote it (seed 000: ``enabled: false`` means the constraint is not written).
+    wrote it (``enabled: false`` means the constraint is not written).
     """
     keys = {s.topologyKey for s in (config.zone, config.host) if s.enabled}
     for obj in objs:
@@ -220,20 +221,20 @@ def managed_keys(config: Config, *objs: dict | None) -> set[str]:
     return keys
 
 
-def _constraints_of(obj: dict) -> list:
+def _constraints_of(obj: dict[str, Any]) -> list[Any]:
     value = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("topologySpreadConstraints")
     return value if isinstance(value, list) else []
 
 
-def _split(constraints: list, keys: set[str]) -> tuple[list, list]:
+def _split(constraints: list[Any], keys: set[str]) -> tuple[list[Any], list[Any]]:
     def managed(c: object) -> bool:
         return isinstance(c, dict) and isinstance(c.get("topologyKey"), str) and c["topologyKey"] in keys
     return [c for c in constraints if not managed(c)], [c for c in constraints if managed(c)]
 
 
-# --- legacy anti-affinity (seed 000 "Existing deployments") ------------------
+# --- legacy anti-affinity (rules S9, S10) -------------------------------------
 
-def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
+def term_selects_own_pods(term: Any, pod_labels: dict[str, Any], namespace: str) -> bool:
     """Whether a PodAffinityTerm selects the Deployment's own pods.
 
     Namespaces follow the API: ``namespaces`` and ``namespaceSelector`` are a
@@ -248,19 +249,17 @@ def term_selects_own_pods(term: Any, pod_labels: dict, namespace: str) -> bool:
     ns_selector = term.get("namespaceSelector")
     if not isinstance(namespaces, list) or not (ns_selector is None or isinstance(ns_selector, dict)):
         return False  # malformed (the API server rejects it): never removed by us
-    if ns_selector is None:
-        in_scope = not namespaces or namespace in namespaces
-    else:
-        in_scope = ns_selector == {} or namespace in namespaces
+    in_scope = (not namespaces or namespace in namespaces) if ns_selector is None else \
+        (ns_selector == {} or namespace in namespaces)
     return in_scope and selector_matches(term.get("labelSelector"), pod_labels)
 
 
-def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> tuple[Any, int]:
-    """Seed 000: the spread replaces ``ha_topology_key`` anti-affinity.
+def remove_pod_anti_affinity(affinity: Any, pod_labels: dict[str, Any], namespace: str, mode: str) -> tuple[Any, int]:
+    """Rule S9: the spread replaces ``ha_topology_key`` anti-affinity.
 
     Returns the new affinity (None when emptied) and how many terms went. Mode
     ``own`` removes required and preferred terms that select the Deployment's
-    own pods; ``all`` removes every pod anti-affinity term, as the seed's
+    own pods; ``all`` removes every pod anti-affinity term, as the literal
     "removes any pod anti-affinity" says literally. Emptied maps are removed.
     """
     if not isinstance(affinity, dict) or not isinstance(affinity.get("podAntiAffinity"), dict):
@@ -288,11 +287,11 @@ def remove_pod_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mo
     return (new_affinity or None), removed
 
 
-def managed_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode: str) -> dict[str, list]:
+def managed_anti_affinity(affinity: Any, pod_labels: dict[str, Any], namespace: str, mode: str) -> dict[str, list[Any]]:
     """The pod anti-affinity terms the spread replaces, by field (required/preferred)."""
     if not isinstance(affinity, dict) or not isinstance(affinity.get("podAntiAffinity"), dict):
         return {}
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     for key, value in affinity["podAntiAffinity"].items():
         if key not in ANTI_AFFINITY_TERMS or not isinstance(value, list):
             continue
@@ -303,7 +302,7 @@ def managed_anti_affinity(affinity: Any, pod_labels: dict, namespace: str, mode:
     return out
 
 
-def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
+def restore_anti_affinity(affinity: Any, terms: dict[str, list[Any]]) -> dict[str, Any]:
     """``affinity`` with ``terms`` put back into its podAntiAffinity."""
     new = dict(affinity) if isinstance(affinity, dict) else {}
     anti = dict(new.get("podAntiAffinity") or {}) if isinstance(new.get("podAntiAffinity"), dict) else {}
@@ -314,18 +313,18 @@ def restore_anti_affinity(affinity: Any, terms: dict[str, list]) -> dict:
     return new
 
 
-# --- when to write (seed 000 "Pod rollouts", "Existing deployments") --------
+# --- when to write (rules S11-S14) -------------------------------------------
 
-def recorded_replicas(obj: dict | None) -> int | None:
+def recorded_replicas(obj: dict[str, Any] | None) -> int | None:
     raw = ((obj or {}).get("metadata") or {}).get("annotations", {}) or {}
     try:
-        return int(raw.get(RECORD_REPLICAS))
+        return int(raw.get(RECORD_REPLICAS))  # type: ignore[arg-type]  # None and junk raise, as intended
     except (TypeError, ValueError):
         return None
 
 
 def update_trigger(new: Effective, old: Effective | None, recorded: int | None) -> str | None:
-    """Seed 000 "Pod rollouts": on UPDATE, write only when the effective count changed.
+    """Rule S11: on UPDATE, write only when the effective count changed.
 
     Changed from the old object, or from the count recorded when the spread was
     last written (an HPA's minReplicas can change without a write to the
@@ -342,62 +341,68 @@ def update_trigger(new: Effective, old: Effective | None, recorded: int | None) 
 
 # --- the mutation -------------------------------------------------------------
 
-@dataclass
-class _Ctx:
+@dataclass(frozen=True)
+class SpreadInputs:
+    """What the spread of one Deployment is computed from."""
+
     config: Config
-    ref: str
     namespace: str
-    selector: dict
-    pod_labels: dict
+    selector: dict[str, Any]
+    pod_labels: dict[str, Any]
     effective: Effective
-    reasons: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    written: list[dict] = field(default_factory=list)
 
 
-def _checked_shape(obj: dict, ref: str) -> tuple[dict, dict]:
-    """The selector and pod labels; errors name the missing field."""
+def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
+    """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
+    metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
+    meta = obj.get("metadata")
+    meta_errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
+    for key in ("labels", "annotations"):
+        meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        raise PolicyError(ref, "spec", "required: a Deployment needs a spec")
+        return [required("spec", "a Deployment needs a spec")] + meta_errs
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        raise PolicyError(ref, "spec.selector", "required: apps/v1 Deployments need a non-empty selector")
-    selector_errors = validate_label_selector(selector, "spec.selector")
-    if selector_errors:
-        raise PolicyError(ref, selector_errors[0].field, selector_errors[0].message)
-    if not isinstance(obj.get("metadata"), dict):
-        raise PolicyError(ref, "metadata", f"must be an object, got {obj.get('metadata')!r}")
-    for key in ("labels", "annotations"):
-        if not isinstance((obj.get("metadata") or {}).get(key) or {}, dict):
-            raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
+        errs = [required("spec.selector", "apps/v1 Deployments need a non-empty selector")]
+    else:
+        errs = validate_label_selector(selector, "spec.selector")
+    errs += meta_errs
+    if spec.get("replicas") is not None:
+        errs += int32_errors(spec["replicas"], "spec.replicas", 0)
     template = spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
-        raise PolicyError(ref, "spec.template.spec", "required: a Deployment needs a pod template")
+        return errs + [required("spec.template.spec", "a Deployment needs a pod template")]
     constraints = template["spec"].get("topologySpreadConstraints")
     if constraints is not None and not isinstance(constraints, list):
-        raise PolicyError(ref, "spec.template.spec.topologySpreadConstraints", "must be a list")
-    if not isinstance(template.get("metadata") or {}, dict):
-        raise PolicyError(ref, "spec.template.metadata", f"must be an object, got {template.get('metadata')!r}")
-    labels = (template.get("metadata") or {}).get("labels") or {}
-    if not isinstance(labels, dict):
-        raise PolicyError(ref, "spec.template.metadata.labels", "must be a map of strings")
+        errs.append(invalid(CONSTRAINTS_PATH, constraints, "must be a list"))
+    template_meta = template.get("metadata")
+    errs += map_errors(template_meta, FieldPath("spec", "template", "metadata"))
+    errs += map_errors((template_meta if isinstance(template_meta, dict) else {}).get("labels"),
+                       FieldPath("spec", "template", "metadata", "labels"))
     affinity = template["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
-        raise PolicyError(ref, "spec.template.spec.affinity", "must be an object")
-    return selector, labels
+        errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
+    return errs
 
 
-def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
-    """Write the current spread: replace managed constraints, drop legacy anti-affinity, record.
+def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The selector and pod labels, after :func:`deployment_shape_errors` found nothing."""
+    raise_if_any(ref, deployment_shape_errors(obj))
+    template = obj["spec"]["template"]
+    return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
+
+
+def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Rule S15: write the current spread: replace managed constraints, drop legacy anti-affinity, record.
+    Returns the constraints written.
 
     ``previous`` is the object whose record says which keys we wrote before
     (the old object on UPDATE).
     """
     config = ctx.config
     desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config)
-    ctx.reasons += why
-    ctx.written = desired
+    out.reason(*why)
     current = _constraints_of(draft.root)
     others, _ = _split(current, managed_keys(config, draft.original, previous))
     new = others + desired
@@ -415,10 +420,10 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
         if removed:
             draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
             scope = "" if config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
-            ctx.reasons.append(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
+            out.reason(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
             host = next((c for c in desired if c["topologyKey"] == config.host.topologyKey), None)
             if required and (host is None or host["whenUnsatisfiable"] != DO_NOT_SCHEDULE):
-                ctx.warnings.append(weakened_anti_affinity_warning(config, ctx.effective.replicas))
+                out.warn(weakened_anti_affinity_warning(config, ctx.effective.replicas))
         record = {RECORD_REPLICAS: str(ctx.effective.replicas), RECORD_SETTINGS: config.spread_fingerprint(),
                   RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
         if any(annotations.get(k) != v for k, v in record.items()):
@@ -429,11 +434,12 @@ def write_spread(draft: Draft, ctx: _Ctx, previous: dict | None = None) -> None:
             target.pop(k, None)
         draft.prune_empty(ANNOTATIONS)
     if not desired:
-        ctx.reasons.append("both spreads are disabled: no constraints written")
+        out.reason("both spreads are disabled: no constraints written")
+    return desired
 
 
 def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
-    """A required self anti-affinity was removed while the host spread written is only a preference:
+    """Rule S10: a required self anti-affinity was removed while the host spread written is only a preference:
     the setting that would keep it enforced (kept short: kubectl prints webhook warnings whole)."""
     host = config.host
     if not host.enabled:
@@ -445,18 +451,17 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
     return f"required anti-affinity removed; host spread only preferred: {fix}"
 
 
-def matches_current_settings(obj: dict, ctx: _Ctx, old: dict) -> bool:
-    """Whether ``obj`` already carries exactly what the current settings write (the
+def matches_current_settings(obj: dict[str, Any], ctx: SpreadInputs, old: dict[str, Any]) -> bool:
+    """Rule S14: whether ``obj`` already carries exactly what the current settings write (the
     controller's reconcileDrift rewrite, or a user who applied it): such an update is
     accepted, never reverted to the old object's rules."""
-    probe_ctx = _Ctx(ctx.config, ctx.ref, ctx.namespace, ctx.selector, ctx.pod_labels, ctx.effective)
     probe = Draft(obj)
-    write_spread(probe, probe_ctx, previous=old)
-    return bool(probe_ctx.written) and not diff_owned(obj, probe.root, OWNED_PATHS)
+    written = write_spread(probe, ctx, Outcome(), previous=old)
+    return bool(written) and not diff_owned(obj, probe.root, OWNED_PATHS)
 
 
-def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
-    """Seed 000 "Existing deployments": keep the old object's placement rules.
+def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out: Outcome) -> None:
+    """Rule S12: keep the old object's placement rules.
 
     Managed constraints and the record come back from the old object when the new one dropped or
     changed them (``kubectl replace`` drops them), so an update never rolls pods through this policy
@@ -465,7 +470,7 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
     replace (a constraint on another key that the update drops is the user's own change).
     """
     if not recorded_keys(old):
-        keep_unwritten_placement(draft, old, ctx)
+        keep_unwritten_placement(draft, old, ctx, out)
         return
     keys = managed_keys(ctx.config, old, draft.original)
     current = _constraints_of(draft.root)
@@ -477,10 +482,10 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         changed = sorted(k for k in keys if [c for c in ours_new if c.get("topologyKey") == k] !=
                          [c for c in ours_old if c.get("topologyKey") == k])
         if ours_new:
-            ctx.warnings.append(f"reverted changes to the managed spread on {', '.join(changed)}: set by policylib "
+            out.warn(f"reverted changes to the managed spread on {', '.join(changed)}: set by policylib "
                                 f"when the effective replica count changes (opt out: label {SKIP_KEY}=true)")
         else:
-            ctx.reasons.append(f"restored the spread on {', '.join(changed)} from the old object")
+            out.reason(f"restored the spread on {', '.join(changed)} from the old object")
     old_annotations = (old.get("metadata") or {}).get("annotations") or {}
     new_annotations = draft.get(ANNOTATIONS) or {}
     if any(old_annotations.get(k) != new_annotations.get(k) for k in RECORD_ANNOTATIONS):
@@ -493,8 +498,8 @@ def keep_old_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         draft.prune_empty(ANNOTATIONS)
 
 
-def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
-    """A Deployment policylib never wrote, updated by a manifest that drops its placement (a new
+def keep_unwritten_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out: Outcome) -> None:
+    """Rule S13: a Deployment policylib never wrote, updated by a manifest that drops its placement (a new
     generator version, ``kubectl replace``) with its count unchanged: put back what was dropped, per
     managed topology key and for the anti-affinity the spread would replace. With both spreads off
     nothing of ours is in play, and the update is the user's."""
@@ -518,12 +523,12 @@ def keep_unwritten_placement(draft: Draft, old: dict, ctx: _Ctx) -> None:
         draft.set(AFFINITY, restore_anti_affinity(draft.get(AFFINITY), old_terms))
         kept.insert(0, "anti-affinity")
     if kept:
-        ctx.warnings.append(f"kept the dropped placement ({'; '.join(kept)}) until replicas change, or "
+        out.warn(f"kept the dropped placement ({'; '.join(kept)}) until replicas change, or "
                             "reconcileDrift")
 
 
-def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[str]:
-    """Report constraints the API server would reject; ours are valid by construction,
+def invalid_constraint_warnings(constraints: list[Any], written: list[dict[str, Any]]) -> list[str]:
+    """Rule S16: report constraints the API server would reject; ours are valid by construction,
     so the check runs only when the list holds constraints we did not just write."""
     if constraints == written:
         return []
@@ -532,63 +537,63 @@ def invalid_constraint_warnings(constraints: list, written: list[dict]) -> list[
 
 
 def _checked_old(old: Any, ref: str) -> None:
-    """The old object of an UPDATE (the API server's stored Deployment) in the shape the update rules
-    read; a PolicyError naming ``oldObject`` otherwise."""
+    """Rule S1 for the old object of an UPDATE (the API server's stored Deployment): the update rules
+    read it too; its errors are named under ``oldObject``."""
     if not isinstance(old, dict):
-        raise PolicyError(ref, "oldObject", f"must be an object, got {old!r}")
-    try:
-        _checked_shape(old, ref)
-    except PolicyError as e:
-        raise PolicyError(ref, f"oldObject.{e.field}", e.message) from None
+        raise_if_any(ref, [invalid("oldObject", old, "must be an object")])
+    raise_if_any(ref, [e.under("oldObject") for e in deployment_shape_errors(old)])
 
 
-def _old_effective(old: dict, facts: ClusterFacts, namespace: str) -> Effective | None:
+def _old_effective(old: dict[str, Any], facts: ClusterFacts, namespace: str) -> Effective | None:
     try:
         return effective_replicas(old, facts, namespace)
     except PolicyError:
         return None
 
 
-def mutate_deployment(obj: dict, config: Config | None = None, *, old: dict | None = None,
+def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply seed 000 to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
-    config = load_config(config)
-    facts = facts or NO_FACTS
-    namespace = namespace or namespace_of(obj)
-    ref = object_ref(obj, namespace)
-    if is_opted_out(obj):
-        return Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
-    selector, pod_labels = _checked_shape(obj, ref)
-    effective = effective_replicas(obj, facts, namespace)
-    ctx = _Ctx(config, ref, namespace, selector, pod_labels, effective,
-               reasons=[f"effective replicas {effective.replicas} ({effective.source})"],
-               warnings=list(effective.warnings))
+    """Rules P4, S2-S17: apply the spread rules to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
+    req, skipped = admission(obj, config, old, facts, namespace)
+    if skipped:
+        return skipped
+    ctx = _spread_of(req)
+    out = Outcome([f"effective replicas {ctx.effective.replicas} ({ctx.effective.source})"],
+                  list(ctx.effective.warnings))
     draft = Draft(obj)
+    written: list[dict[str, Any]] = []
     if old is None:
-        write_spread(draft, ctx)
+        written = write_spread(draft, ctx, out)
     else:
-        _checked_old(old, ref)
-        trigger = update_trigger(effective, _old_effective(old, facts, namespace), recorded_replicas(old))
+        _checked_old(old, req.ref)
+        trigger = update_trigger(ctx.effective, _old_effective(old, req.facts, req.namespace), recorded_replicas(old))
         if trigger:
-            ctx.reasons.append(trigger)
-            write_spread(draft, ctx, previous=old)
+            out.reason(trigger)
+            written = write_spread(draft, ctx, out, previous=old)
         else:
-            notes = len(ctx.reasons), len(ctx.warnings)
-            keep_old_placement(draft, old, ctx)
+            kept = Outcome()
+            keep_old_placement(draft, old, ctx, kept)
             # only an update that keeping the old rules would change needs the probe rewrite
             if diff_owned(obj, draft.root, OWNED_PATHS) and matches_current_settings(obj, ctx, old):
                 draft = Draft(obj)
-                del ctx.reasons[notes[0]:], ctx.warnings[notes[1]:]
-                ctx.reasons.append("placement rules already match the current settings: accepted")
+                out.reason("placement rules already match the current settings: accepted")
             else:
-                ctx.reasons.append("effective replica count unchanged: placement rules kept")
+                out.merge(kept)
+                out.reason("effective replica count unchanged: placement rules kept")
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
-    ctx.warnings += invalid_constraint_warnings(_constraints_of(result_obj), ctx.written)
-    return Result(result_obj, patch, ctx.reasons, ctx.warnings)
+    out.warn(*invalid_constraint_warnings(_constraints_of(result_obj), written))
+    return out.result(result_obj, patch)
 
 
-# --- drift (seed 000 "Existing deployments", reconcileDrift) ----------------
+def _spread_of(req: Admission) -> SpreadInputs:
+    """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
+    selector, pod_labels = _checked_shape(req.obj, req.ref)
+    effective = effective_replicas(req.obj, req.facts, req.namespace)
+    return SpreadInputs(req.config, req.namespace, selector, pod_labels, effective)
+
+
+# --- drift (rule S17, reconcileDrift) -----------------------------------------
 
 @dataclass(frozen=True)
 class Drift:
@@ -599,16 +604,16 @@ class Drift:
     reasons: tuple[str, ...]
 
 
-def _describe(c: dict) -> str:
+def _describe(c: dict[str, Any]) -> str:
     parts = [f"{c.get('whenUnsatisfiable')}", f"maxSkew {c.get('maxSkew')}"]
     if "minDomains" in c:
         parts.append(f"minDomains {c['minDomains']}")
     return ", ".join(parts)
 
 
-def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterFacts | None = None,
+def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts: ClusterFacts | None = None,
                  namespace: str | None = None) -> Drift:
-    """Seed 000 "Existing deployments": rewrite a Deployment that has >= hardMinReplicas
+    """Rule S17: rewrite a Deployment that has >= hardMinReplicas
     effective replicas and still has pod anti-affinity, or constraints that differ from
     the current settings.
 
@@ -616,20 +621,16 @@ def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterF
     Deployment this policy would leave unchanged never counts as drift; the
     reasons name each difference.
     """
-    config = load_config(config)
-    facts = facts or NO_FACTS
-    namespace = namespace or namespace_of(deployment)
-    ref = object_ref(deployment, namespace)
-    if not is_deployment(deployment) or is_opted_out(deployment):
+    req, skipped = admission(deployment, config, None, facts, namespace)
+    if not is_deployment(deployment) or skipped:
         return Drift(False, 0, ("not a managed Deployment",))
-    selector, pod_labels = _checked_shape(deployment, ref)
-    effective = effective_replicas(deployment, facts, namespace)
+    ctx = _spread_of(req)
+    config, effective = req.config, ctx.effective
     if effective.replicas < config.host.hardMinReplicas:
         return Drift(False, effective.replicas, (f"{effective.replicas} effective replicas < hardMinReplicas "
                                                  f"{config.host.hardMinReplicas}: kept until the count changes",))
-    ctx = _Ctx(config, ref, namespace, selector, pod_labels, effective)
     draft = Draft(deployment)
-    write_spread(draft, ctx)
+    write_spread(draft, ctx, Outcome())
     reasons = []
     before_aff, after_aff = draft.original["spec"]["template"]["spec"].get("affinity"), draft.get(AFFINITY)
     if before_aff != after_aff:
@@ -643,11 +644,11 @@ def spread_drift(deployment: dict, config: Config | None = None, facts: ClusterF
         new_by_key = {c.get("topologyKey"): c for c in new_ours}
         for key in sorted(set(old_by_key) | set(new_by_key)):
             o, n = old_by_key.get(key), new_by_key.get(key)
-            if o is None:
+            if o is None and n is not None:
                 reasons.append(f"missing spread on {key} ({_describe(n)})")
             elif n is None:
                 reasons.append(f"has a spread on {key} that the current settings do not write")
-            elif o != n:
+            elif o is not None and o != n:
                 reasons.append(f"spread on {key} differs: {_describe(o)} -> {_describe(n)}"
                                if _describe(o) != _describe(n) else f"spread on {key} differs in selector or policies")
         if not reasons:

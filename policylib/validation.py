@@ -1,104 +1,114 @@
-"""Ported upstream validation rules; every finding carries its field path.
+"""Validation rules, each in one function that returns a list of field errors.
 
-``validate_topology_spread_constraints`` follows kubernetes
-``pkg/apis/core/validation/validation.go``, ``validateTopologySpreadConstraints``
-and the helpers it calls (ValidateMaxSkew, ValidateTopologyKey,
-ValidateWhenUnsatisfiable, ValidateSpreadConstraintNotRepeat,
-validateMinDomains, validateNodeInclusionPolicy,
-validateMatchLabelKeysInTopologySpread, ValidateLabelSelector). Errors are
-collected, not raised one at a time.
+The topology spread rules follow the API server (kubernetes
+``pkg/apis/core/validation/validation.go``: validateTopologySpreadConstraints and
+the helpers it calls); the Volcano Job rules follow Volcano's job admission
+(``pkg/webhooks/admission/jobs/validate``: admit_job.go, util.go). Errors are
+collected, never raised one at a time; every error carries its field path. Rule
+numbers refer to ``docs/specification.md``.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-from .errors import FieldError
+from .errors import FieldError, FieldPath, Path, duplicate, forbidden, invalid, is_int, map_errors, not_supported, required
+from .labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys, validate_label_selector
 from .quantity import whole_units
-from .labels import (dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys,
-                     validate_label_selector)
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
 WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
 _INT32_MAX = 2**31 - 1
+_NOT_POSITIVE = "must be greater than zero"
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _path(path: Path) -> FieldPath:
+    return path if isinstance(path, FieldPath) else FieldPath(path)
 
 
-def validate_max_skew(value: Any, path: str) -> list[FieldError]:
-    """ValidateMaxSkew: must be greater than zero."""
-    if not _is_int(value) or value > _INT32_MAX:
-        return [FieldError(path, f"Invalid value: {value!r}: must be a 32-bit integer")]
+def _objects(items: list[Any], path: FieldPath, errs: list[FieldError]) -> Iterator[tuple[int, FieldPath, dict[str, Any]]]:
+    """The items of a list field that are objects, with their index and path; an item that is not
+    an object is an error added to ``errs``, in order."""
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            yield i, path.index(i), item
+        else:
+            errs.append(invalid(path.index(i), item, "must be an object"))
+
+
+def validate_max_skew(value: Any, path: Path) -> list[FieldError]:
+    """Rule K1 (ValidateMaxSkew): a 32-bit integer greater than zero."""
+    if not is_int(value) or value > _INT32_MAX:
+        return [invalid(path, value, "must be a 32-bit integer")]
     if value <= 0:
-        return [FieldError(path, f"Invalid value: {value}: must be greater than zero")]
+        return [invalid(path, value, _NOT_POSITIVE)]
     return []
 
 
-def validate_topology_key(value: Any, path: str) -> list[FieldError]:
-    """ValidateTopologyKey: must not be empty (syntax is checked by label rules)."""
+def validate_topology_key(value: Any, path: Path) -> list[FieldError]:
+    """Rule K2 (ValidateTopologyKey): must not be empty (syntax is checked by label rules)."""
     if not isinstance(value, str) or not value:
-        return [FieldError(path, "Required value: can not be empty")]
+        return [required(path, "can not be empty")]
     return []
 
 
-def validate_when_unsatisfiable(value: Any, path: str) -> list[FieldError]:
-    """ValidateWhenUnsatisfiable: DoNotSchedule or ScheduleAnyway."""
+def validate_when_unsatisfiable(value: Any, path: Path) -> list[FieldError]:
+    """Rule K3 (ValidateWhenUnsatisfiable): DoNotSchedule or ScheduleAnyway."""
     if value not in WHEN_UNSATISFIABLE:
-        return [FieldError(path, f'Unsupported value: {value!r}: supported values: "DoNotSchedule", "ScheduleAnyway"')]
+        return [not_supported(path, value, WHEN_UNSATISFIABLE)]
     return []
 
 
-def validate_not_repeated(constraint: dict, rest: list, path: str) -> list[FieldError]:
-    """ValidateSpreadConstraintNotRepeat: one entry per (topologyKey, whenUnsatisfiable)."""
+def validate_not_repeated(constraint: dict[str, Any], rest: list[Any], path: Path) -> list[FieldError]:
+    """Rule K4 (ValidateSpreadConstraintNotRepeat): one entry per (topologyKey, whenUnsatisfiable)."""
     pair = (constraint.get("topologyKey"), constraint.get("whenUnsatisfiable"))
     for other in rest:
         if isinstance(other, dict) and (other.get("topologyKey"), other.get("whenUnsatisfiable")) == pair:
-            return [FieldError(path, f"Duplicate value: \"{{{pair[0]}, {pair[1]}}}\"")]
+            return [duplicate(path, f"{{{pair[0]}, {pair[1]}}}")]
     return []
 
 
-def validate_min_domains(value: Any, when: Any, path: str) -> list[FieldError]:
-    """validateMinDomains: positive, and only with whenUnsatisfiable=DoNotSchedule."""
+def validate_min_domains(value: Any, when: Any, path: Path) -> list[FieldError]:
+    """Rule K5 (validateMinDomains): positive, and only with whenUnsatisfiable=DoNotSchedule."""
     if value is None:
         return []
     errs = []
-    if not _is_int(value) or value <= 0:
-        errs.append(FieldError(path, f"Invalid value: {value!r}: must be greater than zero"))
+    if not is_int(value) or value <= 0:
+        errs.append(invalid(path, value, _NOT_POSITIVE))
     if when != "DoNotSchedule":
-        errs.append(FieldError(path, f"Invalid value: {value!r}: can only use minDomains if "
-                                     f"whenUnsatisfiable=DoNotSchedule, not {when}"))
+        errs.append(invalid(path, value, f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}"))
     return errs
 
 
-def validate_node_inclusion_policy(value: Any, path: str) -> list[FieldError]:
-    """validateNodeInclusionPolicy: Honor or Ignore when set."""
+def validate_node_inclusion_policy(value: Any, path: Path) -> list[FieldError]:
+    """Rule K6 (validateNodeInclusionPolicy): Honor or Ignore when set."""
     if value is None or value in NODE_INCLUSION_POLICIES:
         return []
-    return [FieldError(path, f'Unsupported value: {value!r}: supported values: "Honor", "Ignore"')]
+    return [not_supported(path, value, NODE_INCLUSION_POLICIES)]
 
 
-def validate_match_label_keys(keys: Any, selector: Any, path: str) -> list[FieldError]:
-    """validateMatchLabelKeysInTopologySpread: needs a labelSelector, valid keys, no overlap."""
+def validate_match_label_keys(keys: Any, selector: Any, path: Path) -> list[FieldError]:
+    """Rule K7 (validateMatchLabelKeysInTopologySpread): needs a labelSelector, valid keys, no overlap."""
     if not keys:
         return []
     if not isinstance(keys, list):
-        return [FieldError(path, "must be a list of label keys")]
+        return [invalid(path, keys, "must be a list of label keys")]
+    path = _path(path)
     errs = []
     if selector is None:
-        errs.append(FieldError(path, "Forbidden: must not be specified when labelSelector is not set"))
+        errs.append(forbidden(path, "must not be specified when labelSelector is not set"))
     in_selector = selector_keys(selector) if isinstance(selector, dict) else set()
     for i, key in enumerate(keys):
-        errs += [FieldError(f"{path}[{i}]", f"Invalid value: {key!r}: {m}") for m in qualified_name_errors(key)]
+        errs += [invalid(path.index(i), key, m) for m in qualified_name_errors(key)]
         if key in in_selector:
-            errs.append(FieldError(f"{path}[{i}]", f"Invalid value: {key!r}: exists in both matchLabelKeys and labelSelector"))
+            errs.append(invalid(path.index(i), key, "exists in both matchLabelKeys and labelSelector"))
     return errs
 
 
 def validate_topology_spread_constraints(constraints: Any,
-                                         path: str = TEMPLATE_CONSTRAINTS_PATH) -> list[FieldError]:
-    """Every rule the API server applies to ``topologySpreadConstraints``.
+                                         path: Path = TEMPLATE_CONSTRAINTS_PATH) -> list[FieldError]:
+    """Rule K9: every rule the API server applies to ``topologySpreadConstraints`` (rules K1-K8).
 
     Returns a list of :class:`FieldError` (empty when valid), each with a path
     like ``spec.template.spec.topologySpreadConstraints[1].minDomains``.
@@ -106,22 +116,18 @@ def validate_topology_spread_constraints(constraints: Any,
     if constraints is None:
         return []
     if not isinstance(constraints, list):
-        return [FieldError(path, "must be a list")]
+        return [invalid(path, constraints, "must be a list")]
     errs: list[FieldError] = []
-    for i, c in enumerate(constraints):
-        p = f"{path}[{i}]"
-        if not isinstance(c, dict):
-            errs.append(FieldError(p, "must be an object"))
-            continue
-        errs += validate_max_skew(c.get("maxSkew"), f"{p}.maxSkew")
-        errs += validate_topology_key(c.get("topologyKey"), f"{p}.topologyKey")
-        errs += validate_when_unsatisfiable(c.get("whenUnsatisfiable"), f"{p}.whenUnsatisfiable")
-        errs += validate_not_repeated(c, constraints[i + 1:], f"{p}.{{topologyKey, whenUnsatisfiable}}")
-        errs += validate_min_domains(c.get("minDomains"), c.get("whenUnsatisfiable"), f"{p}.minDomains")
-        errs += validate_node_inclusion_policy(c.get("nodeAffinityPolicy"), f"{p}.nodeAffinityPolicy")
-        errs += validate_node_inclusion_policy(c.get("nodeTaintsPolicy"), f"{p}.nodeTaintsPolicy")
-        errs += validate_match_label_keys(c.get("matchLabelKeys"), c.get("labelSelector"), f"{p}.matchLabelKeys")
-        errs += validate_label_selector(c.get("labelSelector"), f"{p}.labelSelector")
+    for i, p, c in _objects(constraints, _path(path), errs):
+        errs += validate_max_skew(c.get("maxSkew"), p.child("maxSkew"))
+        errs += validate_topology_key(c.get("topologyKey"), p.child("topologyKey"))
+        errs += validate_when_unsatisfiable(c.get("whenUnsatisfiable"), p.child("whenUnsatisfiable"))
+        errs += validate_not_repeated(c, constraints[i + 1:], p.child("{topologyKey, whenUnsatisfiable}"))
+        errs += validate_min_domains(c.get("minDomains"), c.get("whenUnsatisfiable"), p.child("minDomains"))
+        errs += validate_node_inclusion_policy(c.get("nodeAffinityPolicy"), p.child("nodeAffinityPolicy"))
+        errs += validate_node_inclusion_policy(c.get("nodeTaintsPolicy"), p.child("nodeTaintsPolicy"))
+        errs += validate_match_label_keys(c.get("matchLabelKeys"), c.get("labelSelector"), p.child("matchLabelKeys"))
+        errs += validate_label_selector(c.get("labelSelector"), p.child("labelSelector"))
     return errs
 
 
@@ -131,14 +137,16 @@ def validate_topology_spread_constraints(constraints: Any,
 # partitionPolicy rules; RestartPartition at job level is what Volcano's
 # optional ValidatingAdmissionPolicy denies.
 
+#: The events a Volcano lifecycle policy may name (util.go policyEventMap).
 VOLCANO_POLICY_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed",
                          "JobUpdated")
 VOLCANO_POLICY_ACTIONS = ("AbortJob", "RestartJob", "RestartTask", "RestartPod", "RestartPartition",
                           "TerminateJob", "CompleteJob", "ResumeJob")
 RESTART_PARTITION = "RestartPartition"
+NETWORK_TOPOLOGY_MODES = ("hard", "soft")
 
 
-def policy_events(policy: dict) -> list[str]:
+def policy_events(policy: dict[str, Any]) -> list[str]:
     """``event`` and ``events`` merged, duplicates removed (util.go getEventList)."""
     events = policy.get("events") or []
     events = list(events) if isinstance(events, list) else [events]
@@ -147,69 +155,124 @@ def policy_events(policy: dict) -> list[str]:
     return list(dict.fromkeys(e if isinstance(e, str) else repr(e) for e in events))
 
 
-def validate_volcano_policies(policies: Any, path: str) -> list[FieldError]:
-    """validatePolicies: event xor exitCode, known events and actions, each event once, ``*`` alone."""
+def validate_policy_shape(policies: Any, path: Path) -> list[FieldError]:
+    """Rule V1: lifecycle policies are a list of objects whose ``event`` is a string, ``events`` a
+    list of strings and ``exitCode`` an integer (the CRD's types)."""
     if policies is None:
         return []
     if not isinstance(policies, list):
-        return [FieldError(path, "must be a list")]
+        return [invalid(path, policies, "must be a list")]
+    errs: list[FieldError] = []
+    for _, p, policy in _objects(policies, _path(path), errs):
+        if policy.get("event") is not None and not isinstance(policy["event"], str):
+            errs.append(invalid(p.child("event"), policy["event"], "must be a string"))
+        events = policy.get("events")
+        if events is not None and not (isinstance(events, list) and all(isinstance(e, str) for e in events)):
+            errs.append(invalid(p.child("events"), events, "must be a list of strings"))
+        code = policy.get("exitCode")
+        if code is not None and not is_int(code):
+            errs.append(invalid(p.child("exitCode"), code, "must be an integer"))
+    return errs
+
+
+def validate_volcano_policies(policies: Any, path: Path) -> list[FieldError]:
+    """Rule V2 (validatePolicies): event xor exitCode, known events and actions, each event once,
+    ``*`` alone."""
+    if policies is None:
+        return []
+    if not isinstance(policies, list):
+        return [invalid(path, policies, "must be a list")]
+    path = _path(path)
     errs: list[FieldError] = []
     seen_events: dict[str, int] = {}
-    seen_codes: set = set()
-    for i, policy in enumerate(policies):
-        p = f"{path}[{i}]"
-        if not isinstance(policy, dict):
-            errs.append(FieldError(p, "must be an object"))
-            continue
+    seen_codes: set[Any] = set()
+    for i, p, policy in _objects(policies, path, errs):
         events = policy_events(policy)
         has_code = policy.get("exitCode") is not None
         if events and has_code:
-            errs.append(FieldError(p, "must not specify event and exitCode simultaneously"))
+            errs.append(forbidden(p, "must not specify event and exitCode simultaneously"))
             continue
         if not events and not has_code:
-            errs.append(FieldError(p, "either event or exitCode should be specified"))
+            errs.append(required(p, "either event or exitCode should be specified"))
             continue
         # Volcano checks the action of event policies only (util.go validatePolicies): an exitCode
         # policy with any action is admitted.
         if events and policy.get("action") not in VOLCANO_POLICY_ACTIONS:
-            errs.append(FieldError(f"{p}.action", f"invalid policy action {policy.get('action')!r}"))
+            errs.append(not_supported(p.child("action"), policy.get("action"), VOLCANO_POLICY_ACTIONS))
         for event in events:
             if event not in VOLCANO_POLICY_EVENTS:
-                errs.append(FieldError(f"{p}.event", f"invalid policy event {event!r}"))
+                errs.append(not_supported(p.child("event"), event, VOLCANO_POLICY_EVENTS))
             elif event in seen_events:
-                errs.append(FieldError(p, f"duplicate event {event} across different policy "
-                                          f"(also in {path}[{seen_events[event]}])"))
+                errs.append(invalid(p, event, f"duplicate event {event} across different policy "
+                                              f"(also in {path.index(seen_events[event])})"))
             else:
                 seen_events[event] = i
         if has_code:
             code = policy["exitCode"]
-            if not _is_int(code):
-                errs.append(FieldError(f"{p}.exitCode", f"must be an integer, got {code!r}"))
+            if not is_int(code):
+                errs.append(invalid(p.child("exitCode"), code, "must be an integer"))
             elif code == 0:
-                errs.append(FieldError(f"{p}.exitCode", "0 is not a valid error code"))
+                errs.append(invalid(p.child("exitCode"), code, "0 is not a valid error code"))
             elif code in seen_codes:
-                errs.append(FieldError(f"{p}.exitCode", f"duplicate exitCode {code}"))
+                errs.append(duplicate(p.child("exitCode"), code))
             seen_codes.add(code)
     if "*" in seen_events and len(seen_events) > 1:
-        errs.append(FieldError(path, "if there's * here, no other policy should be here"))
+        errs.append(forbidden(path, "if there's * here, no other policy should be here"))
     return errs
 
 
-def validate_network_topology(spec: Any, path: str) -> list[FieldError]:
-    """highestTierAllowed and highestTierName are exclusive; a hard mode without either is not enforced."""
+def validate_restart_partition_events(events: Any, path: Path) -> list[FieldError]:
+    """Rule V3: the events of a RestartPartition policy are known Volcano events, each once, and
+    ``*`` stands alone (validatePolicies)."""
+    if events is None:
+        return []
+    if not isinstance(events, list):
+        return [invalid(path, events, "must be a list of Volcano events")]
+    path = _path(path)
+    errs = [not_supported(path.index(i), e, VOLCANO_POLICY_EVENTS)
+            for i, e in enumerate(events) if e not in VOLCANO_POLICY_EVENTS]
+    if errs:
+        return errs
+    if len(set(events)) != len(events):
+        errs.append(invalid(path, events, "lists an event twice"))
+    if "*" in events and len(events) > 1:
+        errs.append(invalid(path, events, "'*' covers every event and must stand alone"))
+    return errs
+
+
+def is_soft(topology: Any) -> bool:
+    return isinstance(topology, dict) and topology.get("mode") == "soft"
+
+
+def validate_network_topology(spec: Any, path: Path) -> list[FieldError]:
+    """Rule V4: mode hard or soft; highestTierAllowed and highestTierName are exclusive; a hard mode
+    without either is not enforced by the scheduler."""
     if spec is None:
         return []
     if not isinstance(spec, dict):
-        return [FieldError(path, "must be an object")]
+        return [invalid(path, spec, "must be an object")]
+    path = _path(path)
     errs = []
-    if spec.get("mode", "hard") not in ("hard", "soft"):
-        errs.append(FieldError(f"{path}.mode", f"Unsupported value: {spec.get('mode')!r}: supported values: \"hard\", \"soft\""))
-    if spec.get("highestTierAllowed") is not None and spec.get("highestTierName"):
-        errs.append(FieldError(path, "highestTierAllowed and highestTierName are exclusive"))
-    if spec.get("mode", "hard") == "hard" and spec.get("highestTierAllowed") is None and not spec.get("highestTierName"):
-        errs.append(FieldError(path, "hard mode without highestTierAllowed or highestTierName: the scheduler "
-                                     "silently does not enforce it"))
+    if spec.get("mode", "hard") not in NETWORK_TOPOLOGY_MODES:
+        errs.append(not_supported(path.child("mode"), spec.get("mode"), NETWORK_TOPOLOGY_MODES))
+    tier, name = spec.get("highestTierAllowed"), spec.get("highestTierName")
+    if tier is not None and (not is_int(tier) or tier < 1):
+        errs.append(invalid(path.child("highestTierAllowed"), tier, "must be an integer >= 1"))
+    if name is not None and (not isinstance(name, str) or not name):
+        errs.append(invalid(path.child("highestTierName"), name, "must be a non-empty tier name"))
+    if tier is not None and name:
+        errs.append(forbidden(path, "highestTierAllowed and highestTierName are exclusive: set one"))
+    if spec.get("mode", "hard") == "hard" and tier is None and not name:
+        errs.append(required(path, "hard mode needs highestTierAllowed or highestTierName; without one the "
+                                   "Volcano scheduler silently does not enforce it"))
     return errs
+
+
+def validate_partition_topology_mode(topology: Any, path: Path) -> list[FieldError]:
+    """Rule V5: a partition policy does not support a soft network topology."""
+    if not is_soft(topology):
+        return []
+    return [forbidden(_path(path).child("mode"), "soft mode is not supported with a partition policy")]
 
 
 #: Volcano releases whose job admission requires a task's minAvailable to equal minPartitions *
@@ -223,46 +286,45 @@ def strict_min_partitions(version: str) -> bool:
     return version in STRICT_MIN_PARTITIONS
 
 
-def validate_partition_policy(task: dict, path: str, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
-    """replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions; a task
+def validate_partition_policy(task: dict[str, Any], path: Path, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+    """Rule V6: replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions; a task
     minAvailable equals minPartitions * partitionSize when minPartitions > 0 (always, in the releases
     of :data:`STRICT_MIN_PARTITIONS`) (admit_job.go validatePartitionPolicy)."""
     pp = task.get("partitionPolicy")
     if pp is None:
         return []
-    p = f"{path}.partitionPolicy"
+    path = _path(path)
+    p = path.child("partitionPolicy")
     if not isinstance(pp, dict):
-        return [FieldError(p, "must be an object")]
+        return [invalid(p, pp, "must be an object")]
     errs = []
     total, size, min_parts = pp.get("totalPartitions"), pp.get("partitionSize"), pp.get("minPartitions", 0)
     for key, value in (("totalPartitions", total), ("partitionSize", size)):
-        if not _is_int(value) or value < 1:
-            errs.append(FieldError(f"{p}.{key}", f"must be an integer >= 1, got {value!r}"))
-    if not _is_int(min_parts) or min_parts < 0:
-        errs.append(FieldError(f"{p}.minPartitions", f"must be an integer >= 0, got {min_parts!r}"))
+        if not is_int(value) or value < 1:
+            errs.append(invalid(p.child(key), value, "must be an integer >= 1"))
+    if not is_int(min_parts) or min_parts < 0:
+        errs.append(invalid(p.child("minPartitions"), min_parts, "must be an integer >= 0"))
     if errs:
         return errs
+    assert isinstance(total, int) and isinstance(size, int) and isinstance(min_parts, int)  # checked above
     replicas = task.get("replicas", 0)
     if replicas != total * size:
-        errs.append(FieldError(f"{path}.replicas", f"must equal totalPartitions * partitionSize "
-                                                   f"({total} * {size} = {total * size}), got {replicas}"))
+        errs.append(invalid(path.child("replicas"), replicas, "must equal totalPartitions * partitionSize "
+                                                              f"({total} * {size} = {total * size})"))
     if min_parts > total:
-        errs.append(FieldError(f"{p}.minPartitions", f"must be <= totalPartitions {total}, got {min_parts}"))
+        errs.append(invalid(p.child("minPartitions"), min_parts, f"must be <= totalPartitions {total}"))
     if task.get("minAvailable") is not None and (min_parts > 0 or strict_min_partitions(version)) \
             and task["minAvailable"] != min_parts * size:
-        errs.append(FieldError(f"{path}.minAvailable", f"must equal minPartitions * partitionSize "
-                                                       f"({min_parts} * {size} = {min_parts * size}), "
-                                                       f"got {task['minAvailable']}"))
-    errs += validate_network_topology(pp.get("networkTopology"), f"{p}.networkTopology")
-    if isinstance(pp.get("networkTopology"), dict) and pp["networkTopology"].get("mode") == "soft":
-        errs.append(FieldError(f"{p}.networkTopology.mode", "soft mode is not supported with a partition policy "
-                                                             "(seed 001 \"Constraints\")"))
+        errs.append(invalid(path.child("minAvailable"), task["minAvailable"],
+                            f"must equal minPartitions * partitionSize ({min_parts} * {size} = {min_parts * size})"))
+    errs += validate_network_topology(pp.get("networkTopology"), p.child("networkTopology"))
+    errs += validate_partition_topology_mode(pp.get("networkTopology"), p.child("networkTopology"))
     return errs
 
 
-def validate_task_topology_policy(task: dict, path: str) -> list[FieldError]:
-    """A task with a topologyPolicy (other than none) needs a whole number of CPUs requested by every
-    container and init container; a container without requests uses its limits
+def validate_task_topology_policy(task: dict[str, Any], path: Path) -> list[FieldError]:
+    """Rule V7: a task with a topologyPolicy (other than none) needs a whole number of CPUs requested
+    by every container and init container; a container without requests uses its limits
     (admit_job.go validateTaskTopoPolicy, guaranteedCPUs)."""
     policy = task.get("topologyPolicy")
     if not policy or policy == "none":
@@ -270,41 +332,80 @@ def validate_task_topology_policy(task: dict, path: str) -> list[FieldError]:
     pod = ((task.get("template") or {}).get("spec") or {}) if isinstance(task.get("template"), dict) else {}
     containers = [("containers", i, c) for i, c in enumerate(pod.get("containers") or [])] + \
         [("initContainers", i, c) for i, c in enumerate(pod.get("initContainers") or [])]
-    for n, (group, i, container) in enumerate(containers):
+    for group, i, container in containers:
         resources = container.get("resources") or {} if isinstance(container, dict) else {}
         requests = resources.get("requests") or resources.get("limits") or {}
         if not whole_units(requests.get("cpu")):
-            return [FieldError(f"{path}.template.spec.{group}[{i}].resources.requests.cpu",
-                               f"the cpu request isn't an integer (topologyPolicy {policy} needs whole CPUs), "
-                               f"got {requests.get('cpu')!r}")]
+            return [invalid(_path(path).child("template", "spec", group).index(i).child("resources", "requests", "cpu"),
+                            requests.get("cpu"),
+                            f"the cpu request isn't an integer (topologyPolicy {policy} needs whole CPUs)")]
     return []
 
 
-def _validate_task(task: Any, path: str, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+def validate_task_shape(task: Any, path: FieldPath) -> list[FieldError]:
+    """Rule V1: the types of the task fields the Volcano policy reads."""
     if not isinstance(task, dict):
-        return [FieldError(path, "must be an object")]
+        return [invalid(path, task, "must be an object")]
+    errs: list[FieldError] = []
+    replicas = task.get("replicas", 0)
+    if not is_int(replicas) or replicas < 0:
+        errs.append(invalid(path.child("replicas"), replicas, "must be an integer >= 0"))
+    if task.get("name") is not None and not isinstance(task["name"], str):
+        errs.append(invalid(path.child("name"), task["name"], "must be a string"))
+    errs += validate_policy_shape(task.get("policies"), path.child("policies"))
+    min_available = task.get("minAvailable")
+    if min_available is not None and not is_int(min_available):
+        errs.append(invalid(path.child("minAvailable"), min_available, "must be an integer"))
+    if task.get("partitionPolicy") is not None and not isinstance(task["partitionPolicy"], dict):
+        errs.append(invalid(path.child("partitionPolicy"), task["partitionPolicy"], "must be an object"))
+    return errs
+
+
+def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
+    """Rule V1: the types of every field the Volcano policy reads, all errors at once."""
+    meta = job.get("metadata")
+    errs = map_errors(meta, FieldPath("metadata"))
+    for key in ("labels", "annotations"):
+        errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
+    spec = job.get("spec")
+    if not isinstance(spec, dict):
+        return errs + [required("spec", "a Volcano Job needs a spec")]
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list) or not tasks:
+        return errs + [required("spec.tasks", "a Volcano Job needs at least one task")]
+    errs += validate_policy_shape(spec.get("policies"), FieldPath("spec", "policies"))
+    for i, task in enumerate(tasks):
+        errs += validate_task_shape(task, FieldPath("spec", "tasks").index(i))
+    return errs
+
+
+def _validate_task(task: Any, path: FieldPath, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+    if not isinstance(task, dict):
+        return [invalid(path, task, "must be an object")]
     errs: list[FieldError] = []
     name = task.get("name")
     if not isinstance(name, str):
-        errs.append(FieldError(f"{path}.name", "Required value"))
+        errs.append(required(path.child("name")))
     else:
-        errs += [FieldError(f"{path}.name", m) for m in dns1123_label_errors(name)]
+        errs += [invalid(path.child("name"), name, m) for m in dns1123_label_errors(name)]
     replicas = task.get("replicas", 0)
-    if not _is_int(replicas) or replicas < 0:
-        errs.append(FieldError(f"{path}.replicas", f"must be an integer >= 0, got {replicas!r}"))
+    if not is_int(replicas) or replicas < 0:
+        errs.append(invalid(path.child("replicas"), replicas, "must be an integer >= 0"))
         replicas = 0
     min_available = task.get("minAvailable")
     if min_available is not None:
-        if not _is_int(min_available) or min_available < 0:
-            errs.append(FieldError(f"{path}.minAvailable", f"must be an integer >= 0, got {min_available!r}"))
+        if not is_int(min_available) or min_available < 0:
+            errs.append(invalid(path.child("minAvailable"), min_available, "must be an integer >= 0"))
         elif min_available > replicas:
-            errs.append(FieldError(f"{path}.minAvailable", "'minAvailable' is greater than 'replicas'"))
-    errs += validate_volcano_policies(task.get("policies"), f"{path}.policies")
-    task_policies = task.get("policies") if isinstance(task.get("policies"), list) else []
+            errs.append(invalid(path.child("minAvailable"), min_available, "'minAvailable' is greater than 'replicas'"))
+    errs += validate_volcano_policies(task.get("policies"), path.child("policies"))
+    task_policies = task.get("policies")
+    task_policies = task_policies if isinstance(task_policies, list) else []
     has_restart_partition = any(isinstance(pol, dict) and pol.get("action") == RESTART_PARTITION
                                 for pol in task_policies)
     if has_restart_partition and task.get("partitionPolicy") is None:
-        errs.append(FieldError(f"{path}.policies", "RestartPartition has no effect on a task without a partitionPolicy"))
+        errs.append(forbidden(path.child("policies"), "RestartPartition has no effect on a task without a "
+                                                      "partitionPolicy"))
     errs += validate_partition_policy(task, path, version)
     errs += validate_task_topology_policy(task, path)
     return errs
@@ -314,13 +415,14 @@ def _validate_task(task: Any, path: str, version: str = DEFAULT_VOLCANO_VERSION)
 VOLCANO_JOB_PLUGINS = ("ssh", "env", "svc", "tensorflow", "mpi", "pytorch", "hcclrank", "ray")
 
 
-def validate_job_plugins(plugins: Any, tasks: list, path: str = "spec.plugins") -> list[FieldError]:
-    """Every plugin is one the job controller knows; the mpi plugin's ``--master`` (default ``master``)
-    names a task of the job (admit_job.go validateJobCreate)."""
+def validate_job_plugins(plugins: Any, tasks: list[Any], path: Path = "spec.plugins") -> list[FieldError]:
+    """Rule V8: every plugin is one the job controller knows; the mpi plugin's ``--master`` (default
+    ``master``) names a task of the job (admit_job.go validateJobCreate)."""
     if not isinstance(plugins, dict):
         return []
-    errs = [FieldError(f"{path}[{name}]", f"unable to find job plugin: {name}")
-            for name in plugins if name not in VOLCANO_JOB_PLUGINS]
+    path = _path(path)
+    errs = [not_supported(path.key(name), name, VOLCANO_JOB_PLUGINS) for name in plugins
+            if name not in VOLCANO_JOB_PLUGINS]
     if "mpi" in plugins:
         master = "master"
         for arg in plugins.get("mpi") or []:
@@ -328,51 +430,47 @@ def validate_job_plugins(plugins: Any, tasks: list, path: str = "spec.plugins") 
                 master = arg.split("=", 1)[1]
         names = [t.get("name") for t in tasks if isinstance(t, dict)]
         if master not in names:
-            errs.append(FieldError(f"{path}[mpi]", f"the specified mpi master task {master!r} was not found"))
+            errs.append(invalid(path.key("mpi"), master, "the specified mpi master task was not found"))
     return errs
 
 
-def validate_job_volumes(volumes: Any, path: str = "spec.volumes") -> list[FieldError]:
-    """mountPath required and unique; a volume names an existing claim (a valid name) or describes a
-    new one, not both (util.go validateIO)."""
+def validate_job_volumes(volumes: Any, path: Path = "spec.volumes") -> list[FieldError]:
+    """Rule V9: mountPath required and unique; a volume names an existing claim (a valid name) or
+    describes a new one, not both (util.go validateIO)."""
     if not isinstance(volumes, list):
         return []
     errs: list[FieldError] = []
-    mounts: set = set()
-    for i, volume in enumerate(volumes):
-        p = f"{path}[{i}]"
-        if not isinstance(volume, dict):
-            errs.append(FieldError(p, "must be an object"))
-            continue
+    mounts: set[Any] = set()
+    for _, p, volume in _objects(volumes, _path(path), errs):
         mount = volume.get("mountPath")
         claim, claim_name = volume.get("volumeClaim"), volume.get("volumeClaimName")
         if not mount:
-            errs.append(FieldError(f"{p}.mountPath", "mountPath is required"))
+            errs.append(required(p.child("mountPath"), "mountPath is required"))
         elif mount in mounts:
-            errs.append(FieldError(f"{p}.mountPath", f"duplicated mountPath: {mount}"))
+            errs.append(duplicate(p.child("mountPath"), mount))
         mounts.add(mount)
         if claim is None and not claim_name:
-            errs.append(FieldError(p, "either volumeClaim or volumeClaimName must be specified"))
+            errs.append(required(p, "either volumeClaim or volumeClaimName must be specified"))
         elif claim_name and claim is not None:
-            errs.append(FieldError(p, "volumeClaimName names an existing claim; volumeClaim describes a new "
-                                      "one: not both"))
+            errs.append(forbidden(p, "volumeClaimName names an existing claim; volumeClaim describes a new "
+                                     "one: not both"))
         elif claim_name:
-            errs += [FieldError(f"{p}.volumeClaimName", f"invalid VolumeClaimName {claim_name}: {m}")
+            errs += [invalid(p.child("volumeClaimName"), claim_name, m)
                      for m in dns1123_subdomain_errors(str(claim_name))]
     return errs
 
 
-def validate_task_dependencies(tasks: list, path: str = "spec.tasks") -> list[FieldError]:
-    """Tasks' ``dependsOn`` names form a directed acyclic graph over the job's tasks (util.go topoSort:
-    a name that is no task of the job is never satisfied)."""
+def validate_task_dependencies(tasks: list[Any], path: Path = "spec.tasks") -> list[FieldError]:
+    """Rule V10: tasks' ``dependsOn`` names form a directed acyclic graph over the job's tasks
+    (util.go topoSort: a name that is no task of the job is never satisfied)."""
     names = [t.get("name") for t in tasks if isinstance(t, dict)]
     deps = {}
     for t in tasks:
         if isinstance(t, dict) and isinstance(t.get("dependsOn"), dict):
-            deps[t.get("name")] = [d for d in t["dependsOn"].get("name") or []]
+            deps[t.get("name")] = list(t["dependsOn"].get("name") or [])
     if not deps:
         return []
-    done: set = set()
+    done: set[Any] = set()
     progress = True
     while progress:
         progress = False
@@ -382,67 +480,69 @@ def validate_task_dependencies(tasks: list, path: str = "spec.tasks") -> list[Fi
                 progress = True
     if len(done) < len(names):
         stuck = [n for n in names if n not in done]
-        return [FieldError(path, "job has dependencies between tasks, but doesn't form a directed acyclic graph "
-                                 f"(DAG) over its tasks: {', '.join(map(str, stuck))} can never start")]
+        return [invalid(path, stuck, "job has dependencies between tasks, but doesn't form a directed acyclic "
+                                     "graph (DAG) over its tasks: these can never start")]
     return []
 
 
-def validate_pod_names(job: dict, tasks: list) -> list[FieldError]:
-    """The job's name and each pod name ``<job>-<task>-<index>`` are qualified names (at most 63
-    characters; admit_job.go validateJobName, validateK8sPodNameLength)."""
+def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError]:
+    """Rule V11: the job's name and each pod name ``<job>-<task>-<index>`` are qualified names (at most
+    63 characters; admit_job.go validateJobName, validateK8sPodNameLength)."""
     name = (job.get("metadata") or {}).get("name")
     if not isinstance(name, str):
         return []
-    errs = [FieldError("metadata.name", f"create job with name {name} validate failed: {m}")
-            for m in qualified_name_errors(name)]
+    errs = [invalid("metadata.name", name, m) for m in qualified_name_errors(name)]
     for i, task in enumerate(tasks):
         if isinstance(task, dict) and isinstance(task.get("name"), str):
             pod = f"{name}-{task['name']}-{i}"
-            errs += [FieldError(f"spec.tasks[{i}].name", f"create pod with name {pod} validate failed: {m}")
+            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {pod}: {m}")
                      for m in qualified_name_errors(pod)]
     return errs
 
 
-def validate_volcano_job(job: dict, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
+def validate_job_restart_partition(policies: Any, path: Path = "spec.policies") -> list[FieldError]:
+    """Rule V12: RestartPartition is denied at job level (Volcano's ValidatingAdmissionPolicy)."""
+    path = _path(path)
+    return [forbidden(path.index(i).child("action"), "RestartPartition is denied at job level (Volcano's "
+                                                     "ValidatingAdmissionPolicy); use task policies")
+            for i, policy in enumerate(policies if isinstance(policies, list) else [])
+            if isinstance(policy, dict) and policy.get("action") == RESTART_PARTITION]
+
+
+def validate_volcano_job(job: dict[str, Any], version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
     """Volcano's job admission rules for tasks, policies, partitionPolicy, plugins, volumes and task
-    dependencies, as the given Volcano release applies them, with field paths."""
+    dependencies, as the given Volcano release applies them, with field paths (rules V2-V12)."""
     spec = job.get("spec")
     if not isinstance(spec, dict):
-        return [FieldError("spec", "Required value")]
+        return [required("spec")]
     errs: list[FieldError] = []
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
-        return [FieldError("spec.tasks", "No task specified in job spec")]
-    names: dict = {}
+        return [required("spec.tasks", "No task specified in job spec")]
+    names: dict[str | None, int] = {}
     total = 0
     for i, task in enumerate(tasks):
-        errs += _validate_task(task, f"spec.tasks[{i}]", version)
+        path = FieldPath("spec", "tasks").index(i)
+        errs += _validate_task(task, path, version)
         if isinstance(task, dict):
             name = task.get("name") if isinstance(task.get("name"), str) else None
             if name is not None and name in names:
-                errs.append(FieldError(f"spec.tasks[{i}].name", f"duplicated task name {name}"))
+                errs.append(duplicate(path.child("name"), name))
             names[name] = i
             replicas = task.get("replicas", 0)
-            total += replicas if _is_int(replicas) else 0
+            total += replicas if is_int(replicas) else 0
     min_available = spec.get("minAvailable")
     if min_available is not None:
-        if not _is_int(min_available) or min_available < 0:
-            errs.append(FieldError("spec.minAvailable", "job 'minAvailable' must be >= 0"))
+        if not is_int(min_available) or min_available < 0:
+            errs.append(invalid("spec.minAvailable", min_available, "job 'minAvailable' must be >= 0"))
         elif min_available > total:
-            errs.append(FieldError("spec.minAvailable", "job 'minAvailable' should not be greater than total "
-                                                        f"replicas in tasks ({total})"))
+            errs.append(invalid("spec.minAvailable", min_available, "job 'minAvailable' should not be greater "
+                                                                    f"than total replicas in tasks ({total})"))
     errs += validate_volcano_policies(spec.get("policies"), "spec.policies")
-    job_policies = spec.get("policies") if isinstance(spec.get("policies"), list) else []
-    for i, policy in enumerate(job_policies):
-        if isinstance(policy, dict) and policy.get("action") == RESTART_PARTITION:
-            errs.append(FieldError(f"spec.policies[{i}].action", "RestartPartition is denied at job level "
-                                                                 "(Volcano's ValidatingAdmissionPolicy); use task policies"))
+    errs += validate_job_restart_partition(spec.get("policies"))
     errs += validate_network_topology(spec.get("networkTopology"), "spec.networkTopology")
-    topology = spec.get("networkTopology")
-    if isinstance(topology, dict) and topology.get("mode") == "soft" and \
-            any(isinstance(t, dict) and t.get("partitionPolicy") is not None for t in tasks):
-        errs.append(FieldError("spec.networkTopology.mode", "soft mode is not supported together with a partition "
-                                                            "policy (seed 001 \"Constraints\")"))
+    if any(isinstance(t, dict) and t.get("partitionPolicy") is not None for t in tasks):
+        errs += validate_partition_topology_mode(spec.get("networkTopology"), "spec.networkTopology")
     errs += validate_job_plugins(spec.get("plugins"), tasks)
     errs += validate_job_volumes(spec.get("volumes"))
     errs += validate_task_dependencies(tasks)

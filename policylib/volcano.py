@@ -1,6 +1,6 @@
-"""Volcano Jobs: partitions with network topology, and RestartPartition (seed 001).
+"""Volcano Jobs: partitions with network topology, and RestartPartition (rules V13-V19).
 
-Seed 001 ("Pod Rescheduling by Partition") has a job restart a whole
+Pod rescheduling by partition has a job restart a whole
 partition when one of its pods is evicted or fails, so that the partition is
 rescheduled together inside one HyperNode. This policy writes, on CREATE:
 
@@ -18,18 +18,22 @@ job-level policies are never touched.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
-from .config import Config, VolcanoSettings, load_config
-from .errors import PolicyError, object_ref
-from .facts import NO_FACTS, ClusterFacts, namespace_of
+from . import quantity
+from .config import Config, VolcanoSettings
+from .errors import FieldPath, PolicyError, invalid, raise_if_any
+from .facts import ClusterFacts
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .patch import Draft, diff_owned
-from .result import Result
-from . import quantity
-from .spread import DOMAIN, SKIP_KEY, is_opted_out
-from .validation import RESTART_PARTITION, policy_events, validate_volcano_job
+from .result import DOMAIN, Outcome, Result, admission
+from .validation import (
+    RESTART_PARTITION,
+    policy_events,
+    validate_partition_topology_mode,
+    validate_volcano_job,
+    validate_volcano_job_shape,
+)
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
@@ -56,23 +60,25 @@ def _contains_key(node: Any, key: str) -> bool:
 
 # --- decisions -------------------------------------------------------------------
 
-def partition_size_for(job: dict, settings: VolcanoSettings, ref: str) -> int | None:
-    """The partition size for this job: the annotation override, else the setting."""
-    meta = job.get("metadata") if isinstance(job.get("metadata"), dict) else {}
-    annotations = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+def partition_size_for(job: dict[str, Any], settings: VolcanoSettings, ref: str) -> int | None:
+    """Rule V14: the partition size for this job: the annotation override, else the setting."""
+    meta = job.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, dict) else None
+    annotations = annotations if isinstance(annotations, dict) else {}
     if PARTITION_SIZE_ANNOTATION not in annotations:
         return settings.partitionSize
     raw = str(annotations[PARTITION_SIZE_ANNOTATION]).strip()
     if raw.lower() == "none":
         return None
     if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise PolicyError(ref, f"metadata.annotations[{PARTITION_SIZE_ANNOTATION}]",
-                          f"must be a whole number >= 1 or 'none', got {annotations[PARTITION_SIZE_ANNOTATION]!r}")
+        raise PolicyError.from_errors(ref, [invalid(FieldPath("metadata", "annotations").key(PARTITION_SIZE_ANNOTATION),
+                                                    annotations[PARTITION_SIZE_ANNOTATION],
+                                                    "must be a whole number >= 1 or 'none'")])
     return int(raw)
 
 
-def partition_policy_for(task: dict, size: int, settings: VolcanoSettings) -> tuple[dict | None, str]:
-    """The partitionPolicy to add to a task without one, or None and why not.
+def partition_policy_for(task: dict[str, Any], size: int, settings: VolcanoSettings) -> tuple[dict[str, Any] | None, str]:
+    """Rule V13: the partitionPolicy to add to a task without one, or None and why not.
 
     Volcano requires replicas == totalPartitions * partitionSize; v1.14.0-v1.15.0
     require a task minAvailable to equal minPartitions * partitionSize and default
@@ -95,19 +101,19 @@ def partition_policy_for(task: dict, size: int, settings: VolcanoSettings) -> tu
     else:
         return None, (f"task {name}: minAvailable {min_available} is not a multiple of partitionSize {size} "
                       "(Volcano requires minAvailable == minPartitions * partitionSize): not partitioned")
-    policy: dict = {"totalPartitions": total, "partitionSize": size, "minPartitions": min_partitions}
+    policy: dict[str, Any] = {"totalPartitions": total, "partitionSize": size, "minPartitions": min_partitions}
     if settings.networkTopology is not None:
         policy["networkTopology"] = settings.networkTopology.as_spec()
     return policy, f"task {name}: {total} partitions of {size} pods (minPartitions {min_partitions})"
 
 
-def handled_events(policies: list) -> set[str]:
+def handled_events(policies: list[Any]) -> set[str]:
     """Events a task's own policies already handle (``event`` and ``events`` merged)."""
     return {e for p in policies if isinstance(p, dict) for e in policy_events(p)}
 
 
-def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple[list[dict], str | None]:
-    """The RestartPartition policies to append, and a warning when one cannot be added.
+def restart_partition_policies(policies: list[Any], events: tuple[str, ...]) -> tuple[list[dict[str, Any]], str | None]:
+    """Rule V15: the RestartPartition policies to append, and a warning when one cannot be added.
 
     An event the task already handles (same event, ``*``, or in an ``events``
     list) is left to the user's policy; ``*`` may not stand beside other events.
@@ -123,14 +129,14 @@ def restart_partition_policies(policies: list, events: tuple[str, ...]) -> tuple
     return [{"event": e, "action": RESTART_PARTITION} for e in events if e not in handled], None
 
 
-# --- feasibility (issue: "Feasibility in preview") ------------------------------
+# --- feasibility (rule V18) -----------------------------------------------------
 
 def parse_quantity(value: Any) -> float:
     """A Kubernetes resource quantity (``4``, ``500m``, ``32Gi``) as a number."""
     return float(quantity.parse_quantity(value))
 
 
-def pod_requests(template: dict) -> dict[str, float]:
+def pod_requests(template: dict[str, Any]) -> dict[str, float]:
     """Summed container requests (limits where requests are absent, as the API defaults them)."""
     total: dict[str, float] = {}
     for c in ((template.get("spec") or {}).get("containers") or []):
@@ -141,7 +147,7 @@ def pod_requests(template: dict) -> dict[str, float]:
     return total
 
 
-def pods_per_node(requests: dict[str, float], node: dict) -> int | None:
+def pods_per_node(requests: dict[str, float], node: dict[str, Any]) -> int | None:
     """How many such pods fit in a node's allocatable; None when either side is unknown."""
     alloc = (node.get("status") or {}).get("allocatable") or {}
     wanted = {k: v for k, v in requests.items() if v > 0}
@@ -151,17 +157,18 @@ def pods_per_node(requests: dict[str, float], node: dict) -> int | None:
     return min(fits)
 
 
-def tier_limit(policy: dict, hypernodes: list[dict]) -> int | None:
+def tier_limit(policy: dict[str, Any], hypernodes: list[dict[str, Any]]) -> int | None:
     topo = policy.get("networkTopology") or {}
     if topo.get("highestTierAllowed") is not None:
-        return topo["highestTierAllowed"]
+        return int(topo["highestTierAllowed"])
     name = topo.get("highestTierName")
     tiers = {h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == name}
     return max(tiers) if tiers else None
 
 
-def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict]) -> tuple[str, bool]:
-    """Whether each partition fits inside one HyperNode of tier <= the allowed tier.
+def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]],
+                          nodes: list[dict[str, Any]]) -> tuple[str, bool]:
+    """Rule V18: whether each partition fits inside one HyperNode of tier <= the allowed tier.
 
     Capacity counts one pod per node unless requests and node allocatable are
     both known, then how many pods each node's allocatable holds.
@@ -200,92 +207,40 @@ def partition_feasibility(task: dict, hypernodes: list[dict], nodes: list[dict])
 
 # --- the mutation ------------------------------------------------------------------
 
-@dataclass
-class _Notes:
-    reasons: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-
-def _checked_tasks(job: dict, ref: str) -> list[dict]:
-    """The tasks, after checking the types the policy reads; errors name the field."""
-    meta = job.get("metadata")
-    if meta is not None and not isinstance(meta, dict):
-        raise PolicyError(ref, "metadata", "must be an object")
-    for key in ("labels", "annotations"):
-        if not isinstance((meta or {}).get(key) or {}, dict):
-            raise PolicyError(ref, f"metadata.{key}", "must be a map of strings")
-    spec = job.get("spec")
-    if not isinstance(spec, dict):
-        raise PolicyError(ref, "spec", "required: a Volcano Job needs a spec")
-    tasks = spec.get("tasks")
-    if not isinstance(tasks, list) or not tasks:
-        raise PolicyError(ref, "spec.tasks", "required: a Volcano Job needs at least one task")
-    _check_policies(spec.get("policies"), ref, "spec.policies")
-    for i, task in enumerate(tasks):
-        if not isinstance(task, dict):
-            raise PolicyError(ref, f"spec.tasks[{i}]", "must be an object")
-        replicas = task.get("replicas", 0)
-        if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 0:
-            raise PolicyError(ref, f"spec.tasks[{i}].replicas", f"must be an integer >= 0, got {replicas!r}")
-        if task.get("name") is not None and not isinstance(task["name"], str):
-            raise PolicyError(ref, f"spec.tasks[{i}].name", f"must be a string, got {task['name']!r}")
-        _check_policies(task.get("policies"), ref, f"spec.tasks[{i}].policies")
-        min_available = task.get("minAvailable")
-        if min_available is not None and (isinstance(min_available, bool) or not isinstance(min_available, int)):
-            raise PolicyError(ref, f"spec.tasks[{i}].minAvailable", f"must be an integer, got {min_available!r}")
-        if task.get("partitionPolicy") is not None and not isinstance(task["partitionPolicy"], dict):
-            raise PolicyError(ref, f"spec.tasks[{i}].partitionPolicy", "must be an object")
+def _checked_tasks(job: dict[str, Any], ref: str) -> list[dict[str, Any]]:
+    """The tasks, after :func:`~policylib.validation.validate_volcano_job_shape` found nothing."""
+    raise_if_any(ref, validate_volcano_job_shape(job))
+    tasks: list[dict[str, Any]] = job["spec"]["tasks"]
     return tasks
 
 
-def _check_policies(policies: Any, ref: str, path: str) -> None:
-    """Lifecycle policies are a list of objects whose event is a string, events a list of
-    strings and exitCode an integer (the CRD's types)."""
-    if policies is None:
-        return
-    if not isinstance(policies, list):
-        raise PolicyError(ref, path, "must be a list")
-    for j, policy in enumerate(policies):
-        p = f"{path}[{j}]"
-        if not isinstance(policy, dict):
-            raise PolicyError(ref, p, "must be an object")
-        if policy.get("event") is not None and not isinstance(policy["event"], str):
-            raise PolicyError(ref, f"{p}.event", f"must be a string, got {policy['event']!r}")
-        events = policy.get("events")
-        if events is not None and not (isinstance(events, list) and all(isinstance(e, str) for e in events)):
-            raise PolicyError(ref, f"{p}.events", f"must be a list of strings, got {events!r}")
-        code = policy.get("exitCode")
-        if code is not None and (isinstance(code, bool) or not isinstance(code, int)):
-            raise PolicyError(ref, f"{p}.exitCode", f"must be an integer, got {code!r}")
-
-
-def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: VolcanoSettings,
-                notes: _Notes) -> dict:
+def _write_task(draft: Draft, i: int, task: dict[str, Any], size: int | None, settings: VolcanoSettings,
+                notes: Outcome) -> dict[str, Any]:
     """Edit task ``i`` in the draft; returns the task as it ends."""
     name = task.get("name")
     new_task = task
     if task.get("partitionPolicy") is not None:
-        notes.reasons.append(f"task {name}: keeps its own partitionPolicy")
+        notes.reason(f"task {name}: keeps its own partitionPolicy")
         own = task["partitionPolicy"]
         if isinstance(own, dict) and "minPartitions" not in own and task.get("minAvailable") is None:
-            notes.warnings.append(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
+            notes.warn(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
                                   "default the task's minAvailable to 0 and gang nothing (volcano issue 5401); "
                                   f"set minPartitions: {own.get('totalPartitions')}")
     elif size is not None:
         policy, why = partition_policy_for(task, size, settings)
-        (notes.warnings if policy is None and task.get("replicas", 0) > size else notes.reasons).append(why)
+        notes.note(why, ok=policy is not None or task.get("replicas", 0) <= size)
         if policy is not None:
             new_task = dict(task, partitionPolicy=policy)
     if new_task.get("partitionPolicy") is not None and settings.restartPartitionEvents:
         own = list(new_task.get("policies") or [])
         added, warning = restart_partition_policies(own, settings.restartPartitionEvents)
         if warning:
-            notes.warnings.append(f"task {name}: {warning}")
+            notes.warn(f"task {name}: {warning}")
         if added:
             new_task = dict(new_task, policies=own + added)
-            notes.reasons.append(f"task {name}: RestartPartition on {', '.join(p['event'] for p in added)}")
+            notes.reason(f"task {name}: RestartPartition on {', '.join(p['event'] for p in added)}")
     if new_task is not task:
-        tasks = draft.get(TASKS)
+        tasks: list[dict[str, Any]] = draft.get(TASKS)
         if tasks is (draft.original.get("spec") or {}).get("tasks"):
             tasks = list(tasks)
             draft.set(TASKS, tasks)
@@ -296,8 +251,8 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
 JOB_POLICIES = ("spec", "policies")
 
 
-def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -> list[dict]:
-    """A job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
+def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes: Outcome) -> list[dict[str, Any]]:
+    """Rule V16: a job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
     ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
     RestartPartition policies, where the task does not handle them already) and the job-level entries
     are removed, with a warning. Returns the tasks as they end."""
@@ -316,22 +271,22 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -
         own = list(out[i].get("policies") or [])
         added, warning = restart_partition_policies(own, events)
         if warning:
-            notes.warnings.append(f"task {out[i].get('name')}: {warning}")
+            notes.warn(f"task {out[i].get('name')}: {warning}")
         if added:
             out[i] = dict(out[i], policies=own + added)
-            task_list = draft.get(TASKS)
+            task_list: list[dict[str, Any]] = draft.get(TASKS)
             if task_list is (draft.original.get("spec") or {}).get("tasks"):
                 task_list = list(task_list)
                 draft.set(TASKS, task_list)
             task_list[i] = out[i]
     where = (f"to task {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
              else "away: no task is partitioned")
-    notes.warnings.append(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
+    notes.warn(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
                           "denied by Volcano's VAP")
     return out
 
 
-def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: _Notes) -> None:
+def _feasibility(tasks: list[dict[str, Any]], config: Config, facts: ClusterFacts, notes: Outcome) -> None:
     """With Nodes in the input: does each partition fit (see :func:`partition_feasibility`),
     and does a hard ``highestTierName`` name a tier that exists (one that does not is
     silently not enforced by the scheduler)? HyperNodes are discovered once for both."""
@@ -339,7 +294,7 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
     if not partitioned or not facts.nodes:
         return
     if not any(s.source == "label" and s.enabled for s in config.volcano.networkTopologyDiscovery):
-        notes.reasons.append("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
+        notes.reason("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
         return
     hypernodes = discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)
     tier_names = {h["spec"]["tierName"] for h in hypernodes}
@@ -347,48 +302,49 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
         topo = task["partitionPolicy"].get("networkTopology") or {}
         name = topo.get("highestTierName") if isinstance(topo, dict) else None
         if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
-            notes.warnings.append(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
+            notes.warn(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
                                   "the scheduler will not enforce it")
         message, ok = partition_feasibility(task, hypernodes, facts.nodes)
-        (notes.reasons if ok else notes.warnings).append(message)
+        notes.note(message, ok)
 
 
-def mutate_volcano_job(obj: dict, config: Config | None = None, *, old: dict | None = None,
+def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                        facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Apply seed 001 to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE gets no patch."""
-    config = load_config(config)
-    facts = facts or NO_FACTS
-    ref = object_ref(obj, namespace or namespace_of(obj))
-    if is_opted_out(obj):
-        return Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
-    tasks = _checked_tasks(obj, ref)
+    """Apply the partition rules (V13-V17) to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE
+    gets no patch."""
+    req, skipped = admission(obj, config, old, facts, namespace)
+    if skipped:
+        return skipped
+    config = req.config
+    tasks = _checked_tasks(obj, req.ref)
     if old is not None:
         return Result(obj, reasons=["UPDATE: Volcano rejects changes to policies and partitionPolicy; not mutated"])
-    notes = _Notes()
+    notes = Outcome()
     before = validate_volcano_job(obj, config.volcano.version)
-    notes.reasons += [f"as submitted: {e}" for e in before]
-    size = partition_size_for(obj, config.volcano, ref)
-    job_topology = obj["spec"].get("networkTopology")
-    if size is not None and isinstance(job_topology, dict) and job_topology.get("mode") == "soft":
-        notes.warnings.append("the job's networkTopology is soft, which a partition policy does not support "
-                              "(seed 001 \"Constraints\"): no partitionPolicy added")
+    notes.reason(*(f"as submitted: {e}" for e in before))
+    size = partition_size_for(obj, config.volcano, req.ref)
+    if size is not None and validate_partition_topology_mode(obj["spec"].get("networkTopology"), "spec.networkTopology"):
+        notes.warn("the job's networkTopology is soft, which a partition policy does not support "
+                   "(rule V5): no partitionPolicy added")
         size = None
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
     final = move_job_restart_partition(draft, final, notes)
-    owned = [TASKS + (i, key) for i in range(len(tasks)) for key in ("partitionPolicy", "policies")] + [JOB_POLICIES]
+    owned: list[tuple[str | int, ...]] = [TASKS + (i, key) for i in range(len(tasks))
+                                          for key in ("partitionPolicy", "policies")]
+    owned.append(JOB_POLICIES)
     patch = diff_owned(obj, draft.root, owned)
     result_obj = draft.root if patch else obj
     introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]
     if introduced:  # never emit a Job Volcano's webhook would reject because of us
-        return Result(obj, [], notes.reasons + [f"not mutated: the change would break {e}" for e in introduced],
-                      notes.warnings)
-    _feasibility(final, config, facts, notes)
-    return Result(result_obj, patch, notes.reasons, notes.warnings)
+        notes.reason(*(f"not mutated: the change would break {e}" for e in introduced))
+        return notes.result(obj)
+    _feasibility(final, config, req.facts, notes)
+    return notes.result(result_obj, patch)
 
 
-def mutate_other_volcano_kind(obj: dict) -> Result:
-    """Seed 001 "Constraints": HyperJob workloads ignore network topology. Other
+def mutate_other_volcano_kind(obj: dict[str, Any]) -> Result:
+    """Rule V19: HyperJob workloads ignore network topology. Other
     Volcano kinds (PodGroups, Queues) come back unchanged without comment."""
     if obj.get("kind") != "HyperJob":
         return Result(obj)

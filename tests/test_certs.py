@@ -406,7 +406,9 @@ def test_serve_with_a_file_for_a_certificate_directory_says_so(tmp_path):
 # --- what run-local says about its certificates ------------------------------------------------------
 
 def run_local_line(directory, **kwargs) -> str:
-    from webhook.__main__ import NAMESPACE as NS, SERVICE as SVC, run_local_certs_line
+    from webhook.__main__ import NAMESPACE as NS
+    from webhook.__main__ import SERVICE as SVC
+    from webhook.__main__ import run_local_certs_line
     return run_local_certs_line(str(directory), ensure_certs(directory, SVC, NS, local=True, **kwargs))
 
 

@@ -105,11 +105,11 @@ def test_multiple_files_keep_input_order(tmp_path):
 
 @pytest.mark.parametrize("setup,expected", [
     (lambda t: ["-f", write(t / "d.yaml", deployment(replicas="three"))],
-     "d.yaml: Deployment ml/web: spec.replicas: must be an integer, got 'three'"),
+     'd.yaml: Deployment ml/web: spec.replicas: Invalid value: "three": must be an integer'),
     (lambda t: ["-f", write(t / "d.yaml", {"apiVersion": "apps/v1", "kind": "Deployment",
                                            "metadata": {"name": "web", "namespace": "ml"},
                                            "spec": {"template": {"spec": {}}}})],
-     "d.yaml: Deployment ml/web: spec.selector: required"),
+     "d.yaml: Deployment ml/web: spec.selector: Required value"),
     (lambda t: (t / "bad.yaml").write_text("kind: [\n") and ["-f", str(t / "bad.yaml")],
      "bad.yaml: invalid YAML: line 2 column 1"),
     (lambda t: ["-f", str(t / "missing.yaml")], "missing.yaml: cannot read: No such file or directory"),

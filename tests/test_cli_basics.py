@@ -50,7 +50,7 @@ def tf_job():
 
 # --- 5: an error in an HPA names the HPA's file --------------------------------------------------
 
-BAD_HPA = "HorizontalPodAutoscaler ml/web: spec.minReplicas: must be an integer, got 'twelve'"
+BAD_HPA = 'HorizontalPodAutoscaler ml/web: spec.minReplicas: Invalid value: "twelve": must be an integer'
 
 
 @pytest.mark.parametrize("order", ["deployment-first", "hpa-first"])
@@ -72,7 +72,7 @@ def test_an_error_in_the_deployment_still_names_the_deployments_file(tmp_path):
     h = write(tmp_path / "hpa.yaml", hpa("web", 4))
     d = write(tmp_path / "deploy.yaml", deployment(replicas="three"))
     assert cli("preview", "-f", h, "-f", d) == \
-        (2, "", f"policylib: error: {d}: Deployment ml/web: spec.replicas: must be an integer, got 'three'\n")
+        (2, "", f'policylib: error: {d}: Deployment ml/web: spec.replicas: Invalid value: "three": must be an integer\n')
 
 
 def test_an_hpa_error_through_the_console_script(tmp_path):
@@ -381,7 +381,9 @@ def test_exit_code_3_when_a_returned_volcano_job_would_still_be_denied(tmp_path)
     out, err = io.StringIO(), io.StringIO()
     assert main(["preview", "-f", str(path), "--exit-code"], stdout=out, stderr=err) == 3
     assert err.getvalue() == (f"policylib: warning: {path}: Job ml/j: would still be denied by Volcano's job admission "
-                              "(v1.15.1): spec.policies[0].action: invalid policy action 'Explode'\n")
+                              '(v1.15.1): spec.policies[0].action: Unsupported value: "Explode": supported values: "AbortJob", '
+                              '"RestartJob", "RestartTask", "RestartPod", "RestartPartition", "TerminateJob", '
+                              '"CompleteJob", "ResumeJob"\n')
     assert main(["preview", "-f", str(path)], stdout=io.StringIO(), stderr=io.StringIO()) == 0
 
 

@@ -153,7 +153,8 @@ def test_volcano_defaults_and_seed_discovery_list():
     ({"networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}}, "volcano.networkTopology", "exclusive"),
     ({"networkTopology": {"mode": "hard", "highestTierAllowed": None}}, "volcano.networkTopology", "silently"),
     ({"partitionSize": 0}, "volcano.partitionSize", "integer >= 1"),
-    ({"restartPartitionEvents": ["PodKilled"]}, "volcano.restartPartitionEvents[0]", "unknown Volcano event"),
+    ({"restartPartitionEvents": ["PodKilled"]}, "volcano.restartPartitionEvents[0]",
+     'Unsupported value: "PodKilled": supported values: "*"'),
     ({"restartPartitionEvents": ["*", "PodFailed"]}, "volcano.restartPartitionEvents", "must stand alone"),
     ({"networkTopologyDiscovery": [{"source": "label", "config": {"networkTopologyTypes": {
         "t": [{"nodeLabel": "tier-1"}, {"nodeLabel": "rack"}]}}}]},

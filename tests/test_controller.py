@@ -16,8 +16,7 @@ from policylib import load_config, mutate
 from policylib.plan import plan
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
 from tests.helpers import deployment, hpa, legacy_anti_affinity
-from webhook.controller import (Controller, Options, RolloutGate, lease_decision, micro_time, rollout_complete,
-                                serve_health)
+from webhook.controller import Controller, Options, RolloutGate, lease_decision, micro_time, rollout_complete, serve_health
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.timezone.utc)
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/policylib-system/leases/policylib-controller"
@@ -125,7 +124,8 @@ class Cluster:
 
 def controller(api_fake, tmp_path, config=None, **opts):
     from webhook.kube import Api, api_client
-    c = Controller(Api(api_client(kubeconfig=api_fake.kubeconfig(tmp_path / "kubeconfig"))), Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
+    c = Controller(Api(api_client(kubeconfig=api_fake.kubeconfig(tmp_path / "kubeconfig"))),
+                   Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
     return c
 
 
@@ -206,6 +206,7 @@ def test_after_failover_rollouts_still_running_count_against_the_cap(tmp_path):
 
 def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
     import threading
+
     from webhook.informer import Reflector, Store
     from webhook.kube import KUBEFLOW_JOBS
     with FakeAPI() as api:

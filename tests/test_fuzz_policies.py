@@ -31,7 +31,8 @@ def deployments(draw) -> dict:
 objects = st.one_of(deployments(), kubeflow_jobs(), volcano_jobs())
 
 
-@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "600")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=int(__import__("os").environ.get("FUZZ_EXAMPLES", "600")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(obj=objects, old=st.none() | objects, which=st.integers(0, len(CONFIGS) - 1))
 def test_any_object_gets_a_result_or_a_policylib_error(obj, old, which):
     config = CONFIGS[which]

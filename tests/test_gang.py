@@ -6,13 +6,29 @@ import re
 import jsonpatch
 import pytest
 import yaml
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from policylib import PolicyError, load_config, mutate, mutate_kubeflow_job, validate_gang_labels
-from policylib.gang import (ACK_GROUPS, ACK_MATCH_POLICY, KOORD_GROUPS, KOORD_MATCH_POLICY, KOORD_MIN_AVAILABLE,
-                            KOORD_MODE, KOORD_NAME, KOORD_TOTAL_NUMBER, KOORD_WAITING_TIME, LEGACY_POD_GROUP_LABEL, MIN_AVAILABLE_LABEL,
-                            NAME_LABEL, POD_GROUP_LABEL, VOLCANO_GROUP_NAME, gang_name, is_kubeflow_job,
-                            role_gang_name)
+from policylib.gang import (
+    ACK_GROUPS,
+    ACK_MATCH_POLICY,
+    KOORD_GROUPS,
+    KOORD_MATCH_POLICY,
+    KOORD_MIN_AVAILABLE,
+    KOORD_MODE,
+    KOORD_NAME,
+    KOORD_TOTAL_NUMBER,
+    KOORD_WAITING_TIME,
+    LEGACY_POD_GROUP_LABEL,
+    MIN_AVAILABLE_LABEL,
+    NAME_LABEL,
+    POD_GROUP_LABEL,
+    VOLCANO_GROUP_NAME,
+    gang_name,
+    is_kubeflow_job,
+    role_gang_name,
+)
 from policylib.labels import dns1123_subdomain_errors, label_value_errors
 from policylib.spread import SKIP_KEY
 from tests.helpers import shared_path
@@ -264,20 +280,21 @@ def test_a_job_without_pods_is_left_alone():
 
 
 @pytest.mark.parametrize("job,field,message", [
-    (tfjob(Worker="4"), "spec.tfReplicaSpecs.Worker.replicas", "must be an integer, got '4'"),
-    (tfjob(Worker=-1), "spec.tfReplicaSpecs.Worker.replicas", "must be >= 0, got -1"),
+    (tfjob(Worker="4"), "spec.tfReplicaSpecs.Worker.replicas", 'Invalid value: "4": must be an integer'),
+    (tfjob(Worker=-1), "spec.tfReplicaSpecs.Worker.replicas", "Invalid value: -1: must be greater than or equal to 0"),
     (tfjob(run_policy={"schedulingPolicy": {"minAvailable": 0}}, Worker=2),
-     "spec.runPolicy.schedulingPolicy.minAvailable", "must be >= 1, got 0"),
+     "spec.runPolicy.schedulingPolicy.minAvailable", "Invalid value: 0: must be greater than or equal to 1"),
     (tfjob(Worker=1, worker=2), "spec.tfReplicaSpecs",
-     "replica types 'Worker' and 'worker' are one type: training-operator matches replica types case-insensitively"),
+     'Duplicate value: "worker": the same replica type as \'Worker\': training-operator matches replica types '
+     'case-insensitively'),
     ({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "x"}, "spec": {}},
-     "spec.tfReplicaSpecs", "required: a mapping of replica type to replica spec"),
+     "spec.tfReplicaSpecs", "Required value: a mapping of replica type to replica spec"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {},
       "spec": {"tfReplicaSpecs": {}}}, "metadata.name",
-     "required: the gang is named after the job, and a name from generateName is not known at admission"),
+     "Required value: the gang is named after the job, and a name from generateName is not known at admission"),
     ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
       "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1}}}}, "spec.pytorchReplicaSpecs.Master.template",
-     "required: a replica spec needs a pod template"),
+     "Required value: a replica spec needs a pod template"),
 ])
 def test_bad_input_is_a_policy_error_naming_the_field(job, field, message):
     with pytest.raises(PolicyError) as e:
@@ -609,10 +626,11 @@ def test_validate_gang_labels_reports_bad_keys_and_values_with_field_paths():
     errs = [str(e) for e in validate_gang_labels(job)]
     base = "spec.tfReplicaSpecs.Worker.template.metadata"
     assert errs == [
-        f"{base}.labels[{NAME_LABEL}]: value '{'x' * 64}': must be no more than 63 characters",
-        f"{base}.labels[bad key]: key: name part must consist of alphanumeric characters, '-', '_' or '.', and "
-        "must start and end with an alphanumeric character",
-        f"{base}.annotations[{KOORD_NAME}]: gang name 'Not_A_Subdomain': a lowercase RFC 1123 subdomain must "
+        f'{base}.labels[{NAME_LABEL}]: Invalid value: "{"x" * 64}": must be no more than 63 characters',
+        f'{base}.labels[bad key]: Invalid value: "bad key": name part must consist of alphanumeric characters, '
+        "'-', '_' or '.', and must start and end with an alphanumeric character",
+        f'{base}.annotations[{KOORD_NAME}]: Invalid value: "Not_A_Subdomain": gang name: a lowercase RFC 1123 '
+        "subdomain must "
         "consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric "
         "character",
     ]
@@ -681,5 +699,5 @@ def test_replicas_adding_up_past_int32_are_a_policy_error():
                {"name": "tensorflow", "image": "x"}]}}} for t in ("PS", "Worker")}}}
     with pytest.raises(PolicyError) as e:
         mutate(job, load_config(None))
-    assert str(e.value) == ("TFJob ml/big: spec.tfReplicaSpecs: the replicas add up to 4294967294, over the "
-                            "2147483647 a gang's minimum can hold (int32)")
+    assert str(e.value) == ("TFJob ml/big: spec.tfReplicaSpecs: Invalid value: 4294967294: the replicas add up to "
+                            "more than the 2147483647 a gang's minimum can hold (int32)")

@@ -60,7 +60,7 @@ def test_replace_synthesizes_deleted_for_what_vanished():
                             versioned(hpa("new", 1), "9")])
     assert sorted((t, o["metadata"]["name"]) for t, o, _ in events) == [
         ("ADDED", "new"), ("DELETED", "gone"), ("MODIFIED", "changed")]
-    assert sorted(k[1] for k in store.keys()) == ["changed", "kept", "new"]
+    assert sorted(k[1] for k in store.keys()) == ["changed", "kept", "new"]  # noqa: SIM118 -- Store.keys() is a method
 
 
 # --- Reflector -------------------------------------------------------------------------------------
@@ -97,7 +97,8 @@ def test_watch_resumes_from_the_last_resource_version_without_listing_again(tmp_
     with FakeAPI() as fake:
         fake.route("GET", HPAS, hpas)
         seen = []
-        r = Reflector(api_for(fake, tmp_path), kube.HPAS, Store(), lambda t, o, old: seen.append((t, o["metadata"]["resourceVersion"])))
+        r = Reflector(api_for(fake, tmp_path), kube.HPAS, Store(),
+                      lambda t, o, old: seen.append((t, o["metadata"]["resourceVersion"])))
         run_reflector(r, lambda: len(watches) >= 3)
         lists = [q for q in fake.requests if q["path"] == HPAS and not q["query"].get("watch")]
     assert len(lists) == 1
@@ -127,7 +128,7 @@ def test_gone_relists_and_delivers_the_deletion_missed_in_the_gap(tmp_path):
         relists = []
         r.metrics.relist = relists.append
         run_reflector(r, lambda: ("DELETED", "old") in seen)
-    assert sorted(k[1] for k in store.keys()) == ["web"]
+    assert sorted(k[1] for k in store.keys()) == ["web"]  # noqa: SIM118 -- Store.keys() is a method
     assert relists == ["horizontalpodautoscalers"]
     assert seen[-1] == ("DELETED", "old") and seen.count(("ADDED", "web")) == 1
 

@@ -114,7 +114,7 @@ def test_unreadable_objects_become_error_entries_not_a_crash():
     bad["spec"]["replicas"] = "four"
     writes = plan([bad, legacy()], DRIFT)
     assert [(w.name, w.error) for w in writes] == [("web", True), ("legacy", False)]
-    assert writes[0].reasons == ["error: Deployment ml/web: spec.replicas: must be an integer, got 'four'"]
+    assert writes[0].reasons == ['error: Deployment ml/web: spec.replicas: Invalid value: "four": must be an integer']
 
 
 def test_summary_counts_rollouts_and_legacy_anti_affinity():

@@ -5,8 +5,16 @@ import jsonpatch
 import pytest
 
 from policylib import ClusterFacts, PolicyError, load_config, mutate, spread_drift
-from policylib.spread import (AUTOSCALING_MIN_ANNOTATION, RECORD_KEYS, RECORD_REPLICAS, RECORD_SETTINGS,
-                              SKIP_KEY, derived_max_skew, effective_replicas, term_selects_own_pods)
+from policylib.spread import (
+    AUTOSCALING_MIN_ANNOTATION,
+    RECORD_KEYS,
+    RECORD_REPLICAS,
+    RECORD_SETTINGS,
+    SKIP_KEY,
+    derived_max_skew,
+    effective_replicas,
+    term_selects_own_pods,
+)
 from tests.helpers import by_key, constraints, deployment, hpa, legacy_anti_affinity, pod_spec
 
 ENFORCE = load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "minDomains": 3,
@@ -191,11 +199,11 @@ def test_absent_replicas_means_one():
 
 
 @pytest.mark.parametrize("mutator,field,fragment", [
-    (lambda d: d["spec"].update(replicas="three"), "spec.replicas", "must be an integer, got 'three'"),
-    (lambda d: d["spec"].update(replicas=-1), "spec.replicas", "must be >= 0"),
-    (lambda d: d["spec"].pop("selector"), "spec.selector", "required"),
-    (lambda d: d["spec"].update(selector={}), "spec.selector", "required"),
-    (lambda d: d["spec"]["template"].pop("spec"), "spec.template.spec", "required"),
+    (lambda d: d["spec"].update(replicas="three"), "spec.replicas", 'Invalid value: "three": must be an integer'),
+    (lambda d: d["spec"].update(replicas=-1), "spec.replicas", "Invalid value: -1: must be greater than or equal to 0"),
+    (lambda d: d["spec"].pop("selector"), "spec.selector", "Required value"),
+    (lambda d: d["spec"].update(selector={}), "spec.selector", "Required value"),
+    (lambda d: d["spec"]["template"].pop("spec"), "spec.template.spec", "Required value"),
     (lambda d: d["metadata"].update(annotations={AUTOSCALING_MIN_ANNOTATION: "many"}),
      f"metadata.annotations[{AUTOSCALING_MIN_ANNOTATION}]", "whole number"),
 ])
@@ -578,9 +586,9 @@ def test_autoscaling_annotation_past_int32_is_ignored_with_a_warning(raw):
 
 
 @pytest.mark.parametrize("mutilate,field", [
-    (lambda d: d.update(metadata=None), "metadata: must be an object, got None"),
-    (lambda d: d.update(metadata=[1]), "metadata: must be an object, got [1]"),
-    (lambda d: d["spec"]["template"].update(metadata=1.5), "spec.template.metadata: must be an object, got 1.5"),
+    (lambda d: d.update(metadata=None), "metadata: Invalid value: null: must be an object"),
+    (lambda d: d.update(metadata=[1]), "metadata: Invalid value: [1]: must be an object"),
+    (lambda d: d["spec"]["template"].update(metadata=1.5), "spec.template.metadata: Invalid value: 1.5: must be a map"),
 ])
 def test_metadata_that_is_not_a_map_is_a_policy_error(mutilate, field):
     d = deployment(replicas=3)

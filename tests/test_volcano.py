@@ -2,6 +2,7 @@
 import copy
 import glob
 import os
+from pathlib import Path
 
 import jsonpatch
 import pytest
@@ -231,7 +232,8 @@ def test_invalid_user_job_is_reported_not_made_worse():
     bad = job(task(policies=[{"event": "PodFailed", "action": "RestartJob"},
                              {"event": "PodFailed", "action": "AbortJob"}]))
     r = mutate(bad, cfg())
-    assert any("as submitted: spec.tasks[0].policies[1]: duplicate event PodFailed" in x for x in r.reasons)
+    assert any('as submitted: spec.tasks[0].policies[1]: Invalid value: "PodFailed": duplicate event PodFailed' in x
+               for x in r.reasons)
     out = tasks_of(r.object)[0]
     assert [p for p in out["policies"] if p["action"] == RP] == [{"event": "PodEvicted", "action": RP}]
 
@@ -260,7 +262,7 @@ EXAMPLES = sorted(glob.glob(str(shared_path("examples", "volcano", "*.yaml"))))
 @pytest.mark.parametrize("size", [None, 1, 2, 4])
 def test_upstream_examples_emit_valid_jobs(path, size):
     config = load_config({"volcano": {"partitionSize": size}})
-    for doc in yaml.safe_load_all(open(path)):
+    for doc in yaml.safe_load_all(Path(path).read_text(encoding="utf-8")):
         if not doc or doc.get("kind") != "Job":
             continue
         before = validate_volcano_job(doc)

@@ -20,15 +20,15 @@ def fields(errors):
 @pytest.mark.parametrize("policies,path,fragment", [
     ([{"event": "PodFailed", "exitCode": 1, "action": "RestartJob"}], "p[0]", "must not specify event and exitCode"),
     ([{"action": "RestartJob"}], "p[0]", "either event or exitCode"),
-    ([{"event": "PodKilled", "action": "RestartJob"}], "p[0].event", "invalid policy event 'PodKilled'"),
-    ([{"event": "OutOfSync", "action": "RestartJob"}], "p[0].event", "invalid policy event"),
-    ([{"event": "PodFailed", "action": "Explode"}], "p[0].action", "invalid policy action"),
+    ([{"event": "PodKilled", "action": "RestartJob"}], "p[0].event", 'Unsupported value: "PodKilled"'),
+    ([{"event": "OutOfSync", "action": "RestartJob"}], "p[0].event", "Unsupported value"),
+    ([{"event": "PodFailed", "action": "Explode"}], "p[0].action", 'Unsupported value: "Explode"'),
     ([{"event": "PodFailed", "action": "RestartJob"}, {"events": ["PodEvicted", "PodFailed"], "action": "AbortJob"}],
      "p[1]", "duplicate event PodFailed"),
     ([{"event": "*", "action": "RestartJob"}, {"event": "PodFailed", "action": "AbortJob"}], "p",
      "if there's * here, no other policy should be here"),
     ([{"exitCode": 0, "action": "RestartJob"}], "p[0].exitCode", "0 is not a valid error code"),
-    ([{"exitCode": 2, "action": "RestartJob"}, {"exitCode": 2, "action": "AbortJob"}], "p[1].exitCode", "duplicate"),
+    ([{"exitCode": 2, "action": "RestartJob"}, {"exitCode": 2, "action": "AbortJob"}], "p[1].exitCode", "Duplicate value: 2"),
 ])
 def test_policy_rules(policies, path, fragment):
     errors = validate_volcano_policies(policies, "p")
@@ -45,9 +45,9 @@ def test_valid_policies_including_restart_partition_and_event_list():
 
 @pytest.mark.parametrize("task,path,fragment", [
     (t(partitionPolicy={"totalPartitions": 3, "partitionSize": 2}), "spec.tasks[0].replicas",
-     "must equal totalPartitions * partitionSize (3 * 2 = 6), got 4"),
+     "Invalid value: 4: must equal totalPartitions * partitionSize (3 * 2 = 6)"),
     (t(minAvailable=3, partitionPolicy={"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2}),
-     "spec.tasks[0].minAvailable", "must equal minPartitions * partitionSize (2 * 2 = 4), got 3"),
+     "spec.tasks[0].minAvailable", "Invalid value: 3: must equal minPartitions * partitionSize (2 * 2 = 4)"),
     (t(partitionPolicy={"totalPartitions": 2, "partitionSize": 2, "minPartitions": 3}),
      "spec.tasks[0].partitionPolicy.minPartitions", "must be <= totalPartitions 2"),
     (t(partitionPolicy={"totalPartitions": 0, "partitionSize": 2}), "spec.tasks[0].partitionPolicy.totalPartitions",
@@ -68,10 +68,10 @@ def test_task_rules(task, path, fragment):
 
 
 def test_job_rules():
-    assert fields(validate_volcano_job(job([]))) == [("spec.tasks", "No task specified in job spec")]
+    assert fields(validate_volcano_job(job([]))) == [("spec.tasks", "Required value: No task specified in job spec")]
     errors = fields(validate_volcano_job(job([t(), t()], minAvailable=9,
                                              policies=[{"event": "PodEvicted", "action": "RestartPartition"}])))
-    assert ("spec.tasks[1].name", "duplicated task name t0") in errors
+    assert ("spec.tasks[1].name", 'Duplicate value: "t0"') in errors
     assert any(f == "spec.minAvailable" and "greater than total replicas" in m for f, m in errors)
     assert any(f == "spec.policies[0].action" and "denied at job level" in m for f, m in errors)
 
@@ -88,7 +88,9 @@ def test_valid_partitioned_job():
 def test_exit_code_policy_needs_no_action():
     """Upstream checks the action of event policies only."""
     assert validate_volcano_policies([{"exitCode": 3}], "p") == []
-    assert fields(validate_volcano_policies([{"event": "PodFailed"}], "p")) == [("p[0].action", "invalid policy action None")]
+    assert fields(validate_volcano_policies([{"event": "PodFailed"}], "p")) == [
+        ("p[0].action", 'Unsupported value: null: supported values: "AbortJob", "RestartJob", "RestartTask", '
+                        '"RestartPod", "RestartPartition", "TerminateJob", "CompleteJob", "ResumeJob"')]
 
 
 @pytest.mark.parametrize("version,denied", [("v1.14.0", True), ("v1.14.2", True), ("v1.14.3", False),
@@ -98,30 +100,32 @@ def test_min_partitions_omitted_depends_on_the_volcano_release(version, denied):
     compared minAvailable with 0 * partitionSize."""
     task = t(minAvailable=4, partitionPolicy={"totalPartitions": 2, "partitionSize": 2})
     errors = fields(validate_volcano_job(job([task]), version))
-    assert errors == ([("spec.tasks[0].minAvailable", "must equal minPartitions * partitionSize (0 * 2 = 0), got 4")]
+    assert errors == ([("spec.tasks[0].minAvailable", "Invalid value: 4: must equal minPartitions * partitionSize (0 * 2 = 0)")]
                       if denied else [])
     # with minPartitions set, every release compares
     task["partitionPolicy"]["minPartitions"] = 1
     assert fields(validate_volcano_job(job([task]), version)) == [
-        ("spec.tasks[0].minAvailable", "must equal minPartitions * partitionSize (1 * 2 = 2), got 4")]
+        ("spec.tasks[0].minAvailable", "Invalid value: 4: must equal minPartitions * partitionSize (1 * 2 = 2)")]
 
 
 def test_job_plugins_must_exist_and_mpi_master_must_be_a_task():
     assert fields(validate_volcano_job(job([t()], plugins={"ssh": [], "svc": [], "gpu-share": []}))) == [
-        ("spec.plugins[gpu-share]", "unable to find job plugin: gpu-share")]
+        ("spec.plugins[gpu-share]", 'Unsupported value: "gpu-share": supported values: "ssh", "env", "svc", '
+                                    '"tensorflow", "mpi", "pytorch", "hcclrank", "ray"')]
     assert fields(validate_volcano_job(job([t(name="launcher")], plugins={"mpi": ["--master=mpimaster"]}))) == [
-        ("spec.plugins[mpi]", "the specified mpi master task 'mpimaster' was not found")]
+        ("spec.plugins[mpi]", 'Invalid value: "mpimaster": the specified mpi master task was not found')]
     assert fields(validate_volcano_job(job([t(name="master")], plugins={"mpi": []}))) == []   # default: master
     assert validate_volcano_job(job([t(name="mpimaster")], plugins={"mpi": ["--master=mpimaster"]})) == []
 
 
 @pytest.mark.parametrize("volumes,expected", [
-    ([{"volumeClaimName": "data"}], [("spec.volumes[0].mountPath", "mountPath is required")]),
+    ([{"volumeClaimName": "data"}], [("spec.volumes[0].mountPath", "Required value: mountPath is required")]),
     ([{"mountPath": "/d", "volumeClaimName": "a"}, {"mountPath": "/d", "volumeClaimName": "b"}],
-     [("spec.volumes[1].mountPath", "duplicated mountPath: /d")]),
-    ([{"mountPath": "/d"}], [("spec.volumes[0]", "either volumeClaim or volumeClaimName must be specified")]),
+     [("spec.volumes[1].mountPath", 'Duplicate value: "/d"')]),
+    ([{"mountPath": "/d"}], [("spec.volumes[0]", "Required value: either volumeClaim or volumeClaimName must be specified")]),
     ([{"mountPath": "/d", "volumeClaimName": "a", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}}],
-     [("spec.volumes[0]", "volumeClaimName names an existing claim; volumeClaim describes a new one: not both")]),
+     [("spec.volumes[0]", "Forbidden: volumeClaimName names an existing claim; volumeClaim describes a new one: "
+                          "not both")]),
     ([{"mountPath": "/d", "volumeClaimName": "Bad_Name"}], None),
     ([{"mountPath": "/d", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}}], []),
 ])
@@ -135,9 +139,9 @@ def test_volumes(volumes, expected):
 
 def test_task_dependencies_form_a_dag_over_existing_tasks():
     a, b = t(name="a", dependsOn={"name": ["b"]}), t(name="b", dependsOn={"name": ["a"]})
-    assert fields(validate_volcano_job(job([a, b]))) == [("spec.tasks", "job has dependencies between tasks, but doesn't "
-                                                          "form a directed acyclic graph (DAG) over its tasks: a, b can "
-                                                          "never start")]
+    assert fields(validate_volcano_job(job([a, b]))) == [("spec.tasks", 'Invalid value: ["a", "b"]: job has dependencies '
+                                                          "between tasks, but doesn't form a directed acyclic graph "
+                                                          "(DAG) over its tasks: these can never start")]
     assert [f for f, _ in fields(validate_volcano_job(job([t(name="a", dependsOn={"name": ["ghost"]})])))] == ["spec.tasks"]
     assert validate_volcano_job(job([t(name="a"), t(name="b", dependsOn={"name": ["a"]})])) == []
 
@@ -149,7 +153,7 @@ def test_topology_policy_needs_whole_cpus():
     assert validate_volcano_job(job([task({"limits": {"cpu": "1", "memory": "2000"}})])) == []   # limits stand in
     assert fields(validate_volcano_job(job([task({"limits": {"cpu": "500m"}})]))) == [
         ("spec.tasks[0].template.spec.containers[0].resources.requests.cpu",
-         "the cpu request isn't an integer (topologyPolicy restricted needs whole CPUs), got '500m'")]
+         'Invalid value: "500m": the cpu request isn\'t an integer (topologyPolicy restricted needs whole CPUs)')]
     assert len(validate_volcano_job(job([task({})]))) == 1   # no CPU at all is not a whole number of CPUs
     assert validate_volcano_job(job([t(topologyPolicy="none")])) == []
 
@@ -158,4 +162,4 @@ def test_job_and_pod_names_are_qualified_names():
     long = job([t(name="w" * 40)])
     long["metadata"]["name"] = "j" * 30
     [(path, message)] = fields(validate_volcano_job(long))
-    assert path == "spec.tasks[0].name" and message.startswith(f"create pod with name {'j' * 30}-{'w' * 40}-0 validate failed")
+    assert path == "spec.tasks[0].name" and message.startswith(f'Invalid value: "{"w" * 40}": pod name {"j" * 30}-{"w" * 40}-0: ')

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import ast
 import configparser
-import importlib.metadata
 import re
-import tomllib
 
+import tomllib
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name

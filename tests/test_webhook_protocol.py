@@ -17,8 +17,7 @@ import policylib
 import webhook
 from policylib.labels import qualified_name_errors
 from tests.helpers import deployment
-from tests.webhook_support import (SAMPLE_NAMES, kubeflow_jobs, patch_of, patched, request_kind, review_of, sample,
-                                   volcano_jobs)
+from tests.webhook_support import SAMPLE_NAMES, kubeflow_jobs, patch_of, patched, request_kind, review_of, sample, volcano_jobs
 from webhook import review as rv
 from webhook.cache import ObjectOnlyFacts
 from webhook.metrics import kind_label
@@ -203,7 +202,7 @@ def test_fail_open_allows_unchanged_with_a_warning_and_counts_the_failure(app):
     assert response["allowed"] is True
     assert "patch" not in response
     assert response["warnings"] == [rv.truncate(
-        "policylib not applied: Deployment ml/nosel: spec.selector: required: apps/v1 Deployments need a "
+        "policylib not applied: Deployment ml/nosel: spec.selector: Required value: apps/v1 Deployments need a "
         "non-empty selector", 120)]
     assert response["warnings"][0].startswith("policylib not applied: Deployment ml/nosel: spec.selector")
     assert app.metric('policylib_webhook_policy_failures_total{kind="Deployment",mode="open"}') == 1
@@ -215,7 +214,8 @@ def test_fail_closed_denies_with_400_and_the_message():
     response = app.answer(review_of(bad_deployment()))
     assert response["allowed"] is False
     assert response["status"] == {"code": 400, "message": "policylib: Deployment ml/nosel: spec.selector: "
-                                                          "required: apps/v1 Deployments need a non-empty selector"}
+                                                          "Required value: apps/v1 Deployments need a non-empty "
+                                                          "selector"}
     assert "patch" not in response
     assert app.metric('policylib_webhook_policy_failures_total{kind="Deployment",mode="closed"}') == 1
 
@@ -354,7 +354,7 @@ def test_one_json_log_line_per_review(app):
         "outcome": "mutated", "mutated": True, "patchOps": 3, "allowed": True}
     assert 0 < first["durationMs"] < 10_000
     assert (second["outcome"], second["mutated"], second["patchOps"]) == ("fail_open", False, 0)
-    assert second["error"].startswith("Deployment ml/nosel: spec.selector: required")
+    assert second["error"].startswith("Deployment ml/nosel: spec.selector: Required value")
 
 
 def test_default_review_log_is_the_webhook_review_logger(caplog):

@@ -170,11 +170,11 @@ def server(certs, module_tmp):
 # --- TLS as the API server sees it ------------------------------------------------
 
 def test_certificate_verifies_for_the_service_name_by_san(server):
-    with socket.create_connection(("127.0.0.1", server.port)) as raw:
-        with server.context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
-            assert tls.version() in ("TLSv1.2", "TLSv1.3")
-            sans = [v for k, v in tls.getpeercert()["subjectAltName"] if k == "DNS"]
-            assert SVC_HOST in sans
+    with socket.create_connection(("127.0.0.1", server.port)) as raw, \
+            server.context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+        assert tls.version() in ("TLSv1.2", "TLSv1.3")
+        sans = [v for k, v in tls.getpeercert()["subjectAltName"] if k == "DNS"]
+        assert SVC_HOST in sans
 
 
 def test_a_name_not_in_the_sans_is_rejected(server):
@@ -187,9 +187,9 @@ def handshake_with_max(server: Server, version: ssl.TLSVersion) -> str:
     context.minimum_version = ssl.TLSVersion.MINIMUM_SUPPORTED
     context.maximum_version = version
     context.set_ciphers("DEFAULT:@SECLEVEL=0")  # let the client offer old versions at all
-    with socket.create_connection(("127.0.0.1", server.port)) as raw:
-        with context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
-            return tls.version()
+    with socket.create_connection(("127.0.0.1", server.port)) as raw, \
+            context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+        return tls.version()
 
 
 @pytest.mark.filterwarnings("ignore:ssl.TLSVersion.TLSv1_1 is deprecated:DeprecationWarning")
@@ -306,9 +306,9 @@ def test_readyz_reports_certificate_and_mode(server):
 # --- rotation, drain, run-local ---------------------------------------------------------
 
 def peer_serial(server: Server) -> int:
-    with socket.create_connection(("127.0.0.1", server.port)) as raw:
-        with server.context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
-            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+    with socket.create_connection(("127.0.0.1", server.port)) as raw, \
+            server.context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+        return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
 
 
 def test_rotated_certificate_is_served_to_new_connections_without_failing_requests(tmp_path):

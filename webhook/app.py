@@ -13,10 +13,10 @@ import time
 from typing import Any, Callable
 
 import orjson
-import policylib
 from flask import Flask, Response, request
-from werkzeug.exceptions import (BadRequest, HTTPException, InternalServerError, RequestEntityTooLarge,
-                                 RequestTimeout)
+from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, RequestEntityTooLarge, RequestTimeout
+
+import policylib
 
 from . import review
 from .cache import ObjectOnlyFacts
@@ -148,7 +148,7 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
         metrics.bad_requests.labels(str(error.code)).inc()
         response = _json({"error": error.description, "code": error.code}, error.code or 400)
         if error.code == 405:
-            response.headers["Allow"] = ", ".join(error.valid_methods or ())
+            response.headers["Allow"] = ", ".join(getattr(error, "valid_methods", None) or ())
         return response
 
     return app

@@ -123,7 +123,7 @@ def make_serving(ca_cert: x509.Certificate, ca_key, service: str, namespace: str
                  now: dt.datetime, days: int = DEFAULT_DAYS, local: bool = False):
     """The serving certificate: DNS (and, ``local``, loopback) SANs, EKU serverAuth, signed by the CA."""
     key = _new_key()
-    sans = [x509.DNSName(n) for n in service_dns_names(service, namespace, local)]
+    sans: list[x509.GeneralName] = [x509.DNSName(n) for n in service_dns_names(service, namespace, local)]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in serving_ips(local)]
     cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)

@@ -249,8 +249,9 @@ def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
 def controller_owners(obj: dict) -> list[tuple[str, str, str, str]]:
     """(apiVersion, kind, namespace, name) of the object's controller owner: its key, and its index value."""
     ns = namespace_of(obj)
-    return [(r.get("apiVersion"), r.get("kind"), ns, r.get("name"))
-            for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")]
+    return [(r["apiVersion"], r["kind"], ns, r["name"])
+            for r in (obj.get("metadata") or {}).get("ownerReferences") or [] if isinstance(r, dict) and r.get("controller")
+            and all(isinstance(r.get(k), str) for k in ("apiVersion", "kind", "name"))]
 
 
 def new_store(res: kube.Resource) -> Store:
@@ -358,6 +359,7 @@ class Controller:
                     "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": name, "namespace": self.options.namespace}, "spec": spec})
             else:  # carries metadata.resourceVersion: a racing update gets 409
+                assert lease is not None  # decision "update" means a Lease was read
                 self.lease = self.api.update(kube.LEASES, self.options.namespace, name, dict(lease, spec=spec))
             won = True
         except kube.Conflict:
@@ -414,7 +416,7 @@ class Controller:
         elif kind == "PodGroup":
             keys += controller_owners(obj) + controller_owners(old or {})
         elif is_kubeflow_kind(kind) and event_type != "DELETED":
-            keys.append((obj.get("apiVersion"), kind, ns, name))
+            keys.append((str(obj.get("apiVersion")), str(kind), ns, name))
         if self.leading:
             for key in keys:
                 self.queue.add(key)
@@ -425,7 +427,7 @@ class Controller:
         self.metrics.reconciles.labels(trigger).inc()
         for res, store in self.stores.items():
             if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
-                for ns, name in store.keys():
+                for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
                     self.queue.add((res.api_version, res.kind, ns, name))
         self.metrics.queue_depth.set(len(self.queue))
 
@@ -487,6 +489,7 @@ class Controller:
         res = kube.resource_for(write.api_version, write.kind)
         try:
             if write.action == "create":
+                assert write.object is not None  # a create carries the object to create
                 body = self.api.create(res, write.namespace, write.object)
             else:
                 guard = [{"op": "replace", "path": "/metadata/resourceVersion", "value": write.resource_version}] \

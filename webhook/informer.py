@@ -12,10 +12,10 @@ reflector that lists then watches and resumes, and a keyed, rate-limited work qu
 from __future__ import annotations
 
 import heapq
-from collections import deque
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Hashable, Iterable
 
 from . import kube
@@ -89,12 +89,12 @@ class Store:
                 if key not in fresh:
                     events.append(("DELETED", old, old))
             for key, obj in fresh.items():
-                old = self.objects.get(key)
-                if old is None:
+                held = self.objects.get(key)
+                if held is None:
                     events.append(("ADDED", obj, None))
-                elif (old.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
+                elif (held.get("metadata") or {}).get("resourceVersion") != (obj.get("metadata") or {}).get(
                         "resourceVersion"):
-                    events.append(("MODIFIED", obj, old))
+                    events.append(("MODIFIED", obj, held))
             self.objects = fresh
             self._indexes = {name: {} for name in self.indexers}
             for key, obj in fresh.items():

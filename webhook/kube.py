@@ -205,7 +205,7 @@ class Api:
             if not token:
                 return
 
-    def watch(self, res: Resource, resource_version: str, timeout: int) -> Iterator[tuple[str, dict]]:
+    def watch(self, res: Resource, resource_version: str | None, timeout: int) -> Iterator[tuple[str, dict]]:
         """``(type, object)`` events after ``resource_version`` until the server ends the watch after
         ``timeout`` seconds. BOOKMARK events carry only a resourceVersion. Raises Gone when the version
         is too old (at the start, or as an ERROR event), another ApiError for other failures."""
@@ -263,6 +263,6 @@ def resource_version(obj: dict) -> int | None:
     """An object's resourceVersion as a number, where it is one (etcd's revisions are)."""
     value = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
     try:
-        return int(value)
+        return int(value)  # type: ignore[arg-type]  # None and junk raise, caught below
     except (TypeError, ValueError):
         return None

@@ -124,6 +124,7 @@ def parse_review(body: bytes) -> ReviewRequest:
     obj, old = _object(request, "object"), _object(request, "oldObject")
     if operation in MUTATING_OPERATIONS and obj is None:
         raise BadReview(f"request.object is required for {operation}")
+    assert uid is not None and operation is not None  # required above
     return ReviewRequest(uid=uid, operation=operation, group=str(kind.get("group") or ""),
                          version=str(kind.get("version") or ""), kind=kind["kind"],
                          namespace=_string(request, "namespace"), name=_string(request, "name"),
@@ -133,7 +134,7 @@ def parse_review(body: bytes) -> ReviewRequest:
 # --- deciding -----------------------------------------------------------------
 
 def decide(req: ReviewRequest, config: policylib.Config, facts: Any = None) -> Answer:
-    """Run policylib for CREATE and UPDATE; DELETE and CONNECT pass untouched.
+    """Rule W1: run policylib for CREATE and UPDATE; DELETE and CONNECT pass untouched.
 
     A policy's ``Result.denial`` rejects the object (403, no patch). A policy
     failure follows ``config.webhook.failureMode``: ``open`` admits the object
@@ -142,6 +143,7 @@ def decide(req: ReviewRequest, config: policylib.Config, facts: Any = None) -> A
     """
     if req.operation not in MUTATING_OPERATIONS:
         return Answer(SKIPPED)
+    assert req.obj is not None  # parse_review requires it for CREATE and UPDATE
     try:
         result = policylib.mutate(req.obj, config, old=req.old if req.operation == "UPDATE" else None,
                                   facts=facts, namespace=req.namespace)
@@ -161,7 +163,7 @@ def failure_message(error: Exception) -> str:
 
 
 def failure_answer(error: Exception, mode: str) -> Answer:
-    """Fail-open: allowed, no patch, a warning; fail-closed: denied with the message."""
+    """Rule W2: fail-open: allowed, no patch, a warning; fail-closed: denied with the message."""
     message = failure_message(error)
     if mode == "closed":
         return Answer(FAIL_CLOSED, denial=f"policylib: {message}", code=FAIL_CLOSED_CODE, error=message,
@@ -171,7 +173,7 @@ def failure_answer(error: Exception, mode: str) -> Answer:
 
 
 def truncate(text: str, limit: int) -> str:
-    """At most ``limit`` characters, cut at a word boundary when one is near, marked ``...``."""
+    """Rule W3: at most ``limit`` characters, cut at a word boundary when one is near, marked ``...``."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text

@@ -74,7 +74,7 @@ class ServingCertificate:
     sockets wait cooperatively.
     """
 
-    def __init__(self, cert_dir: str | Path, context_class: Callable[..., ssl.SSLContext] = ssl.SSLContext):
+    def __init__(self, cert_dir: str | Path, context_class: type[ssl.SSLContext] = ssl.SSLContext):
         self.cert_path = Path(cert_dir) / TLS_CERT
         self.key_path = Path(cert_dir) / TLS_KEY
         self.context_class = context_class
@@ -87,7 +87,7 @@ class ServingCertificate:
             raise CertError(f"cannot load {self.cert_path} and {self.key_path}: "
                             f"{self.error or 'one of them is missing or unreadable'}")
 
-    def use(self, context_class: Callable[..., ssl.SSLContext]) -> None:
+    def use(self, context_class: type[ssl.SSLContext]) -> None:
         """Make contexts with ``context_class`` from now on, starting with the current files."""
         with self._lock:
             self.context_class, self._signature = context_class, None
@@ -128,7 +128,7 @@ class ServingCertificate:
 
 
 def make_server_context(cert_path: Path, key_path: Path,
-                        context_class: Callable[..., ssl.SSLContext] = ssl.SSLContext) -> ssl.SSLContext:
+                        context_class: type[ssl.SSLContext] = ssl.SSLContext) -> ssl.SSLContext:
     """Server-side TLS: 1.2 or newer, OpenSSL's default secure ciphers, HTTP/1.1 by ALPN."""
     context = context_class(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -430,6 +430,7 @@ def missing_certificates(cert_dir: str | Path, host: str = "0.0.0.0") -> str | N
 def serve(options: ServeOptions) -> None:
     """Check config, certificates and facts source, then run gunicorn until stopped."""
     import policylib
+
     from .cache import facts_source
     policy_config = policylib.load_config(options.config)
     missing = missing_certificates(options.cert_dir, options.host)

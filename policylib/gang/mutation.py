@@ -1,0 +1,70 @@
+"""The gang policy: write, keep or leave a job's gang metadata."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import Config
+from ..result import Outcome, Result, admission
+from .gangs import plan_gangs
+from .job import has_scheduling_policy, read_job
+from .metadata import current_metadata, desired_metadata, has_gang
+from .podgroup import build_podgroups
+from .priority import priority_violation
+from .update import read_old_job, update_gang
+from .write import GangCase, describe_plan, leave_existing, write_gang
+
+
+def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
+                        namespace: str | None = None) -> Result:
+    """Apply the gang rules (G1-G11) to a ``kubeflow.org/v1`` TFJob, PyTorchJob or MPIJob on CREATE
+    (``old`` None) or UPDATE. PodGroups of method podgroup come back in
+    ``Result.extra_objects``; ``Result.denial`` is set for a violation under
+    ``onViolation: deny``.
+    """
+    req, skipped = admission(obj, config, old, None, namespace)
+    if skipped:
+        return skipped
+    settings, namespace, ref = req.config.gang, req.namespace, req.ref
+    out = Outcome()
+    if settings.trainingOperatorGang:
+        out.reason(training_operator_reason(obj))
+        return out.result(obj)
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, dict) else {}
+    if not meta.get("name") and meta.get("generateName"):
+        out.warn("the job has only generateName: its gang is named after the job, whose name is not "
+                            "known at admission, so no gang metadata was written (set metadata.name)")
+        return out.result(obj)
+    job = read_job(obj, namespace)
+    plan = plan_gangs(job, settings)
+    if plan is None:
+        out.reason("the job has no pods (every replica type has 0 replicas): nothing to gang")
+        return out.result(obj)
+    current = current_metadata(obj, job)
+    desired = desired_metadata(job, plan, settings)
+    if current == desired and priority_violation(job, plan) is None:
+        out.reason(f"gang metadata up to date: {describe_plan(plan, settings)}")
+        return out.result(obj, extra=build_podgroups(job, plan, settings))
+    case = GangCase(obj, job, plan, current, settings, ref, out)
+    old_job = read_old_job(old, namespace) if old is not None else None
+    if old is not None and old_job is not None:
+        return update_gang(case, old, old_job)
+    if has_gang(current):
+        return leave_existing(case)
+    return write_gang(case)
+
+
+def training_operator_reason(obj: dict[str, Any]) -> str:
+    """Rule G13: why ``trainingOperatorGang: true`` leaves every job alone.
+
+    With gang scheduling enabled, training-operator gangs every job, not only
+    those with ``runPolicy.schedulingPolicy``: ReconcileJobs creates a PodGroup
+    named after the job (minMember = all replicas unless minAvailable is set)
+    and DecoratePodTemplateSpec overwrites the pod-group label on every pod
+    (pkg/controller.v1/common/job.go, control/podgroup_control.go).
+    """
+    if has_scheduling_policy(obj):
+        return ("gang.trainingOperatorGang: the job has runPolicy.schedulingPolicy and training-operator "
+                "gangs it itself: left untouched")
+    return ("gang.trainingOperatorGang: training-operator gangs every job itself (a PodGroup named after the "
+            "job with all replicas): left untouched")

@@ -1,0 +1,39 @@
+"""PodGroups for method podgroup."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..config import GangSettings
+from .gangs import GangPlan, podgroup_timeout
+from .job import KubeflowJob
+from .keys import PODGROUP_API_VERSION
+from .match import groups_key, groups_value, match_policy_key
+from .metadata import Meta
+
+
+def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> list[dict[str, Any]]:
+    """Rule G5: the PodGroups of method podgroup, in the job's namespace.
+
+    ``apiVersion`` is the one the scheduler watches; ``minMember`` the gang's
+    minimum; match policy and groups go on the PodGroup where the scheduler
+    reads them there.
+    """
+    if settings.method != "podgroup":
+        return []
+    out = []
+    for gang in plan.gangs:
+        meta = Meta()
+        where = match_policy_key(settings, on_podgroup=True)
+        if where:
+            meta.put(*where, settings.matchPolicy)
+        if plan.groups:
+            meta.put("annotations", groups_key(settings), groups_value(plan))
+        metadata: dict[str, Any] = {"name": gang.name, "namespace": plan.namespace}
+        if meta.labels:
+            metadata["labels"] = meta.labels
+        if meta.annotations:
+            metadata["annotations"] = meta.annotations
+        out.append({"apiVersion": PODGROUP_API_VERSION[settings.scheduler], "kind": "PodGroup", "metadata": metadata,
+                    "spec": {"scheduleTimeoutSeconds": podgroup_timeout(job, settings),
+                             "minMember": gang.min_available}})
+    return out
