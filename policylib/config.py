@@ -248,7 +248,7 @@ def _parse_removal(path: str, value: Any) -> str:
 
 def _zone_no_when(path: str, value: Any) -> str:
     if value != SCHEDULE_ANYWAY:
-        raise ConfigError(path, "the zone spread is always ScheduleAnyway (seed: 'Zone spread'); "
+        raise ConfigError(path, "the zone spread is always ScheduleAnyway (docs/specification.md rule S3); "
                                 f"got {value!r}. Remove the key or set ScheduleAnyway")
     return str(value)
 
@@ -302,7 +302,7 @@ def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise ConfigError(path, f"must be a list (the seed's default_controller_conf list), got {value!r}")
+        raise ConfigError(path, f"must be a list (Volcano's default_controller_conf list; docs/specification.md rule H1), got {value!r}")
     out = []
     for i, item in enumerate(value):
         p = f"{path}[{i}]"
@@ -329,7 +329,7 @@ def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
                     labels.append(_parse_label_key(f"{tp}[{j}].nodeLabel", tier["nodeLabel"]))
                 if labels[-1] != "kubernetes.io/hostname":
                     raise ConfigError(f"{tp}[{len(labels) - 1}].nodeLabel", "the last entry is the node level and must "
-                                      f"be kubernetes.io/hostname (seed 001); got {labels[-1]!r}")
+                                      f"be kubernetes.io/hostname (rule H1); got {labels[-1]!r}")
                 if len(set(labels)) != len(labels):
                     raise ConfigError(tp, f"lists a label twice: {labels}")
                 parsed.append((name, tuple(labels)))

@@ -364,7 +364,7 @@ def test_hypernodes_without_config_is_one_clear_error(tmp_path):
     f = write(tmp_path / "nodes.yaml", *seed_nodes())
     assert cli("hypernodes", "-f", f) == (2, "", (
         "policylib: error: hypernodes needs --config FILE: without it there is no enabled 'label' source in "
-        "volcano.networkTopologyDiscovery (the seed's default_controller_conf list)\n"))
+        "volcano.networkTopologyDiscovery (Volcano's default_controller_conf list; docs/specification.md rule H1)\n"))
 
 
 def test_exit_code_3_when_a_returned_volcano_job_would_still_be_denied(tmp_path):

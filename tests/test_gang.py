@@ -409,7 +409,7 @@ def mixed_priorities(**extra):
 
 
 MIXED = ("replica types PS and Worker have different priorityClassName (PS: high, Worker: <none: cluster "
-         "default>); all pods of gang mnist must share one priority (seed 002), so no gang metadata was written")
+         "default>); all pods of gang mnist must share one priority (rule G9), so no gang metadata was written")
 
 
 def test_mixed_priorities_write_nothing_and_warn_naming_types_and_classes():
@@ -487,7 +487,7 @@ def test_existing_gang_that_mixes_priorities_is_a_violation():
     r = mutate(job, cfg(onViolation="deny"))
     assert r.patch == []
     assert r.denial == ("replica types PS and Worker of gang mnist have different priorityClassName (PS: high, "
-                        "Worker: <none: cluster default>); all pods of a gang must share one priority (seed 002)")
+                        "Worker: <none: cluster default>); all pods of a gang must share one priority (rule G9)")
 
 
 def test_update_that_only_mixes_priorities_changes_nothing_but_is_reported():

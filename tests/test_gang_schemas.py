@@ -141,7 +141,7 @@ def test_console_script_exits_3_on_a_denied_job(tmp_path):
     assert out.stderr == (
         f"policylib: denied: {tmp_path / 'tfjob.yaml'}: TFJob tf-smoke-gpu: replica types PS and Worker have "
         "different priorityClassName (PS: high-priority, Worker: <none: cluster default>); all pods of gang "
-        "tf-smoke-gpu must share one priority (seed 002), so no gang metadata was written\n")
+        "tf-smoke-gpu must share one priority (rule G9), so no gang metadata was written\n")
     assert yaml.safe_load(out.stdout) == job
 
 

@@ -82,6 +82,6 @@ def existing_metadata_findings(job: KubeflowJob, current: dict[str, Any], settin
         warnings += minimum_findings(gang, members, current)
         conflict = priority_conflict(members, f" of gang {gang}")
         if conflict and violation is None:
-            violation = f"{conflict}; all pods of a gang must share one priority (seed 002)"
+            violation = f"{conflict}; all pods of a gang must share one priority (rule G9)"
     warnings += group_findings(names, current) + unread_key_findings(names, settings)
     return warnings, violation

@@ -33,4 +33,4 @@ def priority_violation(job: KubeflowJob, plan: GangPlan) -> str | None:
     if conflict is None:
         return None
     what = "the gang group" if plan.groups else f"gang {plan.gangs[0].name}"
-    return f"{conflict}; all pods of {what} must share one priority (seed 002), so no gang metadata was written"
+    return f"{conflict}; all pods of {what} must share one priority (rule G9), so no gang metadata was written"
