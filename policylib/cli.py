@@ -222,7 +222,8 @@ def hypernodes(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: 
     """The HyperNodes Volcano's label discovery would build from the Nodes given."""
     if args.config is None:
         raise InputError("hypernodes needs --config FILE: without it there is no enabled 'label' source in "
-                         "volcano.networkTopologyDiscovery (Volcano's default_controller_conf list; docs/specification.md rule H1)")
+                         "volcano.networkTopologyDiscovery (Volcano's default_controller_conf list; "
+                         "docs/specification.md rule H1)")
     config = load_config(args.config)
     sources = [s for s in config.volcano.networkTopologyDiscovery if s.source == "label" and s.enabled]
     if not sources:
@@ -397,7 +398,7 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
 
 
 def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML, as in the README's Configuration section, or Helm values)")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
                         "repeatable; - reads stdin; " + DIR_HELP)
@@ -440,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
                                    "and Nodes in the input are cluster context: they inform the policies "
                                    "and are not printed.")
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML, as in the README's Configuration section, or Helm values)")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
                    help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     _add_recursive(p)
@@ -474,7 +475,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the writes the controller would make to existing objects",
                         description="Plan the controller's writes for a snapshot (kubectl get deploy,hpa -A -o yaml "
                                     "works as is) or the live cluster: which Deployments would roll, and why.")
-    pl.add_argument("--config", metavar="FILE", help="policy config (YAML, as in the README's Configuration section, or Helm values)")
+    pl.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
     src = pl.add_mutually_exclusive_group(required=True)
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
                      help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")

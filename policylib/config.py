@@ -302,7 +302,7 @@ def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
     if value is None:
         return ()
     if not isinstance(value, list):
-        raise ConfigError(path, f"must be a list (Volcano's default_controller_conf list; docs/specification.md rule H1), got {value!r}")
+        raise ConfigError(path, f"must be a list (Volcano's default_controller_conf list), got {value!r}")
     out = []
     for i, item in enumerate(value):
         p = f"{path}[{i}]"
