@@ -40,6 +40,7 @@ type cluster struct {
 	dir             string
 	nodes           []corev1.Node
 	schedulerConfig []byte
+	volcano         *volcanoOptions // --volcano
 	failed          chan error
 
 	etcd       *embed.Etcd
@@ -152,6 +153,11 @@ func (c *cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.volcano != nil {
+		if err := c.startVolcano(ctx, client); err != nil {
+			return fmt.Errorf("volcano: %v", err)
+		}
+	}
 	return nil
 }
 
@@ -259,21 +265,26 @@ func merge(base interface{}, over map[string]interface{}) map[string]interface{}
 // launch starts a component as `<this binary> <sub> <args>`, logging to DIR/<name>.log. A
 // component that exits while the cluster is not stopping fails the cluster.
 func (c *cluster) launch(name, sub string, args []string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	p := &process{name: name, args: args, done: make(chan struct{})}
-	c.components[name] = p
 	self, err := os.Executable()
 	if err != nil {
 		c.failed <- err
 		return
 	}
+	c.launchCommand(name, self, []string{sub}, args)
+}
+
+// launchCommand starts `path prefix... args...` as the component name (launch's other half).
+func (c *cluster) launchCommand(name, path string, prefix, args []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := &process{name: name, args: args, done: make(chan struct{})}
+	c.components[name] = p
 	logf, err := os.OpenFile(filepath.Join(c.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.failed <- err
 		return
 	}
-	p.cmd = exec.Command(self, append([]string{sub}, args...)...)
+	p.cmd = exec.Command(path, append(append([]string{}, prefix...), args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// The children die with this process, whatever kills it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

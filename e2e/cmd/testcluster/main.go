@@ -2,7 +2,10 @@
 // kube-apiserver, kube-controller-manager (deployment, replicaset, garbage-collector and
 // namespace controllers), kube-scheduler, a fake kubelet, and fake Nodes.
 //
-//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE]
+//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--volcano [--volcano-vap] [--volcano-dir DIR]]
+//
+// --volcano also installs Volcano's CRDs and runs its admission webhooks, controller manager and
+// scheduler (volcano.go), from the binaries `make testcluster-volcano` builds into bin/volcano/.
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -22,12 +25,15 @@ import (
 	"time"
 )
 
-const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE]"
+const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--volcano [--volcano-vap] [--volcano-dir DIR]]"
 
 type options struct {
 	dir             string
 	nodesFile       string
 	schedulerConfig string
+	volcano         bool
+	volcanoVAP      bool
+	volcanoDir      string
 }
 
 func main() {
@@ -51,6 +57,9 @@ func run(args []string) int {
 	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, data and logs")
 	fs.StringVar(&o.nodesFile, "nodes", "", "YAML file of Nodes (Node documents, or a List)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file")
+	fs.BoolVar(&o.volcano, "volcano", false, "also run Volcano (webhooks, controllers, scheduler)")
+	fs.BoolVar(&o.volcanoVAP, "volcano-vap", false, "with --volcano: also Volcano's ValidatingAdmissionPolicies")
+	fs.StringVar(&o.volcanoDir, "volcano-dir", "", "Volcano's binaries and manifests (default: volcano/ beside this binary)")
 	if err := fs.Parse(args); err != nil {
 		return fail(2, "%v; %s", err, usage)
 	}
@@ -74,6 +83,10 @@ func run(args []string) int {
 			return fail(2, "%s: %v", o.schedulerConfig, err)
 		}
 	}
+	volcano, err := volcanoFlags(o)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return fail(2, "--dir %q: %v", o.dir, err)
@@ -87,7 +100,7 @@ func run(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, failed: make(chan error, 4)}
+	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, volcano: volcano, failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {
@@ -114,6 +127,32 @@ func run(args []string) int {
 			}
 		}
 	}
+}
+
+// volcanoFlags checks --volcano, --volcano-vap and --volcano-dir.
+func volcanoFlags(o options) (*volcanoOptions, error) {
+	if !o.volcano {
+		if o.volcanoVAP || o.volcanoDir != "" {
+			return nil, fmt.Errorf("--volcano-vap and --volcano-dir need --volcano; %s", usage)
+		}
+		return nil, nil
+	}
+	dir := o.volcanoDir
+	if dir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(filepath.Dir(self), "volcano")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVolcanoDir(dir); err != nil {
+		return nil, fmt.Errorf("--volcano: %v", err)
+	}
+	return &volcanoOptions{dir: dir, vap: o.volcanoVAP}, nil
 }
 
 type discard struct{}
