@@ -63,26 +63,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build_harness() -> float:
-    """``make testcluster`` (the Go build cache is reused); returns the seconds it took."""
+def build_harness(target: str = "testcluster") -> float:
+    """``make testcluster`` (or another target, e.g. testcluster-volcano; the Go build cache is reused);
+    returns the seconds it took."""
     start = time.monotonic()
-    run = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "testcluster"],
+    run = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), target],
                          capture_output=True, text=True, timeout=3600)
     if run.returncode != 0:
-        raise AssertionError(f"make testcluster failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-8000:]}")
+        raise AssertionError(f"make {target} failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-8000:]}")
     return time.monotonic() - start
 
 
 class Cluster:
     """One running ``testcluster``: its directory, kubeconfig and process."""
 
-    def __init__(self, directory: Path, nodes: Path | None = None, scheduler_config: Path | None = None):
+    def __init__(self, directory: Path, nodes: Path | None = None, scheduler_config: Path | None = None,
+                 extra_args: tuple[str, ...] = ()):
         self.dir = directory
         args = [str(TESTCLUSTER), "--dir", str(directory)]
         if nodes:
             args += ["--nodes", str(nodes)]
         if scheduler_config:
             args += ["--scheduler-config", str(scheduler_config)]
+        args += extra_args   # e.g. --volcano
         self.stderr = open(directory.parent / f"{directory.name}.stderr", "w+")
         started = time.monotonic()
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
