@@ -206,6 +206,8 @@ def test_example_mutated_admitted_by_volcano_and_stored_as_written(volcano, hook
     volcano.namespace(vns, config=hook.name)
     patch = policylib_patch(volcano, job)
     wrote = fields_policylib_wrote(patch, policylib_object(volcano, job))
+    # policylib's port of Volcano's job admission agrees: nothing it would still deny.
+    assert "would still be denied" not in preview(volcano, job, "patch").stderr
     run = volcano.kubectl("create", "-f", "-", "-o", "json", input=json.dumps(job), check=False)
     assert run.returncode == 0, f"Volcano denied {job['metadata']['name']} as policylib mutated it: {run.stderr}"
     stored = volcano.get("jobs.batch.volcano.sh", job["metadata"]["name"], vns)
@@ -229,6 +231,11 @@ def test_invalid_example_is_denied_by_volcano(volcano, hook, vns):
     run = volcano.kubectl("create", "-f", "-", input=json.dumps(job), check=False)
     assert run.returncode != 0
     assert "job-validation-policy" in run.stderr and "duplicate policy event found" in run.stderr, run.stderr
+    # policylib said so too (its port of Volcano's job admission), and left the Job alone.
+    said = preview(volcano, job, "patch")
+    assert json.loads(said.stdout) == []
+    assert ("would still be denied by Volcano's job admission (v1.14.1): spec.policies[1]: duplicate event "
+            "PodFailed across different policy (also in spec.policies[0])") in said.stderr
 
 
 def test_volcano_vap_denies_the_specification_job_unless_policylib_moved_its_policy(volcano, vns):
