@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .harness import ROOT, SHARED, Cluster, Webhook, build_harness, wait_for
+from .harness import ROOT, SHARED, TESTCLUSTER, Cluster, Webhook, build_harness, wait_for
 from .util import POLICYLIB
 
 EXAMPLES = SHARED / "examples" / "volcano"
@@ -476,3 +476,18 @@ def test_restart_partition_when_a_pod_is_evicted(volcano, hook, vns):
         volcano.kubectl("create", "--raw", f"/api/v1/namespaces/{vns}/pods/{name}/eviction", "-f", "-",
                         input=json.dumps(body))
     restart_partition_scenario(volcano, hook, vns, evict)
+
+
+# --- the flags -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (("--volcano", "--volcano-dir", "/nonexistent"),
+     "testcluster: error: --volcano: /nonexistent/vc-scheduler: not found (make testcluster-volcano builds it)\n"),
+    (("--volcano-vap",), "testcluster: error: --volcano-vap and --volcano-dir need --volcano; usage: testcluster "
+                         "--dir DIR [--nodes FILE] [--scheduler-config FILE] [--volcano [--volcano-vap] "
+                         "[--volcano-dir DIR]]\n"),
+])
+def test_volcano_flag_errors_are_one_line_and_exit_2(harness_built, tmp_path, args, message):
+    run = subprocess.run([str(TESTCLUSTER), "--dir", str(tmp_path / "c"), *args], capture_output=True, text=True,
+                         timeout=60)
+    assert (run.returncode, run.stdout, run.stderr) == (2, "", message)
