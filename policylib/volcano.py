@@ -12,8 +12,9 @@ rescheduled together inside one HyperNode. This policy writes, on CREATE:
 
 Volcano's Job webhook rejects any change to ``policies`` or
 ``partitionPolicy`` on UPDATE, so UPDATE gets no patch. A job-level
-RestartPartition policy is moved to the partitioned tasks (it does nothing at
-job level, and Volcano's ValidatingAdmissionPolicy denies it there); other
+RestartPartition policy is moved to the partitioned tasks (Volcano's
+ValidatingAdmissionPolicy denies it at job level; where the VAP is off it acts
+there as on a task, and without a partitioned task it does nothing); other
 job-level policies are never touched.
 """
 from __future__ import annotations
@@ -297,8 +298,9 @@ JOB_POLICIES = ("spec", "policies")
 
 
 def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -> list[dict]:
-    """A job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
-    ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
+    """Volcano's ValidatingAdmissionPolicy denies a job-level RestartPartition policy (Volcano v1.14.1's
+    controller does restart the failed pod's partition from there when the VAP is off; without a
+    partitioned task it does nothing): its events go to every partitioned task (as task-level
     RestartPartition policies, where the task does not handle them already) and the job-level entries
     are removed, with a warning. Returns the tasks as they end."""
     policies = draft.get(JOB_POLICIES)
@@ -326,8 +328,8 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict], notes: _Notes) -
             task_list[i] = out[i]
     where = (f"to task {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
              else "away: no task is partitioned")
-    notes.warnings.append(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
-                          "denied by Volcano's VAP")
+    effect = "denied by Volcano's VAP at job level" if partitioned else "no-op, denied by Volcano's VAP at job level"
+    notes.warnings.append(f"moved job-level RestartPartition ({', '.join(events)}) {where}: {effect}")
     return out
 
 

@@ -118,7 +118,7 @@ _serial = count(1)
 
 @pytest.fixture
 def vns(volcano, request):
-    """A fresh namespace whose objects go through policylib's webhook (``volcano`` config)."""
+    """A fresh namespace name (the test creates it, labelled for the webhook or not); deleted afterwards."""
     name = f"{request.node.name.lower().replace('_', '-').replace('[', '-').replace(']', '').replace('.', '-')[:40].strip('-')}-{next(_serial)}"
     yield name
     volcano.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=180s", timeout=240)
@@ -360,9 +360,10 @@ def running(volcano: Cluster, ns: str, job: str, n: int) -> list[dict] | None:
     return pods if ok else None
 
 
-def submit_spec_job(volcano: Cluster, hook: Webhook, ns: str) -> list[dict]:
-    """The specification's Job through policylib's webhook; returns its four pods once Running."""
-    volcano.namespace(ns, config=hook.name)
+def submit_spec_job(volcano: Cluster, hook: Webhook | None, ns: str) -> list[dict]:
+    """The specification's Job through policylib's webhook (as submitted without ``hook``); returns its
+    four pods once Running."""
+    volcano.namespace(ns, config=hook.name if hook else None)
     job = json.loads(json.dumps(SPEC_JOB))
     job["metadata"]["namespace"] = ns
     volcano.kubectl("create", "-f", "-", input=json.dumps(job))
@@ -437,7 +438,7 @@ def test_job_stays_pending_as_a_gang_when_one_tier1_hypernode_has_room(volcano, 
     assert bound == [], f"half-bound gang: {bound}"
 
 
-def restart_partition_scenario(volcano: Cluster, hook: Webhook, ns: str, hit) -> None:
+def restart_partition_scenario(volcano: Cluster, hook: Webhook | None, ns: str, hit) -> None:
     """Run the specification's Job, ``hit`` one pod of partition 1, and check that Volcano restarts
     partition 1's pods only (new UIDs, Running, inside one tier-1 HyperNode) and keeps partition 0's."""
     before = partitions(submit_spec_job(volcano, hook, ns))
@@ -462,6 +463,13 @@ def restart_partition_scenario(volcano: Cluster, hook: Webhook, ns: str, hit) ->
     assert {p["metadata"]["uid"] for p in partitions(job_pods(volcano, ns, "network-topology-job"))["0"]} == uids["0"]
 
 
+def evict(volcano: Cluster, pod: dict) -> None:
+    """The eviction API, as kubectl drain uses it."""
+    name, ns = pod["metadata"]["name"], pod["metadata"]["namespace"]
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": ns}}
+    volcano.kubectl("create", "--raw", f"/api/v1/namespaces/{ns}/pods/{name}/eviction", "-f", "-", input=json.dumps(body))
+
+
 def test_restart_partition_when_a_pod_fails(volcano, hook, vns):
     def fail(pod):   # as the kubelet reports a failed pod: the status subresource
         volcano.kubectl("patch", "pod", pod["metadata"]["name"], "-n", vns, "--subresource=status", "--type=merge",
@@ -470,12 +478,25 @@ def test_restart_partition_when_a_pod_fails(volcano, hook, vns):
 
 
 def test_restart_partition_when_a_pod_is_evicted(volcano, hook, vns):
-    def evict(pod):   # the eviction API, as kubectl drain uses it
-        name = pod["metadata"]["name"]
-        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": vns}}
-        volcano.kubectl("create", "--raw", f"/api/v1/namespaces/{vns}/pods/{name}/eviction", "-f", "-",
-                        input=json.dumps(body))
-    restart_partition_scenario(volcano, hook, vns, evict)
+    restart_partition_scenario(volcano, hook, vns, lambda pod: evict(volcano, pod))
+
+
+@pytest.fixture(scope="module")
+def volcano_without_vap(volcano, tmp_path_factory) -> Cluster:
+    """A second cluster with Volcano's webhooks but not its ValidatingAdmissionPolicies."""
+    tmp = tmp_path_factory.mktemp("volcano-novap")
+    c = Cluster(tmp / "c", nodes=volcano.nodes_file, extra_args=("--volcano",))
+    c.apply(discovery_configmap())
+    settle_hypernodes(c)
+    yield c
+    assert c.stop() == 0, c.stderr_text()
+
+
+def test_job_level_restart_partition_acts_where_volcano_vap_is_off(volcano_without_vap, vns):
+    """The specification's Job as submitted (RestartPartition at job level): Volcano's VAP denies it (above);
+    without the VAP, Volcano v1.14.1 restarts the evicted pod's partition from the job-level policy too.
+    policylib moves it into the task either way, where it does the same and passes the VAP."""
+    restart_partition_scenario(volcano_without_vap, None, vns, lambda pod: evict(volcano_without_vap, pod))
 
 
 # --- the flags -------------------------------------------------------------------------------------
