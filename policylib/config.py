@@ -422,10 +422,17 @@ CONTROLLER_KEYS: dict[str, Parser] = {
 
 
 def check_volcano(v: VolcanoSettings) -> None:
-    """Seed 001 "Constraints": with a group (partition) policy, soft network topology is not supported."""
+    """Seed 001 "Constraints": with a group (partition) policy, soft network topology is not supported.
+    Before v1.15.0 Volcano's scheduler ignores a partition's highestTierName."""
+    from .validation import partition_tier_name_enforced
     if v.partitionSize is not None and v.networkTopology is not None and v.networkTopology.mode == "soft":
         raise ConfigError("volcano.networkTopology.mode", "soft mode is not supported with a partition policy "
                           "(volcano.partitionSize is set); use hard")
+    if (v.partitionSize is not None and v.networkTopology is not None and v.networkTopology.highestTierName
+            and not partition_tier_name_enforced(v.version)):
+        raise ConfigError("volcano.networkTopology.highestTierName",
+                          f"Volcano {v.version}'s scheduler ignores a partition's highestTierName (enforced from "
+                          "v1.15.0, volcano issue 5189): use highestTierAllowed")
 
 
 def check_gang(g: GangSettings) -> None:

@@ -589,6 +589,7 @@ def simulate_volcano_job(obj: dict, config: Config, nodes: list[NodeState], raw_
     a gang: unless its minimum binds (:func:`gang_shortfall`), nothing binds and every pod stays Pending."""
     ns = namespace_of(obj)
     from .mutate import mutate
+    from .validation import unenforced_partition_tier_name
     from .volcano import tier_limit
     mutated = mutate(obj, config, namespace=ns).object
     hypernodes = discover_hypernodes(raw_nodes, config.volcano.networkTopologyDiscovery)
@@ -603,13 +604,18 @@ def simulate_volcano_job(obj: dict, config: Config, nodes: list[NodeState], raw_
         replicas += count
         pod = PodShape.of_template(task.get("template") or {}, ns, f"sim-{task.get('name')}")
         policy = task.get("partitionPolicy")
-        if not isinstance(policy, dict):
+        unbounded = unenforced_partition_tier_name(policy, config.volcano.version)
+        if not isinstance(policy, dict) or unbounded:
             got, left, why = place_pods(pod, count, trial)
             for k, v in got.items():
                 placed[k] = placed.get(k, 0) + v
             pending += left
             reasons += [f"task {task.get('name')}: {w}" for w in why]
-            bound.append((task, count - left, 0))
+            if unbounded:
+                reasons.append(f"task {task.get('name')}: Volcano {config.volcano.version} ignores the partitions' "
+                               f"highestTierName {unbounded!r}: placed without a HyperNode bound")
+            size = int(policy.get("partitionSize") or 1) if unbounded else 1
+            bound.append((task, count - left, (count - left) // size if unbounded else 0))
             continue
         size, total = int(policy.get("partitionSize") or 1), int(policy.get("totalPartitions") or 0)
         tier = tier_limit(policy, hypernodes)

@@ -30,7 +30,7 @@ from .patch import Draft, diff_owned
 from .result import Result
 from . import quantity
 from .spread import DOMAIN, SKIP_KEY, is_opted_out
-from .validation import RESTART_PARTITION, policy_events, validate_volcano_job
+from .validation import RESTART_PARTITION, policy_events, unenforced_partition_tier_name, validate_volcano_job
 
 JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
@@ -268,6 +268,11 @@ def _write_task(draft: Draft, i: int, task: dict, size: int | None, settings: Vo
     if task.get("partitionPolicy") is not None:
         notes.reasons.append(f"task {name}: keeps its own partitionPolicy")
         own = task["partitionPolicy"]
+        ignored = unenforced_partition_tier_name(own, settings.version)
+        if ignored:
+            notes.warnings.append(f"task {name}: partitionPolicy.networkTopology.highestTierName {ignored!r} is not "
+                                  f"enforced by Volcano {settings.version}'s scheduler (from v1.15.0); use "
+                                  "highestTierAllowed")
         if isinstance(own, dict) and "minPartitions" not in own and task.get("minAvailable") is None:
             notes.warnings.append(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
                                   "default the task's minAvailable to 0 and gang nothing (volcano issue 5401); "
@@ -351,6 +356,10 @@ def _feasibility(tasks: list[dict], config: Config, facts: ClusterFacts, notes: 
         if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
             notes.warnings.append(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
                                   "the scheduler will not enforce it")
+        if unenforced_partition_tier_name(task["partitionPolicy"], config.volcano.version):
+            notes.reasons.append(f"task {task.get('name')}: feasibility not checked: Volcano "
+                                 f"{config.volcano.version} places its partitions without a HyperNode bound")
+            continue
         message, ok = partition_feasibility(task, hypernodes, facts.nodes)
         (notes.reasons if ok else notes.warnings).append(message)
 

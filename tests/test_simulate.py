@@ -265,3 +265,23 @@ def test_simulate_and_check_commands(tmp_path):
 
 def test_simulate_speed_is_a_benchmark_not_a_test():
     assert (Path(__file__).parent.parent / "bench" / "bench_simulate.py").exists()
+
+
+def test_volcano_partitions_bounded_by_tier_name_before_v1_15_are_unbounded():
+    """vc-scheduler v1.14.1 ignores a partition's highestTierName: with room for only one partition inside a
+    tier-1 HyperNode, it bound all four pods (tests/e2e); simulate for v1.14.1 places them likewise."""
+    nodes = seed_nodes({"cpu": "8", "memory": "32Gi", "pods": "110"})
+    for n in nodes:
+        if n["metadata"]["name"] in ("192.168.5.17", "192.168.5.224", "192.168.5.235", "192.168.5.240"):
+            n["status"]["allocatable"]["example.com/accel"] = "1"
+    policy = {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
+              "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+           "spec": {"tasks": [{"name": "t0", "replicas": 4, "partitionPolicy": policy, "template": {"spec": {
+               "containers": [{"name": "c", "image": "x", "resources": {"limits": {"example.com/accel": "1"}}}]}}}]}}
+    [old] = simulate([job], nodes, {"volcano": {"version": "v1.14.1", "networkTopologyDiscovery": DISCOVERY}})
+    assert (sorted(old.placed), old.pending) == (["192.168.5.17", "192.168.5.224", "192.168.5.235", "192.168.5.240"], 0)
+    assert old.reasons == ["task t0: Volcano v1.14.1 ignores the partitions' highestTierName 'test-tier-1': placed "
+                           "without a HyperNode bound"]
+    [new] = simulate([job], nodes, {"volcano": {"version": "v1.15.1", "networkTopologyDiscovery": DISCOVERY}})
+    assert (new.placed, new.pending) == ({}, 4)

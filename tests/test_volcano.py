@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from policylib import load_config, mutate
+from policylib.errors import ConfigError
 from policylib.facts import ClusterFacts
 from policylib.validation import validate_volcano_job, validate_volcano_policies
 from policylib.volcano import PARTITION_SIZE_ANNOTATION, restart_partition_policies
@@ -380,3 +381,22 @@ def test_job_level_restart_partition_without_partitions_is_removed_and_said():
     assert "policies" not in r.object["spec"]
     assert r.warnings == ["moved job-level RestartPartition (PodFailed) away: no task is partitioned: no-op, denied "
                           "by Volcano's VAP at job level"]
+
+
+def test_partition_tier_name_before_v1_15_is_said_not_enforced():
+    """vc-scheduler v1.14.1 bound a partition bounded by highestTierName across two tier-1 HyperNodes
+    (tests/e2e): policylib warns, skips feasibility, and refuses such a config for those releases."""
+    own = {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
+           "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}
+    j = job(task(partitionPolicy=own))
+    old = mutate(j, load_config({"volcano": {"version": "v1.14.1"}}))
+    assert ("task t0: partitionPolicy.networkTopology.highestTierName 'test-tier-1' is not enforced by Volcano "
+            "v1.14.1's scheduler (from v1.15.0); use highestTierAllowed") in old.warnings
+    new = mutate(j, load_config({"volcano": {"version": "v1.15.0"}}))
+    assert not any("not enforced" in w for w in new.warnings)
+    with pytest.raises(ConfigError) as e:
+        load_config({"volcano": {"version": "v1.14.1", "partitionSize": 2,
+                                 "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}})
+    assert e.value.path == "volcano.networkTopology.highestTierName"
+    assert load_config({"volcano": {"version": "v1.15.0", "partitionSize": 2, "networkTopology": {
+        "mode": "hard", "highestTierName": "test-tier-1"}}}).volcano.networkTopology.highestTierName == "test-tier-1"

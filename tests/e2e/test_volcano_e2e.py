@@ -438,6 +438,27 @@ def test_job_stays_pending_as_a_gang_when_one_tier1_hypernode_has_room(volcano, 
     assert bound == [], f"half-bound gang: {bound}"
 
 
+def test_partition_tier_name_is_not_enforced_by_volcano_v1_14(volcano, hook, vns):
+    """A partition bounded by ``highestTierName`` (not ``highestTierAllowed``): vc-scheduler v1.14.1 ignores it
+    (volcano issue 5189, fixed in v1.15.0) and binds the whole Job across tier-1 HyperNodes, although only
+    one of them has room for a partition. policylib for v1.14.1 says so: a warning, and simulate places all."""
+    job = accel_job(vns)
+    job["spec"]["tasks"][0]["partitionPolicy"] = {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
+                                                  "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}
+    warnings = preview(volcano, job, "yaml", with_nodes=True).stderr
+    assert ("task worker: partitionPolicy.networkTopology.highestTierName 'test-tier-1' is not enforced by Volcano "
+            "v1.14.1's scheduler (from v1.15.0); use highestTierAllowed") in warnings
+    sim = simulate(volcano, job)
+    assert (sorted(sim["placed"]), sim["pending"]) == (sorted(WITH_ACCEL), 0)
+    volcano.namespace(vns, config=hook.name)
+    volcano.kubectl("create", "-f", "-", input=json.dumps(job))
+    pods = wait_for(f"{vns}: all 4 accelerator pods Running", lambda: running(volcano, vns, "accel", 4), timeout=120)
+    assert {p["spec"]["nodeName"] for p in pods} == WITH_ACCEL
+    leaf = leaf_of(volcano)
+    spans = {pid: sorted({leaf[p["spec"]["nodeName"]] for p in ps}) for pid, ps in partitions(pods).items()}
+    assert any(len(leaves) == 2 for leaves in spans.values()), spans   # a partition across two tier-1 HyperNodes
+
+
 def restart_partition_scenario(volcano: Cluster, hook: Webhook | None, ns: str, hit) -> None:
     """Run the specification's Job, ``hit`` one pod of partition 1, and check that Volcano restarts
     partition 1's pods only (new UIDs, Running, inside one tier-1 HyperNode) and keeps partition 0's."""
