@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench bench-webhook install clean testcluster testcluster-coscheduling e2e
+.PHONY: run test bench bench-webhook install clean testcluster testcluster-coscheduling testcluster-volcano e2e
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -50,6 +50,20 @@ testcluster-coscheduling: testcluster
 	  m=$${v#v} && ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
 	  $(GO) build -ldflags "$$ld" -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
+
+# Volcano's scheduler, controller manager and admission webhooks for `testcluster --volcano`, from
+# the volcano.sh/volcano module (e2e/volcano/go.mod says which release and why), with the CRDs and
+# ValidatingAdmissionPolicies of that release's module. Its own module (Kubernetes 1.34), so
+# separate binaries in e2e/bin/volcano/ that testcluster starts. Many minutes cold on 2 cores.
+testcluster-volcano: testcluster
+	cd e2e/volcano && v=$$($(GO) list -m -f '{{.Version}}' volcano.sh/volcano) && \
+	  for c in scheduler controller-manager webhook-manager; do \
+	    CGO_ENABLED=0 $(GO) build -ldflags "-X volcano.sh/volcano/pkg/version.Version=$$v" \
+	      -o ../bin/volcano/vc-$$c volcano.sh/volcano/cmd/$$c || exit 1; done && \
+	  src=$$($(GO) list -m -f '{{.Dir}}' volcano.sh/volcano) && \
+	  rm -rf ../bin/volcano/crd ../bin/volcano/policy && mkdir -p ../bin/volcano/crd ../bin/volcano/policy && \
+	  install -m 644 $$src/config/crd/volcano/bases/*.yaml ../bin/volcano/crd/ && \
+	  install -m 644 $$src/installer/helm/chart/volcano/policy/*.yaml ../bin/volcano/policy/
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

@@ -233,7 +233,7 @@ def _fits(pod: PodShape, node: NodeState) -> bool:
 
 
 def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int) -> int:
-    """How many of the job's pods the Nodes hold at once, counted up to ``minimum``.
+    """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``.
 
     The pods of every replica type share the Nodes: Coscheduling holds each member it has
     placed (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its

@@ -21,7 +21,12 @@ import yaml
 from .documents import yaml_problem
 from .errors import ConfigError, FieldError, forbidden
 from .labels import qualified_name_errors
-from .validation import validate_network_topology, validate_partition_topology_mode, validate_restart_partition_events
+from .validation import (
+    partition_tier_name_enforced,
+    validate_network_topology,
+    validate_partition_topology_mode,
+    validate_restart_partition_events,
+)
 
 SCHEDULE_ANYWAY = "ScheduleAnyway"
 DO_NOT_SCHEDULE = "DoNotSchedule"
@@ -410,9 +415,14 @@ CONTROLLER_KEYS: dict[str, Parser] = {
 
 
 def check_volcano(v: VolcanoSettings) -> None:
-    """Rules C5 and V5: with a partition policy (volcano.partitionSize), soft network topology is not supported."""
+    """Rules C5 and V5: with a partition policy (volcano.partitionSize), soft network topology is not supported;
+    rule V20: before v1.15.0 Volcano's scheduler ignores a partition's highestTierName."""
     if v.partitionSize is not None and v.networkTopology is not None:
         _raise_all(validate_partition_topology_mode(v.networkTopology.as_spec(), "volcano.networkTopology"))
+        if v.networkTopology.highestTierName and not partition_tier_name_enforced(v.version):
+            raise ConfigError("volcano.networkTopology.highestTierName",
+                              f"Volcano {v.version}'s scheduler ignores a partition's highestTierName (enforced from "
+                              "v1.15.0, volcano issue 5189): use highestTierAllowed")
 
 
 def gang_combination_errors(g: GangSettings) -> list[FieldError]:

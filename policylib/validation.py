@@ -286,6 +286,24 @@ def strict_min_partitions(version: str) -> bool:
     return version in STRICT_MIN_PARTITIONS
 
 
+def partition_tier_name_enforced(version: str) -> bool:
+    """Rule V20: whether Volcano's scheduler honours a partition's ``networkTopology.highestTierName``: from
+    v1.15.0 (volcano issue 5189). Before, a partition bounded only by a tier name is not constrained at all
+    (seen on vc-scheduler v1.14.1: a partition's two pods bound in two tier-1 HyperNodes)."""
+    major, minor, _ = (int(x) for x in version.lstrip("v").split("."))
+    return (major, minor) >= (1, 15)
+
+
+def unenforced_partition_tier_name(policy: object, version: str) -> str | None:
+    """Rule V20: the tier name a partitionPolicy is bounded by that ``version``'s scheduler ignores, or None."""
+    topo = policy.get("networkTopology") if isinstance(policy, dict) else None
+    if not isinstance(topo, dict) or partition_tier_name_enforced(version):
+        return None
+    if topo.get("highestTierName") and topo.get("highestTierAllowed") is None:
+        return str(topo["highestTierName"])
+    return None
+
+
 def validate_partition_policy(task: dict[str, Any], path: Path, version: str = DEFAULT_VOLCANO_VERSION) -> list[FieldError]:
     """Rule V6: replicas == totalPartitions * partitionSize; minPartitions <= totalPartitions; a task
     minAvailable equals minPartitions * partitionSize when minPartitions > 0 (always, in the releases

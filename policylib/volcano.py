@@ -12,8 +12,9 @@ rescheduled together inside one HyperNode. This policy writes, on CREATE:
 
 Volcano's Job webhook rejects any change to ``policies`` or
 ``partitionPolicy`` on UPDATE, so UPDATE gets no patch. A job-level
-RestartPartition policy is moved to the partitioned tasks (it does nothing at
-job level, and Volcano's ValidatingAdmissionPolicy denies it there); other
+RestartPartition policy is moved to the partitioned tasks (Volcano's
+ValidatingAdmissionPolicy denies it at job level; where the VAP is off it acts
+there as on a task, and without a partitioned task it does nothing); other
 job-level policies are never touched.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .result import DOMAIN, Outcome, Result, admission
 from .validation import (
     RESTART_PARTITION,
     policy_events,
+    unenforced_partition_tier_name,
     validate_partition_topology_mode,
     validate_volcano_job,
     validate_volcano_job_shape,
@@ -222,6 +224,11 @@ def _write_task(draft: Draft, i: int, task: dict[str, Any], size: int | None, se
     if task.get("partitionPolicy") is not None:
         notes.reason(f"task {name}: keeps its own partitionPolicy")
         own = task["partitionPolicy"]
+        ignored = unenforced_partition_tier_name(own, settings.version)
+        if ignored:
+            notes.warn(f"task {name}: partitionPolicy.networkTopology.highestTierName {ignored!r} is not "
+                                  f"enforced by Volcano {settings.version}'s scheduler (from v1.15.0); use "
+                                  "highestTierAllowed")
         if isinstance(own, dict) and "minPartitions" not in own and task.get("minAvailable") is None:
             notes.warn(f"task {name}: partitionPolicy without minPartitions: Volcano v1.14.0-v1.15.0 "
                                   "default the task's minAvailable to 0 and gang nothing (volcano issue 5401); "
@@ -252,8 +259,9 @@ JOB_POLICIES = ("spec", "policies")
 
 
 def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes: Outcome) -> list[dict[str, Any]]:
-    """Rule V16: a job-level RestartPartition policy does nothing (it acts on a task's partitions) and Volcano's
-    ValidatingAdmissionPolicy denies it: its events go to every partitioned task (as task-level
+    """Rule V16: Volcano's ValidatingAdmissionPolicy denies a job-level RestartPartition policy (Volcano
+    v1.14.1's controller does restart the failed pod's partition from there when the VAP is off; without
+    a partitioned task it does nothing): its events go to every partitioned task (as task-level
     RestartPartition policies, where the task does not handle them already) and the job-level entries
     are removed, with a warning. Returns the tasks as they end."""
     policies = draft.get(JOB_POLICIES)
@@ -281,8 +289,8 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes:
             task_list[i] = out[i]
     where = (f"to task {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
              else "away: no task is partitioned")
-    notes.warn(f"moved job-level RestartPartition ({', '.join(events)}) {where}: no-op at job level, "
-                          "denied by Volcano's VAP")
+    effect = "denied by Volcano's VAP at job level" if partitioned else "no-op, denied by Volcano's VAP at job level"
+    notes.warn(f"moved job-level RestartPartition ({', '.join(events)}) {where}: {effect}")
     return out
 
 
@@ -304,6 +312,10 @@ def _feasibility(tasks: list[dict[str, Any]], config: Config, facts: ClusterFact
         if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
             notes.warn(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
                                   "the scheduler will not enforce it")
+        if unenforced_partition_tier_name(task["partitionPolicy"], config.volcano.version):
+            notes.reason(f"task {task.get('name')}: feasibility not checked: Volcano "
+                                 f"{config.volcano.version} places its partitions without a HyperNode bound")
+            continue
         message, ok = partition_feasibility(task, hypernodes, facts.nodes)
         notes.note(message, ok)
 

@@ -149,7 +149,30 @@ def test_volcano_partitions_inside_tier_one_hypernodes():
     job["spec"]["tasks"][0]["replicas"] = 8
     [p] = simulate([job], nodes, config)
     assert (p.pending, p.reasons) == (8, ["task t0: partition 1 of 2 (4 pods) fits in no tier-1 HyperNode",
-                                          "task t0: partition 2 of 2 (4 pods) fits in no tier-1 HyperNode"])
+                                          "task t0: partition 2 of 2 (4 pods) fits in no tier-1 HyperNode",
+                                          "task t0: 0 of minPartitions 2 partitions placeable: the gang binds "
+                                          "nothing, all 8 pods stay Pending"])
+
+
+def test_volcano_job_is_a_gang_when_one_partition_fits():
+    """Only one tier-1 HyperNode has room for a partition: Volcano binds none of the Job's pods (the
+    end-to-end test against vc-scheduler saw all four Pending), so nothing is placed and the nodes stay free."""
+    config = {"volcano": {"partitionSize": 2, "networkTopologyDiscovery": DISCOVERY}}
+    nodes = seed_nodes({"cpu": "8", "memory": "32Gi", "pods": "110"})
+    for n in nodes:   # one accelerator on both nodes of one tier-1 HyperNode, and on one node of two others
+        if n["metadata"]["name"] in ("192.168.5.17", "192.168.5.224", "192.168.5.235", "192.168.5.240"):
+            n["status"]["allocatable"]["example.com/accel"] = "1"
+    pod = {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"limits": {"example.com/accel": "1"}}}]}}
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+           "spec": {"tasks": [{"name": "t0", "replicas": 4, "template": pod}]}}
+    other = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "one", "namespace": "ml"},
+             "spec": {"tasks": [{"name": "t0", "replicas": 2, "template": pod}]}}
+    gang, after = simulate([job, other], nodes, config)
+    assert (gang.placed, gang.pending) == ({}, 4)
+    assert gang.reasons == ["task t0: partition 2 of 2 (2 pods) fits in no tier-1 HyperNode",
+                            "task t0: 1 of minPartitions 2 partitions placeable: the gang binds nothing, "
+                            "all 4 pods stay Pending"]
+    assert (after.placed, after.pending) == ({"192.168.5.17": 1, "192.168.5.224": 1}, 0)   # the gang held nothing
 
 
 def test_table_and_chart():
@@ -264,3 +287,23 @@ def test_simulate_and_check_commands(tmp_path):
 
 def test_simulate_speed_is_a_benchmark_not_a_test():
     assert (Path(__file__).parent.parent / "bench" / "bench_simulate.py").exists()
+
+
+def test_volcano_partitions_bounded_by_tier_name_before_v1_15_are_unbounded():
+    """vc-scheduler v1.14.1 ignores a partition's highestTierName: with room for only one partition inside a
+    tier-1 HyperNode, it bound all four pods (tests/e2e); simulate for v1.14.1 places them likewise."""
+    nodes = seed_nodes({"cpu": "8", "memory": "32Gi", "pods": "110"})
+    for n in nodes:
+        if n["metadata"]["name"] in ("192.168.5.17", "192.168.5.224", "192.168.5.235", "192.168.5.240"):
+            n["status"]["allocatable"]["example.com/accel"] = "1"
+    policy = {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
+              "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+           "spec": {"tasks": [{"name": "t0", "replicas": 4, "partitionPolicy": policy, "template": {"spec": {
+               "containers": [{"name": "c", "image": "x", "resources": {"limits": {"example.com/accel": "1"}}}]}}}]}}
+    [old] = simulate([job], nodes, {"volcano": {"version": "v1.14.1", "networkTopologyDiscovery": DISCOVERY}})
+    assert (sorted(old.placed), old.pending) == (["192.168.5.17", "192.168.5.224", "192.168.5.235", "192.168.5.240"], 0)
+    assert old.reasons == ["task t0: Volcano v1.14.1 ignores the partitions' highestTierName 'test-tier-1': placed "
+                           "without a HyperNode bound"]
+    [new] = simulate([job], nodes, {"volcano": {"version": "v1.15.1", "networkTopologyDiscovery": DISCOVERY}})
+    assert (new.placed, new.pending) == ({}, 4)

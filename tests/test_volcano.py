@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from policylib import load_config, mutate
+from policylib.errors import ConfigError
 from policylib.facts import ClusterFacts
 from policylib.validation import validate_volcano_job, validate_volcano_policies
 from policylib.volcano import PARTITION_SIZE_ANNOTATION, restart_partition_policies
@@ -358,8 +359,8 @@ def test_odd_types_are_policy_errors(mutator, field):
 
 
 def test_job_level_restart_partition_moves_to_the_partitioned_tasks():
-    """The specification's own example puts RestartPartition at job level, where it does nothing and Volcano's
-    ValidatingAdmissionPolicy denies it."""
+    """The specification's own example puts RestartPartition at job level, where Volcano's
+    ValidatingAdmissionPolicy denies it (with the VAP off it works there too: tests/e2e)."""
     j = job(task(replicas=4), task(name="ps", replicas=1))
     j["spec"]["policies"] = [{"events": ["PodEvicted", "PodFailed"], "action": "RestartPartition"},
                              {"event": "TaskCompleted", "action": "CompleteJob"}]
@@ -369,8 +370,8 @@ def test_job_level_restart_partition_moves_to_the_partitioned_tasks():
     assert tasks[0]["policies"] == [{"event": "PodEvicted", "action": "RestartPartition"},
                                     {"event": "PodFailed", "action": "RestartPartition"}]
     assert "policies" not in tasks[1]   # not partitioned: RestartPartition would do nothing there
-    assert r.warnings == ["moved job-level RestartPartition (PodEvicted, PodFailed) to task t0: no-op at job level, "
-                          "denied by Volcano's VAP"]
+    assert r.warnings == ["moved job-level RestartPartition (PodEvicted, PodFailed) to task t0: denied by Volcano's "
+                          "VAP at job level"]
     assert validate_volcano_job(r.object) == []
     assert jsonpatch.apply_patch(j, r.patch) == r.object
 
@@ -380,5 +381,24 @@ def test_job_level_restart_partition_without_partitions_is_removed_and_said():
     j["spec"]["policies"] = [{"event": "PodFailed", "action": "RestartPartition"}]
     r = mutate(j, load_config(None))
     assert "policies" not in r.object["spec"]
-    assert r.warnings == ["moved job-level RestartPartition (PodFailed) away: no task is partitioned: no-op at job "
-                          "level, denied by Volcano's VAP"]
+    assert r.warnings == ["moved job-level RestartPartition (PodFailed) away: no task is partitioned: no-op, denied "
+                          "by Volcano's VAP at job level"]
+
+
+def test_partition_tier_name_before_v1_15_is_said_not_enforced():
+    """vc-scheduler v1.14.1 bound a partition bounded by highestTierName across two tier-1 HyperNodes
+    (tests/e2e): policylib warns, skips feasibility, and refuses such a config for those releases."""
+    own = {"totalPartitions": 2, "partitionSize": 2, "minPartitions": 2,
+           "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}
+    j = job(task(partitionPolicy=own))
+    old = mutate(j, load_config({"volcano": {"version": "v1.14.1"}}))
+    assert ("task t0: partitionPolicy.networkTopology.highestTierName 'test-tier-1' is not enforced by Volcano "
+            "v1.14.1's scheduler (from v1.15.0); use highestTierAllowed") in old.warnings
+    new = mutate(j, load_config({"volcano": {"version": "v1.15.0"}}))
+    assert not any("not enforced" in w for w in new.warnings)
+    with pytest.raises(ConfigError) as e:
+        load_config({"volcano": {"version": "v1.14.1", "partitionSize": 2,
+                                 "networkTopology": {"mode": "hard", "highestTierName": "test-tier-1"}}})
+    assert e.value.path == "volcano.networkTopology.highestTierName"
+    assert load_config({"volcano": {"version": "v1.15.0", "partitionSize": 2, "networkTopology": {
+        "mode": "hard", "highestTierName": "test-tier-1"}}}).volcano.networkTopology.highestTierName == "test-tier-1"

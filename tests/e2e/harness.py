@@ -64,7 +64,8 @@ def free_port() -> int:
 
 
 def build_harness(target: str = "testcluster") -> float:
-    """``make testcluster`` (or another target; the Go build cache is reused); returns the seconds it took."""
+    """``make testcluster`` (or another target, e.g. testcluster-volcano; the Go build cache is reused);
+    returns the seconds it took."""
     start = time.monotonic()
     run = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), target],
                          capture_output=True, text=True, timeout=3600)

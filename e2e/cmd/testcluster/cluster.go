@@ -43,6 +43,7 @@ type cluster struct {
 	schedulerConfig  []byte
 	crds             []*unstructured.Unstructured // --crd
 	coschedulingPath string                       // --coscheduling: the scheduler-plugins scheduler
+	volcano          *volcanoOptions              // --volcano
 	failed           chan error
 
 	etcd       *embed.Etcd
@@ -164,6 +165,11 @@ func (c *cluster) start(ctx context.Context) error {
 	for name, port := range healthz {
 		if err := waitHealthy(ctx, name, port, 2*time.Minute); err != nil {
 			return err
+		}
+	}
+	if c.volcano != nil {
+		if err := c.startVolcano(ctx, client); err != nil {
+			return fmt.Errorf("volcano: %v", err)
 		}
 	}
 	return nil

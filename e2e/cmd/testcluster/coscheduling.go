@@ -11,12 +11,8 @@ package main
 // --coscheduling needs that CRD among them.
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -26,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
@@ -60,41 +55,23 @@ func (f *crdFiles) Set(v string) error {
 func readCRDs(paths []string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, path := range paths {
-		data, err := os.ReadFile(path)
+		objs, err := readManifests([]string{path})
 		if err != nil {
 			return nil, err
 		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		found := 0
-		for doc := 1; ; doc++ {
-			raw, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s: document %d: %v", path, doc, err)
-			}
-			if len(bytes.TrimSpace(stripComments(raw))) == 0 {
-				continue
-			}
-			var m map[string]interface{}
-			if err := yaml.Unmarshal(raw, &m); err != nil {
-				return nil, fmt.Errorf("%s: document %d: %v", path, doc, err)
-			}
-			u := &unstructured.Unstructured{Object: m}
-			if u.GetAPIVersion() != "apiextensions.k8s.io/v1" || u.GetKind() != "CustomResourceDefinition" {
-				return nil, fmt.Errorf("%s: document %d: must be an apiextensions.k8s.io/v1 CustomResourceDefinition, got %s %s",
-					path, doc, u.GetAPIVersion(), u.GetKind())
-			}
-			if u.GetName() == "" {
-				return nil, fmt.Errorf("%s: document %d: metadata.name: required", path, doc)
-			}
-			out = append(out, u)
-			found++
-		}
-		if found == 0 {
+		if len(objs) == 0 {
 			return nil, fmt.Errorf("%s: no CustomResourceDefinition in it", path)
 		}
+		for i, u := range objs {
+			if u.GetAPIVersion() != "apiextensions.k8s.io/v1" || u.GetKind() != "CustomResourceDefinition" {
+				return nil, fmt.Errorf("%s: document %d: must be an apiextensions.k8s.io/v1 CustomResourceDefinition, got %s %s",
+					path, i+1, u.GetAPIVersion(), u.GetKind())
+			}
+			if u.GetName() == "" {
+				return nil, fmt.Errorf("%s: document %d: metadata.name: required", path, i+1)
+			}
+		}
+		out = append(out, objs...)
 	}
 	return out, nil
 }
@@ -126,7 +103,7 @@ func checkCoscheduling(crds []*unstructured.Unstructured) (string, error) {
 	return path, nil
 }
 
-// installCRDs applies the CRDs server-side and waits until each is Established.
+// installCRDs applies the --crd CRDs server-side and waits until each is Established.
 func (c *cluster) installCRDs(ctx context.Context) error {
 	if len(c.crds) == 0 {
 		return nil
@@ -139,8 +116,13 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return applyCRDs(ctx, client, c.crds)
+}
+
+// applyCRDs applies CRDs server-side and waits until each is Established.
+func applyCRDs(ctx context.Context, client dynamic.Interface, objs []*unstructured.Unstructured) error {
 	crds := client.Resource(crdResource)
-	for _, crd := range c.crds {
+	for _, crd := range objs {
 		body, err := crd.MarshalJSON()
 		if err != nil {
 			return err
@@ -151,7 +133,7 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 			return fmt.Errorf("CRD %s: %v", crd.GetName(), err)
 		}
 	}
-	for _, crd := range c.crds {
+	for _, crd := range objs {
 		name := crd.GetName()
 		err := poll(ctx, 200*time.Millisecond, time.Minute, func() (bool, error) {
 			got, err := crds.Get(ctx, name, metav1.GetOptions{})

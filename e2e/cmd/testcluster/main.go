@@ -3,9 +3,12 @@
 // namespace controllers), kube-scheduler, a fake kubelet, and fake Nodes.
 //
 //	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
+//	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
-// scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go).
+// scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
+// Volcano's CRDs and runs its admission webhooks, controller manager and scheduler (volcano.go), from
+// the binaries `make testcluster-volcano` builds into bin/volcano/.
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -25,7 +28,8 @@ import (
 	"time"
 )
 
-const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]"
+const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
+	"[--volcano [--volcano-vap] [--volcano-dir DIR]]"
 
 type options struct {
 	dir             string
@@ -33,6 +37,9 @@ type options struct {
 	schedulerConfig string
 	crds            crdFiles
 	coscheduling    bool
+	volcano         bool
+	volcanoVAP      bool
+	volcanoDir      string
 }
 
 func main() {
@@ -58,6 +65,9 @@ func run(args []string) int {
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file")
 	fs.Var(&o.crds, "crd", "CustomResourceDefinition file to apply before ready (repeatable)")
 	fs.BoolVar(&o.coscheduling, "coscheduling", false, "also run scheduler-plugins-scheduler (Coscheduling)")
+	fs.BoolVar(&o.volcano, "volcano", false, "also run Volcano (webhooks, controllers, scheduler)")
+	fs.BoolVar(&o.volcanoVAP, "volcano-vap", false, "with --volcano: also Volcano's ValidatingAdmissionPolicies")
+	fs.StringVar(&o.volcanoDir, "volcano-dir", "", "Volcano's binaries and manifests (default: volcano/ beside this binary)")
 	if err := fs.Parse(args); err != nil {
 		return fail(2, "%v; %s", err, usage)
 	}
@@ -91,6 +101,10 @@ func run(args []string) int {
 			return fail(2, "%v", err)
 		}
 	}
+	volcano, err := volcanoFlags(o)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return fail(2, "--dir %q: %v", o.dir, err)
@@ -105,7 +119,7 @@ func run(args []string) int {
 	defer cancel()
 
 	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		failed: make(chan error, 4)}
+		volcano: volcano, failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {
@@ -132,6 +146,32 @@ func run(args []string) int {
 			}
 		}
 	}
+}
+
+// volcanoFlags checks --volcano, --volcano-vap and --volcano-dir.
+func volcanoFlags(o options) (*volcanoOptions, error) {
+	if !o.volcano {
+		if o.volcanoVAP || o.volcanoDir != "" {
+			return nil, fmt.Errorf("--volcano-vap and --volcano-dir need --volcano; %s", usage)
+		}
+		return nil, nil
+	}
+	dir := o.volcanoDir
+	if dir == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		dir = filepath.Join(filepath.Dir(self), "volcano")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkVolcanoDir(dir); err != nil {
+		return nil, fmt.Errorf("--volcano: %v", err)
+	}
+	return &volcanoOptions{dir: dir, vap: o.volcanoVAP}, nil
 }
 
 type discard struct{}
