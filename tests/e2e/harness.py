@@ -7,6 +7,7 @@ what it last saw.
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import json
 import os
@@ -86,7 +87,7 @@ class Cluster:
         if scheduler_config:
             args += ["--scheduler-config", str(scheduler_config)]
         args += extra_args
-        self.stderr = open(directory.parent / f"{directory.name}.stderr", "w+")
+        self.stderr = open(directory.parent / f"{directory.name}.stderr", "w+")  # noqa: SIM115 -- open while it runs
         started = time.monotonic()
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
         line = _readline(self.proc, timeout=600)
@@ -203,7 +204,7 @@ class Webhook:
         self.port = free_port()
 
     def start(self) -> "Webhook":
-        self.log = open(self.log_path, "a")
+        self.log = open(self.log_path, "a")  # noqa: SIM115 -- the process's log, open while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--config", str(self.config_path), "--cert-dir",
              str(self.cert_dir), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
@@ -236,10 +237,8 @@ class Webhook:
         out = []
         for line in self.log_text().splitlines():
             if line.startswith("{") and '"uid"' in line:
-                try:
+                with contextlib.suppress(ValueError):   # a line cut short at the end of the log
                     out.append(json.loads(line))
-                except ValueError:
-                    pass
         return out
 
     def configuration(self, url: str | None = None, timeout: int | None = None) -> dict:
@@ -290,6 +289,16 @@ def b64(s: str) -> str:
     return base64.b64encode(s.encode()).decode()
 
 
+def refused(*args: str) -> str:
+    """``testcluster ARGS`` refusing its flags or files: exit 2, nothing on stdout and one line on stderr,
+    which it returns."""
+    run = subprocess.run([str(TESTCLUSTER), *args], capture_output=True, text=True, timeout=60)
+    assert (run.returncode, run.stdout) == (2, ""), (run.returncode, run.stdout, run.stderr)
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1, run.stderr
+    return lines[0]
+
+
 def have_go() -> bool:
     return shutil.which("go") is not None
 
@@ -305,7 +314,7 @@ class Controller:
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = tmp / f"controller-{identity}.log"
         self.port = free_port()
-        self.log = open(self.log_path, "a")
+        self.log = open(self.log_path, "a")  # noqa: SIM115 -- the process's log, open while it runs
         env = dict(cluster.env, POD_NAME=identity, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",

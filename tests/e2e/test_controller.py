@@ -223,7 +223,8 @@ def test_podgroup_owned_by_its_job(own, controllers, tmp_path):
         pg = wait_for("the PodGroup", lambda: own.get_or_none("podgroups.scheduling.x-k8s.io", "train", ns), timeout=90)
         assert pg["spec"]["minMember"] == 5
         [owner] = pg["metadata"]["ownerReferences"]
-        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == ("TFJob", "train", stored["metadata"]["uid"], True)
+        assert (owner["kind"], owner["name"], owner["uid"], owner["controller"]) == (
+            "TFJob", "train", stored["metadata"]["uid"], True)
         own.kubectl("delete", "tfjobs.kubeflow.org", "train", "-n", ns)
         wait_for("the garbage collector deletes the PodGroup with its job",
                  lambda: own.get_or_none("podgroups.scheduling.x-k8s.io", "train", ns) is None, timeout=120)

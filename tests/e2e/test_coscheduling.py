@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import json
-import subprocess
 import time
 
 import pytest
@@ -18,7 +17,7 @@ import yaml
 
 from policylib.check import check
 
-from .harness import SHARED, TESTCLUSTER, Cluster, Controller, Webhook, build_harness, wait_for
+from .harness import SHARED, Cluster, Controller, Webhook, build_harness, refused, wait_for
 
 PODGROUP_CRD = "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"
 TFJOB_CRD = "schemas/kubeflow/kubeflow.org_tfjobs.yaml"
@@ -281,19 +280,13 @@ def test_bad_crd_file_is_one_line_and_exit_2(harness_built, tmp_path, name):
     text, expected = BAD_CRDS[name]
     crd = tmp_path / "crd.yaml"
     crd.write_text(text)
-    run = subprocess.run([str(TESTCLUSTER), "--dir", str(tmp_path / "c"), "--crd", str(crd)],
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and run.stdout == ""
-    lines = run.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"testcluster: error: --crd {crd}: ") and expected in lines[0], \
-        run.stderr
+    line = refused("--dir", str(tmp_path / "c"), "--crd", str(crd))
+    assert line.startswith(f"testcluster: error: --crd {crd}: ") and expected in line, line
 
 
 def test_coscheduling_without_the_podgroup_crd_is_exit_2(harness_built, tmp_path):
     build_harness("testcluster-coscheduling")
-    run = subprocess.run([str(TESTCLUSTER), "--dir", str(tmp_path / "c"), "--coscheduling"],
-                         capture_output=True, text=True, timeout=60)
-    assert run.returncode == 2 and run.stdout == ""
-    assert run.stderr.strip() == ("testcluster: error: --coscheduling: the Coscheduling plugin watches "
-                                  "podgroups.scheduling.x-k8s.io: pass its CRD with --crd FILE (scheduler-plugins' "
-                                  "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml)")
+    assert refused("--dir", str(tmp_path / "c"), "--coscheduling") == (
+        "testcluster: error: --coscheduling: the Coscheduling plugin watches "
+        "podgroups.scheduling.x-k8s.io: pass its CRD with --crd FILE (scheduler-plugins' "
+        "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml)")

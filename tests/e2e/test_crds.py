@@ -81,7 +81,7 @@ def test_stored_with_every_field_written(cluster, webhooks, crds, ns, tmp_path, 
     patches = policylib_patches(jobs, tmp_path)
     written = sum(len(p) for p in patches)
     cluster.kubectl("create", "-f", "-", input=yaml.safe_dump_all(jobs))
-    for job, patch in zip(jobs, patches):
+    for job, patch in zip(jobs, patches, strict=True):
         resource = {"Job": "jobs.batch.volcano.sh"}.get(job["kind"], f"{job['kind'].lower()}s.kubeflow.org")
         stored = cluster.get(resource, job["metadata"]["name"], ns)
         lost = [op for op in patch if op["op"] in ("add", "replace")

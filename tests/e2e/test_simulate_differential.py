@@ -8,6 +8,7 @@ The generator's seed is printed (and can be set with POLICYLIB_SIM_SEED) so a fa
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import time
@@ -178,11 +179,9 @@ def test_simulate_agrees_with_the_real_scheduler(sim_cluster):
         batch = scenarios[start:start + BATCH]
         for s in batch:
             create_scenario(sim_cluster, s)
-        try:
+        with contextlib.suppress(AssertionError):   # reported per scenario below
             wait_for(f"seed {seed}: scenarios {start}-{start + len(batch) - 1} settle as simulated",
-                     lambda: settled(batch, sim_cluster), timeout=180, interval=1.0)
-        except AssertionError:
-            pass   # reported per scenario below
+                     lambda batch=batch: settled(batch, sim_cluster), timeout=180, interval=1.0)
         by_ns = real_pods(sim_cluster)
         for s in batch:
             pods = by_ns.get(s["deployment"]["metadata"]["namespace"], [])

@@ -120,7 +120,8 @@ class _Editor(BaseHTTPRequestHandler):
         review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         annotations = review["request"]["object"]["metadata"].get("annotations")
         patch = ([{"op": "add", "path": "/metadata/annotations/e2e.policylib.io~1edited", "value": "yes"}]
-                 if annotations else [{"op": "add", "path": "/metadata/annotations", "value": {"e2e.policylib.io/edited": "yes"}}])
+                 if annotations else
+                 [{"op": "add", "path": "/metadata/annotations", "value": {"e2e.policylib.io/edited": "yes"}}])
         if annotations and "e2e.policylib.io/edited" in annotations:
             patch = []
         response = {"uid": review["request"]["uid"], "allowed": True}

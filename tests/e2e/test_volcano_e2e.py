@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 from itertools import count
-from pathlib import Path
 
 import pytest
 import yaml
@@ -119,7 +118,8 @@ _serial = count(1)
 @pytest.fixture
 def vns(volcano, request):
     """A fresh namespace name (the test creates it, labelled for the webhook or not); deleted afterwards."""
-    name = f"{request.node.name.lower().replace('_', '-').replace('[', '-').replace(']', '').replace('.', '-')[:40].strip('-')}-{next(_serial)}"
+    base = request.node.name.lower().replace('_', '-').replace('[', '-').replace(']', '').replace('.', '-')[:40]
+    name = f"{base.strip('-')}-{next(_serial)}"
     yield name
     volcano.kubectl("delete", "namespace", name, "--ignore-not-found", "--wait=true", "--timeout=180s", timeout=240)
 
@@ -376,7 +376,8 @@ def assert_each_partition_in_one_leaf(volcano: Cluster, pods: list[dict]) -> dic
     where = {}
     for pid, members in partitions(pods).items():
         leaves = {leaf[p["spec"]["nodeName"]] for p in members}
-        assert len(members) == 2 and len(leaves) == 1, f"partition {pid}: {[(p['metadata']['name'], p['spec']['nodeName']) for p in members]}"
+        assert len(members) == 2 and len(leaves) == 1, \
+            f"partition {pid}: {[(p['metadata']['name'], p['spec']['nodeName']) for p in members]}"
         where[pid] = leaves.pop()
     return where
 

@@ -420,10 +420,21 @@ func (c *cluster) waitAPIServer(ctx context.Context, client *kubernetes.Clientse
 }
 
 func waitHealthy(ctx context.Context, name string, port int, timeout time.Duration) error {
+	return waitURLHealthy(ctx, name, fmt.Sprintf("https://127.0.0.1:%d/healthz", port), timeout, nil)
+}
+
+// waitURLHealthy polls url until it answers 200; alive, when set, ends the wait with its error
+// (a component that exited).
+func waitURLHealthy(ctx context.Context, name, url string, timeout time.Duration, alive func() error) error {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // its self-signed loopback certificate
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed loopback certificates
 	err := poll(ctx, 200*time.Millisecond, timeout, func() (bool, error) {
-		resp, err := hc.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", port))
+		if alive != nil {
+			if err := alive(); err != nil {
+				return false, err
+			}
+		}
+		resp, err := hc.Get(url)
 		if err != nil {
 			return false, err
 		}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -157,16 +156,16 @@ func (c *cluster) startVolcano(ctx context.Context, client *kubernetes.Clientset
 	common := []string{"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--enable-healthz=true"}
 	bin := func(name string) string { return filepath.Join(c.volcano.dir, name) }
 
-	c.launchBinary("vc-scheduler", bin("vc-scheduler"), append([]string{
+	c.launchExec("vc-scheduler", bin("vc-scheduler"), append([]string{
 		"--scheduler-conf=" + conf, "--healthz-address=" + loopback(ports[1]), "--listen-address=" + loopback(ports[2]),
 		"--cache-dumper=false", "--schedule-period=1s",
 	}, common...))
-	c.launchBinary("vc-controller-manager", bin("vc-controller-manager"), append([]string{
+	c.launchExec("vc-controller-manager", bin("vc-controller-manager"), append([]string{
 		"--controllers=" + volcanoControllers, "--healthz-address=" + loopback(ports[3]), "--listen-address=" + loopback(ports[4]),
 	}, common...))
 	// The serving certificate of the API server is a loopback certificate signed by the harness's
 	// CA: the webhook server uses it too.
-	c.launchBinary("vc-webhook-manager", bin("vc-webhook-manager"), []string{
+	c.launchExec("vc-webhook-manager", bin("vc-webhook-manager"), []string{
 		"--kubeconfig=" + c.kubeconfig, "--enable-healthz=true", "--healthz-address=" + loopback(ports[5]),
 		"--listen-address=127.0.0.1", "--port=" + strconv.Itoa(webhookPort),
 		"--webhook-url=" + fmt.Sprintf("https://127.0.0.1:%d", webhookPort),
@@ -303,28 +302,9 @@ func applyManifests(ctx context.Context, disc discovery.DiscoveryInterface, dyn 
 	return nil
 }
 
-// launchBinary starts one of Volcano's executables the way launch starts a control-plane component.
-func (c *cluster) launchBinary(name, path string, args []string) {
-	c.launchExec(name, path, args)
-}
-
 func (c *cluster) waitHTTPHealthy(ctx context.Context, name string, port int, timeout time.Duration) error {
-	hc := &http.Client{Timeout: 5 * time.Second}
-	err := poll(ctx, 200*time.Millisecond, timeout, func() (bool, error) {
-		if err := c.exited(name); err != nil {
-			return false, err
-		}
-		resp, err := hc.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", port))
-		if err != nil {
-			return false, err
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, fmt.Errorf("/healthz: %s", resp.Status)
-	})
-	if err != nil {
-		return fmt.Errorf("%s not healthy: %v", name, err)
-	}
-	return nil
+	return waitURLHealthy(ctx, name, fmt.Sprintf("http://127.0.0.1:%d/healthz", port), timeout,
+		func() error { return c.exited(name) })
 }
 
 // exited is an error once the named component has exited.
