@@ -43,8 +43,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(cert_dir: Path, port: int, workers: int, threads: int) -> subprocess.Popen:
-    """The server, its log in ``<cert_dir>.log`` (a file: a pipe nobody reads would stall it)."""
+def start_server(cert_dir: Path, port: int, workers: int, threads: int, cpus: set[int] | None = None) -> subprocess.Popen:
+    """The server, its log in ``<cert_dir>.log`` (a file: a pipe nobody reads would stall it); on ``cpus``
+    only, when given."""
     log = cert_dir.with_suffix(".log")
     subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(cert_dir), "--local"], cwd=REPO, check=True,
                    capture_output=True)
@@ -52,7 +53,8 @@ def start_server(cert_dir: Path, port: int, workers: int, threads: int) -> subpr
                              "127.0.0.1", "--port", str(port), "--workers", str(workers), "--threads", str(threads),
                              "--facts", "none", "--log-level", "warning"],
                             cwd=REPO, stdout=subprocess.DEVNULL, stderr=log.open("ab"),
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+                            env={**os.environ, "PYTHONPATH": str(REPO)},
+                            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     context = ssl.create_default_context(cafile=str(cert_dir / "ca.crt"))
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
