@@ -301,6 +301,7 @@ def test_readyz_reports_certificate_and_mode(server):
     status, body = server.request("GET", "/readyz")
     assert status == 200
     assert (body["ready"], body["facts"], body["tls"]["loaded"]) == (True, "object-only", True)
+    assert f"Serving https://127.0.0.1:{server.port} (TLS by webhook.server.TLSGeventWorker" in server.logs()
 
 
 # --- rotation, drain, run-local ---------------------------------------------------------

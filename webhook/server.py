@@ -387,6 +387,7 @@ class WebhookServer(BaseApplication):
             "errorlog": "-",
             "loglevel": o.log_level,
             "child_exit": self._child_exit,
+            "when_ready": self._when_ready,
         }
         for key, value in settings.items():
             self.cfg.set(key, value)
@@ -398,6 +399,11 @@ class WebhookServer(BaseApplication):
         return create_app(self.policy_config, facts=self.facts.start(), tls=self.certificate,
                           review_log=LineBuffer(sys.stdout).write)
 
+
+    def _when_ready(self, server) -> None:
+        """gunicorn's own line says http://: the workers, not gunicorn, terminate TLS."""
+        server.log.info("Serving https://%s (TLS by %s.TLSGeventWorker, certificate %s)",
+                        bind_address(self.options.host, self.options.port), __name__, self.certificate.cert_path)
 
     def _child_exit(self, server, worker) -> None:
         """In the master: drop the dead worker's live metrics."""
