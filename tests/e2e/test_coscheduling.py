@@ -17,7 +17,7 @@ import yaml
 
 from policylib.check import check
 
-from .harness import SHARED, Cluster, Controller, Webhook, build_harness, refused, wait_for
+from .harness import SHARED, Cluster, Controller, Timeout, Webhook, build_harness, refused, wait_for
 
 PODGROUP_CRD = "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"
 TFJOB_CRD = "schemas/kubeflow/kubeflow.org_tfjobs.yaml"
@@ -204,10 +204,18 @@ def test_gang_one_pod_short_never_half_binds(cosched):
     ever_bound: set[str] = set()
 
     def all_rejected():
+        # Pods created one by one are first rejected for missing siblings; once all exist, the ones that
+        # fitted are assumed and the group rejected for want of CPU. Wait for that, on a loaded machine too.
         ever_bound.update(bound(pods_of(cosched, ns, "train")))
         failures = scheduling_failures(cosched, ns)
-        return ever_bound or (sorted(failures) == names and failures)
-    failures = wait_for("every pod rejected by the scheduler", all_rejected, timeout=120)
+        said = seen["said"] = " ".join(m for msgs in failures.values() for m in msgs)
+        group = "PodGroup " + ns + "/train gets rejected" in said or "rejection in Unreserve" in said
+        return ever_bound or (sorted(failures) == names and "Insufficient cpu" in said and group and failures)
+    seen: dict[str, str] = {}
+    try:
+        failures = wait_for("every pod rejected, the gang for want of CPU", all_rejected, timeout=180)
+    except Timeout as e:
+        raise AssertionError(f"{e}; the scheduler said: {seen.get('said')}") from None
     assert not ever_bound, f"pods of a gang that does not fit were bound: {sorted(ever_bound)}"
     messages = " ".join(m for msgs in failures.values() for m in msgs)
     # The pods that fitted were assumed and then rejected as a group, not left bound.
