@@ -202,7 +202,7 @@ class DeadlineSocket:
     def _give_up(self) -> ClientTooSlow:
         if not self.too_slow:
             self.too_slow = True
-            self.worker.client_too_slow("request", self.sock)
+            self.worker.client_too_slow("request")
         return ClientTooSlow()
 
     def send(self, data) -> int:
@@ -254,7 +254,7 @@ class TLSGeventWorker(GeventWorker):
         except gevent.Timeout as e:
             if e is not timer:
                 raise
-            self.client_too_slow("handshake", client)
+            self.client_too_slow("handshake")
         except (ssl.SSLError, OSError, ValueError) as e:
             self.log.debug("TLS handshake with %s failed: %s", addr, e)
         finally:
@@ -268,7 +268,7 @@ class TLSGeventWorker(GeventWorker):
         finally:
             sock.deadline = None  # answered: the keep-alive timeout applies until the next request
 
-    def client_too_slow(self, stage: str, sock) -> None:
+    def client_too_slow(self, stage: str) -> None:
         self.log.debug("closing a connection: no complete TLS %s within %g s", stage, CLIENT_DEADLINE)
         metrics = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
         if metrics is not None:
