@@ -1,0 +1,277 @@
+"""The documentation cannot drift from the code.
+
+- The site (mkdocs.yml, docs/) builds with ``mkdocs build --strict``: a broken link, a broken
+  anchor or a nav entry without its page fails.
+- The reference pages under docs/reference/ are what tools/gen_reference.py makes from the code
+  now (CLI parsers, metrics, the webhook's flags): a flag or metric added without ``make docs``
+  fails here.
+- Every ``$ policylib ...`` example shown in a fenced block of README.md or any page under docs/
+  runs against the files it names, and its shown output is compared (see ``matches``). Every
+  ``>>>`` example in those pages runs as a doctest.
+- The README stays a front page: two set-up commands, a few screens, links that resolve.
+"""
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import os
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+PAGES = sorted([ROOT / "README.md", *DOCS.rglob("*.md")])
+
+
+def _load_tool(name: str):
+    """A module of tools/ (a script directory, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+GEN = _load_tool("gen_reference")
+
+
+# --- the site --------------------------------------------------------------------------------------
+
+@pytest.mark.timeout(600)
+def test_site_builds_in_strict_mode(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=540)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert (tmp_path / "site" / "index.html").is_file()
+    assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
+
+
+def test_nav_hook_drops_missing_pages_and_lists_unlisted_ones(tmp_path):
+    hooks = _load_tool("mkdocs_hooks")
+    (tmp_path / "a.md").write_text("# a\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "c.md").write_text("# c\n")
+    nav = [{"A": "a.md"}, {"Group": [{"B": "b.md"}]}, "missing.md"]
+    assert hooks.nav_for(nav, tmp_path) == [{"A": "a.md"}, {"More": ["sub/c.md"]}]
+
+
+# --- generated reference pages ---------------------------------------------------------------------
+
+def test_generated_reference_pages_are_fresh():
+    assert GEN.stale() == [], "run `make docs` (tools/gen_reference.py) and commit docs/reference/"
+
+
+def _options(help_text: str) -> set[str]:
+    return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text))
+
+
+def test_cli_reference_names_every_command_and_flag_the_parser_accepts():
+    from policylib import cli
+
+    page = (DOCS / "reference" / "cli.md").read_text()
+    top = GEN.record(cli.build_parser)
+    assert set(top.subcommands) == set(cli.EXIT_STATUS), "every command needs its exit statuses in EXIT_STATUS"
+    for name, (cmd, _) in top.subcommands.items():
+        section = page.split(f"## `policylib {name}`", 1)[1].split("\n## ", 1)[0]
+        # Cross-check the recorder against argparse's own help text, so a flag it missed is caught.
+        for option in _options(cmd.parser.format_help().split("options:", 1)[1]):
+            assert f"`{option}`" in section, (name, option)
+        for code in cli.EXIT_STATUS[name]:
+            assert f"\n| {code} |" in section, (name, code)
+
+
+def test_metrics_reference_names_every_metric_the_code_exposes():
+    from webhook.controller import ControllerMetrics
+    from webhook.metrics import Metrics
+
+    page = (DOCS / "reference" / "metrics.md").read_text()
+    for owner in (Metrics(), ControllerMetrics()):
+        for family in owner.registry.collect():
+            assert f"`{family.name}" in page, family.name
+    assert "`policylib_webhook_reviews_total` | counter | `kind`, `operation`, `outcome`" in page
+
+
+def test_every_metric_the_docs_name_exists():
+    page = (DOCS / "reference" / "metrics.md").read_text()
+    names = {m for p in PAGES for m in re.findall(r"\bpolicylib_(?:webhook|controller)_[a-z_]+[a-z]", p.read_text())}
+    series = set(re.findall(r"`(policylib_[a-z_]+)`", page))
+    families = {re.sub(r"_(bucket|sum|count)$", "", s) for s in series}
+    assert names
+    for name in names:
+        assert name in series | families, f"{name} is named in the docs but no such metric exists"
+
+
+def test_metric_label_names_are_read_through_the_public_api():
+    from prometheus_client import CollectorRegistry, Counter, Gauge
+
+    registry = CollectorRegistry()
+    assert GEN.metric_label_names(Counter("x", "x", ["a", "b"], registry=registry)) == ["a", "b"]
+    assert GEN.metric_label_names(Gauge("y", "y", registry=registry)) == []
+
+
+# --- examples that run -----------------------------------------------------------------------------
+
+FENCE = re.compile(r"^(```+|~~~+)[^\n]*\n(.*?)^\1\s*$", re.S | re.M)
+FILE_FLAGS = {"-f", "--filename", "--config", "--nodes", "--old"}
+
+
+@dataclass
+class Example:
+    page: Path
+    line: int
+    command: str
+    shown: list[str]
+    exit_status: int | None
+
+    def __str__(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def examples(page: Path) -> list[Example]:
+    """Each ``$ policylib ...`` in a fenced block, with the lines shown after it up to the next ``$``.
+
+    A ``$ echo $?`` right after a command states its exit status. Blocks without a ``$ policylib``
+    line (usage synopses, YAML, shell without prompts) are not examples.
+    """
+    text = page.read_text(encoding="utf-8")
+    found: list[Example] = []
+    for m in FENCE.finditer(text):
+        lines = m.group(2).splitlines()
+        if not any(line.startswith("$ policylib ") for line in lines):
+            continue
+        first_line = text.count("\n", 0, m.start(2)) + 1
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if not line.startswith("$ "):
+                i += 1
+                continue
+            start = i
+            command = line[2:]
+            while command.endswith("\\"):
+                i += 1
+                command = command[:-1] + " " + lines[i].strip()
+            i += 1
+            shown = []
+            while i < len(lines) and not lines[i].startswith("$ "):
+                shown.append(lines[i])
+                i += 1
+            if command.strip() == "echo $?":
+                assert found and shown, f"{page}:{first_line + start}: `echo $?` must follow a command and show a status"
+                found[-1].exit_status = int(shown[0])
+                continue
+            assert command.startswith("policylib "), f"{page}:{first_line + start}: only policylib commands run: {command}"
+            found.append(Example(page, first_line + start, command, shown, None))
+    return found
+
+
+ALL_EXAMPLES = [e for page in PAGES for e in examples(page)]
+
+
+def matches(shown: list[str], actual: list[str]) -> bool:
+    """Shown output against the real output, line by line (trailing spaces ignored).
+
+    A line that is only ``...`` stands for any number of lines (the output is abbreviated there);
+    a line ending in ``...`` matches any line that starts with the text before it.
+    """
+    shown = [s.rstrip() for s in shown]
+    actual = [a.rstrip() for a in actual]
+
+    def at(i: int, j: int) -> bool:
+        if i == len(shown):
+            return j == len(actual)
+        if shown[i] == "...":
+            return any(at(i + 1, k) for k in range(j, len(actual) + 1))
+        if j == len(actual):
+            return False
+        prefix = shown[i][:-3].rstrip() if shown[i].endswith("...") else None
+        ok = actual[j].startswith(prefix) if prefix is not None else shown[i] == actual[j]
+        return ok and at(i + 1, j + 1)
+
+    return at(0, 0)
+
+
+def test_matches_abbreviations():
+    assert matches(["a", "...", "d"], ["a", "b", "c", "d"])
+    assert matches(["a", "...", "b"], ["a", "b"])
+    assert matches(["long line ..."], ["long line with more"])
+    assert not matches(["a"], ["a", "b"])
+    assert not matches(["a", "x"], ["a", "b"])
+
+
+def test_examples_are_found_on_every_page_that_shows_one():
+    pages = {e.page.relative_to(ROOT).as_posix() for e in ALL_EXAMPLES}
+    assert {"README.md", "docs/cli.md"} <= pages, pages
+    assert len(ALL_EXAMPLES) >= 10
+
+
+def _run(example: Example) -> subprocess.CompletedProcess:
+    argv = shlex.split(example.command)
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag in FILE_FLAGS and value != "-":
+            assert (ROOT / value).exists(), f"{example}: {value} does not exist"
+    policylib = Path(sys.executable).parent / "policylib"
+    env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="100")
+    return subprocess.run([str(policylib), *argv[1:]], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, timeout=120, env=env)
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("example", ALL_EXAMPLES, ids=str)
+def test_documented_example_prints_what_the_docs_show(example):
+    out = _run(example)
+    assert matches(example.shown, out.stdout.splitlines()), (
+        f"{example}: `{example.command}` printed (exit {out.returncode}):\n{out.stdout}")
+    if example.exit_status is not None:
+        assert out.returncode == example.exit_status, f"{example}: exit {out.returncode}\n{out.stdout}"
+    else:
+        assert out.returncode == 0, f"{example}: exit {out.returncode}; show it with `$ echo $?`\n{out.stdout}"
+
+
+DOCTEST_PAGES = [p for p in PAGES if ">>> " in p.read_text(encoding="utf-8")]
+
+
+@pytest.mark.parametrize("page", DOCTEST_PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_library_examples_run(page, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    result = doctest.testfile(str(page), module_relative=False, verbose=False, report=True,
+                              optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 0
+    assert result.failed == 0, f"{page}: {result.failed} of {result.attempted} examples failed (see the output above)"
+
+
+# --- the README as a front page --------------------------------------------------------------------
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_readme_first_screen_has_exactly_the_two_setup_commands():
+    first_screen = "\n".join(README.splitlines()[:30])
+    block = FENCE.search(first_screen)
+    assert block, "the README's first screen shows the set-up commands in a code block"
+    commands = [line.split("#")[0].strip() for line in block.group(2).splitlines() if line.strip()]
+    assert commands == ["make run", "make test"]
+
+
+def test_readme_is_a_front_page():
+    assert len(README.splitlines()) <= 200
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "Makefile"], ids=lambda p: p.name)
+def test_links_outside_the_site_resolve(page):
+    text = page.read_text(encoding="utf-8")
+    targets = [t for t in LINK.findall(text) if "://" not in t and not t.startswith("#")]
+    targets += re.findall(r"\b((?:docs|e2e)/[\w./-]+\.md)\b", text)
+    assert targets
+    for target in targets:
+        assert (ROOT / target.split("#")[0]).exists(), f"{page.name} points at {target}, which does not exist"
