@@ -87,6 +87,25 @@ def test_cli_reference_names_every_command_and_flag_the_parser_accepts():
             assert f"\n| {code} |" in section, (name, code)
 
 
+def _settings(properties: dict, prefix: str = ""):
+    for name, prop in properties.items():
+        yield f"{prefix}{name}"
+        if isinstance(prop.get("properties"), dict):
+            yield from _settings(prop["properties"], f"{prefix}{name}.")
+
+
+@pytest.mark.skipif(not GEN.has_config_schema(), reason="policylib.config.config_schema() is not there yet")
+def test_config_reference_names_every_setting_of_the_schema():
+    from policylib.config import config_schema
+
+    page = (DOCS / "reference" / "config.md").read_text()
+    settings = list(_settings(config_schema()["properties"]))
+    assert len(settings) > 20
+    for setting in settings:
+        if "properties" not in config_schema()["properties"].get(setting, {}):
+            assert f"| `{setting}` |" in page, setting
+
+
 def test_metrics_reference_names_every_metric_the_code_exposes():
     from webhook.controller import ControllerMetrics
     from webhook.metrics import Metrics

@@ -8,6 +8,7 @@ Sources:
   ``webhook.__main__.parser``), recorded while they are built through argparse's public methods
   (``add_argument``, ``add_mutually_exclusive_group``, ``add_subparsers``, ``add_parser``); usage
   lines from ``format_usage()``. Exit codes: ``policylib.cli.EXIT_STATUS``.
+- Config settings: ``policylib.config.config_schema()`` (type, default, description, ``x-rule``).
 - Metrics: the webhook's ``Metrics`` and the controller's ``ControllerMetrics``, read through
   prometheus_client's public API (``collect()``, ``labels()``).
 
@@ -17,7 +18,9 @@ added without regenerating (``make docs`` regenerates and builds the site).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -236,11 +239,107 @@ def metrics_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+# --- config ----------------------------------------------------------------------------------------
+
+def _rule_anchors() -> dict[str, str]:
+    """Rule group letter -> the anchor of its section of docs/specification.md (MkDocs' toc slugs)."""
+    anchors = {}
+    for line in (ROOT / "docs" / "specification.md").read_text(encoding="utf-8").splitlines():
+        m = re.match(r"## ([A-Z]): (.*)", line)
+        if m:
+            slug = re.sub(r"[^\w\s-]", "", line[3:].lower()).strip()
+            anchors[m.group(1)] = re.sub(r"[\s-]+", "-", slug)
+    return anchors
+
+
+def _rules(rule: Any, anchors: dict[str, str]) -> str:
+    if not rule:
+        return ""
+    names = rule if isinstance(rule, list) else re.split(r"[,\s]+", str(rule))
+    out = []
+    for name in (n for n in names if n):
+        anchor = anchors.get(name[0])
+        out.append(f"[{name}](../specification.md#{anchor})" if anchor else name)
+    return ", ".join(out)
+
+
+def _type(prop: dict[str, Any]) -> str:
+    types = prop.get("type")
+    if types is None:
+        subs = prop.get("anyOf") or prop.get("oneOf") or []
+        types = [t for sub in subs for t in ([sub["type"]] if isinstance(sub.get("type"), str) else sub.get("type", []))]
+    if isinstance(types, str):
+        types = [types]
+    text = " or ".join(types or ["any"])
+    if "items" in prop and isinstance(prop["items"], dict) and prop["items"].get("type"):
+        text = text.replace("array", f"array of {prop['items']['type']}")
+    return text
+
+
+def _allowed(prop: dict[str, Any]) -> str:
+    parts = []
+    if "enum" in prop:
+        parts.append("one of " + ", ".join(f"`{json.dumps(v)}`" for v in prop["enum"]))
+    if "minimum" in prop:
+        parts.append(f">= {prop['minimum']}")
+    if "maximum" in prop:
+        parts.append(f"<= {prop['maximum']}")
+    if "format" in prop:
+        parts.append(f"format `{prop['format']}`")
+    return "; ".join(parts)
+
+
+def config_rows(properties: dict[str, Any], prefix: str, anchors: dict[str, str]) -> list[str]:
+    rows = []
+    for name, prop in properties.items():
+        path = f"{prefix}{name}"
+        default = f"`{json.dumps(prop['default'])}`" if "default" in prop else ""
+        rows.append(f"| `{path}` | {_type(prop)} | {_cell(default)} | {_cell(_allowed(prop))} | "
+                    f"{_rules(prop.get('x-rule'), anchors)} | {_cell(prop.get('description', ''))} |")
+        if isinstance(prop.get("properties"), dict):
+            rows += config_rows(prop["properties"], f"{path}.", anchors)
+    return rows
+
+
+def config_page() -> str:
+    from policylib.config import config_schema
+
+    schema = config_schema()
+    anchors = _rule_anchors()
+    lines = [HEADER + "# Configuration reference", "",
+             "Every setting, from the config schema (`policylib.config.config_schema()`, the one schema that "
+             "validation reads too): its type, default, allowed values, the rules of the "
+             "[specification](../specification.md) it implements, and what it does. How the config is read, "
+             "with examples: [configuration](../configuration.md).", ""]
+    head = ["| setting | type | default | allowed | rule | description |", "| --- | --- | --- | --- | --- | --- |"]
+    scalars = {k: v for k, v in schema["properties"].items() if "properties" not in v}
+    if scalars:
+        lines += ["## Top level", ""] + head + config_rows(scalars, "", anchors) + [""]
+    for name, section in schema["properties"].items():
+        if "properties" not in section:
+            continue
+        lines += [f"## `{name}`", ""]
+        if section.get("description"):
+            rule = _rules(section.get("x-rule"), anchors)
+            lines += [section["description"] + (f" (rule {rule})" if rule else ""), ""]
+        lines += head + config_rows(section["properties"], f"{name}.", anchors) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def has_config_schema() -> bool:
+    from policylib import config
+
+    return hasattr(config, "config_schema")
+
+
 # --- the pages -------------------------------------------------------------------------------------
 
 def pages() -> dict[str, Callable[[], str]]:
     """Generated page (relative to docs/reference/) -> its generator."""
-    return {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page}
+    generated = {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page}
+    if has_config_schema():
+        generated["config.md"] = config_page
+    return generated
 
 
 def stale() -> list[str]:
