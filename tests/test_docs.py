@@ -294,3 +294,30 @@ def test_links_outside_the_site_resolve(page):
     assert targets
     for target in targets:
         assert (ROOT / target.split("#")[0]).exists(), f"{page.name} points at {target}, which does not exist"
+
+
+# --- rule numbers ----------------------------------------------------------------------------------
+
+SPEC_RULES = re.findall(r"^\| ([A-Z]\d+[a-z]?) \|", (DOCS / "specification.md").read_text(encoding="utf-8"), re.M)
+
+
+def test_rule_ranges_cited_in_the_docs_cover_the_whole_group():
+    """"rules G1-G13" on a page while the specification has G14 is how the README drifted."""
+    last: dict[str, int] = {}
+    for rule in SPEC_RULES:
+        last[rule[0]] = max(last.get(rule[0], 0), int(re.match(r"[A-Z](\d+)", rule).group(1)))
+    cited = [(p, m) for p in PAGES if p.name != "specification.md"
+             for m in re.finditer(r"\b([A-Z])1-\1?(\d+)\b", p.read_text(encoding="utf-8"))]
+    assert cited
+    for page, m in cited:
+        group, end = m.group(1), int(m.group(2))
+        if group in last:
+            where = page.relative_to(ROOT)
+            assert end == last[group], f"{where} cites {m.group(0)}; the specification ends at {group}{last[group]}"
+
+
+def test_rules_cited_in_the_docs_exist():
+    for page in PAGES:
+        for m in re.finditer(r"\b[Rr]ules? ((?:[A-Z]\d+[a-z]?(?:, | and | or )?)+)", page.read_text(encoding="utf-8")):
+            for rule in re.findall(r"[A-Z]\d+[a-z]?", m.group(1)):
+                assert rule in SPEC_RULES, f"{page.relative_to(ROOT)} cites rule {rule}, which docs/specification.md lacks"
