@@ -26,7 +26,7 @@ test: $(STAMP)
 # (tests/test_docs.py does the same in a temporary directory, and fails on a stale page).
 docs: $(STAMP)
 	$(BIN)/python tools/gen_reference.py
-	$(BIN)/python -m mkdocs build --strict --site-dir site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
 
 bench: $(STAMP)
 	$(BIN)/python bench/bench_spread.py
