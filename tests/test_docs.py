@@ -354,3 +354,44 @@ def test_rules_cited_in_the_docs_exist():
         for m in re.finditer(r"\b[Rr]ules? ((?:[A-Z]\d+[a-z]?(?:, | and | or )?)+)", page.read_text(encoding="utf-8")):
             for rule in re.findall(r"[A-Z]\d+[a-z]?", m.group(1)):
                 assert rule in SPEC_RULES, f"{page.relative_to(ROOT)} cites rule {rule}, which docs/specification.md lacks"
+
+
+# --- configuration shown in the docs ---------------------------------------------------------------
+
+YAML_BLOCK = re.compile(r"^(```+)ya?ml\n(.*?)^\1\s*$", re.S | re.M)
+CONFIG_SECTIONS = {"zoneTopologySpread", "hostTopologySpread", "removePodAntiAffinity", "volcano", "gang",
+                   "controller", "webhook"}
+
+
+def config_blocks(page: Path) -> list[dict]:
+    import yaml
+
+    blocks = []
+    for m in YAML_BLOCK.finditer(page.read_text(encoding="utf-8")):
+        try:
+            data = yaml.safe_load(m.group(2))
+        except yaml.YAMLError:
+            continue
+        if isinstance(data, dict) and data and set(data) <= CONFIG_SECTIONS:
+            blocks.append(data)
+    return blocks
+
+
+def test_every_config_shown_in_the_docs_loads():
+    from policylib import ConfigError, load_config
+
+    shown = [(p, b) for p in PAGES for b in config_blocks(p)]
+    assert len(shown) >= 4
+    for page, block in shown:
+        try:
+            load_config(block)
+        except ConfigError as e:  # a renamed or removed key
+            pytest.fail(f"{page.relative_to(ROOT)} shows a config that does not load: {e}")
+
+
+@pytest.mark.parametrize("page", ["docs/configuration.md", "docs/controller.md", "docs/concepts/kubeflow.md"])
+def test_the_defaults_shown_are_the_defaults(page):
+    from policylib import load_config
+
+    (block,) = config_blocks(ROOT / page)
+    assert load_config(block) == load_config(None)
