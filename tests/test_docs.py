@@ -319,14 +319,24 @@ def test_readme_is_a_front_page():
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
+def github_slugs(markdown: Path) -> set[str]:
+    """The anchors GitHub makes for a page's headings (lower case, punctuation dropped, spaces to -)."""
+    headings = re.findall(r"^#+ (.+)$", FENCE.sub("", markdown.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
 @pytest.mark.parametrize("page", [ROOT / "README.md", ROOT / "Makefile"], ids=lambda p: p.name)
 def test_links_outside_the_site_resolve(page):
+    """README.md is read on GitHub, not in the site: its links and anchors are checked here."""
     text = page.read_text(encoding="utf-8")
     targets = [t for t in LINK.findall(text) if "://" not in t and not t.startswith("#")]
     targets += re.findall(r"\b((?:docs|e2e)/[\w./-]+\.md)\b", text)
     assert targets
     for target in targets:
-        assert (ROOT / target.split("#")[0]).exists(), f"{page.name} points at {target}, which does not exist"
+        path, _, anchor = target.partition("#")
+        assert (ROOT / path).exists(), f"{page.name} points at {target}, which does not exist"
+        if anchor:
+            assert anchor in github_slugs(ROOT / path), f"{page.name} points at {target}: no such heading"
 
 
 # --- rule numbers ----------------------------------------------------------------------------------
