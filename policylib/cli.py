@@ -442,11 +442,11 @@ EXIT_STATUS: dict[str, dict[int, str]] = {
     "hypernodes": {EXIT_OK: "success",
                    EXIT_ERROR: "bad input or config, or no Node carries the configured tier labels"},
     "plan": {EXIT_OK: "success (the planned writes are printed, none is made)",
-             EXIT_ERROR: "bad input or config, or the cluster cannot be read"},
+             EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
     "simulate": {EXIT_OK: "every replica is placed", EXIT_PENDING: "some replica would stay Pending",
-                 EXIT_ERROR: "bad input or config"},
+                 EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
     "check": {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
-              EXIT_ERROR: "bad input or config"},
+              EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
 }
 
 

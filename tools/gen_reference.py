@@ -169,7 +169,8 @@ def cli_page() -> str:
     top = record(cli.build_parser)
     lines = [HEADER + "# CLI reference: `policylib`", "",
              "Every command and flag, from the parsers in `policylib/cli.py`; exit statuses from "
-             "`policylib.cli.EXIT_STATUS`. How to use them, with examples that run: "
+             "`policylib.cli.EXIT_STATUS`. A command line argparse refuses (an unknown flag, a missing "
+             "required one) exits 2 with the usage. How to use them, with examples that run: "
              "[the CLI guide](../cli.md).", ""]
     lines += ["## `policylib`", "", "```text", top.parser.format_usage().strip(), "```", "",
               top.parser.description or "", ""] + flag_rows(top) + [""]
