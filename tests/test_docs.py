@@ -421,3 +421,39 @@ def test_the_defaults_shown_are_the_defaults(page):
 
     (block,) = config_blocks(ROOT / page)
     assert load_config(block) == load_config(None)
+
+
+# --- command lines quoted in the docs --------------------------------------------------------------
+
+def _accepted_options() -> dict[tuple[str, str], set[str]]:
+    """(program, command) -> every option string its parser accepts."""
+    from policylib import cli
+    from webhook import __main__ as webhook_main
+
+    accepted = {}
+    for program, build in (("policylib", cli.build_parser), ("python -m webhook", webhook_main.parser)):
+        top = GEN.record(build)
+        for name, (cmd, _) in top.subcommands.items():
+            accepted[(program, name)] = {o for action, _, _ in cmd.actions for o in action.option_strings}
+    return accepted
+
+
+QUOTED_COMMAND = re.compile(r"(?:^|`|\$ )(policylib|python -m webhook) ([a-z][a-z-]*)((?:[^`\n]|\\\n)*)", re.M)
+
+
+def test_every_flag_quoted_in_the_docs_exists():
+    """Synopses and commands quoted on any page (`policylib plan [--config FILE] ...`) use real flags."""
+    accepted = _accepted_options()
+    checked = 0
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8").replace("\\\n", " ")
+        for m in QUOTED_COMMAND.finditer(text):
+            program, command, rest = m.groups()
+            if (program, command) not in accepted:
+                continue
+            rest = rest.split(" # ")[0].split("  #")[0]
+            for option in re.findall(r"(?<![\w/.-])(--?[A-Za-z][\w-]*)", rest):
+                checked += 1
+                assert option in accepted[(program, command)], (
+                    f"{page.relative_to(ROOT)}: `{program} {command}` has no option {option}")
+    assert checked > 50
