@@ -143,6 +143,17 @@ def test_every_metric_the_docs_name_exists():
         assert name in series | families, f"{name} is named in the docs but no such metric exists"
 
 
+def test_the_harness_reference_has_every_flag_the_harness_defines():
+    source = (ROOT / "e2e" / "cmd" / "testcluster" / "main.go").read_text(encoding="utf-8")
+    defined = re.findall(r"\bfs\.\w*Var\(", source)
+    flags = GEN.go_flags(source)
+    assert len(flags) == len(defined) >= 8, "a flag definition tools/gen_reference.py cannot read"
+    page = (DOCS / "reference" / "testcluster.md").read_text()
+    assert "| `--crd` | value (repeatable) |  | CustomResourceDefinition file" in page
+    for name, *_ in flags:
+        assert f"| `--{name}` |" in page
+
+
 def test_metric_label_names_are_read_through_the_public_api():
     from prometheus_client import CollectorRegistry, Counter, Gauge
 

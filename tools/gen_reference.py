@@ -9,6 +9,7 @@ Sources:
   (``add_argument``, ``add_mutually_exclusive_group``, ``add_subparsers``, ``add_parser``); usage
   lines from ``format_usage()``. Exit codes: ``policylib.cli.EXIT_STATUS``.
 - Config settings: ``policylib.config.config_schema()`` (type, default, description, ``x-rule``).
+- The harness's flags: the ``fs.*Var`` definitions of ``e2e/cmd/testcluster/main.go``.
 - Metrics: the webhook's ``Metrics`` and the controller's ``ControllerMetrics``, read through
   prometheus_client's public API (``collect()``, ``labels()``).
 
@@ -333,11 +334,41 @@ def has_config_schema() -> bool:
     return hasattr(config, "config_schema")
 
 
+# --- the end-to-end harness (Go) -------------------------------------------------------------------
+
+GO_FLAG = re.compile(r'\bfs\.(String|Bool|Int|Duration|)Var\(&[\w.]+, "([\w-]+)", (?:("(?:[^"\\]|\\.)*"|[\w.]+), )?'
+                     r'("(?:[^"\\]|\\.)*")\)')
+GO_KIND = {"String": "string", "Bool": "bool", "Int": "int", "Duration": "duration", "": "value (repeatable)"}
+
+
+def go_flags(source: str) -> list[tuple[str, str, str, str]]:
+    """(name, type, default, help) of every ``fs.XVar`` flag definition in Go source."""
+    out = []
+    for kind, name, default, help_text in GO_FLAG.findall(source):
+        default = "" if default in ('""', "false", "0") else default.strip('"')
+        out.append((name, GO_KIND[kind], default, json.loads(help_text)))
+    return out
+
+
+def testcluster_page() -> str:
+    source = (ROOT / "e2e" / "cmd" / "testcluster" / "main.go").read_text(encoding="utf-8")
+    lines = [HEADER + "# The harness's flags: `e2e/bin/testcluster`", "",
+             "Every flag of the end-to-end harness, from its flag definitions in "
+             "`e2e/cmd/testcluster/main.go`. What it runs, and how the tests use it: "
+             "[the end-to-end harness](../e2e.md). A bad flag or file is one line on stderr and exit "
+             "status 2.", "",
+             "| flag | type | default | help |", "| --- | --- | --- | --- |"]
+    for name, kind, default, help_text in go_flags(source):
+        lines.append(f"| `--{name}` | {kind} | {f'`{default}`' if default else ''} | {_cell(help_text)} |")
+    return "\n".join(lines).rstrip() + "\n"
+
+
 # --- the pages -------------------------------------------------------------------------------------
 
 def pages() -> dict[str, Callable[[], str]]:
     """Generated page (relative to docs/reference/) -> its generator."""
-    generated = {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page}
+    generated = {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page,
+                 "testcluster.md": testcluster_page}
     if has_config_schema():
         generated["config.md"] = config_page
     return generated
