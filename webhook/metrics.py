@@ -69,6 +69,10 @@ class Metrics:
         self.slow_clients = Counter(f"{PREFIX}_slow_clients", "Connections closed because the TLS handshake "
                                     "or a request was not complete within the deadline, by stage "
                                     "(handshake, request).", ["stage"], registry=r)
+        self.tls_handshakes = Counter(f"{PREFIX}_tls_handshakes", "TLS handshakes completed: new connections "
+                                      "(a client that reuses its connections makes few), by the protocol "
+                                      "agreed by ALPN (none when the client offered none).", ["protocol"],
+                                      registry=r)
         self.in_flight = Gauge(f"{PREFIX}_in_flight_requests", "Admission reviews being answered.",
                                multiprocess_mode="livesum", registry=r)
         self.cert_not_after = Gauge(f"{PREFIX}_certificate_not_after_seconds", "notAfter of the serving "

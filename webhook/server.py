@@ -61,6 +61,8 @@ IDLE_CHECK_SECONDS = 0.5
 #: gunicorn's ``worker_connections``: open connections one worker holds at most (it stops
 #: accepting while it holds that many; the others, and the kernel's backlog, take the rest).
 MAX_CONNECTIONS = 1000
+#: An answer's writes are gathered up to this many bytes, then written (an answer is usually a few KiB).
+HOLD_BYTES = 256 * 1024
 log = logging.getLogger("webhook.server")
 
 
@@ -165,6 +167,9 @@ class DeadlineSocket:
         self.worker = worker
         self.deadline: float | None = None
         self.too_slow = False
+        self.holding = False
+        self._held: list[bytes] = []
+        self._held_bytes = 0
 
     def __getattr__(self, name: str):
         return getattr(self.sock, name)
@@ -209,7 +214,27 @@ class DeadlineSocket:
         return self._write(self.sock.send, data)
 
     def sendall(self, data) -> None:
-        self._write(self.sock.sendall, data)
+        """While an answer is written (``holding``), its pieces are gathered and go out together at
+        :meth:`release` (or once :data:`HOLD_BYTES` are held): gunicorn writes the head and the body
+        separately, and each TLS write on loopback wakes the client up once more."""
+        if not self.holding:
+            self._write(self.sock.sendall, data)
+            return
+        self._held.append(bytes(data))
+        self._held_bytes += len(data)
+        if self._held_bytes >= HOLD_BYTES:
+            self.release()
+
+    def hold(self) -> None:
+        """Gather :meth:`sendall`'s writes until :meth:`release`."""
+        self.holding = True
+
+    def release(self) -> None:
+        """Write what :meth:`sendall` gathered, in one TLS write."""
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held, self._held_bytes = [], 0
+            self._write(self.sock.sendall, data)
 
     def _write(self, write: Callable, data):
         """A write the client does not take within the deadline ends the connection (logged as
@@ -250,6 +275,7 @@ class TLSGeventWorker(GeventWorker):
         try:
             sock = self.app.certificate.context().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
             sock.do_handshake()
+            self._count_handshake(sock)
             return sock
         except gevent.Timeout as e:
             if e is not timer:
@@ -263,14 +289,26 @@ class TLSGeventWorker(GeventWorker):
         return None
 
     def handle_request(self, listener_name, req, sock, addr):
+        """gunicorn's, with the answer's writes gathered into one (:meth:`DeadlineSocket.sendall`)."""
+        sock.hold()
         try:
             return super().handle_request(listener_name, req, sock, addr)
         finally:
+            sock.holding = False
             sock.deadline = None  # answered: the keep-alive timeout applies until the next request
+            sock.release()
+
+    def _metrics(self):
+        return getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+
+    def _count_handshake(self, sock: ssl.SSLSocket) -> None:
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.tls_handshakes.labels(sock.selected_alpn_protocol() or "none").inc()
 
     def client_too_slow(self, stage: str) -> None:
         self.log.debug("closing a connection: no complete TLS %s within %g s", stage, CLIENT_DEADLINE)
-        metrics = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+        metrics = self._metrics()
         if metrics is not None:
             metrics.slow_clients.labels(stage).inc()
 

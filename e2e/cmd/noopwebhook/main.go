@@ -1,0 +1,77 @@
+// Command noopwebhook is the floor of bench/bench_apiserver.py: a mutating admission webhook on
+// Go's standard library alone that admits every object unchanged. What the API server spends on
+// calling it (its TLS client, encoding the AdmissionReview, reading the answer) is the cost of
+// calling any webhook; a real webhook's added latency is judged against it.
+//
+// It serves POST /mutate and GET /healthz over TLS with net/http's defaults, so it offers HTTP/2 by
+// ALPN as most Go webhooks do. Usage: noopwebhook --cert tls.crt --key tls.key --addr 127.0.0.1:PORT
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"os"
+)
+
+// review is the part of an admission.k8s.io/v1 AdmissionReview this webhook reads.
+type review struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	Request    *struct {
+		UID string `json:"uid"`
+	} `json:"request"`
+}
+
+type response struct {
+	UID     string `json:"uid"`
+	Allowed bool   `json:"allowed"`
+}
+
+type answer struct {
+	APIVersion string   `json:"apiVersion"`
+	Kind       string   `json:"kind"`
+	Response   response `json:"response"`
+}
+
+const maxBody = 3 << 20
+
+func mutate(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil || len(body) > maxBody {
+		http.Error(w, "body unreadable or too large", http.StatusBadRequest)
+		return
+	}
+	var in review
+	if err := json.Unmarshal(body, &in); err != nil || in.Request == nil || in.Request.UID == "" {
+		http.Error(w, "not an AdmissionReview with request.uid", http.StatusBadRequest)
+		return
+	}
+	out, _ := json.Marshal(answer{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview",
+		Response: response{UID: in.Request.UID, Allowed: true}})
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(out)
+}
+
+func main() {
+	cert := flag.String("cert", "", "serving certificate (PEM)")
+	key := flag.String("key", "", "its private key (PEM)")
+	addr := flag.String("addr", "127.0.0.1:8443", "address to listen on")
+	flag.Parse()
+	if *cert == "" || *key == "" {
+		fmt.Fprintln(os.Stderr, "noopwebhook: --cert and --key are required")
+		os.Exit(2)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mutate", mutate)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	log.Printf("noopwebhook serving https://%s", *addr)
+	log.Fatal(http.ListenAndServeTLS(*addr, *cert, *key, mux))
+}
