@@ -237,16 +237,17 @@ def wait_https(url: str, ca: Path, what: str, proc: subprocess.Popen, log: Path)
     harness.wait_for(what, up, timeout=60)
 
 
-def start_noop(cluster: harness.Cluster, tmp: Path) -> Arm:
-    arm = Arm("noop", expect_spread=False)
-    certs = tmp / "certs-noop"
+def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False) -> Arm:
+    arm = Arm("noop-http1" if http1 else "noop", expect_spread=False)
+    certs = tmp / f"certs-{arm.name}"
     ca_bundle = make_certs(certs)
     arm.port = harness.free_port()
-    log = tmp / "noop.log"
+    log = tmp / f"{arm.name}.log"
     arm.procs.append(subprocess.Popen([str(NOOP), "--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key"),
-                                       "--addr", f"127.0.0.1:{arm.port}"], stdout=log.open("w"), stderr=subprocess.STDOUT))
+                                       "--addr", f"127.0.0.1:{arm.port}", *(["--http1"] if http1 else [])],
+                                      stdout=log.open("w"), stderr=subprocess.STDOUT))
     wait_https(f"https://127.0.0.1:{arm.port}/healthz", certs / "ca.crt", "the Go no-op webhook", arm.procs[0], log)
-    cluster.apply(webhook_configuration("noop", f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
+    cluster.apply(webhook_configuration(arm.name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
     return arm
 
 
@@ -446,14 +447,14 @@ def dry_run_table(arms: list[Arm], results: dict[str, dict[str, Any]]) -> tuple[
     return "\n".join(rows), added
 
 
-def ratios(added: dict[str, float], peer: str) -> list[str]:
+def ratios(added: dict[str, float]) -> list[str]:
+    """policylib against the no-op (the targets) and against each other webhook arm."""
     lines = []
-    for other in ("noop", peer):
-        if other in added and other != "policylib":
-            lat = added["policylib"] / added[other] if added[other] > 0 else float("inf")
-            thr = added["policylib:c8"] / added[other + ":c8"]
-            target = {"noop": " (targets <= 1.25x, >= 0.90x)"}.get(other, " (ahead when < 1x and > 1x)")
-            lines.append(f"policylib/{other}: added latency at c=1 {lat:.2f}x, creates/s at c=8 {thr:.2f}x{target}")
+    for other in [k for k in added if ":" not in k and k not in ("none", "policylib")]:
+        lat = added["policylib"] / added[other] if added[other] > 0 else float("inf")
+        thr = added["policylib:c8"] / added[other + ":c8"]
+        target = " (targets: <= 1.25x, >= 0.90x)" if other == "noop" else ""
+        lines.append(f"policylib/{other}: added latency at c=1 {lat:.2f}x, creates/s at c=8 {thr:.2f}x{target}")
     return lines
 
 
@@ -478,14 +479,17 @@ def measure_real(client: Client, arms: list[Arm], count: int, chunk: int, say: C
     return {a: done[a] / seconds[a] for a in seconds}
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--rounds", type=int, default=6, help="alternating rounds of the dry-run phase (default 6)")
     p.add_argument("--c1", type=int, default=50, help="sequential creates per arm per round (default 50)")
     p.add_argument("--c8", type=int, default=300, help="creates at concurrency 8 per arm per round (default 300)")
     p.add_argument("--real", type=int, default=1000, help="real creates per arm in phase 2; 0 skips it (default 1000)")
     p.add_argument("--kyverno", type=Path, help="a cmd/kyverno binary: adds the kyverno arm (its CRDs in "
                    "config/crds beside it, or $KYVERNO_CRDS)")
+    p.add_argument("--noop-http1", action="store_true",
+                   help="also a Go no-op that offers only HTTP/1.1 (what the API server uses for a webhook "
+                        "reached through a Service)")
     p.add_argument("--webhook-arg", action="append", default=[],
                    help="an extra argument to python -m webhook serve (repeatable), e.g. --webhook-arg=--workers=1")
     p.add_argument("--smoke", action="store_true", help="a few requests per arm: checks the bench works")
@@ -493,24 +497,22 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.smoke:
         args.rounds, args.c1, args.c8, args.real = 1, 3, 8, 8
-    for binary, target in ((harness.TESTCLUSTER, "testcluster"), (NOOP, "noop-webhook")):
-        if not binary.exists():
-            raise SystemExit(f"{binary} is missing: run make {target}")
+    return args
 
-    def say(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-apiserver-"))
-    (tmp / "cluster").mkdir()
+def say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[str, dict[str, Any]]:
+    """Every arm against ``cluster``; the report (tables and ratios) and the figures."""
     arms: list[Arm] = []
-    cluster = None
     try:
-        say(f"machine: {machine()}")
-        cluster = harness.Cluster(tmp / "cluster")
-        say(f"testcluster ready in {cluster.ready_seconds:.0f} s ({tmp})")
         client = Client(cluster.kubeconfig)
         arms.append(Arm("none", expect_spread=False))
         arms.append(start_noop(cluster, tmp))
+        if args.noop_http1:
+            arms.append(start_noop(cluster, tmp, http1=True))
         arms.append(start_policylib(cluster, tmp, args.webhook_arg))
         if args.kyverno:
             arms.append(start_kyverno(cluster, tmp, args.kyverno))
@@ -518,9 +520,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.namespace(arm.namespace)
         for arm in arms:
             wait_arm_ready(client, arm, timeout=300 if arm.name == "kyverno" else 120)
-        # warm up every path (connections, caches) before measuring
-        for arm in arms:
-            run_sequential(client, arm, 5 if args.smoke else 20, "warm")
+        for arm in arms:  # warm every path (connections, caches) before measuring
+            run_sequential(client, arm, 3 if args.smoke else 20, "warm")
             run_concurrent(client, arm, 8 if args.smoke else 80, 8, "warm")
         policylib = next(a for a in arms if a.name == "policylib")
         handshakes0 = metric_total(policylib, "policylib_webhook_tls_handshakes_total")
@@ -530,28 +531,46 @@ def main(argv: list[str] | None = None) -> int:
         handshakes = metric_total(policylib, "policylib_webhook_tls_handshakes_total")
         reviews = metric_total(policylib, "policylib_webhook_reviews_total")
         table, added = dry_run_table(arms, results)
-        peer = "kyverno" if args.kyverno else "noop"
         out = [f"Machine: {machine()}; the client, the API server and the webhooks share it.", "",
                "Server-side dry-run creates of a Deployment through kube-apiserver (added = over `none`):", "",
-               table, ""] + ratios(added, peer)
-        if handshakes is not None and handshakes0 is not None and reviews and reviews0 is not None:
-            out.append(f"policylib: {handshakes - handshakes0:.0f} TLS handshakes for {reviews - reviews0:.0f} reviews "
-                       f"while measuring; {connections_to(policylib.port)} connections open from the API server")
-        figures: dict[str, Any] = {"machine": machine(), "added_ms": {k: v * 1000 for k, v in added.items() if ":" not in k},
-                                   "creates_per_s_c8": {k.split(":")[0]: v for k, v in added.items() if ":" in k}}
+               table, ""] + ratios(added)
+        if handshakes is not None and handshakes0 is not None and reviews is not None and reviews0 is not None:
+            out.append(f"policylib: {handshakes - handshakes0:.0f} TLS handshakes for {reviews - reviews0:.0f} "
+                       f"reviews while measuring; {connections_to(policylib.port)} connections open")
+        figures: dict[str, Any] = {
+            "machine": machine(), "added_ms": {k: v * 1000 for k, v in added.items() if ":" not in k},
+            "creates_per_s_c8": {k.split(":")[0]: v for k, v in added.items() if ":" in k},
+            "tls_handshakes": None if handshakes is None or handshakes0 is None else handshakes - handshakes0}
         if args.real:
             real = measure_real(client, arms, args.real, max(1, args.real // 5), say)
             out += ["", f"Real creates, {args.real} Deployments per arm at concurrency 8 (alternating chunks):", "",
                     "| arm | creates/s |", "|---|---|"] + [f"| {a} | {v:.0f} |" for a, v in real.items()]
             out += [f"policylib/{o}: {real['policylib'] / real[o]:.2f}x" for o in ("noop", "kyverno") if o in real]
             figures["real_creates_per_s"] = real
-        print("\n".join(out))
+        return "\n".join(out), figures
+    finally:
+        for arm in arms:
+            arm.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    for binary, target in ((harness.TESTCLUSTER, "testcluster"), (NOOP, "noop-webhook")):
+        if not binary.exists():
+            raise SystemExit(f"{binary} is missing: run make {target}")
+    tmp = Path(tempfile.mkdtemp(prefix="bench-apiserver-"))
+    (tmp / "cluster").mkdir()
+    cluster = None
+    try:
+        say(f"machine: {machine()}")
+        cluster = harness.Cluster(tmp / "cluster")
+        say(f"testcluster ready in {cluster.ready_seconds:.0f} s ({tmp})")
+        report, figures = run(cluster, args, tmp)
+        print(report)
         if args.json:
             args.json.write_text(json.dumps(figures, indent=2))
         return 0
     finally:
-        for arm in arms:
-            arm.stop()
         if cluster is not None:
             cluster.stop()
         if os.environ.get("BENCH_KEEP"):

@@ -70,7 +70,7 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
     return orjson.dumps(line).decode()
 
 
-def create_app(config: policylib.Config | dict | str | None = None, *, facts: Any = None,
+def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *, facts: Any = None,
                tls: Any = None, review_log: Callable[[str], None] | None = None) -> Flask:
     """Build the webhook app (Flask's app-factory pattern: no module-level state).
 
@@ -138,7 +138,7 @@ def create_app(config: policylib.Config | dict | str | None = None, *, facts: An
 
     flask_wsgi = app.wsgi_app
 
-    def reviews(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    def reviews(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         """Flask's WSGI middleware pattern (``app.wsgi_app``): ``POST /mutate`` answered straight from the
         WSGI environ, skipping Flask's request and response objects (a third of a review's time in the
         app); every other request, Flask's."""

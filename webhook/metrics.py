@@ -51,7 +51,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._children: dict[tuple[str, str, str], tuple] = {}
+        self._children: dict[tuple[str, str, str], tuple[Counter, Histogram, Counter]] = {}
         r = self.registry
         self.reviews = Counter(f"{PREFIX}_reviews", "Admission reviews answered, by kind, operation and outcome "
                                "(mutated, unchanged, skipped, denied, fail_open, fail_closed).",
@@ -103,11 +103,11 @@ class Metrics:
         if directory is None:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=directory)
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
 
 
 def worker_exited(pid: int) -> None:
     """gunicorn ``child_exit``: drop a dead worker's live gauges."""
     if multiprocess_dir():
-        multiprocess.mark_process_dead(pid)
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

@@ -33,6 +33,7 @@ import errno
 import logging
 import os
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
@@ -40,7 +41,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, TypeVar
 
 import gevent
 import gevent.socket
@@ -50,6 +51,17 @@ from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    import policylib
+
+    from .metrics import Metrics
+
+W = TypeVar("W")
+#: What a reload compares: inode, mtime and size of the certificate and of the key.
+Signature = tuple[tuple[int, int, int], ...]
 
 #: A client has this long for its TLS handshake (from the moment it connects), for each request
 #: (from its first byte to its last) and for taking each answer: a connection short of one is
@@ -82,7 +94,7 @@ class ServingCertificate:
         self.context_class = context_class
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
-        self._signature: tuple | None = None
+        self._signature: Signature | None = None
         self.not_after: float | None = None
         self.error: str | None = None
         if self.context() is None:
@@ -96,7 +108,7 @@ class ServingCertificate:
         if self.context() is None or not isinstance(self._context, context_class):
             raise CertError(f"cannot load {self.cert_path} and {self.key_path}: {self.error}")
 
-    def _files_signature(self) -> tuple | None:
+    def _files_signature(self) -> Signature | None:
         try:
             return tuple((s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, (self.cert_path, self.key_path)))
         except OSError:
@@ -111,7 +123,7 @@ class ServingCertificate:
                     self._reload(signature)
         return self._context
 
-    def _reload(self, signature: tuple) -> None:
+    def _reload(self, signature: Signature) -> None:
         try:
             context = make_server_context(self.cert_path, self.key_path, self.context_class)
             not_after = certificate_not_after(self.cert_path)
@@ -124,7 +136,7 @@ class ServingCertificate:
         self._context, self._signature, self.not_after, self.error = context, signature, not_after, None
         log.info("serving certificate loaded from %s (notAfter %.0f)", self.cert_path, not_after)
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"loaded": self._context is not None, "certificate": str(self.cert_path),
                 "notAfter": self.not_after, "error": self.error}
 
@@ -139,7 +151,7 @@ def make_server_context(cert_path: Path, key_path: Path,
     return context
 
 
-class ClientTooSlow(NoMoreData, TimeoutError):
+class ClientTooSlow(NoMoreData, TimeoutError):  # type: ignore[misc]  # gunicorn has no type hints
     """A client did not send its request within :data:`CLIENT_DEADLINE` (raised by :class:`DeadlineSocket`).
 
     A :class:`~gunicorn.http.errors.NoMoreData`, so gunicorn drops the
@@ -171,7 +183,7 @@ class DeadlineSocket:
         self._held: list[bytes] = []
         self._held_bytes = 0
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
 
     def recv(self, size: int) -> bytes:
@@ -210,10 +222,10 @@ class DeadlineSocket:
             self.worker.client_too_slow("request")
         return ClientTooSlow()
 
-    def send(self, data) -> int:
+    def send(self, data: bytes) -> int:
         return self._write(self.sock.send, data)
 
-    def sendall(self, data) -> None:
+    def sendall(self, data: bytes) -> None:
         """While an answer is written (``holding``), its pieces are gathered and go out together at
         :meth:`release` (or once :data:`HOLD_BYTES` are held): gunicorn writes the head and the body
         separately, and each TLS write on loopback wakes the client up once more."""
@@ -236,7 +248,7 @@ class DeadlineSocket:
             self._held, self._held_bytes = [], 0
             self._write(self.sock.sendall, data)
 
-    def _write(self, write: Callable, data):
+    def _write(self, write: Callable[[bytes], W], data: bytes) -> W:
         """A write the client does not take within the deadline ends the connection (logged as
         a broken pipe, which gunicorn treats as the client gone, not as a server error)."""
         self.sock.settimeout(CLIENT_DEADLINE)
@@ -246,7 +258,7 @@ class DeadlineSocket:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
 
 
-class TLSGeventWorker(GeventWorker):
+class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no type hints
     """gunicorn's gevent worker, doing the TLS handshake itself by a deadline and with the
     current certificate, then serving the connection through :class:`DeadlineSocket`.
 
@@ -261,22 +273,26 @@ class TLSGeventWorker(GeventWorker):
         self.app.certificate.use(gevent.ssl.SSLContext)
         super().init_process()
 
-    def handle(self, listener, client, addr) -> None:
+    def handle(self, listener: Any, client: socket.socket, addr: Any) -> None:
         tls = self._handshake(client, addr)
         if tls is not None:
             super().handle(listener, DeadlineSocket(tls, self), addr)
 
-    def _handshake(self, client, addr) -> ssl.SSLSocket | None:
+    def _handshake(self, client: socket.socket, addr: Any) -> ssl.SSLSocket | None:
         """The client's TLS handshake, finished within :data:`CLIENT_DEADLINE` of connecting, or None
         (the connection closed)."""
-        sock = client
+        sock: socket.socket = client
         timer = gevent.Timeout(CLIENT_DEADLINE)
         timer.start()
         try:
-            sock = self.app.certificate.context().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
-            sock.do_handshake()
-            self._count_handshake(sock)
-            return sock
+            context: ssl.SSLContext | None = self.app.certificate.context()
+            if context is None:
+                raise ValueError("no serving certificate loaded")
+            tls = context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            sock = tls
+            tls.do_handshake()
+            self._count_handshake(tls)
+            return tls
         except gevent.Timeout as e:
             if e is not timer:
                 raise
@@ -288,7 +304,7 @@ class TLSGeventWorker(GeventWorker):
         sock.close()  # the TLS socket owns the connection once made
         return None
 
-    def handle_request(self, listener_name, req, sock, addr):
+    def handle_request(self, listener_name: Any, req: Any, sock: DeadlineSocket, addr: Any) -> Any:
         """gunicorn's, with the answer's writes gathered into one (:meth:`DeadlineSocket.sendall`)."""
         sock.hold()
         try:
@@ -298,8 +314,9 @@ class TLSGeventWorker(GeventWorker):
             sock.deadline = None  # answered: the keep-alive timeout applies until the next request
             sock.release()
 
-    def _metrics(self):
-        return getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+    def _metrics(self) -> Metrics | None:
+        metrics: Metrics | None = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+        return metrics
 
     def _count_handshake(self, sock: ssl.SSLSocket) -> None:
         metrics = self._metrics()
@@ -356,7 +373,7 @@ class LineBuffer:
     what is left, so a drained worker loses no line.
     """
 
-    def __init__(self, stream=None, interval: float = 0.2):
+    def __init__(self, stream: IO[str] | None = None, interval: float = 0.2):
         self.stream = stream or sys.stdout
         self.interval = interval
         self._lines: list[str] = []
@@ -398,10 +415,11 @@ def configure_logging(level: str) -> None:
     other.setLevel(level.upper())
 
 
-class WebhookServer(BaseApplication):
+class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no type hints
     """A gunicorn application serving :func:`webhook.create_app` with these options."""
 
-    def __init__(self, options: ServeOptions, policy_config, certificate: ServingCertificate, facts):
+    def __init__(self, options: ServeOptions, policy_config: policylib.Config, certificate: ServingCertificate,
+                 facts: Any):
         self.options = options
         self.policy_config = policy_config
         self.certificate = certificate
@@ -430,20 +448,20 @@ class WebhookServer(BaseApplication):
         for key, value in settings.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    def load(self) -> Flask:
         """In each worker: logging, the facts watch, and the app; review lines go to stdout."""
-        from . import create_app
+        from .app import create_app
         configure_logging(self.options.log_level)
         return create_app(self.policy_config, facts=self.facts.start(), tls=self.certificate,
                           review_log=LineBuffer(sys.stdout).write)
 
 
-    def _when_ready(self, server) -> None:
+    def _when_ready(self, server: Any) -> None:
         """gunicorn's own line says http://: the workers, not gunicorn, terminate TLS."""
         server.log.info("Serving https://%s (TLS by %s.TLSGeventWorker, certificate %s)",
                         bind_address(self.options.host, self.options.port), __name__, self.certificate.cert_path)
 
-    def _child_exit(self, server, worker) -> None:
+    def _child_exit(self, server: Any, worker: Any) -> None:
         """In the master: drop the dead worker's live metrics."""
         from .metrics import worker_exited
         worker_exited(worker.pid)

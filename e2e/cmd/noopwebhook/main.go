@@ -4,10 +4,14 @@
 // calling any webhook; a real webhook's added latency is judged against it.
 //
 // It serves POST /mutate and GET /healthz over TLS with net/http's defaults, so it offers HTTP/2 by
-// ALPN as most Go webhooks do. Usage: noopwebhook --cert tls.crt --key tls.key --addr 127.0.0.1:PORT
+// ALPN as most Go webhooks do (--http1: HTTP/1.1 only). The API server takes HTTP/2 only from a webhook
+// it reaches by a loopback URL; through a Service it asks for HTTP/1.1 (k8s.io/apiserver
+// pkg/util/webhook/client.go, kubernetes#75791).
+// Usage: noopwebhook --cert tls.crt --key tls.key --addr 127.0.0.1:PORT [--http1]
 package main
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -64,6 +68,7 @@ func main() {
 	cert := flag.String("cert", "", "serving certificate (PEM)")
 	key := flag.String("key", "", "its private key (PEM)")
 	addr := flag.String("addr", "127.0.0.1:8443", "address to listen on")
+	http1 := flag.Bool("http1", false, "offer HTTP/1.1 only (no HTTP/2 by ALPN)")
 	flag.Parse()
 	if *cert == "" || *key == "" {
 		fmt.Fprintln(os.Stderr, "noopwebhook: --cert and --key are required")
@@ -72,6 +77,10 @@ func main() {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mutate", mutate)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
-	log.Printf("noopwebhook serving https://%s", *addr)
-	log.Fatal(http.ListenAndServeTLS(*addr, *cert, *key, mux))
+	server := &http.Server{Addr: *addr, Handler: mux}
+	if *http1 {
+		server.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	}
+	log.Printf("noopwebhook serving https://%s (HTTP/2 offered: %v)", *addr, !*http1)
+	log.Fatal(server.ListenAndServeTLS(*cert, *key))
 }
