@@ -60,6 +60,10 @@ ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
 
 # --- the object ---------------------------------------------------------------------------------
 
+#: Replicas of each Deployment created (``--replicas``; 0 keeps a shared test cluster free of pods).
+REPLICAS = {"count": 6}
+
+
 def deployment(name: str, namespace: str) -> dict:
     """A realistic serving Deployment: two containers, probes, resources, env, volumes, labels."""
     labels = {"app.kubernetes.io/name": "ranker", "app.kubernetes.io/instance": name, "tier": "serving"}
@@ -77,7 +81,7 @@ def deployment(name: str, namespace: str) -> dict:
     return {"apiVersion": "apps/v1", "kind": "Deployment",
             "metadata": {"name": name, "namespace": namespace, "labels": dict(labels),
                          "annotations": {"team.example/owner": "search", "team.example/oncall": "search-sre"}},
-            "spec": {"replicas": 6, "selector": {"matchLabels": dict(labels)},
+            "spec": {"replicas": REPLICAS["count"], "selector": {"matchLabels": dict(labels)},
                      "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
                      "template": {"metadata": {"labels": dict(labels),
                                                "annotations": {"prometheus.io/scrape": "true"}},
@@ -251,19 +255,19 @@ def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False) -> Arm:
     return arm
 
 
-def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str]) -> Arm:
-    arm = Arm("policylib", expect_spread=True)
-    certs = tmp / "certs-policylib"
+def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str], name: str = "policylib") -> Arm:
+    arm = Arm(name, expect_spread=True)
+    certs = tmp / f"certs-{name}"
     ca_bundle = make_certs(certs)
     arm.port = harness.free_port()
-    log = tmp / "policylib.log"
+    log = tmp / f"{name}.log"
     arm.procs.append(subprocess.Popen(
         [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(certs), "--host", "127.0.0.1", "--port",
          str(arm.port), "--kubeconfig", str(cluster.kubeconfig), *extra],
         stdout=subprocess.DEVNULL, stderr=log.open("w"), cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}))
     wait_https(f"https://127.0.0.1:{arm.port}/readyz", certs / "ca.crt", "python -m webhook serve", arm.procs[0], log)
     arm.metrics_url, arm.ca = f"https://127.0.0.1:{arm.port}/metrics", certs / "ca.crt"
-    cluster.apply(webhook_configuration("policylib", f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
+    cluster.apply(webhook_configuration(name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
     return arm
 
 
@@ -303,13 +307,16 @@ def start_kyverno(cluster: harness.Cluster, tmp: Path, binary: Path) -> Arm:
                    "metadata": {"name": "kyverno-metrics", "namespace": KYVERNO_NAMESPACE}, "data": {}})
     arm.port = harness.free_port()
     log = tmp / "kyverno.log"
+    # the environment and flags of its .vscode/launch.json "Launch Kyverno"
     env = {**os.environ, "KYVERNO_NAMESPACE": KYVERNO_NAMESPACE, "KYVERNO_SERVICEACCOUNT_NAME": "kyverno-admission-controller",
-           "KYVERNO_ROLE_NAME": "kyverno:admission-controller", "INIT_CONFIG": "kyverno",
-           "METRICS_CONFIG": "kyverno-metrics", "KYVERNO_DEPLOYMENT": "kyverno-admission-controller",
-           "KYVERNO_POD_NAME": "kyverno-bench", "KYVERNO_SVC": "kyverno-svc"}
+           "KYVERNO_DEPLOYMENT": "kyverno-bench", "KYVERNO_POD_NAME": "kyverno-bench", "INIT_CONFIG": "kyverno",
+           "METRICS_CONFIG": "kyverno-metrics"}
     arm.procs.append(subprocess.Popen(
-        [str(binary), f"--kubeconfig={cluster.kubeconfig}", f"--serverIP=127.0.0.1:{arm.port}", f"--webhookServerPort={arm.port}",
-         "--disableMetrics", "--v=1", "--leader-elect=false" if False else "--v=1"],
+        [str(binary), f"--kubeconfig={cluster.kubeconfig}", f"--serverIP=127.0.0.1:{arm.port}",
+         f"--webhookServerPort={arm.port}", "--disableMetrics", "-v=1",
+         "--backgroundServiceAccountName=system:serviceaccount:kyverno:kyverno-background-controller",
+         "--reportsServiceAccountName=system:serviceaccount:kyverno:kyverno-reports-controller",
+         "--caSecretName=kyverno-svc.kyverno.svc.kyverno-tls-ca", "--tlsSecretName=kyverno-svc.kyverno.svc.kyverno-tls-pair"],
         stdout=log.open("w"), stderr=subprocess.STDOUT, env=env, cwd=tmp))
     cluster.apply(kyverno_policy())
     return arm
@@ -415,14 +422,19 @@ def rotated(arms: list[Arm], round_no: int) -> list[Arm]:
 
 def measure_dry_run(client: Client, arms: list[Arm], rounds: int, c1: int, c8: int,
                     say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """Each round: ``c1`` sequential creates per arm, the arms taking turns create by create (so a noisy
+    moment hits every arm alike), then ``c8`` creates at concurrency 8 per arm, arm after arm in an
+    order that rotates from round to round. Webhook CPU is counted over the concurrent phases."""
     results: dict[str, dict[str, Any]] = {a.name: {"c1": [], "c8": [], "cpu": 0.0, "reviews": 0} for a in arms}
     for r in range(rounds):
+        for i in range(c1):
+            for arm in rotated(arms, i + r):
+                results[arm.name]["c1"] += run_sequential(client, arm, 1, f"r{r}c1n{i}")
         for arm in rotated(arms, r):
             cpu = arm.cpu_seconds()
-            results[arm.name]["c1"] += run_sequential(client, arm, c1, f"r{r}c1")
             results[arm.name]["c8"].append(run_concurrent(client, arm, c8, 8, f"r{r}c8"))
             results[arm.name]["cpu"] += arm.cpu_seconds() - cpu
-            results[arm.name]["reviews"] += c1 + c8
+            results[arm.name]["reviews"] += c8
         say(f"  round {r + 1}/{rounds}: " + ", ".join(
             f"{a.name} c1 p50 {statistics.median(results[a.name]['c1']) * 1000:.2f} ms, "
             f"c8 {results[a.name]['c8'][-1]:.0f}/s" for a in arms))
@@ -433,7 +445,7 @@ def dry_run_table(arms: list[Arm], results: dict[str, dict[str, Any]]) -> tuple[
     base = results["none"]["c1"]
     base50, base99 = statistics.median(base), percentile(base, 0.99)
     rows = ["| arm | c=1 p50 ms | c=1 p99 ms | added p50 ms | added p99 ms | c=8 creates/s (median of rounds) "
-            "| webhook CPU ms/create | RSS MiB |", "|---|---|---|---|---|---|---|---|"]
+            "| webhook CPU ms/create (c=8) | RSS MiB |", "|---|---|---|---|---|---|---|---|"]
     added: dict[str, float] = {}
     for arm in arms:
         res = results[arm.name]
@@ -448,13 +460,15 @@ def dry_run_table(arms: list[Arm], results: dict[str, dict[str, Any]]) -> tuple[
 
 
 def ratios(added: dict[str, float]) -> list[str]:
-    """policylib against the no-op (the targets) and against each other webhook arm."""
+    """policylib (and its variants) against the no-op (the targets) and against each other webhook arm."""
     lines = []
-    for other in [k for k in added if ":" not in k and k not in ("none", "policylib")]:
-        lat = added["policylib"] / added[other] if added[other] > 0 else float("inf")
-        thr = added["policylib:c8"] / added[other + ":c8"]
-        target = " (targets: <= 1.25x, >= 0.90x)" if other == "noop" else ""
-        lines.append(f"policylib/{other}: added latency at c=1 {lat:.2f}x, creates/s at c=8 {thr:.2f}x{target}")
+    names = [k for k in added if ":" not in k and k != "none"]
+    for ours in [n for n in names if n.startswith("policylib")]:
+        for other in [n for n in names if not n.startswith("policylib")]:
+            lat = added[ours] / added[other] if added[other] > 0 else float("inf")
+            thr = added[ours + ":c8"] / added[other + ":c8"]
+            target = " (targets: <= 1.25x, >= 0.90x)" if (ours, other) == ("policylib", "noop") else ""
+            lines.append(f"{ours}/{other}: added latency at c=1 {lat:.2f}x, creates/s at c=8 {thr:.2f}x{target}")
     return lines
 
 
@@ -492,6 +506,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "reached through a Service)")
     p.add_argument("--webhook-arg", action="append", default=[],
                    help="an extra argument to python -m webhook serve (repeatable), e.g. --webhook-arg=--workers=1")
+    p.add_argument("--replicas", type=int, default=6, help="replicas of each Deployment (default 6)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
+                   help="another policylib arm, policylib-NAME, served with these extra arguments (space-separated), "
+                        "e.g. --variant 'w1=--workers 1': a change's effect measured in the same run")
     p.add_argument("--smoke", action="store_true", help="a few requests per arm: checks the bench works")
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
@@ -507,6 +525,7 @@ def say(line: str) -> None:
 def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[str, dict[str, Any]]:
     """Every arm against ``cluster``; the report (tables and ratios) and the figures."""
     arms: list[Arm] = []
+    REPLICAS["count"] = args.replicas
     try:
         client = Client(cluster.kubeconfig)
         arms.append(Arm("none", expect_spread=False))
@@ -514,6 +533,9 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
         if args.noop_http1:
             arms.append(start_noop(cluster, tmp, http1=True))
         arms.append(start_policylib(cluster, tmp, args.webhook_arg))
+        for variant in args.variant:
+            name, _, extra = variant.partition("=")
+            arms.append(start_policylib(cluster, tmp, extra.split(), f"policylib-{name}"))
         if args.kyverno:
             arms.append(start_kyverno(cluster, tmp, args.kyverno))
         for arm in arms:
