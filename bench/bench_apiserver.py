@@ -241,21 +241,25 @@ def wait_https(url: str, ca: Path, what: str, proc: subprocess.Popen, log: Path)
     harness.wait_for(what, up, timeout=60)
 
 
-def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False) -> Arm:
-    arm = Arm("noop-http1" if http1 else "noop", expect_spread=False)
+def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False, spread: bool = False) -> Arm:
+    """The Go webhook: the no-op, or (``spread``) the same binary writing the two spread constraints."""
+    arm = Arm("go-spread" if spread else "noop-http1" if http1 else "noop", expect_spread=spread)
     certs = tmp / f"certs-{arm.name}"
     ca_bundle = make_certs(certs)
     arm.port = harness.free_port()
     log = tmp / f"{arm.name}.log"
     arm.procs.append(subprocess.Popen([str(NOOP), "--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key"),
-                                       "--addr", f"127.0.0.1:{arm.port}", *(["--http1"] if http1 else [])],
+                                       "--addr", f"127.0.0.1:{arm.port}", *(["--http1"] if http1 else []),
+                                       *(["--spread"] if spread else [])],
                                       stdout=log.open("w"), stderr=subprocess.STDOUT))
     wait_https(f"https://127.0.0.1:{arm.port}/healthz", certs / "ca.crt", "the Go no-op webhook", arm.procs[0], log)
     cluster.apply(webhook_configuration(arm.name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
     return arm
 
 
-def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str], name: str = "policylib") -> Arm:
+def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str], name: str = "policylib",
+                    source: Path = REPO) -> Arm:
+    """``python -m webhook serve`` with its defaults (plus ``extra``), from the source tree ``source``."""
     arm = Arm(name, expect_spread=True)
     certs = tmp / f"certs-{name}"
     ca_bundle = make_certs(certs)
@@ -264,7 +268,7 @@ def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str], name:
     arm.procs.append(subprocess.Popen(
         [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(certs), "--host", "127.0.0.1", "--port",
          str(arm.port), "--kubeconfig", str(cluster.kubeconfig), *extra],
-        stdout=subprocess.DEVNULL, stderr=log.open("w"), cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}))
+        stdout=subprocess.DEVNULL, stderr=log.open("w"), cwd=source, env={**os.environ, "PYTHONPATH": str(source)}))
     wait_https(f"https://127.0.0.1:{arm.port}/readyz", certs / "ca.crt", "python -m webhook serve", arm.procs[0], log)
     arm.metrics_url, arm.ca = f"https://127.0.0.1:{arm.port}/metrics", certs / "ca.crt"
     cluster.apply(webhook_configuration(name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
@@ -504,12 +508,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--noop-http1", action="store_true",
                    help="also a Go no-op that offers only HTTP/1.1 (what the API server uses for a webhook "
                         "reached through a Service)")
+    p.add_argument("--go-spread", action="store_true",
+                   help="also go-spread: the Go webhook writing the same two spread constraints (a JSON patch), the "
+                        "floor of a webhook that mutates (the API server's cost of applying a patch included)")
     p.add_argument("--webhook-arg", action="append", default=[],
                    help="an extra argument to python -m webhook serve (repeatable), e.g. --webhook-arg=--workers=1")
     p.add_argument("--replicas", type=int, default=6, help="replicas of each Deployment (default 6)")
     p.add_argument("--variant", action="append", default=[], metavar="NAME=ARGS",
                    help="another policylib arm, policylib-NAME, served with these extra arguments (space-separated), "
                         "e.g. --variant 'w1=--workers 1': a change's effect measured in the same run")
+    p.add_argument("--baseline", type=Path, metavar="DIR",
+                   help="also policylib-baseline: the webhook and policylib packages of another source tree, e.g. "
+                        "mkdir DIR && git archive COMMIT webhook policylib | tar -x -C DIR (before/after in one run)")
     p.add_argument("--smoke", action="store_true", help="a few requests per arm: checks the bench works")
     p.add_argument("--json", type=Path, help="also write the figures here")
     args = p.parse_args(argv)
@@ -532,7 +542,11 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
         arms.append(start_noop(cluster, tmp))
         if args.noop_http1:
             arms.append(start_noop(cluster, tmp, http1=True))
+        if args.go_spread:
+            arms.append(start_noop(cluster, tmp, spread=True))
         arms.append(start_policylib(cluster, tmp, args.webhook_arg))
+        if args.baseline:
+            arms.append(start_policylib(cluster, tmp, args.webhook_arg, "policylib-baseline", args.baseline.resolve()))
         for variant in args.variant:
             name, _, extra = variant.partition("=")
             arms.append(start_policylib(cluster, tmp, extra.split(), f"policylib-{name}"))

@@ -7,7 +7,12 @@
 // ALPN as most Go webhooks do (--http1: HTTP/1.1 only). The API server takes HTTP/2 only from a webhook
 // it reaches by a loopback URL; through a Service it asks for HTTP/1.1 (k8s.io/apiserver
 // pkg/util/webhook/client.go, kubernetes#75791).
-// Usage: noopwebhook --cert tls.crt --key tls.key --addr 127.0.0.1:PORT [--http1]
+//
+// --spread makes it the floor of a webhook that mutates: it answers a Deployment without spread
+// constraints with a JSON patch adding a zone and a host constraint that select the Deployment's
+// own pods (what policylib writes by default), so the API server's cost of applying a patch is
+// counted as it is for policylib.
+// Usage: noopwebhook --cert tls.crt --key tls.key --addr 127.0.0.1:PORT [--http1] [--spread]
 package main
 
 import (
@@ -26,13 +31,54 @@ type review struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Request    *struct {
-		UID string `json:"uid"`
+		UID    string `json:"uid"`
+		Object *struct {
+			Spec struct {
+				Selector *struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				Template struct {
+					Spec struct {
+						TopologySpreadConstraints []json.RawMessage `json:"topologySpreadConstraints"`
+					} `json:"spec"`
+				} `json:"template"`
+			} `json:"spec"`
+		} `json:"object"`
 	} `json:"request"`
 }
 
 type response struct {
-	UID     string `json:"uid"`
-	Allowed bool   `json:"allowed"`
+	UID       string `json:"uid"`
+	Allowed   bool   `json:"allowed"`
+	PatchType string `json:"patchType,omitempty"`
+	Patch     []byte `json:"patch,omitempty"`
+}
+
+type constraint struct {
+	MaxSkew           int                          `json:"maxSkew"`
+	TopologyKey       string                       `json:"topologyKey"`
+	WhenUnsatisfiable string                       `json:"whenUnsatisfiable"`
+	LabelSelector     map[string]map[string]string `json:"labelSelector"`
+	NodeTaintsPolicy  string                       `json:"nodeTaintsPolicy"`
+}
+
+var spread = false
+
+// spreadPatch adds a zone and a host constraint selecting the Deployment's own pods, when it has none.
+func spreadPatch(in *review) []byte {
+	obj := in.Request.Object
+	if obj == nil || obj.Spec.Selector == nil || len(obj.Spec.Selector.MatchLabels) == 0 ||
+		len(obj.Spec.Template.Spec.TopologySpreadConstraints) > 0 {
+		return nil
+	}
+	selector := map[string]map[string]string{"matchLabels": obj.Spec.Selector.MatchLabels}
+	value := []constraint{
+		{1, "topology.kubernetes.io/zone", "ScheduleAnyway", selector, "Honor"},
+		{1, "kubernetes.io/hostname", "ScheduleAnyway", selector, "Honor"},
+	}
+	patch, _ := json.Marshal([]map[string]any{
+		{"op": "add", "path": "/spec/template/spec/topologySpreadConstraints", "value": value}})
+	return patch
 }
 
 type answer struct {
@@ -58,8 +104,13 @@ func mutate(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not an AdmissionReview with request.uid", http.StatusBadRequest)
 		return
 	}
-	out, _ := json.Marshal(answer{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview",
-		Response: response{UID: in.Request.UID, Allowed: true}})
+	resp := response{UID: in.Request.UID, Allowed: true}
+	if spread {
+		if patch := spreadPatch(&in); patch != nil {
+			resp.PatchType, resp.Patch = "JSONPatch", patch
+		}
+	}
+	out, _ := json.Marshal(answer{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", Response: resp})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(out)
 }
@@ -69,6 +120,7 @@ func main() {
 	key := flag.String("key", "", "its private key (PEM)")
 	addr := flag.String("addr", "127.0.0.1:8443", "address to listen on")
 	http1 := flag.Bool("http1", false, "offer HTTP/1.1 only (no HTTP/2 by ALPN)")
+	flag.BoolVar(&spread, "spread", false, "add a zone and a host spread constraint to Deployments without any")
 	flag.Parse()
 	if *cert == "" || *key == "" {
 		fmt.Fprintln(os.Stderr, "noopwebhook: --cert and --key are required")
