@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test docs bench bench-webhook install clean testcluster testcluster-coscheduling testcluster-volcano e2e
+.PHONY: run test docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ bench: $(STAMP)
 bench-webhook: $(STAMP)
 	$(BIN)/python bench/bench_webhook.py
 
+# Through the harness's real API server: none / a Go no-op webhook / policylib (/ Kyverno when
+# KYVERNO=path/to/kyverno). Builds what it needs; docs/performance.md has the figures.
+bench-apiserver: $(STAMP) testcluster noop-webhook
+	$(BIN)/python bench/bench_apiserver.py $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site
 
@@ -48,6 +53,11 @@ testcluster:
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
 	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
 	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+
+# The floor of bench/bench_apiserver.py: a webhook on Go's standard library that admits everything
+# unchanged (e2e/cmd/noopwebhook; seconds to build, no dependency).
+noop-webhook:
+	cd e2e && $(GO) build -o bin/noopwebhook ./cmd/noopwebhook
 
 # `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
 # from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).

@@ -358,7 +358,7 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     meta = obj.get("metadata")
     meta_errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
     for key in ("labels", "annotations"):
-        meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
+        meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), f"metadata.{key}")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return [required("spec", "a Deployment needs a spec")] + meta_errs
@@ -377,9 +377,9 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     if constraints is not None and not isinstance(constraints, list):
         errs.append(invalid(CONSTRAINTS_PATH, constraints, "must be a list"))
     template_meta = template.get("metadata")
-    errs += map_errors(template_meta, FieldPath("spec", "template", "metadata"))
+    errs += map_errors(template_meta, "spec.template.metadata")
     errs += map_errors((template_meta if isinstance(template_meta, dict) else {}).get("labels"),
-                       FieldPath("spec", "template", "metadata", "labels"))
+                       "spec.template.metadata.labels")
     affinity = template["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
