@@ -8,15 +8,17 @@ The imperative shell around :func:`policylib.plan.plan`, built the way client-go
   resourceVersion, resumes from the last version seen, and lists again only on 410 Gone, with a
   DELETED event for everything that vanished in the gap; an event older than the stored object is
   ignored;
-- events put object keys on a :class:`~webhook.informer.WorkQueue` (duplicates collapse); a worker
-  plans one key at a time with the facts it needs from indexes (HPAs by target, PodGroups by owner),
-  so the work per event does not grow with the cluster; a failed write is retried with capped
-  exponential backoff; every ``controller.resyncSeconds`` every key is queued again;
+- event handlers only compute the keys an event touches and put them on a
+  :class:`~webhook.informer.WorkQueue` (duplicates collapse); they write no other state. One worker
+  owns the rest: it observes the object (a finished rollout frees the gate), plans one key at a
+  time with the facts it needs from indexes (HPAs by target, PodGroups by owner), so the work per
+  event does not grow with the cluster; a failed write is retried with capped exponential backoff;
+  every ``controller.resyncSeconds`` every key is queued again;
 - only the holder of a ``coordination.k8s.io/v1`` Lease writes, and it gives the Lease up on SIGTERM;
 - every write is a JSON patch carrying the object's ``resourceVersion``: a concurrent change answers
   409 Conflict, the controller re-reads the object and plans it again, never clobbering;
 - at most ``controller.maxConcurrentRollouts`` Deployments it rolled are rolling at once; the rest
-  are queued again when one finishes;
+  are deferred (:class:`Rollouts`, the worker's, behind one lock) and queued again when one finishes;
 - every write is recorded as an ``events.k8s.io/v1`` Event on the object written (reason
   ``SpreadRewritten`` for a Deployment, ``PodGroupCreated``/``PodGroupUpdated`` for a PodGroup; the note
   is the write's reasons), best effort: a failed Event never fails or retries the write;
@@ -147,7 +149,10 @@ def event_for(write: Write, written: dict | None, identity: str, now: dt.datetim
     }
 
 
-# --- rollout gate (pure) -----------------------------------------------------------------
+# --- rollout gate -------------------------------------------------------------------------
+
+Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
+
 
 def released_spec(lease: dict) -> dict:
     """The Lease spec that gives leadership up at once, as client-go's ``ReleaseOnCancel`` writes it:
@@ -192,6 +197,63 @@ class RolloutGate:
 
     def started(self, key: tuple) -> None:
         self.rolling.add(key)
+
+
+class Rollouts:
+    """The rollout gate and the keys it holds back, as one piece of state with one lock.
+
+    Only the worker changes it (in :meth:`Controller.reconcile`; :meth:`recover` before the worker
+    starts on a new leadership), and every change is one locked step, so a key is deferred and queued
+    again as one decision: none is lost between the two (client-go's rule: event handlers only queue).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.gate = RolloutGate(limit)
+        self.deferred: set[Key] = set()
+        self._lock = threading.Lock()
+
+    def observe(self, key: Key, deployment: dict | None) -> list[Key]:
+        """The worker saw ``deployment`` (None: deleted) for ``key``: returns the deferred keys to queue
+        again when that freed a slot."""
+        gate_key = (key[2], key[3])
+        with self._lock:
+            if deployment is None:
+                self.deferred.discard(key)
+                freed = gate_key in self.gate.rolling
+                self.gate.forget(gate_key)
+            else:
+                freed = gate_key in self.gate.rolling
+                self.gate.update(deployment)
+                freed = freed and gate_key not in self.gate.rolling
+            if not freed:
+                return []
+            keys = sorted(self.deferred)
+            self.deferred.clear()
+            return keys
+
+    def admit(self, key: Key, gate_key: tuple[str, str]) -> bool:
+        """Whether ``key`` may start a rollout now; if not, it is deferred until a slot frees."""
+        with self._lock:
+            if self.gate.admit(gate_key):
+                return True
+            self.deferred.add(key)
+            return False
+
+    def started(self, gate_key: tuple[str, str]) -> None:
+        with self._lock:
+            self.gate.started(gate_key)
+
+    def recover(self, deployments: list[dict]) -> None:
+        """After a restart or failover, rollouts a previous leader started still count against the cap."""
+        with self._lock:
+            for d in deployments:
+                annotations = (d.get("metadata") or {}).get("annotations") or {}
+                if RECORD_REPLICAS in annotations and not rollout_complete(d):
+                    self.gate.started((namespace_of(d), d["metadata"]["name"]))
+
+    def rolling(self) -> int:
+        with self._lock:
+            return len(self.gate.rolling)
 
 
 # --- metrics -----------------------------------------------------------------------------------
@@ -280,6 +342,21 @@ class StoreFacts(ClusterFacts):
         return None
 
 
+def event_keys(event_type: str, obj: dict, old: dict | None) -> list[Key]:
+    """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
+    forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job."""
+    kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
+    if kind == "Deployment":
+        return [(DEPLOYMENT, "Deployment", ns, name)]
+    if kind == "HorizontalPodAutoscaler":
+        return [(DEPLOYMENT, "Deployment", *t) for hpa in (obj, old) for t in hpa_targets(hpa or {})]
+    if kind == "PodGroup":
+        return controller_owners(obj) + controller_owners(old or {})
+    if is_kubeflow_kind(kind) and event_type != "DELETED":
+        return [(str(obj.get("apiVersion")), str(kind), ns, name)]
+    return []
+
+
 # --- the controller ------------------------------------------------------------------------------
 
 @dataclass
@@ -289,9 +366,6 @@ class Options:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{int(time.time() * 1000) % 100000}")
     dry_run: bool = False
     planners: tuple = ()
-
-
-Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
 
 
 class Controller:
@@ -314,8 +388,7 @@ class Controller:
                                      watch_seconds=min(self.config.controller.resyncSeconds, 300))
                            for res in self.resources]
         self.queue = WorkQueue()
-        self.gate = RolloutGate(self.config.controller.maxConcurrentRollouts)
-        self.deferred: set[Key] = set()
+        self.rollouts = Rollouts(self.config.controller.maxConcurrentRollouts)
         self.stop = threading.Event()
         self.lease_deadline = 0.0          # monotonic time until which our last renewal holds
         self.observed: tuple = (None, 0.0)  # (Lease record, monotonic time first seen)
@@ -396,29 +469,9 @@ class Controller:
 
     def on_event(self, event_type: str, obj: dict, old: dict | None = None) -> None:
         """Queue the keys an event touches: the object itself, an HPA's targets (old and new), a
-        PodGroup's owning job; a finished rollout frees the gate for the deferred keys."""
-        kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
-        keys: list[Key] = []
-        if kind == "Deployment":
-            if event_type == "DELETED":
-                self.gate.forget((ns, name))
-                self.deferred.discard((DEPLOYMENT, "Deployment", ns, name))
-            else:
-                before = len(self.gate.rolling)
-                self.gate.update(obj)
-                if len(self.gate.rolling) < before:
-                    keys += sorted(self.deferred)
-                    self.deferred.clear()
-                keys.append((DEPLOYMENT, "Deployment", ns, name))
-        elif kind == "HorizontalPodAutoscaler":
-            for hpa in (obj, old):
-                keys += [(DEPLOYMENT, "Deployment", *t) for t in hpa_targets(hpa or {})]
-        elif kind == "PodGroup":
-            keys += controller_owners(obj) + controller_owners(old or {})
-        elif is_kubeflow_kind(kind) and event_type != "DELETED":
-            keys.append((str(obj.get("apiVersion")), str(kind), ns, name))
+        PodGroup's owning job. Runs on the reflector threads: it writes nothing but the queue."""
         if self.leading:
-            for key in keys:
+            for key in event_keys(event_type, obj, old):
                 self.queue.add(key)
         self.metrics.queue_depth.set(len(self.queue))
 
@@ -443,6 +496,7 @@ class Controller:
         api_version, kind, ns, name = key
         store = self._store_for(api_version, kind)
         obj = store.get(ns, name) if store else None
+        self.observe(key, obj)
         if obj is None:
             self.queue.forget(key)
             return []
@@ -467,15 +521,21 @@ class Controller:
             self.queue.add_rate_limited(key)
         else:
             self.queue.forget(key)
-        self.metrics.rolling.set(len(self.gate.rolling))
+        self.metrics.rolling.set(self.rollouts.rolling())
         return made
+
+    def observe(self, key: Key, obj: dict | None) -> None:
+        """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
+        a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again."""
+        if key[1] == "Deployment":
+            for deferred in self.rollouts.observe(key, obj):
+                self.queue.add(deferred)
 
     def apply(self, key: Key, write: Write) -> str:
         """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
         ``conflict`` (fresh state stored), ``gone`` or ``failed``."""
         gate_key = (write.namespace, write.name)
-        if write.kind == "Deployment" and write.rollout and not self.gate.admit(gate_key):
-            self.deferred.add(key)
+        if write.kind == "Deployment" and write.rollout and not self.rollouts.admit(key, gate_key):
             self.metrics.deferred.inc()
             return "deferred"
         entry = {"msg": "dry-run" if self.dry_run else "write", "kind": write.kind, "namespace": write.namespace,
@@ -509,7 +569,7 @@ class Controller:
         log.info(json.dumps(entry))
         self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
         if write.kind == "Deployment" and write.rollout:
-            self.gate.started(gate_key)
+            self.rollouts.started(gate_key)
         if res in self.stores:
             self.stores[res].apply("MODIFIED", body)
         self.record_event(write, body)
@@ -589,10 +649,7 @@ class Controller:
     def _recover_rolling(self) -> None:
         """After a restart or failover, rollouts a previous leader started still count against the cap."""
         store = self.stores.get(kube.DEPLOYMENTS)
-        for d in store.values() if store else []:
-            annotations = (d.get("metadata") or {}).get("annotations") or {}
-            if RECORD_REPLICAS in annotations and not rollout_complete(d):
-                self.gate.started((namespace_of(d), d["metadata"]["name"]))
+        self.rollouts.recover(store.values() if store else [])
 
     # threads ------------------------------------------------------------------------------
     def _lease_loop(self) -> None:
