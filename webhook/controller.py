@@ -38,11 +38,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 import policylib
-from policylib.facts import ClusterFacts, hpa_target, namespace_of
+from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, Write, plan
 from policylib.spread import RECORD_REPLICAS
 
 from . import kube
+from .cache import hpa_targets
 from .informer import Reflector, ReflectorMetrics, Store, WorkQueue
 
 log = logging.getLogger("policylib.controller")
@@ -301,11 +302,6 @@ def watched_resources(config: policylib.Config) -> tuple:
     base = (kube.DEPLOYMENTS, kube.HPAS)
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
-
-
-def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
-    target = hpa_target(hpa)
-    return [target] if target else []
 
 
 def controller_owners(obj: dict) -> list[tuple[str, str, str, str]]:

@@ -136,13 +136,19 @@ def kubeconfig_path(kubeconfig: str | None = None) -> str:
 def api_client(context: str | None = None, kubeconfig: str | None = None):
     """A ``kubernetes.client.ApiClient`` from a kubeconfig (``kubeconfig``, ``$KUBECONFIG`` read now,
     ~/.kube/config), or from the pod's service account inside a cluster."""
-    from kubernetes import client, config
+    from kubernetes import config
     path = kubeconfig_path(kubeconfig)
     if os.path.exists(path):
         return config.new_client_from_config(config_file=path, context=context)
     if context or kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
         looked = f"{path}" + ("" if kubeconfig else " ($KUBECONFIG, then ~/.kube/config)")
         raise KubeconfigNotFound(f"no kubeconfig found at {looked}, and not running in a pod")
+    return in_cluster_client()
+
+
+def in_cluster_client():
+    """A ``kubernetes.client.ApiClient`` from the pod's service account."""
+    from kubernetes import client, config
     cfg = client.Configuration()
     config.load_incluster_config(client_configuration=cfg)
     return client.ApiClient(configuration=cfg)
