@@ -16,13 +16,10 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
-from .documents import yaml_problem
 from .errors import ConfigError, ErrorType, FieldError, forbidden, not_supported
 from .labels import dns1123_subdomain_errors, qualified_name_errors
 from .validation import (
@@ -730,25 +727,12 @@ def config_from_dict(data: Mapping[str, Any] | None) -> Config:
     return Config(**sections, **scalars)
 
 
-def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
-    """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
+def load_config(source: Mapping[str, Any] | Config | None = None) -> Config:
+    """Rule C1: settings from parsed YAML (a mapping), a :class:`Config` as it is, or ``None`` (the
+    defaults). A file is read by :func:`policylib.shell.files.load_config` (``policylib.load_config``).
 
-    Raises :class:`ConfigError` naming the key path and what is allowed.
+    Raises :class:`ConfigError` naming each key path and what is allowed.
     """
     if source is None or isinstance(source, Config):
         return source or Config()
-    if isinstance(source, Mapping):
-        return config_from_dict(source)
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError("", f"cannot read config file: {e.strerror or e}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=str(path)) from None
-    try:
-        return config_from_dict(data)
-    except ConfigError as e:
-        raise ConfigError(e.path, e.message, source=str(path), errors=e.errors) from None
+    return config_from_dict(source)

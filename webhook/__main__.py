@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         from kubernetes.config import ConfigException
 
-        from .kube import KubeconfigNotFound
+        from policylib.shell.kube import KubeconfigNotFound
         if isinstance(e, (KubeconfigNotFound, ConfigException)):  # no kubeconfig, or --facts watch without access
             print(f"webhook: error: {e}", file=sys.stderr)
             return 2

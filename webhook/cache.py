@@ -18,8 +18,8 @@ import threading
 from typing import Any, Iterable
 
 from policylib.facts import ClusterFacts, hpa_target
+from policylib.shell import kube
 
-from . import kube
 from .informer import Reflector, Store
 
 log = logging.getLogger("webhook.cache")

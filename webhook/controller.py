@@ -40,9 +40,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 import policylib
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, Write, plan
+from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
-from . import kube
 from .cache import hpa_targets
 from .informer import Reflector, ReflectorMetrics, Store, WorkQueue
 

@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Hashable, Iterable
 
-from . import kube
+from policylib.shell import kube
 
 log = logging.getLogger("webhook.informer")
 
