@@ -20,20 +20,19 @@ from typing import Any, Callable, Mapping
 
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
-from .errors import ConfigError, ErrorType, FieldError, forbidden, not_supported
+from .errors import INT32_MAX, ConfigError, ErrorType, FieldError, forbidden, not_supported
 from .labels import dns1123_subdomain_errors, qualified_name_errors
 from .validation import (
     NETWORK_TOPOLOGY_MODES,
+    SCHEDULE_ANYWAY,
     VOLCANO_POLICY_EVENTS,
+    WHEN_UNSATISFIABLE,
     partition_tier_name_enforced,
     validate_network_topology,
     validate_partition_topology_mode,
     validate_restart_partition_events,
 )
 
-SCHEDULE_ANYWAY = "ScheduleAnyway"
-DO_NOT_SCHEDULE = "DoNotSchedule"
-WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 ANTI_AFFINITY_REMOVAL = ("own", "all")
 
 
@@ -206,16 +205,13 @@ HELM_NESTING = ("lrs-operator", "operator", "config")
 # default, description, rule) and the field of the same name, with the same default, in its section's
 # dataclass above. The schema validates, the dataclass carries the value; a test checks they agree.
 
-INT32 = 2**31 - 1
-
-
 def _setting(type_: str | list[str], default: Any, description: str, rule: str | None, **more: Any) -> dict[str, Any]:
     return {"type": type_, "default": default, "description": description, "x-rule": rule, **more}
 
 
 def _count(default: int | None, description: str, rule: str | None, nullable: bool = False) -> dict[str, Any]:
     """An int32 setting of at least 1 (rule C4)."""
-    return _setting(["integer", "null"] if nullable else "integer", default, description, rule, minimum=1, maximum=INT32)
+    return _setting(["integer", "null"] if nullable else "integer", default, description, rule, minimum=1, maximum=INT32_MAX)
 
 
 def _flag(default: bool, description: str, rule: str | None) -> dict[str, Any]:
@@ -311,7 +307,7 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                                         "mode": {"type": "string", "enum": list(NETWORK_TOPOLOGY_MODES),
                                                  "default": "hard", "description": "hard or soft."},
                                         "highestTierAllowed": {"type": ["integer", "null"], "minimum": 1,
-                                                               "maximum": INT32, "description": "The highest tier "
+                                                               "maximum": INT32_MAX, "description": "The highest tier "
                                                                "a job may span."},
                                         "highestTierName": {"type": ["string", "null"], "description": "The "
                                                             "highest tier, by name (Volcano v1.15.0 and later)."}},

@@ -12,14 +12,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import FieldError, FieldPath, Path, duplicate, forbidden, invalid, is_int, map_errors, not_supported, required
+from .errors import (
+    INT32_MAX,
+    FieldError,
+    FieldPath,
+    Path,
+    duplicate,
+    forbidden,
+    invalid,
+    is_int,
+    map_errors,
+    not_supported,
+    required,
+)
 from .labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys, validate_label_selector
 from .quantity import whole_units
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
-WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
-_INT32_MAX = 2**31 - 1
+#: whenUnsatisfiable's two values (the API's constants, defined here once for the whole package).
+DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
+WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 _NOT_POSITIVE = "must be greater than zero"
 
 
@@ -39,7 +52,7 @@ def _objects(items: list[Any], path: FieldPath, errs: list[FieldError]) -> Itera
 
 def validate_max_skew(value: Any, path: Path) -> list[FieldError]:
     """Rule K1 (ValidateMaxSkew): a 32-bit integer greater than zero."""
-    if not is_int(value) or value > _INT32_MAX:
+    if not is_int(value) or value > INT32_MAX:
         return [invalid(path, value, "must be a 32-bit integer")]
     if value <= 0:
         return [invalid(path, value, _NOT_POSITIVE)]
@@ -76,7 +89,7 @@ def validate_min_domains(value: Any, when: Any, path: Path) -> list[FieldError]:
     errs = []
     if not is_int(value) or value <= 0:
         errs.append(invalid(path, value, _NOT_POSITIVE))
-    if when != "DoNotSchedule":
+    if when != DO_NOT_SCHEDULE:
         errs.append(invalid(path, value, f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}"))
     return errs
 

@@ -138,3 +138,20 @@ def test_an_import_that_runs_back_up_is_caught(module, source, expected):
 ])
 def test_imports_down_the_layers_are_allowed(module, source):
     assert violations(source, module, is_package=module == "policylib") == []
+
+
+def test_api_constants_are_defined_once():
+    """whenUnsatisfiable's values live in policylib.validation, the int32 bound in policylib.errors;
+    every other module imports them (a literal elsewhere is a second definition)."""
+    homes = {"DoNotSchedule": "policylib.validation", "ScheduleAnyway": "policylib.validation",
+             2**31 - 1: "policylib.errors", 2**31: "policylib.errors"}
+    found = []
+    for path in sources():
+        module = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            value = node.value if isinstance(node, ast.Constant) else None
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow) and ast.unparse(node) == "2 ** 31":
+                value = 2**31
+            if not isinstance(value, bool) and value in homes and homes[value] != module:
+                found.append(f"{module}:{node.lineno}: {value!r}")
+    assert found == []
