@@ -4,7 +4,7 @@ A review never makes an API call: a background thread lists every
 HorizontalPodAutoscaler (``autoscaling/v2``) once, then watches for changes, with
 the controller's :class:`~webhook.informer.Reflector` and
 :class:`~webhook.informer.Store` (one list-watch in the project: resume from the
-last version seen, list again on 410 Gone, stale events ignored).
+last version seen, list[Any] again on 410 Gone, stale events ignored).
 
 Without cluster access (``make run`` on a laptop) :class:`ObjectOnlyFacts`
 stands in and policies fall back to what the object says (``spec.replicas``,
@@ -40,10 +40,10 @@ class ObjectOnlyFacts(ClusterFacts):
         super().__init__()
         self.reason = reason
 
-    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return []
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"facts": self.mode, "reason": self.reason}
 
     def start(self) -> "ObjectOnlyFacts":
@@ -53,7 +53,7 @@ class ObjectOnlyFacts(ClusterFacts):
         pass
 
 
-def slim_hpa(obj: dict) -> dict:
+def slim_hpa(obj: dict[str, Any]) -> dict[str, Any]:
     """The fields a policy reads of an HPA (policylib.facts, policylib.spread); the rest is dropped."""
     meta = obj.get("metadata") or {}
     spec = obj.get("spec") or {}
@@ -62,7 +62,7 @@ def slim_hpa(obj: dict) -> dict:
             "spec": {k: spec[k] for k in ("minReplicas", "maxReplicas", "scaleTargetRef") if k in spec}}
 
 
-def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
+def hpa_targets(hpa: dict[str, Any]) -> list[tuple[str, str]]:
     """The Deployment an HPA targets, as a Store index value (none when it targets something else)."""
     target = hpa_target(hpa)
     return [target] if target else []
@@ -75,19 +75,19 @@ class HpaIndex(Store):
     def __init__(self) -> None:
         super().__init__({"target": hpa_targets})
 
-    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.by_index("target", (namespace, name))
 
-    def apply(self, event_type: str, obj: dict) -> tuple[bool, dict | None]:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
         return super().apply(event_type, slim_hpa(obj))
 
-    def replace(self, objs: Iterable[dict]) -> list[tuple[str, dict, dict | None]]:
+    def replace(self, objs: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
         return super().replace(slim_hpa(o) for o in objs)
 
-    def put(self, obj: dict) -> None:
+    def put(self, obj: dict[str, Any]) -> None:
         self.apply("MODIFIED", obj)
 
-    def remove(self, obj: dict) -> None:
+    def remove(self, obj: dict[str, Any]) -> None:
         self.apply("DELETED", obj)
 
 
@@ -120,10 +120,10 @@ class HpaCache(ClusterFacts):
     def last_error(self) -> str | None:
         return self.reflector.last_error
 
-    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.index.hpas_for(namespace, name)
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"facts": self.mode, "source": self.source, "synced": self.ready,
                 "horizontalPodAutoscalers": len(self.index), "lastError": self.last_error}
 

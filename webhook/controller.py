@@ -34,6 +34,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
@@ -44,7 +45,7 @@ from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
 from .cache import hpa_targets
-from .informer import Reflector, ReflectorMetrics, Store, WorkQueue
+from .informer import Handler, Reflector, ReflectorMetrics, Store, WorkQueue
 
 log = logging.getLogger("policylib.controller")
 KUBEFLOW_KINDS = frozenset(r.kind for r in kube.KUBEFLOW_JOBS)
@@ -62,13 +63,13 @@ def micro_time(now: dt.datetime) -> str:
     return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def lease_record(lease: dict | None) -> tuple:
+def lease_record(lease: dict[str, Any] | None) -> tuple[Any, ...]:
     """What identifies one state of the Lease: a change means its holder is alive."""
     spec = (lease or {}).get("spec") or {}
     return spec.get("holderIdentity"), spec.get("renewTime"), ((lease or {}).get("metadata") or {}).get("resourceVersion")
 
 
-def lease_decision(lease: dict | None, identity: str, now: float, observed_at: float) -> str:
+def lease_decision(lease: dict[str, Any] | None, identity: str, now: float, observed_at: float) -> str:
     """What to do with the Lease, as client-go's leaderelection decides it.
 
     ``create`` when there is none; ``renew`` when we hold it; ``acquire`` when
@@ -89,7 +90,7 @@ def lease_decision(lease: dict | None, identity: str, now: float, observed_at: f
     return "wait"
 
 
-def lease_spec(lease: dict | None, identity: str, now: dt.datetime, duration: int, decision: str) -> dict:
+def lease_spec(lease: dict[str, Any] | None, identity: str, now: dt.datetime, duration: int, decision: str) -> dict[str, Any]:
     """The Lease spec to write for ``decision``; ``now`` is wall-clock time for the record."""
     spec = dict((lease or {}).get("spec") or {})
     spec.update(holderIdentity=identity, leaseDurationSeconds=duration, renewTime=micro_time(now))
@@ -127,7 +128,7 @@ def event_note(reasons: list[str], limit: int = NOTE_LIMIT) -> str:
     return data[:limit - 3].decode("utf-8", "ignore") + "..."
 
 
-def event_for(write: Write, written: dict | None, identity: str, now: dt.datetime, unique: int) -> dict:
+def event_for(write: Write, written: dict[str, Any] | None, identity: str, now: dt.datetime, unique: int) -> dict[str, Any]:
     """The ``events.k8s.io/v1`` Event that records ``write``, regarding the object as the write left it
     (``written``: the API's answer, which carries the uid and the new resourceVersion). ``unique`` makes
     the name unique, as client-go's ``<object name>.<hex nanoseconds>``."""
@@ -155,7 +156,7 @@ def event_for(write: Write, written: dict | None, identity: str, now: dt.datetim
 Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
 
 
-def released_spec(lease: dict) -> dict:
+def released_spec(lease: dict[str, Any]) -> dict[str, Any]:
     """The Lease spec that gives leadership up at once, as client-go's ``ReleaseOnCancel`` writes it:
     no holder, a one-second duration."""
     spec = dict(lease.get("spec") or {})
@@ -164,7 +165,7 @@ def released_spec(lease: dict) -> dict:
     return spec
 
 
-def rollout_complete(deployment: dict) -> bool:
+def rollout_complete(deployment: dict[str, Any]) -> bool:
     """The Deployment controller has observed and finished its latest template.
 
     Same test as ``kubectl rollout status``: observedGeneration caught up and
@@ -172,7 +173,7 @@ def rollout_complete(deployment: dict) -> bool:
     """
     meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
     replicas = spec.get("replicas", 1)
-    return (status.get("observedGeneration", 0) >= meta.get("generation", 0)
+    return bool(status.get("observedGeneration", 0) >= meta.get("generation", 0)
             and status.get("updatedReplicas", 0) >= replicas
             and status.get("availableReplicas", 0) >= replicas
             and status.get("replicas", 0) <= replicas)
@@ -183,20 +184,20 @@ class RolloutGate:
     """At most ``limit`` Deployments rolled by us are rolling at once."""
 
     limit: int
-    rolling: set = field(default_factory=set)
+    rolling: set[Any] = field(default_factory=set)
 
-    def update(self, deployment: dict) -> None:
+    def update(self, deployment: dict[str, Any]) -> None:
         key = (namespace_of(deployment), deployment["metadata"]["name"])
         if key in self.rolling and rollout_complete(deployment):
             self.rolling.discard(key)
 
-    def forget(self, key: tuple) -> None:
+    def forget(self, key: tuple[Any, ...]) -> None:
         self.rolling.discard(key)
 
-    def admit(self, key: tuple) -> bool:
+    def admit(self, key: tuple[Any, ...]) -> bool:
         return key in self.rolling or len(self.rolling) < self.limit
 
-    def started(self, key: tuple) -> None:
+    def started(self, key: tuple[Any, ...]) -> None:
         self.rolling.add(key)
 
 
@@ -213,7 +214,7 @@ class Rollouts:
         self.deferred: set[Key] = set()
         self._lock = threading.Lock()
 
-    def observe(self, key: Key, deployment: dict | None) -> list[Key]:
+    def observe(self, key: Key, deployment: dict[str, Any] | None) -> list[Key]:
         """The worker saw ``deployment`` (None: deleted) for ``key``: returns the deferred keys to queue
         again when that freed a slot."""
         gate_key = (key[2], key[3])
@@ -244,7 +245,7 @@ class Rollouts:
         with self._lock:
             self.gate.started(gate_key)
 
-    def recover(self, deployments: list[dict]) -> None:
+    def recover(self, deployments: list[dict[str, Any]]) -> None:
         """After a restart or failover, rollouts a previous leader started still count against the cap."""
         with self._lock:
             for d in deployments:
@@ -296,7 +297,7 @@ class ControllerMetrics(ReflectorMetrics):
 
 # --- what is watched, and the facts it gives ---------------------------------------------------------
 
-def watched_resources(config: policylib.Config) -> tuple:
+def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     """Deployments and HPAs always; Kubeflow jobs and PodGroups only for gang method podgroup
     (most clusters serve neither, and there is nothing to write for them otherwise)."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
@@ -304,7 +305,7 @@ def watched_resources(config: policylib.Config) -> tuple:
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 
 
-def controller_owners(obj: dict) -> list[tuple[str, str, str, str]]:
+def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(apiVersion, kind, namespace, name) of the object's controller owner: its key, and its index value."""
     ns = namespace_of(obj)
     return [(r["apiVersion"], r["kind"], ns, r["name"])
@@ -327,18 +328,18 @@ class StoreFacts(ClusterFacts):
         super().__init__()
         self.stores = stores
 
-    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         store = self.stores.get(kube.HPAS)
         return store.by_index("target", (namespace, name)) if store else []
 
-    def podgroup(self, api_version: str, namespace: str, name: str) -> dict | None:
+    def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         for res, store in self.stores.items():
             if res.kind == "PodGroup" and res.api_version == api_version:
                 return store.get(namespace, name)
         return None
 
 
-def event_keys(event_type: str, obj: dict, old: dict | None) -> list[Key]:
+def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Key]:
     """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
     forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job."""
     kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
@@ -361,7 +362,7 @@ class Options:
     namespace: str = "policylib-system"          # where the Lease lives
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{int(time.time() * 1000) % 100000}")
     dry_run: bool = False
-    planners: tuple = ()
+    planners: tuple[Any, ...] = ()
 
 
 class Controller:
@@ -371,7 +372,7 @@ class Controller:
     key, work the queue off) and :meth:`handle` (one watch event, then work the queue off).
     """
 
-    def __init__(self, api: kube.Api, options: Options, clock=None):
+    def __init__(self, api: kube.Api, options: Options, clock: Callable[[], dt.datetime] | None = None):
         self.api = api
         self.options = options
         self.config = options.config
@@ -387,8 +388,8 @@ class Controller:
         self.rollouts = Rollouts(self.config.controller.maxConcurrentRollouts)
         self.stop = threading.Event()
         self.lease_deadline = 0.0          # monotonic time until which our last renewal holds
-        self.observed: tuple = (None, 0.0)  # (Lease record, monotonic time first seen)
-        self.lease: dict | None = None      # the Lease as we last wrote it
+        self.observed: tuple[Any, ...] = (None, 0.0)  # (Lease record, monotonic time first seen)
+        self.lease: dict[str, Any] | None = None      # the Lease as we last wrote it
         self.planners = options.planners or PLANNERS
 
     @property
@@ -460,10 +461,10 @@ class Controller:
         self.metrics.leader.set(1 if leading else 0)
 
     # events -> keys ---------------------------------------------------------------------
-    def _handler(self, res: kube.Resource):
+    def _handler(self, res: kube.Resource) -> Handler:
         return lambda event_type, obj, old: self.on_event(event_type, obj, old)
 
-    def on_event(self, event_type: str, obj: dict, old: dict | None = None) -> None:
+    def on_event(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         """Queue the keys an event touches: the object itself, an HPA's targets (old and new), a
         PodGroup's owning job. Runs on the reflector threads: it writes nothing but the queue."""
         if self.leading:
@@ -520,7 +521,7 @@ class Controller:
         self.metrics.rolling.set(self.rollouts.rolling())
         return made
 
-    def observe(self, key: Key, obj: dict | None) -> None:
+    def observe(self, key: Key, obj: dict[str, Any] | None) -> None:
         """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
         a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again."""
         if key[1] == "Deployment":
@@ -571,7 +572,7 @@ class Controller:
         self.record_event(write, body)
         return "written"
 
-    def record_event(self, write: Write, written: dict | None) -> None:
+    def record_event(self, write: Write, written: dict[str, Any] | None) -> None:
         """Record an Event on the object just written. Best effort: a failure is logged and counted
         (``errors{stage="event"}``), and never fails or retries the write."""
         try:
@@ -633,7 +634,7 @@ class Controller:
         self.enqueue_all("resync")
         self.drain()
 
-    def handle(self, event_type: str, obj: dict) -> None:
+    def handle(self, event_type: str, obj: dict[str, Any]) -> None:
         """Apply one watch event to its store, queue what it touches, and work the queue off."""
         for res, store in self.stores.items():
             if res.api_version == obj.get("apiVersion") and res.kind == obj.get("kind"):
@@ -695,7 +696,7 @@ class Controller:
 def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPServer:
     """``/healthz`` (alive), ``/readyz`` (listed once, or standing by), ``/metrics``."""
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             if self.path == "/healthz":
                 code, body, ctype = 200, b"ok", "text/plain"
             elif self.path == "/readyz":
@@ -714,7 +715,7 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer((host, port), Handler)
@@ -722,7 +723,7 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
     return server
 
 
-def run_controller(config_source=None, *, dry_run: bool = False, namespace: str | None = None,
+def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
                    kubeconfig: str | None = None, context: str | None = None, host: str = "0.0.0.0",
                    port: int = 8081) -> int:
     """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT."""
