@@ -375,7 +375,7 @@ def validate_task_topology_policy(task: dict[str, Any], path: Path) -> list[Fiel
 
 
 def count_errors(value: Any, path: Path) -> list[FieldError]:
-    """A count of the API's (replicas, minAvailable): an int32 of at least 0. Nothing derived from a
+    """Rule V22: a count of the API's (replicas, minAvailable): an int32 of at least 0. Nothing derived from a
     count past int32 (partitions, minimums) could be written, so the count itself is refused."""
     if not is_int(value) or value < 0:
         return [invalid(path, value, "must be an integer >= 0")]
@@ -396,7 +396,7 @@ def _int32_errors(value: Any, path: Path) -> list[FieldError]:
 
 
 def depends_on_errors(depends_on: Any, path: FieldPath) -> list[FieldError]:
-    """A task's ``dependsOn``: an object whose ``name`` is a list of task names (strings)."""
+    """Rule V23: a task's ``dependsOn`` is an object whose ``name`` is a list of task names (strings)."""
     if depends_on is None:
         return []
     if not isinstance(depends_on, dict):
