@@ -374,25 +374,20 @@ def validate_task_topology_policy(task: dict[str, Any], path: Path) -> list[Fiel
     return []
 
 
-def count_errors(value: Any, path: Path) -> list[FieldError]:
-    """Rule V22: a count of the API's (replicas, minAvailable): an int32 of at least 0. Nothing derived from a
-    count past int32 (partitions, minimums) could be written, so the count itself is refused."""
-    if not is_int(value) or value < 0:
-        return [invalid(path, value, "must be an integer >= 0")]
+def count_errors(value: Any, path: Path, minimum: int | None = 0) -> list[FieldError]:
+    """Rule V22: a count of the API's (replicas, minAvailable): an int32 of at least ``minimum`` (None:
+    its lower bound is checked where its rule is). Nothing derived from a count past int32 (partitions,
+    minimums) could be written, so the count itself is refused."""
+    if not is_int(value) or (minimum is not None and value < minimum):
+        return [invalid(path, value, "must be an integer" + (f" >= {minimum}" if minimum is not None else ""))]
     if value > INT32_MAX:
         return [invalid(path, value, f"must be less than or equal to {INT32_MAX} (int32)")]
     return []
 
 
 def _int32_errors(value: Any, path: Path) -> list[FieldError]:
-    """An integer field, when set (its lower bound is checked where its rule is)."""
-    if value is None:
-        return []
-    if not is_int(value):
-        return [invalid(path, value, "must be an integer")]
-    if value > INT32_MAX:
-        return [invalid(path, value, f"must be less than or equal to {INT32_MAX} (int32)")]
-    return []
+    """An integer field, when set."""
+    return [] if value is None else count_errors(value, path, minimum=None)
 
 
 def depends_on_errors(depends_on: Any, path: FieldPath) -> list[FieldError]:
