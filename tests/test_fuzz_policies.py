@@ -69,3 +69,21 @@ def test_volcano_admission_rules_answer_field_errors_for_any_job(job):
         return
     errors = validate_volcano_job(job)
     assert all(str(e) for e in errors)
+
+
+@settings(max_examples=200, deadline=None)
+@given(replicas=st.one_of(st.integers(0, 64), st.integers(2**31 - 64, 2**42)), size=st.integers(1, 8),
+       min_available=st.none() | st.integers(0, 2**42))
+def test_no_count_past_int32_is_written_whatever_the_task_replicas(replicas, size, min_available):
+    """A well-formed task with any replica count: refused past int32, never partitions past it."""
+    task = {"name": "w", "replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}}}
+    if min_available is not None:
+        task["minAvailable"] = min_available
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"tasks": [task]}}
+    try:
+        result = mutate(job, load_config({"volcano": {"partitionSize": size}}))
+    except PolicylibError:
+        return
+    assert replicas <= INT32_MAX  # past int32 is never accepted
+    assert not [n for n in written_integers(result.patch) if n > INT32_MAX]
