@@ -25,81 +25,21 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import sys
 from typing import Any, Callable, Sequence, TextIO
 
 from . import __version__
-from .config import Config, load_config
-from .documents import Document, dump_yaml, parse_documents
+from .config import Config
+from .documents import Document, dump_yaml
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
+from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
-
-
-def _read_source(path: str, stdin: TextIO) -> str:
-    if path == "-":
-        return stdin.read()
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
-#: What ``-f DIR`` reads, as kubectl's ``FileExtensions`` (case-sensitive).
-MANIFEST_EXTENSIONS = (".yaml", ".yml", ".json")
-
-
-def _display(path: str) -> str:
-    return "<stdin>" if path == "-" else path
-
-
-def source_files(path: str, recursive: bool = False) -> list[str]:
-    """The files ``-f path`` stands for: ``path`` itself (or ``-``), or for a directory
-    every ``*.yaml``, ``*.yml`` and ``*.json`` file in it, sorted by name; with
-    ``recursive`` subdirectories are walked too, in the same name order (kubectl's
-    ``-R``; symbolic links to directories are not followed, as in filepath.Walk)."""
-    if path == "-" or not os.path.isdir(path):
-        return [path]
-    try:
-        entries = sorted(os.scandir(path), key=lambda e: e.name)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    files: list[str] = []
-    for entry in entries:
-        full = os.path.join(path, entry.name)
-        if entry.is_dir(follow_symlinks=False):
-            if recursive:
-                files += source_files(full, recursive=True)
-        elif entry.name.endswith(MANIFEST_EXTENSIONS):
-            files.append(full)
-    return files
-
-
-def read_documents(paths: Sequence[str], stdin: TextIO, recursive: bool = False,
-                   require_objects: bool = False) -> list[Document]:
-    """Every object in ``paths`` (files, directories, ``-``), in order.
-
-    With ``require_objects`` a path that holds no object at all (an empty file or
-    stdin, a ``List`` without items, a directory without manifests) is an
-    :class:`InputError` ``no Kubernetes objects in PATH``.
-    """
-    docs: list[Document] = []
-    for path in paths:
-        found: list[Document] = []
-        for file in source_files(path, recursive):
-            found += parse_documents(_read_source(file, stdin), _display(file))
-        if require_objects and not any(isinstance(d.obj, dict) and d.obj.get("kind") for d in found):
-            # a mapping without a kind ({} from a failed render) is no Kubernetes object either
-            raise InputError(f"no Kubernetes objects in {_display(path)}")
-        docs += found
-    return docs
 
 
 def _refs(obj: dict[str, Any]) -> set[str]:
@@ -296,7 +236,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     config = load_config(args.config)
     if args.cluster:
         # The one network edge of the CLI, in the webhook package: policylib itself does no I/O.
-        from webhook import kube
+        from .shell import kube
         try:
             api = kube.Api(kube.api_client(args.context))
             objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
@@ -319,7 +259,7 @@ EXIT_PENDING = 3
 
 def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
-    from webhook import kube  # the CLI's one network edge: policylib itself does no I/O
+    from .shell import kube  # the CLI's network edge, in the shell: policylib itself does no I/O
     try:
         api = kube.Api(kube.api_client(args.context))
         nodes = kube.snapshot(api, resources=(kube.NODES,))

@@ -16,27 +16,23 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
-from .documents import yaml_problem
-from .errors import ConfigError, ErrorType, FieldError, forbidden, not_supported
+from .errors import INT32_MAX, ConfigError, ErrorType, FieldError, forbidden, not_supported
 from .labels import dns1123_subdomain_errors, qualified_name_errors
 from .validation import (
     NETWORK_TOPOLOGY_MODES,
+    SCHEDULE_ANYWAY,
     VOLCANO_POLICY_EVENTS,
+    WHEN_UNSATISFIABLE,
     partition_tier_name_enforced,
     validate_network_topology,
     validate_partition_topology_mode,
     validate_restart_partition_events,
 )
 
-SCHEDULE_ANYWAY = "ScheduleAnyway"
-DO_NOT_SCHEDULE = "DoNotSchedule"
-WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 ANTI_AFFINITY_REMOVAL = ("own", "all")
 
 
@@ -209,16 +205,13 @@ HELM_NESTING = ("lrs-operator", "operator", "config")
 # default, description, rule) and the field of the same name, with the same default, in its section's
 # dataclass above. The schema validates, the dataclass carries the value; a test checks they agree.
 
-INT32 = 2**31 - 1
-
-
 def _setting(type_: str | list[str], default: Any, description: str, rule: str | None, **more: Any) -> dict[str, Any]:
     return {"type": type_, "default": default, "description": description, "x-rule": rule, **more}
 
 
 def _count(default: int | None, description: str, rule: str | None, nullable: bool = False) -> dict[str, Any]:
     """An int32 setting of at least 1 (rule C4)."""
-    return _setting(["integer", "null"] if nullable else "integer", default, description, rule, minimum=1, maximum=INT32)
+    return _setting(["integer", "null"] if nullable else "integer", default, description, rule, minimum=1, maximum=INT32_MAX)
 
 
 def _flag(default: bool, description: str, rule: str | None) -> dict[str, Any]:
@@ -314,7 +307,7 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                                         "mode": {"type": "string", "enum": list(NETWORK_TOPOLOGY_MODES),
                                                  "default": "hard", "description": "hard or soft."},
                                         "highestTierAllowed": {"type": ["integer", "null"], "minimum": 1,
-                                                               "maximum": INT32, "description": "The highest tier "
+                                                               "maximum": INT32_MAX, "description": "The highest tier "
                                                                "a job may span."},
                                         "highestTierName": {"type": ["string", "null"], "description": "The "
                                                             "highest tier, by name (Volcano v1.15.0 and later)."}},
@@ -730,25 +723,12 @@ def config_from_dict(data: Mapping[str, Any] | None) -> Config:
     return Config(**sections, **scalars)
 
 
-def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
-    """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
+def load_config(source: Mapping[str, Any] | Config | None = None) -> Config:
+    """Rule C1: settings from parsed YAML (a mapping), a :class:`Config` as it is, or ``None`` (the
+    defaults). A file is read by :func:`policylib.shell.files.load_config` (``policylib.load_config``).
 
-    Raises :class:`ConfigError` naming the key path and what is allowed.
+    Raises :class:`ConfigError` naming each key path and what is allowed.
     """
     if source is None or isinstance(source, Config):
         return source or Config()
-    if isinstance(source, Mapping):
-        return config_from_dict(source)
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError("", f"cannot read config file: {e.strerror or e}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=str(path)) from None
-    try:
-        return config_from_dict(data)
-    except ConfigError as e:
-        raise ConfigError(e.path, e.message, source=str(path), errors=e.errors) from None
+    return config_from_dict(source)

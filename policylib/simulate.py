@@ -35,8 +35,8 @@ from .facts import ClusterFacts, namespace_of
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .labels import selector_matches
 from .spread import effective_replicas, is_deployment, mutate_deployment
+from .validation import DO_NOT_SCHEDULE
 
-DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 ZONE_LABEL = "topology.kubernetes.io/zone"
 #: What the scheduler assumes for scoring when a container requests nothing (NodeResourcesFit).

@@ -345,3 +345,31 @@ def test_a_bad_section_does_not_hide_the_others():
     with pytest.raises(ConfigError) as e:
         load_config({"gang": [], "volcano": {"partitionSize": 2, "networkTopology": {"mode": "soft"}}})
     assert [x.field for x in e.value.errors] == ["gang", "volcano.networkTopology.mode"]
+
+
+def test_the_cli_prints_every_config_error(tmp_path):
+    import io
+
+    from policylib.cli import EXIT_ERROR, main
+    bad = tmp_path / "config.yaml"
+    bad.write_text("hostTopologySpread:\n  maxSkew: 0\ngang:\n  method: sometimes\n")
+    manifest = tmp_path / "d.yaml"
+    manifest.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["preview", "-f", str(manifest), "--config", str(bad)], stdout=out, stderr=err) == EXIT_ERROR
+    assert err.getvalue() == (f"policylib: error: {bad}: gang.method: must be one of labels, podgroup, koordinator; "
+                              "got 'sometimes'; hostTopologySpread.maxSkew: must be an integer >= 1, got 0\n")
+
+
+@pytest.mark.parametrize("command", [["controller", "--kubeconfig", "/nonexistent"], ["serve", "--cert-dir", "certs"]])
+def test_the_webhook_and_the_controller_print_every_config_error(tmp_path, command):
+    import subprocess
+    import sys
+    bad = tmp_path / "config.yaml"
+    bad.write_text("hostTopologySpread:\n  maxSkew: 0\ngang:\n  method: sometimes\n")
+    run = subprocess.run([sys.executable, "-m", "webhook", *command, "--config", str(bad)], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"webhook: error: {bad}: gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'; "
+        "hostTopologySpread.maxSkew: must be an integer >= 1, got 0")

@@ -10,8 +10,12 @@ import shlex
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .certs import DEFAULT_DAYS, CertError, ensure_certs
+from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
+
+if TYPE_CHECKING:
+    from .server import ServeOptions
 
 SERVICE = "policylib-webhook"
 NAMESPACE = "policylib-system"
@@ -23,7 +27,7 @@ SAMPLES = (("a Deployment", "deployment-create.json"),
            ("a TFJob", "tfjob-create.json"))
 
 
-def ca_change_note(directory, state) -> str:
+def ca_change_note(directory: str, state: CertState) -> str:
     """The line that says the CA, and so the caBundle, changed, and why."""
     return (f"{directory}: the CA changes, and so does the caBundle: {state.reason}. The new CA is valid until "
             f"{state.ca_not_after:%Y-%m-%d} UTC; put the new caBundle (below) wherever the old one is "
@@ -43,7 +47,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_options(args: argparse.Namespace, **overrides):
+def _serve_options(args: argparse.Namespace, **overrides: Any) -> ServeOptions:
     from .server import ServeOptions
     fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
                   workers=args.workers, threads=args.threads, max_connections=args.max_connections,
@@ -105,7 +109,7 @@ DECODE = ("python3 -c 'import base64,json,sys; r=json.load(sys.stdin)[\"response
           "print(json.dumps(r, indent=2)); print(json.dumps(json.loads(base64.b64decode(r[\"patch\"])), indent=2))'")
 
 
-def run_local_certs_line(cert_dir: str, state) -> str:
+def run_local_certs_line(cert_dir: str, state: CertState) -> str:
     """What run-local says about its certificates: a first run is not an error."""
     cert_dir = cert_dir.rstrip("/") or "/"
     until = f"valid until {state.not_after:%Y-%m-%d}"
@@ -211,14 +215,14 @@ def main(argv: list[str] | None = None) -> int:
     import policylib
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        return int(args.func(args))
     except (policylib.PolicylibError, CertError) as e:
         print(f"webhook: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
         from kubernetes.config import ConfigException
 
-        from .kube import KubeconfigNotFound
+        from policylib.shell.kube import KubeconfigNotFound
         if isinstance(e, (KubeconfigNotFound, ConfigException)):  # no kubeconfig, or --facts watch without access
             print(f"webhook: error: {e}", file=sys.stderr)
             return 2
