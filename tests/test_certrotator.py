@@ -246,3 +246,15 @@ def test_rotator_replaces_an_unreadable_ca_secret():
     rotator = cr.Rotator(api, S)
     assert rotator.reconcile().action == "wait"
     assert served_and_trusted(api)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--certificates-serving-duration", "10"], "invalid duration '10'"),
+    (["--certificates-ca-duration", "100h", "--certificates-serving-duration", "50h"],
+     "the CA lifetime (360000s) must be at least three serving lifetimes (540000s)"),
+])
+def test_controller_refuses_bad_certificate_flags(args, message, capsys):
+    from webhook.__main__ import main
+    assert main(["controller", "--certificates", "self", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("webhook: error: ") and message in err, err

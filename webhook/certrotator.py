@@ -141,7 +141,7 @@ ACTIONS = ("create-ca", "rotate-ca", "write-bundle", "mark-trusted", "issue-serv
 
 def desired_bundle(state: State, now: float) -> tuple[str, ...]:
     """The current CA, then the previous one while it is still valid."""
-    out = (state.ca.fingerprint,) if state.ca else ()
+    out: tuple[str, ...] = (state.ca.fingerprint,) if state.ca else ()
     if state.previous_ca and state.previous_ca.not_after > now:
         out += (state.previous_ca.fingerprint,)
     return out
@@ -409,8 +409,8 @@ class Rotator:
             self._put_secret(tls_secret, s.tls_secret, "kubernetes.io/tls", data, {ISSUED_AT: rfc3339(now)})
         elif step.action == "drop-previous":
             data = {k: v for k, v in (ca_secret.get("data") or {}).items() if k != PREVIOUS_CA}
-            trusted = ((ca_secret.get("metadata") or {}).get("annotations") or {}).get(TRUSTED_SINCE)
-            self._put_secret(ca_secret, s.ca_secret, "Opaque", data, {TRUSTED_SINCE: trusted} if trusted else {})
+            since = ((ca_secret.get("metadata") or {}).get("annotations") or {}).get(TRUSTED_SINCE)
+            self._put_secret(ca_secret, s.ca_secret, "Opaque", data, {TRUSTED_SINCE: since} if since else {})
 
     def _put_secret(self, current: dict | None, name: str, type_: str, data: dict, annotations: dict) -> None:
         s = self.settings

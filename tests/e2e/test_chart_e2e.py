@@ -5,6 +5,7 @@ docs/helm.md says stays). The controller of the install runs locally with the ar
 (no kubelet runs pods here) and makes the certificates; the upgrade keeps its caBundle."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -13,7 +14,7 @@ import yaml
 
 from policylib.config import load_config
 
-from ..helmtool import CHART, MATRIX, helm, render
+from ..helmtool import CHART, MATRIX, by_kind_name, helm, render
 from .harness import KUBECTL, ROOT, Controller, wait_for
 from .test_install import CERT_MANAGER_CRDS
 
@@ -195,3 +196,31 @@ def test_helm_version_is_the_pinned_release():
     run = helm("version", "--short")
     pinned = re.search(r"helm.sh/helm/v3 (v\S+)", (ROOT / "e2e/helm/go.mod").read_text()).group(1)
     assert run.stdout.strip().startswith(pinned + "+g") or run.stdout.strip() == pinned, run.stdout
+
+
+def test_kustomize_components_opt_in_and_alerts(crds, tmp_path):
+    """manifests/components/opt-in-namespaces and prometheus-rule in a user's overlay: the selectors and rules
+    they make, and every object accepted by the API server (server-side dry run, in a namespace of its own)."""
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {os.path.relpath(ROOT / 'manifests', tmp_path)}\n"
+        f"components:\n  - {os.path.relpath(ROOT / 'manifests/components/opt-in-namespaces', tmp_path)}\n"
+        f"  - {os.path.relpath(ROOT / 'manifests/components/prometheus-rule', tmp_path)}\n")
+    built = [d for d in yaml.safe_load_all(crds.kubectl("kustomize", str(tmp_path)).stdout) if d]
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in built}
+    for hook in objs[("MutatingWebhookConfiguration", "policylib-webhook")]["webhooks"]:
+        assert hook["namespaceSelector"]["matchExpressions"] == [
+            {"key": "policylib.io/enabled", "operator": "In", "values": ["true"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["kube-system", "kube-node-lease", "policylib-system"]},
+            {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}]
+    chart_rule = by_kind_name(render(MATRIX["monitoring"]))[("PrometheusRule", "policylib")]
+    assert objs[("PrometheusRule", "policylib")]["spec"] == chart_rule["spec"]
+    crds.namespace(DRY_NS)
+    moved = [dict(o, metadata=dict(o["metadata"], namespace=DRY_NS)) if o["metadata"].get("namespace") else o
+             for o in built if o["kind"] != "Namespace"]
+    run = crds.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=chart-dry-run",
+                       "--dry-run=server", "-o", "name", "-f", "-", input=yaml.safe_dump_all(moved))
+    assert "Warning" not in run.stderr, run.stderr
+    assert "prometheusrule.monitoring.coreos.com/policylib" in run.stdout.split()
+    assert len(run.stdout.split()) == len(moved)
