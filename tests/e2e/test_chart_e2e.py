@@ -179,14 +179,20 @@ def test_install_upgrade_uninstall(cluster, tmp_path):
     finally:
         if controller:
             controller.stop()
-        uninstall = helm("uninstall", "policylib", "-n", NS, "--wait", env=env, check=False)
+        uninstall = helm("uninstall", "policylib", "-n", NS, env=env, check=False)
     assert uninstall.returncode == 0, uninstall.stderr
     # What stays is what docs/helm.md says: the two certificate Secrets and the Lease (and the namespace).
-    left = cluster.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings,leases,"
-                                  "poddisruptionbudgets", "-n", NS, "-o", "name").stdout.split()
-    left = [n for n in left if not n.startswith(("configmap/kube-root-ca.crt", "pod/", "replicaset/"))]
-    assert sorted(left) == ["lease.coordination.k8s.io/policylib-controller", "secret/policylib-webhook-ca",
-                            "secret/policylib-webhook-tls"]
+    # Pods (and so their ReplicaSets, for a while) stay Terminating here: no kubelet confirms their end.
+
+    def left() -> list[str]:
+        names = cluster.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings,leases,"
+                                       "poddisruptionbudgets", "-n", NS, "-o", "name").stdout.split()
+        return sorted(n for n in names if not n.startswith(
+            ("configmap/kube-root-ca.crt", "serviceaccount/default", "pod/", "replicaset.apps/")))
+
+    expected = ["lease.coordination.k8s.io/policylib-controller", "secret/policylib-webhook-ca",
+                "secret/policylib-webhook-tls"]
+    wait_for("only the Secrets and the Lease are left", lambda: left() == expected, timeout=60)
     for kind in ("clusterrole", "clusterrolebinding", "mutatingwebhookconfiguration"):
         assert cluster.list(kind, selector="app.kubernetes.io/instance=policylib") == []
     cluster.kubectl("delete", "namespace", NS, "--wait=false")
