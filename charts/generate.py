@@ -128,7 +128,8 @@ def config_value_schema(description: str) -> dict:
     if flat is None:
         return {"type": "object", "description": description}
     flat = {k: v for k, v in flat.items() if k not in ("$schema", "$id")}
-    nested: dict = flat
+    # Under the nesting, keys policylib does not read belong to the LRS operator (the CLI ignores them).
+    nested: dict = {k: v for k, v in flat.items() if k != "additionalProperties"}
     for key in reversed(HELM_NESTING):
         nested = {"type": "object", "properties": {key: nested}, "required": [key]}
     return {"description": description, "anyOf": [flat, nested]}
