@@ -223,7 +223,7 @@ CONFIG_SAMPLES = [
     ({"hostTopologySpread": {"maxSkew": "two"}}, False),
     ({"zoneTopologySpread": {"enabled": False}}, True),
     ({"volcano": {"partitionSize": 4}}, True),
-    ({"gang": {"method": "labels", "scheduler": "scheduler-plugins"}}, True),
+    ({"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}, True),
     ({"gang": {"method": "pods"}}, False),
     ({"webhook": {"failureMode": "closed"}}, True),
     ({"controller": {"maxConcurrentRollouts": 5, "leaseName": "x"}}, True),
