@@ -178,13 +178,13 @@ def config_rows(schema: dict, prefix: str = "config.") -> list[str]:
     rows = []
     for name, prop in (schema.get("properties") or {}).items():
         path = prefix + name
-        if prop.get("type") == "object" and prop.get("properties"):
+        if prop.get("properties"):
             rows += config_rows(prop, path + ".")
             continue
         rule = f" (rule {prop['x-rule']})" if prop.get("x-rule") else ""
-        kind = prop.get("type") or "/".join(str(s.get("type", "")) for s in prop.get("anyOf", []) if s.get("type"))
+        kind = prop.get("type") or [str(s.get("type")) for s in prop.get("anyOf", prop.get("oneOf", [])) if s.get("type")]
         if isinstance(kind, list):
-            kind = " or ".join(kind)
+            kind = " or ".join(str(k) for k in kind if k != "null") + (" or null" if "null" in kind else "")
         if "enum" in prop:
             kind = f"{kind} (" + ", ".join(f"`{e}`" for e in prop["enum"]) + ")"
         rows.append(f"| `{path}` | {kind} | {_default(prop.get('default'))} | "

@@ -65,6 +65,10 @@ def test_values_yaml_satisfies_its_schema_and_every_value_is_documented():
     ({"webhook": {"timeoutSeconds": 31}}, "- at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
     ({"certificates": {"mode": "selfsigned"}},
      "- at '/certificates/mode': value must be one of 'self', 'cert-manager', 'existingSecret'"),
+    ({"config": {"hostTopologySpread": {"whenUnsatisfable": "DoNotSchedule"}}},
+     "  - at '/config/hostTopologySpread': additional properties 'whenUnsatisfable' not allowed"),
+    ({"config": {"lrs-operator": {"operator": {"config": {"hostTopologySpread": {"maxSkew": "two"}}}}}},
+     "  - at '/config/lrs-operator/operator/config/hostTopologySpread/maxSkew': got string, want integer"),
 ])
 def test_schema_refuses_bad_values_before_anything_renders(values, error):
     run = render(values, check=False)
