@@ -40,7 +40,7 @@ class SecretVolume:
     def __init__(self, api: kube.Api, directory: Path):
         self.api, self.dir = api, directory
         self.link = directory / "current"
-        self.seen: list[str] = []          # sha256 of each tls.crt written
+        self.seen: list[str] = []          # sha256 of each serving certificate (DER) written
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -50,7 +50,7 @@ class SecretVolume:
         except kube.NotFound:
             return
         data = {k: base64.b64decode(v) for k, v in secret["data"].items()}
-        digest = hashlib.sha256(data["tls.crt"]).hexdigest()
+        digest = hashlib.sha256(ssl.PEM_cert_to_DER_cert(data["tls.crt"].decode())).hexdigest()
         if self.seen and self.seen[-1] == digest:
             return
         target = self.dir / f"data-{len(self.seen)}"
@@ -148,6 +148,7 @@ def test_rotation_under_load_never_fails_an_admission(cluster, tmp_path):
         assert (steps("rotate-ca"), steps("create-ca")) == (1, 1)
         renewals = len(volume.seen) - serving_before
         assert renewals >= 3, f"only {renewals} new serving certificates during the load"
+        # The webhook serves the newest certificate (the next renewal is at least 20 s away).
         assert served_fingerprint(port) == volume.seen[-1]
         bundle = cluster.get("mutatingwebhookconfiguration", CONFIG)["webhooks"][0]["clientConfig"]["caBundle"]
         assert base64.b64decode(bundle).count(b"BEGIN CERTIFICATE") == 1
