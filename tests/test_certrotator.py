@@ -258,3 +258,15 @@ def test_controller_refuses_bad_certificate_flags(args, message, capsys):
     assert main(["controller", "--certificates", "self", *args]) == 2
     err = capsys.readouterr().err
     assert err.startswith("webhook: error: ") and message in err, err
+
+
+def test_rotator_with_a_63_character_namespace():
+    """NAME.NS.svc is longer than a Common Name may be (64): the SANs carry the names, the CN is cut."""
+    api = MemoryApi()
+    api._store(cr.MUTATING_WEBHOOKS, None, webhook_configuration())
+    settings = cr.Settings(namespace="n" * 63)
+    assert cr.Rotator(api, settings).reconcile().action == "wait"
+    tls = api.get(cr.SECRETS, "n" * 63, "policylib-webhook-tls")
+    serving = x509.load_pem_x509_certificate(base64.b64decode(tls["data"]["tls.crt"]))
+    assert cr._sans(serving) == settings.dns_names
+    assert len(serving.subject.rfc4514_string()) == len("CN=") + 64

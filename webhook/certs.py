@@ -94,11 +94,17 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
+def common_name(name: str) -> str:
+    """A Common Name fits X.509's 64 characters (``NAME.NS.svc`` of a long namespace does not): cut from the
+    left, keeping the end. Clients check the SANs, never the Common Name."""
+    return name[-64:]
+
+
 def _builder(subject: str, issuer: x509.Name, key, now: dt.datetime, days: int,
              lifetime: dt.timedelta | None = None) -> x509.CertificateBuilder:
     """``lifetime`` (the certificate rotator's, in seconds) overrides ``days``."""
     return (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(subject))]))
             .issuer_name(issuer)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
@@ -109,7 +115,7 @@ def _builder(subject: str, issuer: x509.Name, key, now: dt.datetime, days: int,
 def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS, lifetime: dt.timedelta | None = None):
     """A self-signed CA: basicConstraints CA:TRUE, may sign certificates only."""
     key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}-ca")])
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(f"{service}-ca"))])
     cert = (_builder(f"{service}-ca", name, key, now, days, lifetime)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
