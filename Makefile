@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench bench-webhook install clean testcluster testcluster-coscheduling testcluster-volcano e2e helm
+.PHONY: run test docs bench bench-webhook install clean testcluster testcluster-coscheduling testcluster-volcano e2e helm
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The reference pages generated from the code (docs/reference/), then the site into site/, strictly
+# (tests/test_docs.py does the same in a temporary directory, and fails on a stale page).
+docs: $(STAMP)
+	$(BIN)/python tools/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_spread.py
 
@@ -30,10 +36,11 @@ bench-webhook: $(STAMP)
 	$(BIN)/python bench/bench_webhook.py
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site
 
-# The end-to-end harness: a control plane built from Go modules (e2e/README.md). The first build
-# compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores.
+# The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
+# compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
+# (measured: docs/figures.md).
 GO ?= go
 testcluster:
 	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \

@@ -398,7 +398,7 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
 
 
 def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
                         "repeatable; - reads stdin; " + DIR_HELP)
@@ -432,6 +432,24 @@ class _VersionAction(argparse.Action):
         raise _ShowVersion()
 
 
+#: What each command's exit status means (docs/reference/cli.md is generated from it).
+EXIT_STATUS: dict[str, dict[int, str]] = {
+    "preview": {EXIT_OK: "success (with --exit-code: no object would change)",
+                EXIT_CHANGED: "with --exit-code: some object would change",
+                EXIT_ERROR: "bad input or config: one line on stderr naming the file, object and field",
+                EXIT_DENIED: "a policy denies an object (gang.onViolation: deny), or, with --exit-code, an "
+                             "object it returns would still be denied by Volcano's job admission"},
+    "hypernodes": {EXIT_OK: "success",
+                   EXIT_ERROR: "bad input or config, or no Node carries the configured tier labels"},
+    "plan": {EXIT_OK: "success (the planned writes are printed, none is made)",
+             EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+    "simulate": {EXIT_OK: "every replica is placed", EXIT_PENDING: "some replica would stay Pending",
+                 EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+    "check": {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
+              EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policylib", description="Dry-run previews of what policylib's webhook "
                                      "and controller would do, without a cluster.")
@@ -441,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
                                    "and Nodes in the input are cluster context: they inform the policies "
                                    "and are not printed.")
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
                    help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     _add_recursive(p)
@@ -475,7 +493,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the writes the controller would make to existing objects",
                         description="Plan the controller's writes for a snapshot (kubectl get deploy,hpa -A -o yaml "
                                     "works as is) or the live cluster: which Deployments would roll, and why.")
-    pl.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
+    pl.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
     src = pl.add_mutually_exclusive_group(required=True)
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
                      help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")

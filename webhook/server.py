@@ -1,7 +1,7 @@
 """gunicorn run from Python: gevent workers over TLS, certificates reloaded from disk.
 
-What it sets and why (facts measured on this kind of machine are in the
-README's reliability section):
+What it sets and why (facts measured on this kind of machine are in
+docs/figures.md, "Reliability"):
 
 - gunicorn's stock **gevent worker** (:class:`TLSGeventWorker` subclasses it
   through its public methods only): each connection is a greenlet, so idle,
