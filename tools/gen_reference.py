@@ -229,15 +229,19 @@ def metric_rows(owner: Any) -> list[str]:
 
 
 def metrics_page() -> str:
+    from webhook.certrotator import Rotator, Settings
     from webhook.controller import ControllerMetrics
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py` and `webhook/controller.py`. Label values are "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller.py` and `webhook/certrotator.py`. "
+             "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
     lines += metric_rows(Metrics()) + [""]
     lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(ControllerMetrics()) + [""]
+    lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
+              "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
     return "\n".join(lines).rstrip() + "\n"
 
 

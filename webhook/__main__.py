@@ -76,10 +76,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def certificate_settings(args: argparse.Namespace, namespace: str) -> Any:
+    """``--certificates self``: the rotator's settings (webhook/certrotator.py); otherwise None."""
+    if args.certificates != "self":
+        return None
+    from .certrotator import Settings, parse_duration
+    try:
+        settings = Settings(namespace=namespace, service=args.certificates_service,
+                            webhook_configuration=args.certificates_webhook_configuration,
+                            ca_secret=args.certificates_ca_secret, tls_secret=args.certificates_tls_secret,
+                            ca_seconds=parse_duration(args.certificates_ca_duration),
+                            serving_seconds=parse_duration(args.certificates_serving_duration),
+                            propagation_seconds=parse_duration(args.certificates_propagation))
+    except ValueError as e:
+        raise CertError(str(e)) from None
+    if settings.problems():
+        raise CertError("; ".join(settings.problems()))
+    return settings
+
+
 def cmd_controller(args: argparse.Namespace) -> int:
+    import os
+
     from .controller import run_controller
+    namespace = args.namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
     return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
-                          context=args.context, host=args.host, port=args.port)
+                          context=args.context, host=args.host, port=args.port,
+                          certificates=certificate_settings(args, namespace))
 
 
 def sample_path(name: str = SAMPLE) -> Path:
@@ -203,6 +226,20 @@ def parser() -> argparse.ArgumentParser:
     ctl.add_argument("--context", help="kubeconfig context")
     ctl.add_argument("--host", default="0.0.0.0", help="address of /healthz, /readyz, /metrics (default 0.0.0.0)")
     ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
+    ctl.add_argument("--certificates", choices=["none", "self"], default="none",
+                     help="self: the leader creates and rotates the webhook's CA and serving certificate Secrets and "
+                          "the webhook configuration's caBundle (docs/operations.md, \"Certificates\")")
+    ctl.add_argument("--certificates-service", default=SERVICE, help=f"the webhook's Service (default {SERVICE})")
+    ctl.add_argument("--certificates-webhook-configuration", default="policylib-webhook",
+                     help="the MutatingWebhookConfiguration whose caBundle is kept (default policylib-webhook)")
+    ctl.add_argument("--certificates-ca-secret", default="policylib-webhook-ca", help="default policylib-webhook-ca")
+    ctl.add_argument("--certificates-tls-secret", default="policylib-webhook-tls", help="default policylib-webhook-tls")
+    ctl.add_argument("--certificates-ca-duration", default="43800h", help="CA lifetime (default 43800h, 5 years)")
+    ctl.add_argument("--certificates-serving-duration", default="8760h",
+                     help="serving certificate lifetime (default 8760h); renewed when a third is left")
+    ctl.add_argument("--certificates-propagation", default="180s",
+                     help="how long a new caBundle or Secret takes to reach the API server and every webhook replica "
+                          "(default 180s: the kubelet's Secret sync period plus its cache TTL, with margin)")
     ctl.set_defaults(func=cmd_controller)
 
     r = sub.add_parser("run-local", help="certificates if missing, a curl to try, and serve with the defaults")

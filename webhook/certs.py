@@ -101,21 +101,29 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _builder(subject: str, issuer: x509.Name, key: PrivateKey, now: dt.datetime, days: int) -> x509.CertificateBuilder:
+def common_name(name: str) -> str:
+    """A Common Name fits X.509's 64 characters (``NAME.NS.svc`` of a long namespace does not): cut from the
+    left, keeping the end. Clients check the SANs, never the Common Name."""
+    return name[-64:]
+
+
+def _builder(subject: str, issuer: x509.Name, key: PrivateKey, now: dt.datetime, days: int,
+             lifetime: dt.timedelta | None = None) -> x509.CertificateBuilder:
+    """``lifetime`` (the certificate rotator's, in seconds) overrides ``days``."""
     return (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(subject))]))
             .issuer_name(issuer)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - CLOCK_SKEW)
-            .not_valid_after(now + dt.timedelta(days=days)))
+            .not_valid_after(now + (lifetime if lifetime is not None else dt.timedelta(days=days))))
 
 
-def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS) -> Pair:
+def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS, lifetime: dt.timedelta | None = None) -> Pair:
     """A self-signed CA: basicConstraints CA:TRUE, may sign certificates only."""
     key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}-ca")])
-    cert = (_builder(f"{service}-ca", name, key, now, days)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(f"{service}-ca"))])
+    cert = (_builder(f"{service}-ca", name, key, now, days, lifetime)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
                                          key_encipherment=False, data_encipherment=False,
@@ -127,12 +135,13 @@ def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS) -> Pair:
 
 
 def make_serving(ca_cert: x509.Certificate, ca_key: PrivateKey, service: str, namespace: str,
-                 now: dt.datetime, days: int = DEFAULT_DAYS, local: bool = False) -> Pair:
+                 now: dt.datetime, days: int = DEFAULT_DAYS, local: bool = False,
+                 lifetime: dt.timedelta | None = None) -> Pair:
     """The serving certificate: DNS (and, ``local``, loopback) SANs, EKU serverAuth, signed by the CA."""
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in service_dns_names(service, namespace, local)]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in serving_ips(local)]
-    cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days)
+    cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days, lifetime)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
                                          key_encipherment=False, data_encipherment=False,

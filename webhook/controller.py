@@ -725,8 +725,9 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
 
 def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
                    kubeconfig: str | None = None, context: str | None = None, host: str = "0.0.0.0",
-                   port: int = 8081) -> int:
-    """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT."""
+                   port: int = 8081, certificates: Any = None) -> int:
+    """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT. ``certificates``:
+    a :class:`webhook.certrotator.Settings` to rotate the webhook's certificates while leading."""
     import os
     import signal
 
@@ -737,6 +738,9 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     api = kube.Api(kube.api_client(context, kubeconfig))
     c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run))
     server = serve_health(c, host, port)
+    if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
+        from . import certrotator
+        certrotator.start(api, certificates, lambda: c.leading, c.stop, c.metrics.registry)
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())
     signal.signal(signal.SIGINT, lambda *_: c.stop.set())
     log.info(json.dumps({"msg": "controller started", "identity": identity, "namespace": namespace,

@@ -79,6 +79,13 @@ class Metrics:
                                     "certificate, seconds since the epoch.", multiprocess_mode="livemostrecent",
                                     registry=r)
 
+        # Series that alerts and the dashboard query exist from the start at 0 (docs/operations.md, "Alerts"):
+        # a failure counter that appears only with its first event has no rate() until its second.
+        for kind in sorted({k for kinds in POLICY_KINDS.values() for k in kinds} | {HYPERJOB}):
+            for mode in ("open", "closed"):
+                self.policy_failures.labels(kind, mode)
+        self.server_errors.labels("/mutate")
+
     def review(self, kind: str, operation: str, outcome: str, seconds: float, patch_ops: int) -> None:
         """Count one answered review; the labelled children are looked up once per label set.
 
