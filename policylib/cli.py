@@ -284,7 +284,8 @@ def _table(writes: list[Write]) -> str:
         return "no writes: every object is compliant\n" + summarize(writes) + "\n"
     rows = [("KIND", "NAMESPACE", "NAME", "ROLLOUT", "REASONS")]
     for w in writes:
-        rows.append((w.kind, w.namespace, w.name, "error" if w.error else ("yes" if w.rollout else "no"),
+        rows.append((w.kind, w.namespace, w.name, "error" if w.error else ("yes" if w.rollout else
+                                                                ("pending" if w.pending else "no")),
                      "; ".join(w.reasons)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:4])) + "  " + r[4] for r in rows]

@@ -32,6 +32,9 @@ SCHEDULE_ANYWAY = "ScheduleAnyway"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 ANTI_AFFINITY_REMOVAL = ("own", "all")
+#: ``hostTopologySpread.rewrite`` (rule S19): when a count change alone may rewrite the pod template.
+ON_COUNT_CHANGE, ON_NEXT_ROLLOUT = "OnCountChange", "OnNextRollout"
+REWRITE_MODES = (ON_COUNT_CHANGE, ON_NEXT_ROLLOUT)
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,11 @@ class HostSpread:
     enableReplicaDerivedMaxSkewRule: bool = True
     matchLabelKeys: tuple[str, ...] = ("pod-template-hash",)
     reconcileDrift: bool = False
+    #: Rule S19: ``OnCountChange`` writes a new count's constraints at once (a rollout when they change);
+    #: ``OnNextRollout`` records them as pending until the pod template changes for another reason.
+    rewrite: str = ON_COUNT_CHANGE
+    #: Rule S18: a Deployment whose removed self anti-affinity was required gets a DoNotSchedule host spread.
+    enforceForRequiredAntiAffinity: bool = False
 
 
 FAILURE_MODES = ("open", "closed")
@@ -189,6 +197,9 @@ class Config:
     def _spread_fingerprint(self) -> str:
         host = asdict(self.host)
         host.pop("reconcileDrift")
+        host.pop("rewrite")  # decides when to write, not what
+        if not host["enforceForRequiredAntiAffinity"]:
+            host.pop("enforceForRequiredAntiAffinity")  # the default keeps existing records' fingerprints
         data = {"zone": asdict(self.zone), "host": host, "removePodAntiAffinity": self.removePodAntiAffinity}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -362,6 +373,8 @@ HOST_KEYS: dict[str, Parser] = {
     "enableReplicaDerivedMaxSkewRule": _parse_bool,
     "matchLabelKeys": _parse_match_label_keys,
     "reconcileDrift": _parse_bool,
+    "rewrite": _one_of(REWRITE_MODES),
+    "enforceForRequiredAntiAffinity": _parse_bool,
 }
 WEBHOOK_KEYS: dict[str, Parser] = {
     "failureMode": _parse_failure_mode,

@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 import policylib
 from policylib.facts import ClusterFacts, hpa_target, namespace_of
-from policylib.plan import PLANNERS, Write, plan
+from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
 from policylib.spread import RECORD_REPLICAS
 
 from . import kube
@@ -110,6 +110,8 @@ def event_reason(write: Write) -> str:
     """``SpreadRewritten`` for a Deployment; ``PodGroupCreated`` / ``PodGroupUpdated`` for a PodGroup."""
     if write.kind == "PodGroup":
         return "PodGroupCreated" if write.action == "create" else "PodGroupUpdated"
+    if write.kind == "Deployment" and write.pending:
+        return "SpreadPending"
     if write.kind == "Deployment":
         return "SpreadRewritten"
     return f"{write.kind}Rewritten"[:FIELD_LIMIT]
@@ -223,6 +225,16 @@ class ControllerMetrics(ReflectorMetrics):
                                       ["resource"], registry=self.registry)
         self.relists = Counter("policylib_controller_relists", "Lists after 410 Gone", ["resource"],
                                registry=self.registry)
+        self.pending = Gauge("policylib_controller_pending_rewrites",
+                             "Deployments whose new constraints wait for their next rollout (rewrite: OnNextRollout)",
+                             registry=self.registry)
+        self.unrecorded = Gauge("policylib_controller_unrecorded_deployments",
+                                "Managed Deployments without policylib's record annotations: admitted while the "
+                                "webhook was unreachable (fail-open), or created before the install",
+                                registry=self.registry)
+        self.unrecorded_seen = Counter("policylib_controller_unrecorded_detected",
+                                       "Managed Deployments found without policylib's record (each once)",
+                                       registry=self.registry)
 
     def watch_restart(self, plural: str) -> None:
         self.watch_restarts.labels(plural).inc()
@@ -321,6 +333,9 @@ class Controller:
         self.observed: tuple = (None, 0.0)  # (Lease record, monotonic time first seen)
         self.lease: dict | None = None      # the Lease as we last wrote it
         self.planners = options.planners or PLANNERS
+        #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
+        #: its Event recorded once per state; the gauges count these.
+        self.notices: dict[Key, dict[str, str]] = {}
 
     @property
     def leading(self) -> bool:
@@ -445,15 +460,23 @@ class Controller:
         obj = store.get(ns, name) if store else None
         if obj is None:
             self.queue.forget(key)
+            if self.notices.pop(key, None) is not None:
+                self.metrics.pending.set(sum("pending" in n for n in self.notices.values()))
+                self.metrics.unrecorded.set(sum("unrecorded" in n for n in self.notices.values()))
             return []
         self.metrics.reconciles.labels("key").inc()
         made, failed = [], False
-        for write in plan([obj], self.config, planners=self.planners, facts=self.facts):
+        writes = plan([obj], self.config, planners=self.planners, facts=self.facts)
+        if kind == "Deployment":
+            self.notice(key, obj, writes)
+        for write in writes:
             if write.error:
                 self.metrics.errors.labels("plan").inc()
                 log.warning(json.dumps({"msg": "cannot plan", "object": f"{write.kind} {write.namespace}/{write.name}",
                                         "reasons": write.reasons}))
                 continue
+            if write.action == "none":
+                continue   # a notice only (pending, unrecorded): recorded by notice()
             outcome = self.apply(key, write)
             if outcome == "written":
                 made.append(write)
@@ -515,12 +538,43 @@ class Controller:
         self.record_event(write, body)
         return "written"
 
-    def record_event(self, write: Write, written: dict | None) -> None:
+    def notice(self, key: Key, obj: dict, writes: list[Write]) -> None:
+        """Rules S19 and S20: keep the pending and unrecorded gauges, and record one Event per new state
+        (``SpreadPending``, Normal, for a rewrite held for the next rollout: the metadata write that
+        records it carries its own; ``AdmittedWithoutPolicy``, Warning, for a Deployment without our
+        record)."""
+        before = self.notices.get(key, {})
+        now: dict[str, str] = {}
+        for w in writes:
+            if w.pending:
+                now["pending"] = w.pending
+            if w.unrecorded:
+                now["unrecorded"] = (obj.get("metadata") or {}).get("uid", "") or "yes"
+        if now:
+            self.notices[key] = now
+        else:
+            self.notices.pop(key, None)
+        self.metrics.pending.set(sum("pending" in n for n in self.notices.values()))
+        self.metrics.unrecorded.set(sum("unrecorded" in n for n in self.notices.values()))
+        if "unrecorded" in now and before.get("unrecorded") != now["unrecorded"]:
+            self.metrics.unrecorded_seen.inc()
+        if self.dry_run or not self.leading:
+            return
+        for w in writes:
+            if w.pending and w.action == "none" and before.get("pending") != w.pending:
+                self.record_event(w, obj)
+            if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
+                self.record_event(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
+
+    def record_event(self, write: Write, written: dict | None, reason: str | None = None, note: str | None = None,
+                     warning: bool = False) -> None:
         """Record an Event on the object just written. Best effort: a failure is logged and counted
         (``errors{stage="event"}``), and never fails or retries the write."""
         try:
             event = event_for(write, written if isinstance(written, dict) else None, self.options.identity,
                               self.clock(), time.time_ns())
+            if reason:
+                event.update(reason=reason, note=event_note([note or reason]), type="Warning" if warning else "Normal")
             self.api.create(kube.EVENTS, write.namespace, event)
         except Exception as e:  # noqa: BLE001 -- no RBAC for events, events API away, odd answer: the write stands
             self.metrics.errors.labels("event").inc()
