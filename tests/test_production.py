@@ -1,0 +1,205 @@
+"""Production behaviour of the spread: rollouts only when the user rolls (rule S19), a required
+anti-affinity kept hard by choice (rule S18), Deployments admitted without policylib (rule S20)."""
+import copy
+
+import pytest
+
+from policylib import ConfigError, load_config, mutate
+from policylib.plan import UNRECORDED_REASON, admitted_without_policy, plan, summarize
+from policylib.spread import PENDING, RECORD_REPLICAS, RECORD_REQUIRED, pending_rewrite
+from tests.helpers import deployment, legacy_anti_affinity
+from tests.test_controller import Cluster, controller, record_events
+
+HOST = "kubernetes.io/hostname"
+ENFORCE = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
+NEXT = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "rewrite": "OnNextRollout"}}
+REQUIRED = {"hostTopologySpread": {"enforceForRequiredAntiAffinity": True}}
+
+
+def host(d):
+    return next(c for c in d["spec"]["template"]["spec"]["topologySpreadConstraints"] if c["topologyKey"] == HOST)
+
+
+def annotations(d):
+    return d["metadata"].get("annotations") or {}
+
+
+def scaled(d, replicas):
+    out = copy.deepcopy(d)
+    out["spec"]["replicas"] = replicas
+    return out
+
+
+# --- settings -----------------------------------------------------------------------------------
+
+def test_the_new_settings_default_to_todays_behaviour_and_reject_unknown_values():
+    config = load_config(None)
+    assert (config.host.rewrite, config.host.enforceForRequiredAntiAffinity) == ("OnCountChange", False)
+    assert load_config(NEXT).host.rewrite == "OnNextRollout"
+    with pytest.raises(ConfigError, match=r"hostTopologySpread.rewrite: must be one of OnCountChange, OnNextRollout; "
+                                          r"got 'Never'"):
+        load_config({"hostTopologySpread": {"rewrite": "Never"}})
+    with pytest.raises(ConfigError, match="hostTopologySpread.enforceForRequiredAntiAffinity: must be true or false"):
+        load_config({"hostTopologySpread": {"enforceForRequiredAntiAffinity": "yes"}})
+    # rewrite decides when, not what: the record's fingerprint stays; the default keeps today's fingerprint
+    assert load_config(NEXT).spread_fingerprint() == load_config(ENFORCE).spread_fingerprint()
+    assert load_config(REQUIRED).spread_fingerprint() != config.spread_fingerprint()
+
+
+# --- rule S19: rewrite ----------------------------------------------------------------------------
+
+def test_on_count_change_a_scale_up_rewrites_the_template_as_today():
+    old = mutate(deployment(replicas=4), load_config(ENFORCE)).object
+    r = mutate(scaled(old, 7), load_config(ENFORCE), old=old)
+    assert host(r.object)["maxSkew"] == 3 and annotations(r.object)[RECORD_REPLICAS] == "7"
+    assert PENDING not in annotations(r.object)
+
+
+def test_on_next_rollout_a_scale_up_leaves_the_template_and_records_the_pending_change():
+    config = load_config(NEXT)
+    old = mutate(deployment(replicas=4), config).object
+    r = mutate(scaled(old, 7), config, old=old)
+    assert r.object["spec"]["template"] == old["spec"]["template"]          # no rollout
+    assert all(op["path"].startswith("/metadata/annotations") for op in r.patch)
+    assert annotations(r.object)[RECORD_REPLICAS] == "4"                      # what the template says
+    assert pending_rewrite(r.object) == ("7 effective replicas (written for 4): kubernetes.io/hostname "
+                                         "DoNotSchedule, maxSkew 2, minDomains 3 -> DoNotSchedule, maxSkew 3, "
+                                         "minDomains 3")
+    assert any("rewrite OnNextRollout: held until the pod template changes" in x for x in r.reasons)
+    again = mutate(copy.deepcopy(r.object), config, old=r.object)            # idempotent: nothing more
+    assert again.patch == []
+
+
+def test_on_next_rollout_the_pending_constraints_ride_the_users_next_rollout():
+    config = load_config(NEXT)
+    old = mutate(deployment(replicas=4), config).object
+    held = mutate(scaled(old, 7), config, old=old).object
+    new_image = copy.deepcopy(held)
+    new_image["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/app:2"
+    r = mutate(new_image, config, old=held)
+    assert host(r.object)["maxSkew"] == 3 and annotations(r.object)[RECORD_REPLICAS] == "7"
+    assert PENDING not in annotations(r.object)
+    # kubectl rollout restart changes only a template annotation: the user's way to ask for it now
+    restart = copy.deepcopy(held)
+    restart["spec"]["template"]["metadata"]["annotations"] = {"kubectl.kubernetes.io/restartedAt": "2026-12-01"}
+    assert host(mutate(restart, config, old=held).object)["maxSkew"] == 3
+
+
+def test_on_next_rollout_scaling_back_clears_the_pending_record_without_a_rollout():
+    config = load_config(NEXT)
+    old = mutate(deployment(replicas=4), config).object
+    held = mutate(scaled(old, 7), config, old=old).object
+    r = mutate(scaled(held, 4), config, old=held)
+    assert r.object["spec"]["template"] == old["spec"]["template"]
+    assert PENDING not in annotations(r.object) and annotations(r.object)[RECORD_REPLICAS] == "4"
+
+
+def test_on_next_rollout_a_count_change_that_keeps_the_constraints_is_a_metadata_write():
+    config = load_config(NEXT)
+    old = mutate(deployment(replicas=4), config).object        # maxSkew ceil(4/3) = 2
+    r = mutate(scaled(old, 5), config, old=old)               # ceil(5/3) = 2: nothing to hold
+    assert r.object["spec"]["template"] == old["spec"]["template"]
+    assert annotations(r.object)[RECORD_REPLICAS] == "5" and PENDING not in annotations(r.object)
+
+
+def test_plan_under_on_next_rollout_writes_only_the_pending_record_after_a_scale_subresource_write():
+    config = load_config(NEXT)
+    stored = mutate(deployment(replicas=4), config).object
+    stored["metadata"]["resourceVersion"] = "3"
+    [w] = plan([scaled(stored, 7)], config)                   # kubectl scale: no admission review
+    assert (w.rollout, w.action, w.pending is not None) == (False, "patch", True)
+    assert [op["path"] for op in w.patch] == ["/metadata/annotations/policylib.io~1spread-pending"]
+    assert "1 Deployment wait for their next rollout" in summarize([w])
+    after = copy.deepcopy(scaled(stored, 7))
+    after["metadata"]["annotations"][PENDING] = w.pending
+    [again] = plan([after], config)                            # recorded already: listed, nothing written
+    assert (again.action, again.patch, again.pending) == ("none", [], w.pending)
+    [today] = plan([scaled(stored, 7)], load_config(ENFORCE))  # OnCountChange: one rollout, as before
+    assert today.rollout and today.pending is None
+
+
+def test_the_controller_records_a_pending_rewrite_once_with_an_event_and_a_gauge(tmp_path):
+    from tests.fakeapi import FakeAPI
+    stored = scaled(mutate(deployment(replicas=4), load_config(NEXT)).object, 7)
+    stored["metadata"].update(resourceVersion="5", uid="uid-web")
+    with FakeAPI() as api:
+        cluster = Cluster(api, [stored])
+        posted = record_events(api)
+        c = controller(api, tmp_path, NEXT)
+        c.try_lead()
+        c.resync()
+        c.resync()                                              # nothing new: no second write, no second Event
+    [patch] = cluster.patches()
+    assert all(op["path"] in ("/metadata/resourceVersion", "/metadata/annotations/policylib.io~1spread-pending")
+               for op in patch["body"])
+    assert [(e["reason"], e["type"]) for e in posted] == [("SpreadPending", "Normal")]
+    assert c.metrics.pending._value.get() == 1
+    assert c.metrics.writes.labels("Deployment", "patch", "false", "false")._value.get() == 1
+
+
+# --- rule S18: required anti-affinity -----------------------------------------------------------------
+
+def legacy(replicas, preferred=False):
+    return deployment(replicas=replicas, pod_spec={"containers": [{"name": "app", "image": "x"}],
+                                                   "affinity": legacy_anti_affinity({"app": "web"},
+                                                                                    preferred=preferred)})
+
+
+@pytest.mark.parametrize("replicas,skew", [(1, 1), (2, 1), (4, 2), (7, 3)])
+def test_a_replaced_required_anti_affinity_becomes_an_enforced_host_spread_at_any_count(replicas, skew):
+    r = mutate(legacy(replicas), load_config(REQUIRED))
+    c = host(r.object)
+    assert (c["whenUnsatisfiable"], c["maxSkew"], c["minDomains"]) == ("DoNotSchedule", skew, 3)
+    assert "affinity" not in r.object["spec"]["template"]["spec"] and r.warnings == []
+    assert annotations(r.object)[RECORD_REQUIRED] == "true"
+
+
+def test_the_record_keeps_it_enforced_when_a_later_count_change_rewrites_it():
+    config = load_config(REQUIRED)
+    old = mutate(legacy(2), config).object
+    r = mutate(scaled(old, 5), config, old=old)
+    assert (host(r.object)["whenUnsatisfiable"], host(r.object)["maxSkew"]) == ("DoNotSchedule", 2)
+
+
+def test_preferred_anti_affinity_and_the_default_keep_todays_preference():
+    assert host(mutate(legacy(4, preferred=True), load_config(REQUIRED)).object)["whenUnsatisfiable"] == "ScheduleAnyway"
+    r = mutate(legacy(4), load_config(None))
+    assert host(r.object)["whenUnsatisfiable"] == "ScheduleAnyway"
+    assert r.warnings == ["required anti-affinity removed; host spread only preferred: set "
+                          "hostTopologySpread.enforceForRequiredAntiAffinity: true"]
+    assert host(mutate(deployment(replicas=4), load_config(REQUIRED)).object)["whenUnsatisfiable"] == "ScheduleAnyway"
+
+
+# --- rule S20: admitted without policylib --------------------------------------------------------------
+
+def stored(d, uid="u1", namespace=None):
+    d = copy.deepcopy(d)
+    d["metadata"].update(uid=uid, resourceVersion="3", **({"namespace": namespace} if namespace else {}))
+    return d
+
+
+def test_a_stored_deployment_without_our_record_is_listed_and_manifests_never_are():
+    config = load_config(None)
+    raw = deployment(replicas=2)
+    assert admitted_without_policy(stored(raw), config)
+    assert not admitted_without_policy(raw, config)                                    # a manifest: no uid
+    assert not admitted_without_policy(stored(raw, namespace="kube-system"), config)   # never sent to us
+    assert not admitted_without_policy(stored(mutate(raw, config).object), config)     # carries the record
+    [w] = plan([stored(raw)], config)
+    assert (w.action, w.unrecorded, w.rollout, w.reasons) == ("none", True, False, [UNRECORDED_REASON])
+    assert "1 Deployment without policylib's record" in summarize([w])
+
+
+def test_the_controller_warns_once_about_an_unrecorded_deployment(tmp_path):
+    from tests.fakeapi import FakeAPI
+    with FakeAPI() as api:
+        cluster = Cluster(api, [stored(deployment(replicas=2))])
+        posted = record_events(api)
+        c = controller(api, tmp_path)
+        c.try_lead()
+        c.resync()
+        c.resync()
+    assert cluster.patches() == []
+    assert [(e["reason"], e["type"], e["note"]) for e in posted] == [
+        ("AdmittedWithoutPolicy", "Warning", UNRECORDED_REASON)]
+    assert c.metrics.unrecorded._value.get() == 1 and c.metrics.unrecorded_seen._value.get() == 1
