@@ -41,6 +41,8 @@ RECORD_KEYS = f"{DOMAIN}/spread-topology-keys"
 #: Rule S18: the spread replaced a required self anti-affinity (kept after the term itself is gone).
 RECORD_REQUIRED = f"{DOMAIN}/spread-replaced-required-anti-affinity"
 RECORD_ANNOTATIONS = (RECORD_REPLICAS, RECORD_SETTINGS, RECORD_KEYS, RECORD_REQUIRED)
+#: Rule S10's warning starts so (``check`` counts the Deployments that get it).
+HOST_WEAKENED_WARNING = "required anti-affinity removed; host spread only preferred"
 #: Rule S19: a count change whose constraints wait for the next rollout (``rewrite: OnNextRollout``).
 PENDING = f"{DOMAIN}/spread-pending"
 
@@ -470,7 +472,7 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
         fix = f"set hostTopologySpread.hardMinReplicas <= {effective}"
     else:
         fix = "set hostTopologySpread.enforceForRequiredAntiAffinity: true"
-    return f"required anti-affinity removed; host spread only preferred: {fix}"
+    return f"{HOST_WEAKENED_WARNING}: {fix}"
 
 
 def matches_current_settings(obj: dict[str, Any], ctx: SpreadInputs, old: dict[str, Any]) -> bool:

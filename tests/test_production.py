@@ -203,3 +203,74 @@ def test_the_controller_warns_once_about_an_unrecorded_deployment(tmp_path):
     assert [(e["reason"], e["type"], e["note"]) for e in posted] == [
         ("AdmittedWithoutPolicy", "Warning", UNRECORDED_REASON)]
     assert c.metrics.unrecorded._value.get() == 1 and c.metrics.unrecorded_seen._value.get() == 1
+
+
+# --- one verdict: check includes what simulate reports ------------------------------------------------
+
+def test_check_reports_an_error_for_every_workload_simulate_leaves_pending():
+    """Differential over the end-to-end simulator scenarios' generator: whenever ``simulate`` would
+    exit 3 for a scenario, ``check`` reports an error naming that Deployment."""
+    import random
+
+    from policylib.check import check
+    from tests.e2e.test_simulate_differential import random_scenario
+    rng, pending = random.Random(20), 0
+    for i in range(150):
+        s = random_scenario(rng, i)
+        findings = check(s["config"], s["nodes"], [s["deployment"]])
+        named = [f for f in findings if f.severity == "error" and f"sim-{s['id']}/web" in f.message]
+        if s["placement"].pending_max:
+            pending += 1
+            assert named, (s["id"], s["placement"].as_dict(), [f.as_dict() for f in findings])
+        else:
+            assert not [f for f in named if f.key == "simulate"], s["id"]
+    assert pending >= 20   # the generator does produce Pending scenarios
+
+
+def test_check_names_partitions_no_hypernode_holds_as_simulate_does():
+    from policylib.check import check
+    from policylib.simulate import simulate
+    from tests.test_volcano import DISCOVERY, seed_nodes
+    config = {"volcano": {"partitionSize": 4, "networkTopologyDiscovery": DISCOVERY}}
+    nodes = seed_nodes({"cpu": "8", "memory": "32Gi", "pods": "110"})
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "train", "namespace": "ml"},
+           "spec": {"tasks": [{"name": "t0", "replicas": 8, "template": {"spec": {"containers": [
+               {"name": "c", "image": "x", "resources": {"requests": {"cpu": "8"}}}]}}}]}}
+    [p] = simulate([job], nodes, config)
+    assert p.pending_max == 8
+    [f] = [f for f in check(config, nodes, [job]) if f.key == "simulate"]
+    assert (f.severity, f.message) == ("error", "Job ml/train: 8 of its 8 replicas would stay Pending: task t0: 0 of "
+                                                "minPartitions 2 partitions placeable: the gang binds nothing, all 8 "
+                                                "pods stay Pending")
+
+
+def test_check_names_the_deployments_that_lose_a_required_anti_affinity():
+    from policylib.check import check
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}", "labels": {
+        "kubernetes.io/hostname": f"n{i}", "topology.kubernetes.io/zone": "a"}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}} for i in range(4)]
+    a, b = legacy(2), legacy(4, preferred=True)
+    b["metadata"]["name"] = "b"
+    findings = [f for f in check(None, nodes, [a, b]) if f.key == "hostTopologySpread.enforceForRequiredAntiAffinity"]
+    assert [f.severity for f in findings] == ["warning"]
+    assert findings[0].message.startswith("1 Deployment(s) lose a required pod anti-affinity to a host spread that "
+                                          "is only a preference (ml/web)")
+    assert not [f for f in check(REQUIRED, nodes, [a, b]) if f.key.endswith("enforceForRequiredAntiAffinity")]
+
+
+def test_check_on_a_cluster_names_pending_pods_and_the_rule_that_holds_them():
+    from policylib.check import check_pending_pods
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "web-5d8f-x", "namespace": "ml", "labels": {"app": "web", "pod-template-hash": "5d8f"},
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "controller": True,
+                             "uid": "rs"}]},
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+                                                       "reason": "Unschedulable", "message": (
+            "0/3 nodes are available: 3 node(s) didn't match pod topology spread constraints.")}]}}
+    running = copy.deepcopy(pod)
+    running["status"] = {"phase": "Running"}
+    [f] = check_pending_pods([pod, copy.deepcopy(pod), running])
+    assert (f.severity, f.key) == ("error", "pending")
+    assert f.message == ("Deployment ml/web: 2 Pod(s) Pending now, held by a DoNotSchedule topology spread "
+                         "(hostTopologySpread): 0/3 nodes are available: 3 node(s) didn't match pod topology spread "
+                         "constraints.")
