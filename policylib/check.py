@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .config import Config, HostSpread, load_config
+from .errors import PolicyError
 from .facts import ClusterFacts, namespace_of
 from .gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
-from .errors import PolicyError
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
 from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate
