@@ -36,6 +36,7 @@ from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
+from .order import apply_order_note
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
 
@@ -165,12 +166,17 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     olds = {}
     if args.old:
         olds = {identity(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
-    subjects = [d for d in docs if not is_fact(d.obj)]
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
-    for doc in subjects:
+    ordered = [d.obj for d in docs]
+    for position, doc in enumerate(docs):
+        if is_fact(doc.obj):
+            continue
         result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
         changed = changed or result.changed
+        note = None if args.old else apply_order_note(ordered, position, config)
+        if note:
+            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {note}\n")
         for problem in scheduler_admission_errors(result.object, config):
             rejected = True
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: would still be denied by Volcano's "

@@ -274,3 +274,43 @@ def test_check_on_a_cluster_names_pending_pods_and_the_rule_that_holds_them():
     assert f.message == ("Deployment ml/web: 2 Pod(s) Pending now, held by a DoNotSchedule topology spread "
                          "(hostTopologySpread): 0/3 nodes are available: 3 node(s) didn't match pod topology spread "
                          "constraints.")
+
+
+# --- rule S21: apply order ----------------------------------------------------------------------------
+
+def _hpa(minimum):
+    from tests.helpers import hpa
+    return hpa("web", minimum)
+
+
+def test_preview_says_what_a_deployment_applied_before_its_hpa_goes_through():
+    from policylib.order import apply_order_note, helm_sorted
+    d, h = deployment(replicas=3), _hpa(6)
+    note = apply_order_note([d, h], 0, load_config(ENFORCE))
+    assert note == ("applied in this order (the Deployment before HorizontalPodAutoscaler web, as Helm installs them), "
+                    "it is first stored with effective replicas 3 (host spread DoNotSchedule, maxSkew 1); the "
+                    "controller then rewrites it for 6 (host spread DoNotSchedule, maxSkew 2): one rollout right after "
+                    "the first; to store it right at once, apply the HPA first or annotate the Deployment "
+                    "policylib.io/autoscaling-min-replicas: \"6\"")
+    assert "as pending: it is written on the Deployment's next rollout" in apply_order_note([d, h], 0, load_config(NEXT))
+    assert apply_order_note([h, d], 1, load_config(ENFORCE)) is None                  # HPA first: stored right
+    assert helm_sorted([h, d]) == [d, h]                                              # Helm: Deployment first
+    annotated = deployment(replicas=3, annotations={"policylib.io/autoscaling-min-replicas": "6"})
+    assert apply_order_note([annotated, h], 0, load_config(ENFORCE)) is None
+    assert "metadata only, no rollout" in apply_order_note([d, _hpa(4)], 0, load_config(None))   # preference: same
+
+
+def test_preview_prints_the_order_note_on_stderr(tmp_path):
+    import io
+
+    import yaml
+
+    from policylib.cli import main
+    f = tmp_path / "app.yaml"
+    f.write_text(yaml.safe_dump_all([deployment(replicas=3), _hpa(6)]))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(ENFORCE))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["preview", "--config", str(cfg), "-f", str(f)], io.StringIO(), out, err) == 0
+    assert err.getvalue().startswith(f"policylib: note: {f}: Deployment ml/web: applied in this order")
+    assert host(yaml.safe_load(out.getvalue()))["maxSkew"] == 2     # what the cluster ends with
