@@ -32,7 +32,8 @@ bench-webhook: $(STAMP)
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
 
-# The end-to-end harness: a control plane built from Go modules (e2e/README.md). The first build
+# The end-to-end harness: a control plane built from Go modules (README.md, "End-to-end tests against a
+# real control plane"). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores.
 GO ?= go
 testcluster:
