@@ -191,9 +191,11 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
                 stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
         if args.output == "patch-list":
             entries += patch_list_entries(doc, result)
+        elif args.output == "json":
+            entries += [result.object, *result.extra_objects]
         else:
             outputs.append(_format(doc, result, args.output))
-    if args.output == "patch-list":
+    if args.output in ("patch-list", "json"):
         stdout.write(json_array(entries))
     else:
         separator = "---\n" if args.output == "yaml" else ""
@@ -305,7 +307,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         # The one network edge of the CLI, in the webhook package: policylib itself does no I/O.
         from webhook import kube
         try:
-            api = kube.Api(kube.api_client(args.context))
+            api = kube.Api(kube.api_client(args.context, args.kubeconfig))
             objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None
@@ -318,7 +320,11 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         stdout.write(json_array([w.as_dict() for w in writes]))
     else:
         stdout.write(_table(writes))
-    return EXIT_OK
+    return EXIT_UNPLANNED if any(w.error for w in writes) else EXIT_OK
+
+
+#: ``plan``: an object could not be planned (its entry says why); the other writes are printed.
+EXIT_UNPLANNED = 1
 
 
 EXIT_PENDING = 3
@@ -328,10 +334,12 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
     from webhook import kube  # the CLI's one network edge: policylib itself does no I/O
     try:
-        api = kube.Api(kube.api_client(args.context))
+        api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         nodes = kube.snapshot(api, resources=(kube.NODES,))
-        pods = kube.snapshot(api, resources=(kube.PODS,))
-        objects = kube.snapshot(api, resources=kube.SNAPSHOT_RESOURCES, progress=_progress(stderr)) if workloads else []
+        pods = kube.snapshot(api, args.namespace, resources=(kube.PODS,)) if args.namespace and workloads else \
+            kube.snapshot(api, resources=(kube.PODS,))
+        objects = kube.snapshot(api, args.namespace, resources=kube.SNAPSHOT_RESOURCES,
+                                progress=_progress(stderr)) if workloads else []
         version = kube.server_version(api)
     except Exception as e:  # config, network or API errors: one clear line
         raise InputError(f"cannot read the cluster: {e}") from None
@@ -373,6 +381,9 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
         placements = simulate(objects, nodes, config)
     except PolicyError as e:
         raise locate(e, docs) from None
+    for obj in not_simulated(objects):
+        stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
+                     "Deployments and Volcano Jobs; check counts Kubeflow gangs)\n")
     if not placements:
         raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
     if args.output == "json":
@@ -382,6 +393,15 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
     else:
         stdout.write(placements_table(placements))
     return EXIT_PENDING if any(p.pending_max for p in placements) else EXIT_OK
+
+
+def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs and the
+    context it reads (Pods as load, HPAs, PodGroups)."""
+    from .simulate import is_volcano_job
+    from .spread import is_deployment
+    return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
+                                                                or o.get("kind") in ("Pod", "Node"))]
 
 
 def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
@@ -415,6 +435,10 @@ def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> Non
                      help="Nodes: Node documents or a List (kubectl get nodes -o yaml), or a directory; repeatable")
     src.add_argument("--cluster", action="store_true", help="read the live cluster's Nodes and Pods through kubeconfig")
     p.add_argument("--context", help="kubeconfig context (with --cluster)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (with --cluster; default $KUBECONFIG, "
+                                                        "~/.kube/config, or in-cluster)")
+    p.add_argument("-n", "--namespace", help="only this namespace's workloads (with --cluster; Nodes and the Pods "
+                                             "that load them are always read whole)")
 
 
 DIR_HELP = "a directory: its *.yaml, *.yml and *.json files, sorted"
@@ -454,8 +478,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_recursive(p)
     p.add_argument("--old", metavar="FILE", help="old objects: preview an UPDATE from them (matched by "
                                                  "kind, namespace and name)")
-    p.add_argument("-o", "--output", choices=("yaml", "patch", "patch-list", "diff"), default="yaml",
-                   help="yaml: mutated objects and the objects the policies create; patch: one RFC 6902 patch "
+    p.add_argument("-o", "--output", choices=("yaml", "json", "patch", "patch-list", "diff"), default="yaml",
+                   help="yaml: mutated objects and the objects the policies create; json: the same as one JSON "
+                        "array; patch: one RFC 6902 patch "
                         "per line, per object; patch-list: one JSON list of {object: 'Kind namespace/name', "
                         "patch}, created objects as an add of the whole object; diff: unified diff per object "
                         "(created objects from /dev/null) with reasons")
@@ -489,7 +514,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--cluster", action="store_true", help="read the live cluster through kubeconfig")
     _add_recursive(pl)
     pl.add_argument("--context", help="kubeconfig context (with --cluster)")
-    pl.add_argument("--namespace", help="only this namespace (with --cluster)")
+    pl.add_argument("-n", "--namespace", help="only this namespace (with --cluster)")
+    pl.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (with --cluster; default $KUBECONFIG, "
+                                                         "~/.kube/config, or in-cluster)")
     pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
                     help="table: readable, with counts; json: an array of writes")
     pl.set_defaults(func=plan_command)

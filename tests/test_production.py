@@ -314,3 +314,51 @@ def test_preview_prints_the_order_note_on_stderr(tmp_path):
     assert main(["preview", "--config", str(cfg), "-f", str(f)], io.StringIO(), out, err) == 0
     assert err.getvalue().startswith(f"policylib: note: {f}: Deployment ml/web: applied in this order")
     assert host(yaml.safe_load(out.getvalue()))["maxSkew"] == 2     # what the cluster ends with
+
+
+# --- smaller items (issue 20, item 7) ------------------------------------------------------------------
+
+def _cli(args, stdin=""):
+    import io
+
+    from policylib.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    code = main(args, io.StringIO(stdin), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_preview_json_is_one_array_of_the_mutated_objects(tmp_path):
+    import json
+
+    import yaml
+    f = tmp_path / "d.yaml"
+    f.write_text(yaml.safe_dump(deployment(replicas=4)))
+    code, out, _ = _cli(["preview", "-f", str(f), "-o", "json"])
+    [obj] = json.loads(out)
+    assert code == 0 and obj == mutate(deployment(replicas=4), load_config(None)).object
+
+
+def test_simulate_names_what_it_did_not_simulate(tmp_path):
+    import yaml
+    nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+              "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}}]
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ml"}, "spec": {}}
+    tf = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "t", "namespace": "ml"}, "spec": {}}
+    f = tmp_path / "w.yaml"
+    f.write_text(yaml.safe_dump_all([deployment(replicas=1), sts, tf, _hpa(1)]))
+    n = tmp_path / "n.yaml"
+    n.write_text(yaml.safe_dump_all(nodes))
+    code, _, err = _cli(["simulate", "-f", str(f), "--nodes", str(n)])
+    assert code == 0
+    assert [line.split(": kind")[0] for line in err.splitlines()] == [
+        "policylib: not simulated: StatefulSet ml/db", "policylib: not simulated: TFJob ml/t"]
+
+
+def test_cluster_commands_take_kubeconfig_and_namespace(tmp_path):
+    from policylib.cli import build_parser
+    parser = build_parser()
+    for command in (["plan", "--cluster"], ["check", "--cluster"], ["simulate", "-f", "x", "--cluster"]):
+        args = parser.parse_args(command + ["--kubeconfig", "/k", "-n", "team-a"])
+        assert (args.kubeconfig, args.namespace) == ("/k", "team-a")
+    code, _, err = _cli(["plan", "--cluster", "--kubeconfig", str(tmp_path / "missing")])
+    assert code == 2 and f"no kubeconfig found at {tmp_path / 'missing'}" in err
