@@ -362,3 +362,34 @@ def test_cluster_commands_take_kubeconfig_and_namespace(tmp_path):
         assert (args.kubeconfig, args.namespace) == ("/k", "team-a")
     code, _, err = _cli(["plan", "--cluster", "--kubeconfig", str(tmp_path / "missing")])
     assert code == 2 and f"no kubeconfig found at {tmp_path / 'missing'}" in err
+
+
+def test_a_missing_lease_namespace_is_logged_and_readyz_says_why(tmp_path, caplog):
+    import json
+    import urllib.error
+    import urllib.request
+
+    from tests.fakeapi import FakeAPI
+    from tests.test_controller import LEASE
+    from webhook.controller import serve_health
+    with FakeAPI() as api:
+        Cluster(api, [])
+        api.route("POST", LEASE.rsplit("/", 1)[0], (404, {"kind": "Status", "code": 404, "reason": "NotFound",
+                                                          "message": 'namespaces "policylib-system" not found'}))
+        c = controller(api, tmp_path)
+        with caplog.at_level("ERROR", logger="policylib.controller"):
+            assert c.try_lead() is False
+    [entry] = [json.loads(r.getMessage()) for r in caplog.records if r.levelname == "ERROR"]
+    assert entry["msg"] == "cannot create the Lease" and entry["namespace"] == "policylib-system"
+    server = serve_health(c, "127.0.0.1", 0)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
+        try:
+            body = urllib.request.urlopen(url, timeout=5).read()
+        except urllib.error.HTTPError as e:
+            body = e.read()
+        state = json.loads(body)
+    finally:
+        server.shutdown()
+    assert state["leader"] is False
+    assert state["reason"].startswith("the Lease namespace policylib-system does not exist")

@@ -336,6 +336,8 @@ class Controller:
         #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
         #: its Event recorded once per state; the gauges count these.
         self.notices: dict[Key, dict[str, str]] = {}
+        #: Why this replica cannot lead, when it knows (shown by /readyz).
+        self.not_leading = ""
 
     @property
     def leading(self) -> bool:
@@ -379,9 +381,18 @@ class Controller:
             won = True
         except kube.Conflict:
             won = False
+        except kube.NotFound:
+            self.metrics.errors.labels("lease").inc()
+            self.not_leading = (f"the Lease namespace {self.options.namespace} does not exist: create it, or start "
+                                "the controller with --namespace of one that does")
+            log.error(json.dumps({"msg": "cannot create the Lease", "namespace": self.options.namespace,
+                                  "reason": self.not_leading}))
+            won = False
         except kube.ApiError:
             self.metrics.errors.labels("lease").inc()
             won = False
+        if won:
+            self.not_leading = ""
         # the renewal holds for a little less than the lease, counted from before the round began
         self._set_leading(won, started + duration * 2 / 3)
         return won
@@ -702,8 +713,10 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
             elif self.path == "/readyz":
                 ready = controller.synced or not controller.leading
                 code = 200 if ready else 503
-                body = json.dumps({"leader": controller.leading, "synced": controller.synced,
-                                   "dryRun": controller.dry_run}).encode()
+                state = {"leader": controller.leading, "synced": controller.synced, "dryRun": controller.dry_run}
+                if not controller.leading and controller.not_leading:
+                    state["reason"] = controller.not_leading
+                body = json.dumps(state).encode()
                 ctype = "application/json"
             elif self.path == "/metrics":
                 code, body, ctype = 200, generate_latest(controller.metrics.registry), "text/plain; version=0.0.4"
