@@ -36,6 +36,7 @@ from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
+from .nodes import check_nodes
 from .order import apply_order_note
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
@@ -363,6 +364,10 @@ def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, 
         objects += live_objects
     if not nodes:
         raise InputError("no Nodes: give --nodes FILE (kubectl get nodes -o yaml), Nodes among -f, or --cluster")
+    try:
+        check_nodes(nodes)   # issue 20: a Node is validated like any object, naming its file
+    except PolicyError as e:
+        raise locate(e, files + node_files) from None
     return nodes, [o for o in objects if not _is_node(o)], version
 
 

@@ -393,3 +393,26 @@ def test_a_missing_lease_namespace_is_logged_and_readyz_says_why(tmp_path, caplo
         server.shutdown()
     assert state["leader"] is False
     assert state["reason"].startswith("the Lease namespace policylib-system does not exist")
+
+
+@pytest.mark.parametrize("change,message", [
+    (lambda n: n["status"]["allocatable"].update(cpu="eight"),
+     "Node n1: status.allocatable[cpu]: Invalid value: \"eight\": must be a quantity like 8, 500m or 64Gi"),
+    (lambda n: n["spec"].update(taints=[{"key": "gpu", "effect": "NoSchedul"}]),
+     "Node n1: spec.taints[0].effect: Unsupported value: \"NoSchedul\": supported values: \"NoSchedule\", "
+     "\"PreferNoSchedule\", \"NoExecute\""),
+    (lambda n: n["metadata"]["labels"].update({"gpu": 8}),
+     "Node n1: metadata.labels[gpu]: Invalid value: 8: a label value must be a string (quote it in YAML)"),
+])
+def test_a_bad_node_file_exits_2_naming_the_node_the_field_and_the_value(tmp_path, change, message):
+    import yaml
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "spec": {}, "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}}
+    change(node)
+    n, f = tmp_path / "nodes.yaml", tmp_path / "w.yaml"
+    n.write_text(yaml.safe_dump(node))
+    f.write_text(yaml.safe_dump(deployment(replicas=2)))
+    for command in ("simulate", "check"):
+        code, out, err = _cli([command, "-f", str(f), "--nodes", str(n)])
+        assert (code, out) == (2, "")
+        assert err == f"policylib: error: {n}: {message}\n", err
