@@ -416,3 +416,16 @@ def test_a_bad_node_file_exits_2_naming_the_node_the_field_and_the_value(tmp_pat
         code, out, err = _cli([command, "-f", str(f), "--nodes", str(n)])
         assert (code, out) == (2, "")
         assert err == f"policylib: error: {n}: {message}\n", err
+
+
+def test_run_local_takes_a_config_and_refuses_a_bad_one_before_serving(tmp_path, capsys):
+    from webhook.__main__ import main, parser
+    good = tmp_path / "c.yaml"
+    good.write_text("hostTopologySpread: {rewrite: OnNextRollout}\n")
+    assert parser().parse_args(["run-local", "--config", str(good), "--cert-dir", "c"]).config == str(good)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("hostTopologySpread: {rewrite: Sometimes}\n")
+    assert main(["run-local", "--config", str(bad), "--cert-dir", str(tmp_path / "certs")]) == 2
+    err = capsys.readouterr().err
+    assert "hostTopologySpread.rewrite: must be one of OnCountChange, OnNextRollout; got 'Sometimes'" in err
+    assert not (tmp_path / "certs").exists()
