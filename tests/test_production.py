@@ -429,3 +429,17 @@ def test_run_local_takes_a_config_and_refuses_a_bad_one_before_serving(tmp_path,
     err = capsys.readouterr().err
     assert "hostTopologySpread.rewrite: must be one of OnCountChange, OnNextRollout; got 'Sometimes'" in err
     assert not (tmp_path / "certs").exists()
+
+
+def test_volcano_notes_say_only_what_was_applied_and_why_nothing_was():
+    from tests.test_volcano import job, task
+    j = job(task(replicas=4))
+    j["spec"]["tasks"][0]["policies"] = [{"event": "PodFailed", "action": "RestartJob"}]
+    j["spec"]["policies"] = [{"event": "PodFailed", "action": "RestartPartition"}]
+    r = mutate(j, load_config({"volcano": {"partitionSize": 2, "restartPartitionEvents": []}}))
+    assert r.object["spec"]["tasks"][0]["policies"] == [{"event": "PodFailed", "action": "RestartJob"}]
+    assert r.warnings == ["moved job-level RestartPartition (PodFailed) away: the partitioned tasks handle these "
+                          "events already: denied by Volcano's VAP at job level"]
+    untouched = mutate(job(task(replicas=4)), load_config(None))
+    assert (untouched.patch, untouched.reasons) == ([], [
+        "no partitionPolicy: volcano.partitionSize is not set (nor the job's policylib.io/partition-size annotation)"])
