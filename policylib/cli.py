@@ -431,9 +431,10 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
 
 def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
     p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
-    p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
+    p.add_argument("-f", "--filename", metavar="FILE", action="append",
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
-                        "repeatable; - reads stdin; " + DIR_HELP)
+                        "repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
+    _add_kustomize(p)
     _add_recursive(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--nodes", metavar="FILE", action="append",
@@ -444,6 +445,11 @@ def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> Non
                                                         "~/.kube/config, or in-cluster)")
     p.add_argument("-n", "--namespace", help="only this namespace's workloads (with --cluster; Nodes and the Pods "
                                              "that load them are always read whole)")
+
+
+def _add_kustomize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-k", "--kustomize", metavar="DIR", action="append",
+                   help="also the objects kubectl kustomize DIR builds (kubectl or kustomize on PATH); repeatable")
 
 
 DIR_HELP = "a directory: its *.yaml, *.yml and *.json files, sorted"
@@ -478,8 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and Nodes in the input are cluster context: they inform the policies "
                                    "and are not printed.")
     p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
-    p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
+    p.add_argument("-f", "--filename", metavar="FILE", action="append",
                    help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
+    _add_kustomize(p)
     _add_recursive(p)
     p.add_argument("--old", metavar="FILE", help="old objects: preview an UPDATE from them (matched by "
                                                  "kind, namespace and name)")
@@ -517,6 +524,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
                      help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     src.add_argument("--cluster", action="store_true", help="read the live cluster through kubeconfig")
+    src.add_argument("-k", "--kustomize", metavar="DIR", action="append",
+                     help="the objects kubectl kustomize DIR builds (kubectl or kustomize on PATH); repeatable")
     _add_recursive(pl)
     pl.add_argument("--context", help="kubeconfig context (with --cluster)")
     pl.add_argument("-n", "--namespace", help="only this namespace (with --cluster)")
@@ -544,6 +553,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _kustomize_sources(args: argparse.Namespace, stderr: TextIO) -> None:
+    """``-k DIR``: build the overlay and read its output as one more ``-f`` file; ``-R`` over a tree
+    holding a kustomization says it reads the raw files."""
+    from .kustomize import build, kustomize_trees
+    if getattr(args, "recursive", False) and getattr(args, "filename", None):
+        for tree in kustomize_trees(args.filename):
+            stderr.write(f"policylib: note: -R reads the raw files under {tree}, not the overlay its kustomization "
+                         f"builds; use -k {tree} for what kubectl apply -k sends\n")
+    for directory in getattr(args, "kustomize", None) or []:
+        args.filename = (args.filename or []) + [build(directory)]
+    if hasattr(args, "kustomize") and args.func in (preview, plan_command, simulate_command) and not args.filename \
+            and not getattr(args, "cluster", False):
+        raise InputError("give -f FILE or -k DIR")
+
+
 def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
          stderr: TextIO = sys.stderr) -> int:
     try:
@@ -552,6 +576,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: T
         stdout.write(f"policylib {__version__}\n")
         return EXIT_OK
     try:
+        _kustomize_sources(args, stderr)
         code: int = args.func(args, stdin, stdout, stderr)
         return code
     except PolicylibError as e:

@@ -42,7 +42,8 @@ def _shape(c: dict[str, Any] | None) -> str:
 def apply_order_note(objects: Sequence[dict[str, Any]], index: int, config: Config) -> str | None:
     """Rule S21: for the Deployment at ``index``, when an HPA that targets it comes later in ``objects``
     and changes its effective count, what the API server stores first and what follows; None otherwise
-    (the HPA comes first, there is none, or it changes nothing)."""
+    (the HPA comes first, there is none, or the pod template comes out the same: the controller's
+    follow-up is then a metadata-only write)."""
     d = objects[index]
     if not is_deployment(d):
         return None
@@ -63,7 +64,7 @@ def apply_order_note(objects: Sequence[dict[str, Any]], index: int, config: Conf
     fix = (f"; to store it right at once, apply the HPA first or annotate the Deployment "
            f"{AUTOSCALING_MIN_ANNOTATION}: \"{final}\"")
     if stored["spec"]["template"] == wanted["spec"]["template"]:
-        return f"{head}; the controller then records {final} (metadata only, no rollout)"
+        return None   # the controller's follow-up is a metadata-only write: nothing a user sees
     if config.host.rewrite == ON_NEXT_ROLLOUT:
         return (f"{head}; the controller then records the change to {final} ({_shape(_host(wanted, config))}) as "
                 f"pending: it is written on the Deployment's next rollout (rewrite: OnNextRollout){fix}")

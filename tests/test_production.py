@@ -297,7 +297,7 @@ def test_preview_says_what_a_deployment_applied_before_its_hpa_goes_through():
     assert helm_sorted([h, d]) == [d, h]                                              # Helm: Deployment first
     annotated = deployment(replicas=3, annotations={"policylib.io/autoscaling-min-replicas": "6"})
     assert apply_order_note([annotated, h], 0, load_config(ENFORCE)) is None
-    assert "metadata only, no rollout" in apply_order_note([d, _hpa(4)], 0, load_config(None))   # preference: same
+    assert apply_order_note([d, _hpa(4)], 0, load_config(None)) is None   # a preference: same template, nothing seen
 
 
 def test_preview_prints_the_order_note_on_stderr(tmp_path):
@@ -443,3 +443,32 @@ def test_volcano_notes_say_only_what_was_applied_and_why_nothing_was():
     untouched = mutate(job(task(replicas=4)), load_config(None))
     assert (untouched.patch, untouched.reasons) == ([], [
         "no partitionPolicy: volcano.partitionSize is not set (nor the job's policylib.io/partition-size annotation)"])
+
+
+def test_k_builds_the_overlay_with_kubectl_kustomize_and_names_what_is_missing(tmp_path, monkeypatch):
+    import json
+    import os
+
+    import yaml
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text("resources: [d.yaml]\n")
+    (overlay / "d.yaml").write_text(yaml.safe_dump(deployment(replicas=4)))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "kubectl"   # stands in for kubectl: prints the overlay's one resource, records its arguments
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {tmp_path / 'args'}\n/bin/cat {overlay / 'd.yaml'}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    code, out, _ = _cli(["preview", "-k", str(overlay), "-o", "json"])
+    assert code == 0 and (tmp_path / "args").read_text().split() == ["kustomize", str(overlay)]
+    [obj] = json.loads(out)
+    assert host(obj)["maxSkew"] == 1 and obj["metadata"]["name"] == "web"
+    code, _, err = _cli(["preview", "-f", str(tmp_path), "-R"])
+    assert f"policylib: note: -R reads the raw files under {overlay}, not the overlay" in err
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    code, out, err = _cli(["plan", "-k", str(overlay)])
+    assert (code, out) == (2, "")
+    assert err == (f"policylib: error: -k {overlay}: needs kubectl (kubectl kustomize) or kustomize on PATH; "
+                   "neither was found\n")
+    assert os.environ["PATH"] == str(tmp_path / "nothing")
