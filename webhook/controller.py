@@ -713,7 +713,8 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
             elif self.path == "/readyz":
                 ready = controller.synced or not controller.leading
                 code = 200 if ready else 503
-                state = {"leader": controller.leading, "synced": controller.synced, "dryRun": controller.dry_run}
+                state: dict[str, object] = {"leader": controller.leading, "synced": controller.synced,
+                                            "dryRun": controller.dry_run}
                 if not controller.leading and controller.not_leading:
                     state["reason"] = controller.not_leading
                 body = json.dumps(state).encode()
