@@ -110,8 +110,10 @@ def test_scale_subresource_then_the_controller_rolls_at_most_once(cluster, mode,
     else:
         assert n == 1 and after["spec"]["template"] == before["spec"]["template"]
         assert annotations(after)[PENDING].startswith("7 effective replicas (written for 4)")
-        events = cluster.list("events.events.k8s.io", space)
-        assert [e["reason"] for e in events if e["regarding"]["name"] == "web"] == ["SpreadPending"]
+        events = wait_for("the SpreadPending Event", lambda: [
+            e for e in cluster.list("events.events.k8s.io", space)
+            if e.get("reportingController") == "policylib.io/controller"], timeout=60)
+        assert [(e["reason"], e["regarding"]["name"]) for e in events] == [("SpreadPending", "web")]
         # the user's next rollout carries the pending constraints: one more ReplicaSet, not two
         cluster.kubectl("rollout", "restart", "deployment/web", "-n", space)
         wait_for("the pending record is gone", lambda: PENDING not in annotations(cluster.get("deployment", "web", space)))
@@ -230,7 +232,9 @@ def test_a_deployment_admitted_while_the_webhook_is_down_is_noticed_and_brought_
                          timeout=120)
         assert "affinity" not in right["spec"]["template"]["spec"]
         assert host_constraint(right)["whenUnsatisfiable"] == "DoNotSchedule"
-        wait_for("the gauge drops", lambda: fixer.metric("policylib_controller_unrecorded_deployments") == 0, timeout=60)
+        run = subprocess.run([sys.executable, "-m", "policylib", "plan", "--cluster", "--namespace", space, "-o", "json"],
+                             capture_output=True, text=True, cwd=ROOT, env=cluster.env, timeout=120)
+        assert (run.returncode, json.loads(run.stdout)) == (0, [])     # nothing unrecorded, nothing to write
     finally:
         fixer.stop()
 
