@@ -78,11 +78,23 @@ def mode(request, cluster, webhooks, tmp_path):
                                                                           "dryRun": False}, timeout=60)
     yield request.param
     c.stop()
+    # the next mode's controller must not act on this mode's Deployments (a controller is cluster-wide)
+    for name in CREATED:
+        cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+    CREATED.clear()
+
+
+CREATED: list[str] = []
+
+
+def namespace_for(cluster, name: str, mode: str) -> str:
+    CREATED.append(name)
+    return cluster.namespace(name, config=mode)
 
 
 def test_scale_up_and_down_with_kubectl_patch(cluster, mode, ns):
     for scenario, start, end in (("scale up (kubectl patch 4 -> 7)", 4, 7), ("scale down (kubectl patch 7 -> 4)", 7, 4)):
-        space = cluster.namespace(f"{ns}-{start}{end}", config=mode)
+        space = namespace_for(cluster, f"{ns}-{start}{end}", mode)
         cluster.apply(deployment("web", space, start))
         before = wait_rolled_out(cluster, space, "web")
         cluster.kubectl("patch", "deployment/web", "-n", space, "--type=merge", "-p", json.dumps({"spec": {"replicas": end}}))
@@ -97,7 +109,7 @@ def test_scale_up_and_down_with_kubectl_patch(cluster, mode, ns):
 
 
 def test_scale_subresource_then_the_controller_rolls_at_most_once(cluster, mode, ns):
-    space = cluster.namespace(ns, config=mode)
+    space = namespace_for(cluster, ns, mode)
     cluster.apply(deployment("web", space, 4))
     before = wait_rolled_out(cluster, space, "web")
     cluster.kubectl("scale", "deployment/web", "-n", space, "--replicas=7")   # no admission review for scale
@@ -123,7 +135,7 @@ def test_scale_subresource_then_the_controller_rolls_at_most_once(cluster, mode,
 
 
 def test_hpa_minimum_change(cluster, mode, ns):
-    space = cluster.namespace(ns, config=mode)
+    space = namespace_for(cluster, ns, mode)
     cluster.apply(deployment("web", space, 3), hpa(space, 3))
     wait_for("record 3", lambda: annotations(cluster.get("deployment", "web", space)).get(RECORD) == "3")
     wait_rolled_out(cluster, space, "web")
@@ -138,7 +150,7 @@ def test_hpa_minimum_change(cluster, mode, ns):
 @pytest.mark.parametrize("order", ["Deployment then HPA (file)", "HPA then Deployment (file)", "Helm install order"])
 def test_apply_order(cluster, mode, ns, order, tmp_path):
     """Deployment replicas 3, HPA minReplicas 6: preview's note states what the cluster goes through."""
-    space = cluster.namespace(ns, config=mode)
+    space = namespace_for(cluster, ns, mode)
     objs = [deployment("web", space, 3), hpa(space, 6)]
     objs = {"Deployment then HPA (file)": objs, "HPA then Deployment (file)": objs[::-1],
             "Helm install order": helm_sorted(objs[::-1])}[order]
