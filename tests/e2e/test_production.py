@@ -201,6 +201,8 @@ def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhoo
     assert placed["required"][1] == ["two-a", "two-b"]                              # one per node, one Pending
     wait_for("the default places all three", lambda: len([p for p in pods_of(cluster, f"{ns}-default", "web")
                                                           if p["spec"].get("nodeName")]) == 3, timeout=120)
+    for config in ("required", "default"):
+        cluster.kubectl("delete", "namespace", f"{ns}-{config}", "--wait=false")
 
 
 def test_a_deployment_admitted_while_the_webhook_is_down_is_noticed_and_brought_right(cluster, webhooks, ns,
