@@ -472,3 +472,37 @@ def test_k_builds_the_overlay_with_kubectl_kustomize_and_names_what_is_missing(t
     assert err == (f"policylib: error: -k {overlay}: needs kubectl (kubectl kustomize) or kustomize on PATH; "
                    "neither was found\n")
     assert os.environ["PATH"] == str(tmp_path / "nothing")
+
+
+def test_a_write_an_admission_webhook_undoes_is_not_retried_until_the_object_changes(tmp_path):
+    """On the harness, a controller with rewrite OnCountChange and a webhook with OnNextRollout undid each
+    other's writes on every watch event; the controller now notices and waits for a change or a resync."""
+    import jsonpatch
+
+    from tests.fakeapi import FakeAPI
+    from webhook.controller import undone_by_admission
+    stored = scaled(mutate(deployment(replicas=4), load_config(ENFORCE)).object, 7)
+    stored["metadata"].update(resourceVersion="5", uid="u")
+    with FakeAPI() as api:
+        cluster = Cluster(api, [stored])
+        record_events(api)
+
+        def revert(name, req):   # a webhook that keeps the old template: only the resourceVersion moves
+            current = cluster.deployments[name]
+            current["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+            return 200, copy.deepcopy(current)
+        api.route("PATCH", "/apis/apps/v1/namespaces/ml/deployments/web", lambda req: revert("web", req))
+        c = controller(api, tmp_path, ENFORCE)
+        c.try_lead()
+        c.resync()
+        key = ("apps/v1", "Deployment", "ml", "web")
+        c.stores[next(r for r in c.stores if r.kind == "Deployment")].apply("MODIFIED", cluster.deployments["web"])
+        c.queue.add(key)
+        c.drain()                                    # the watch event of our own (undone) write: no new write
+        assert len(cluster.patches()) == 1 and c.undone == {key: "6"}
+        assert c.metrics.errors.labels("undone")._value.get() == 1
+        c.resync()                                   # a resync tries again
+        assert len(cluster.patches()) == 2
+    [w] = plan([stored], load_config(ENFORCE))
+    assert undone_by_admission(w.patch, stored)
+    assert not undone_by_admission(w.patch, jsonpatch.apply_patch(stored, w.patch))

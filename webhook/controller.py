@@ -149,6 +149,38 @@ def event_for(write: Write, written: dict | None, identity: str, now: dt.datetim
     }
 
 
+# --- writes undone by admission (pure) -------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _at(obj: object, pointer: str) -> object:
+    """The value at an RFC 6901 pointer, or ``_MISSING``."""
+    for raw in pointer.split("/")[1:]:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(obj, dict) and token in obj:
+            obj = obj[token]
+        elif isinstance(obj, list) and token.isdigit() and int(token) < len(obj):
+            obj = obj[int(token)]
+        else:
+            return _MISSING
+    return obj
+
+
+def undone_by_admission(patch: list[dict], written: dict) -> bool:
+    """Whether the object the API server stored lacks a pod-template change our patch made: a mutating
+    webhook (another config of policylib's, or another webhook) put it back."""
+    for op in patch:
+        if not str(op.get("path", "")).startswith("/spec/template"):
+            continue
+        value = _at(written, op["path"])
+        if op.get("op") in ("add", "replace") and value != op.get("value"):
+            return True
+        if op.get("op") == "remove" and value is not _MISSING:
+            return True
+    return False
+
+
 # --- rollout gate (pure) -----------------------------------------------------------------
 
 def released_spec(lease: dict) -> dict:
@@ -336,6 +368,9 @@ class Controller:
         #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
         #: its Event recorded once per state; the gauges count these.
         self.notices: dict[Key, dict[str, str]] = {}
+        #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
+        #: until the object changes or the next resync).
+        self.undone: dict[Key, str | None] = {}
         #: Why this replica cannot lead, when it knows (shown by /readyz).
         self.not_leading = ""
 
@@ -451,6 +486,7 @@ class Controller:
     def enqueue_all(self, trigger: str) -> None:
         """Queue every Deployment and job (a resync), without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
+        self.undone.clear()   # a resync tries undone writes again (the configs may agree by now)
         for res, store in self.stores.items():
             if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
                 for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
@@ -475,6 +511,10 @@ class Controller:
                 self.metrics.pending.set(sum("pending" in n for n in self.notices.values()))
                 self.metrics.unrecorded.set(sum("unrecorded" in n for n in self.notices.values()))
             return []
+        if key in self.undone and self.undone[key] == (obj.get("metadata") or {}).get("resourceVersion"):
+            self.queue.forget(key)
+            return []   # our last write was undone by admission and nothing changed since
+        self.undone.pop(key, None)
         self.metrics.reconciles.labels("key").inc()
         made, failed = [], False
         writes = plan([obj], self.config, planners=self.planners, facts=self.facts)
@@ -544,6 +584,14 @@ class Controller:
         self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
         if write.kind == "Deployment" and write.rollout:
             self.gate.started(gate_key)
+        if write.kind == "Deployment" and write.rollout and isinstance(body, dict) and undone_by_admission(write.patch, body):
+            # an admission webhook put the template back (its config differs from ours, for example while a
+            # config change rolls out): planning again on the watch event would write again, forever
+            self.undone[key] = (body.get("metadata") or {}).get("resourceVersion")
+            self.metrics.errors.labels("undone").inc()
+            log.warning(json.dumps(dict(entry, msg="write undone by admission: not retried until the object changes "
+                                                   "or the next resync (do the webhook and the controller share "
+                                                   "one config?)")))
         if res in self.stores:
             self.stores[res].apply("MODIFIED", body)
         self.record_event(write, body)
