@@ -337,8 +337,7 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     try:
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         nodes = kube.snapshot(api, resources=(kube.NODES,))
-        pods = kube.snapshot(api, args.namespace, resources=(kube.PODS,)) if args.namespace and workloads else \
-            kube.snapshot(api, resources=(kube.PODS,))
+        pods = kube.snapshot(api, resources=(kube.PODS,))   # every Pod loads the Nodes
         objects = kube.snapshot(api, args.namespace, resources=kube.SNAPSHOT_RESOURCES,
                                 progress=_progress(stderr)) if workloads else []
         version = kube.server_version(api)
@@ -420,6 +419,8 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
         findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version)
     except PolicyError as e:
         raise locate(e, docs) from None
+    if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
+        findings = [f for f in findings if f.key != "pending" or f" {args.namespace}/" in f.message.split(":")[0]]
     if args.output == "json":
         stdout.write(json_array([f.as_dict() for f in findings]))
     elif findings:

@@ -204,6 +204,17 @@ def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhoo
             return (len(pods), sorted(bound)) if len(pods) == 3 and len(bound) >= 2 else None
         placed[config] = wait_for(f"{space}: pods placed", spread, timeout=120)
     assert placed["required"][1] == ["two-a", "two-b"]                              # one per node, one Pending
+    # check --cluster names the Pending replica and the rule that holds it, in the scheduler's words
+    import subprocess
+    run = subprocess.run([POLICYLIB, "check", "--cluster", "-n", f"{ns}-required", "-o", "json"], capture_output=True,
+                         text=True, env=cluster.env, timeout=120)
+    assert run.returncode == 3, run.stderr
+    [pending] = [f for f in json.loads(run.stdout) if f["key"] == "pending"]
+    # the real scheduler's message counts every node by the filter that left it out: the 2 of group "two" by
+    # the spread, the others by the nodeSelector or a taint
+    assert pending["message"].startswith(f"Deployment {ns}-required/web: 1 Pod(s) Pending now, held by a DoNotSchedule "
+                                         "topology spread (hostTopologySpread), the pod's node affinity/selector")
+    assert "2 node(s) didn't match pod topology spread constraints" in pending["message"]
     wait_for("the default places all three", lambda: len([p for p in pods_of(cluster, f"{ns}-default", "web")
                                                           if p["spec"].get("nodeName")]) == 3, timeout=120)
     cluster.kubectl("delete", "namespace", f"{ns}-required", f"{ns}-default", "--timeout=180s", timeout=240)
