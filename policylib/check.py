@@ -13,12 +13,20 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .config import Config, HostSpread, load_config
+from .errors import PolicyError
 from .facts import ClusterFacts, namespace_of
 from .gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
 from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate
-from .spread import effective_replicas, host_spread_enforced, is_deployment, mutate_deployment
+from .spread import (
+    HOST_WEAKENED_WARNING,
+    effective_replicas,
+    host_spread_enforced,
+    is_deployment,
+    mutate_deployment,
+    replaced_required_before,
+)
 from .validation import DO_NOT_SCHEDULE
 
 #: Labels the common clouds and autoscalers put on a node to say which node group it belongs to.
@@ -283,5 +291,109 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
                 + check_match_label_keys(config, nodes, server_version)
                 + check_enforced_deployments(config, nodes, objects, node_group_label)
                 + check_drift(config, objects) + check_partitions(config, nodes) + check_gangs(config, nodes, objects))
+    findings += check_required_anti_affinity(config, objects)
+    findings += check_simulated(config, nodes, objects, findings) + check_pending_pods(objects)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 
+
+
+# --- one verdict: what simulate and the cluster say (issue 20, items 3 and 4) ------------------------
+
+def _ref(obj: dict[str, Any]) -> str:
+    return f"{namespace_of(obj)}/{(obj.get('metadata') or {}).get('name', '')}"
+
+
+def check_required_anti_affinity(config: Config, objects: list[dict[str, Any]]) -> list[Finding]:
+    """Rule S18's finding: the Deployments whose required self anti-affinity the spread replaces (or
+    replaced: a stored object's record says so) with a host spread that is only a preference, named
+    in one warning with the setting that keeps the rule hard."""
+    if config.host.enforceForRequiredAntiAffinity:
+        return []
+    facts = ClusterFacts.from_objects(objects)
+    weakened = []
+    for d in objects:
+        if not is_deployment(d):
+            continue
+        try:
+            r = mutate_deployment(d, config, facts=facts, namespace=namespace_of(d))
+        except PolicyError:
+            continue   # reported by the other checks and by preview
+        constraints = ((r.object["spec"]["template"]["spec"]) or {}).get("topologySpreadConstraints") or []
+        host = next((c for c in constraints if isinstance(c, dict) and c.get("topologyKey") == config.host.topologyKey),
+                    None)
+        hard = host is not None and host.get("whenUnsatisfiable") == DO_NOT_SCHEDULE
+        if any(w.startswith(HOST_WEAKENED_WARNING) for w in r.warnings) or (replaced_required_before(d) and not hard):
+            weakened.append(_ref(d))
+    if not weakened:
+        return []
+    return [Finding("warning", "hostTopologySpread.enforceForRequiredAntiAffinity",
+                    f"{len(weakened)} Deployment(s) lose a required pod anti-affinity to a host spread that is only a "
+                    f"preference ({_names(weakened)}): their replicas may share a node; set "
+                    "hostTopologySpread.enforceForRequiredAntiAffinity: true to keep the rule hard (DoNotSchedule)")]
+
+
+def check_simulated(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
+                    found: list[Finding]) -> list[Finding]:
+    """Every outcome ``policylib simulate`` reports for the same inputs: an error for each workload with
+    replicas that would stay Pending, unless another error names it already. Stored objects (with a
+    uid) are the cluster's: their Pods say what is Pending (:func:`check_pending_pods`)."""
+    manifests = [o for o in objects if not (o.get("metadata") or {}).get("uid") or is_bound_pod(o)]
+    if not nodes or not any(not is_bound_pod(o) for o in manifests):
+        return []
+    try:
+        placements = simulate(manifests, nodes, config)
+    except PolicyError:
+        return []   # an unreadable object: preview and simulate name it
+    named = " ".join(f.message for f in found if f.severity == "error")
+    out = []
+    for p in placements:
+        if not p.pending_max or f"{p.namespace}/{p.name} " in named:
+            continue
+        why = f": {p.reasons[-1]}" if p.reasons else ""
+        out.append(Finding("error", "simulate", f"{p.kind} {p.namespace}/{p.name}: {p.pending_range} of its "
+                                                f"{p.replicas} replicas would stay Pending{why}"))
+    return out
+
+
+#: The scheduler's words (its plugins' messages) and the rule that holds a Pod for each.
+HOLDING_RULES = (("pod topology spread constraints", "a DoNotSchedule topology spread (hostTopologySpread)"),
+                 ("didn't match Pod's node affinity", "the pod's node affinity/selector"),
+                 ("untolerated taint", "a taint the pod does not tolerate"),
+                 ("Insufficient", "resources (requests exceed what the nodes have free)"),
+                 ("anti-affinity", "a pod anti-affinity"),
+                 ("network topology", "Volcano network topology (volcano.networkTopology)"),
+                 ("gang", "the gang minimum"))
+
+
+def _controller_name(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of what runs the Pod: a ReplicaSet's Deployment, else its controller owner."""
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("name"), str):
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            suffix = labels.get("pod-template-hash")
+            if ref.get("kind") == "ReplicaSet" and suffix and ref["name"].endswith("-" + str(suffix)):
+                return "Deployment", ref["name"][: -len(str(suffix)) - 1]
+            return str(ref.get("kind")), ref["name"]
+    return None
+
+
+def check_pending_pods(objects: list[dict[str, Any]]) -> list[Finding]:
+    """``check --cluster``: the Pods Pending now because the scheduler found no node, by the workload
+    that owns them, with the scheduler's message and the rule that holds them."""
+    held: dict[tuple[str, str, str], list[str]] = {}
+    for pod in objects:
+        if pod.get("kind") != "Pod" or (pod.get("status") or {}).get("phase") != "Pending":
+            continue
+        cond = next((c for c in (pod.get("status") or {}).get("conditions") or [] if isinstance(c, dict)
+                     and c.get("type") == "PodScheduled" and c.get("status") == "False"), None)
+        owner = _controller_name(pod)
+        if cond is None or owner is None or cond.get("reason") != "Unschedulable":
+            continue
+        held.setdefault((owner[0], namespace_of(pod), owner[1]), []).append(str(cond.get("message") or ""))
+    out = []
+    for (kind, ns, name), messages in sorted(held.items()):
+        message = messages[0]
+        rules = [rule for words, rule in HOLDING_RULES if words in message] or ["the scheduler's filters"]
+        out.append(Finding("error", "pending", f"{kind} {ns}/{name}: {len(messages)} Pod(s) Pending now, held by "
+                                               f"{', '.join(rules)}: {message}"))
+    return out

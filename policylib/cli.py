@@ -35,6 +35,8 @@ from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
+from .nodes import check_nodes
+from .order import apply_order_note
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
 from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
@@ -105,12 +107,17 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     olds = {}
     if args.old:
         olds = {identity(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
-    subjects = [d for d in docs if not is_fact(d.obj)]
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
-    for doc in subjects:
+    ordered = [d.obj for d in docs]
+    for position, doc in enumerate(docs):
+        if is_fact(doc.obj):
+            continue
         result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
         changed = changed or result.changed
+        note = None if args.old else apply_order_note(ordered, position, config)
+        if note:
+            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {note}\n")
         for problem in scheduler_admission_errors(result.object, config):
             rejected = True
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: would still be denied by Volcano's "
@@ -125,9 +132,11 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
                 stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
         if args.output == "patch-list":
             entries += patch_list_entries(doc, result)
+        elif args.output == "json":
+            entries += [result.object, *result.extra_objects]
         else:
             outputs.append(_format(doc, result, args.output))
-    if args.output == "patch-list":
+    if args.output in ("patch-list", "json"):
         stdout.write(json_array(entries))
     else:
         separator = "---\n" if args.output == "yaml" else ""
@@ -224,7 +233,8 @@ def _table(writes: list[Write]) -> str:
         return "no writes: every object is compliant\n" + summarize(writes) + "\n"
     rows = [("KIND", "NAMESPACE", "NAME", "ROLLOUT", "REASONS")]
     for w in writes:
-        rows.append((w.kind, w.namespace, w.name, "error" if w.error else ("yes" if w.rollout else "no"),
+        rows.append((w.kind, w.namespace, w.name, "error" if w.error else ("yes" if w.rollout else
+                                                                ("pending" if w.pending else "no")),
                      "; ".join(w.reasons)))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r[:4])) + "  " + r[4] for r in rows]
@@ -238,7 +248,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         # The one network edge of the CLI, in the webhook package: policylib itself does no I/O.
         from .shell import kube
         try:
-            api = kube.Api(kube.api_client(args.context))
+            api = kube.Api(kube.api_client(args.context, args.kubeconfig))
             objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None
@@ -251,7 +261,11 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         stdout.write(json_array([w.as_dict() for w in writes]))
     else:
         stdout.write(_table(writes))
-    return EXIT_OK
+    return EXIT_UNPLANNED if any(w.error for w in writes) else EXIT_OK
+
+
+#: ``plan``: an object could not be planned (its entry says why); the other writes are printed.
+EXIT_UNPLANNED = 1
 
 
 EXIT_PENDING = 3
@@ -261,10 +275,11 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
     from .shell import kube  # the CLI's network edge, in the shell: policylib itself does no I/O
     try:
-        api = kube.Api(kube.api_client(args.context))
+        api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         nodes = kube.snapshot(api, resources=(kube.NODES,))
-        pods = kube.snapshot(api, resources=(kube.PODS,))
-        objects = kube.snapshot(api, resources=kube.SNAPSHOT_RESOURCES, progress=_progress(stderr)) if workloads else []
+        pods = kube.snapshot(api, resources=(kube.PODS,))   # every Pod loads the Nodes
+        objects = kube.snapshot(api, args.namespace, resources=kube.SNAPSHOT_RESOURCES,
+                                progress=_progress(stderr)) if workloads else []
         version = kube.server_version(api)
     except Exception as e:  # config, network or API errors: one clear line
         raise InputError(f"cannot read the cluster: {e}") from None
@@ -288,6 +303,10 @@ def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, 
         objects += live_objects
     if not nodes:
         raise InputError("no Nodes: give --nodes FILE (kubectl get nodes -o yaml), Nodes among -f, or --cluster")
+    try:
+        check_nodes(nodes)   # issue 20: a Node is validated like any object, naming its file
+    except PolicyError as e:
+        raise locate(e, files + node_files) from None
     return nodes, [o for o in objects if not _is_node(o)], version
 
 
@@ -306,6 +325,9 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
         placements = simulate(objects, nodes, config)
     except PolicyError as e:
         raise locate(e, docs) from None
+    for obj in not_simulated(objects):
+        stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
+                     "Deployments and Volcano Jobs; check counts Kubeflow gangs)\n")
     if not placements:
         raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
     if args.output == "json":
@@ -315,6 +337,15 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
     else:
         stdout.write(placements_table(placements))
     return EXIT_PENDING if any(p.pending_max for p in placements) else EXIT_OK
+
+
+def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs and the
+    context it reads (Pods as load, HPAs, PodGroups)."""
+    from .simulate import is_volcano_job
+    from .spread import is_deployment
+    return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
+                                                                or o.get("kind") in ("Pod", "Node"))]
 
 
 def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
@@ -328,6 +359,8 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
         findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version)
     except PolicyError as e:
         raise locate(e, docs) from None
+    if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
+        findings = [f for f in findings if f.key != "pending" or f" {args.namespace}/" in f.message.split(":")[0]]
     if args.output == "json":
         stdout.write(json_array([f.as_dict() for f in findings]))
     elif findings:
@@ -339,15 +372,25 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
 
 def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
     p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
-    p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
+    p.add_argument("-f", "--filename", metavar="FILE", action="append",
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
-                        "repeatable; - reads stdin; " + DIR_HELP)
+                        "repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
+    _add_kustomize(p)
     _add_recursive(p)
     src = p.add_mutually_exclusive_group()
     src.add_argument("--nodes", metavar="FILE", action="append",
                      help="Nodes: Node documents or a List (kubectl get nodes -o yaml), or a directory; repeatable")
     src.add_argument("--cluster", action="store_true", help="read the live cluster's Nodes and Pods through kubeconfig")
     p.add_argument("--context", help="kubeconfig context (with --cluster)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (with --cluster; default $KUBECONFIG, "
+                                                        "~/.kube/config, or in-cluster)")
+    p.add_argument("-n", "--namespace", help="only this namespace's workloads (with --cluster; Nodes and the Pods "
+                                             "that load them are always read whole)")
+
+
+def _add_kustomize(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-k", "--kustomize", metavar="DIR", action="append",
+                   help="also the objects kubectl kustomize DIR builds (kubectl or kustomize on PATH); repeatable")
 
 
 DIR_HELP = "a directory: its *.yaml, *.yml and *.json files, sorted"
@@ -400,13 +443,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and Nodes in the input are cluster context: they inform the policies "
                                    "and are not printed.")
     p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
-    p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
+    p.add_argument("-f", "--filename", metavar="FILE", action="append",
                    help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
+    _add_kustomize(p)
     _add_recursive(p)
     p.add_argument("--old", metavar="FILE", help="old objects: preview an UPDATE from them (matched by "
                                                  "kind, namespace and name)")
-    p.add_argument("-o", "--output", choices=("yaml", "patch", "patch-list", "diff"), default="yaml",
-                   help="yaml: mutated objects and the objects the policies create; patch: one RFC 6902 patch "
+    p.add_argument("-o", "--output", choices=("yaml", "json", "patch", "patch-list", "diff"), default="yaml",
+                   help="yaml: mutated objects and the objects the policies create; json: the same as one JSON "
+                        "array; patch: one RFC 6902 patch "
                         "per line, per object; patch-list: one JSON list of {object: 'Kind namespace/name', "
                         "patch}, created objects as an add of the whole object; diff: unified diff per object "
                         "(created objects from /dev/null) with reasons")
@@ -438,9 +483,13 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
                      help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     src.add_argument("--cluster", action="store_true", help="read the live cluster through kubeconfig")
+    src.add_argument("-k", "--kustomize", metavar="DIR", action="append",
+                     help="the objects kubectl kustomize DIR builds (kubectl or kustomize on PATH); repeatable")
     _add_recursive(pl)
     pl.add_argument("--context", help="kubeconfig context (with --cluster)")
-    pl.add_argument("--namespace", help="only this namespace (with --cluster)")
+    pl.add_argument("-n", "--namespace", help="only this namespace (with --cluster)")
+    pl.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (with --cluster; default $KUBECONFIG, "
+                                                         "~/.kube/config, or in-cluster)")
     pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
                     help="table: readable, with counts; json: an array of writes")
     pl.set_defaults(func=plan_command)
@@ -463,6 +512,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _kustomize_sources(args: argparse.Namespace, stderr: TextIO) -> None:
+    """``-k DIR``: build the overlay and read its output as one more ``-f`` file; ``-R`` over a tree
+    holding a kustomization says it reads the raw files."""
+    from .shell.kustomize import build, kustomize_trees
+    if getattr(args, "recursive", False) and getattr(args, "filename", None):
+        for tree in kustomize_trees(args.filename):
+            stderr.write(f"policylib: note: -R reads the raw files under {tree}, not the overlay its kustomization "
+                         f"builds; use -k {tree} for what kubectl apply -k sends\n")
+    for directory in getattr(args, "kustomize", None) or []:
+        args.filename = (args.filename or []) + [build(directory)]
+    if hasattr(args, "kustomize") and args.func in (preview, plan_command, simulate_command) and not args.filename \
+            and not getattr(args, "cluster", False):
+        raise InputError("give -f FILE or -k DIR")
+
+
 def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
          stderr: TextIO = sys.stderr) -> int:
     try:
@@ -471,6 +535,7 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: T
         stdout.write(f"policylib {__version__}\n")
         return EXIT_OK
     try:
+        _kustomize_sources(args, stderr)
         code: int = args.func(args, stdin, stdout, stderr)
         return code
     except PolicylibError as e:

@@ -34,6 +34,9 @@ from .validation import (
 )
 
 ANTI_AFFINITY_REMOVAL = ("own", "all")
+#: ``hostTopologySpread.rewrite`` (rule S19): when a count change alone may rewrite the pod template.
+ON_COUNT_CHANGE, ON_NEXT_ROLLOUT = "OnCountChange", "OnNextRollout"
+REWRITE_MODES = (ON_COUNT_CHANGE, ON_NEXT_ROLLOUT)
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,11 @@ class HostSpread:
     enableReplicaDerivedMaxSkewRule: bool = True
     matchLabelKeys: tuple[str, ...] = ("pod-template-hash",)
     reconcileDrift: bool = False
+    #: Rule S19: ``OnCountChange`` writes a new count's constraints at once (a rollout when they change);
+    #: ``OnNextRollout`` records them as pending until the pod template changes for another reason.
+    rewrite: str = ON_COUNT_CHANGE
+    #: Rule S18: a Deployment whose removed self anti-affinity was required gets a DoNotSchedule host spread.
+    enforceForRequiredAntiAffinity: bool = False
 
 
 FAILURE_MODES = ("open", "closed")
@@ -191,6 +199,9 @@ class Config:
     def _spread_fingerprint(self) -> str:
         host = asdict(self.host)
         host.pop("reconcileDrift")
+        host.pop("rewrite")  # decides when to write, not what
+        if not host["enforceForRequiredAntiAffinity"]:
+            host.pop("enforceForRequiredAntiAffinity")  # the default keeps existing records' fingerprints
         data = {"zone": asdict(self.zone), "host": host, "removePodAntiAffinity": self.removePodAntiAffinity}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -282,6 +293,15 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
         "matchLabelKeys": _match_label_keys("S7"),
         "reconcileDrift": _flag(False, "The controller rewrites Deployments whose placement drifted from the "
                                 "settings.", "S17"),
+        "rewrite": _choice(REWRITE_MODES, ON_COUNT_CHANGE, "When a change of the effective count alone rewrites "
+                           "the pod template: OnCountChange at once (one rollout when the constraints change); "
+                           "OnNextRollout holds it in the policylib.io/spread-pending annotation until the template "
+                           "changes for another reason (no rollout).", "S19",
+                           **{"x-invalid": "must be one of OnCountChange, OnNextRollout"}),
+        "enforceForRequiredAntiAffinity": _flag(False, "A Deployment whose replaced self anti-affinity was "
+                                                "requiredDuringScheduling gets a DoNotSchedule host spread at any "
+                                                "effective count; false: the host spread as configured (a "
+                                                "preference by default).", "S18"),
     }),
     "removePodAntiAffinity": ("", None, {}),  # a scalar, filled in below
     "webhook": ("How the admission webhook treats a policy failure and big bodies.", None, {

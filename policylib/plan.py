@@ -12,12 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .config import Config, load_config
+from .config import ON_NEXT_ROLLOUT, Config, load_config
 from .errors import PolicyError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .result import is_opted_out
-from .spread import effective_replicas, is_deployment, mutate_deployment, recorded_replicas, spread_drift
+from .spread import (
+    RECORD_ANNOTATIONS,
+    effective_replicas,
+    is_deployment,
+    mutate_deployment,
+    pending_rewrite,
+    recorded_replicas,
+    spread_drift,
+)
 
 
 @dataclass
@@ -42,6 +50,11 @@ class Write:
     resource_version: str | None = None
     error: bool = False
     legacy_anti_affinity: bool = False
+    #: Rule S19: the Deployment's new constraints wait for its next rollout (``action`` is ``patch``
+    #: for the metadata-only write that records it, ``none`` when it is recorded already).
+    pending: str | None = None
+    #: Rule S20: a stored Deployment policylib manages that carries none of its record annotations.
+    unrecorded: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "namespace": self.namespace, "name": self.name, "reasons": self.reasons,
@@ -52,6 +65,10 @@ class Write:
             out["object"] = self.object
         if self.error:
             out["error"] = True
+        if self.pending:
+            out["pending"] = self.pending
+        if self.unrecorded:
+            out["unrecorded"] = True
         return out
 
 
@@ -86,15 +103,49 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
         if drift.needs_rewrite:
             reasons += [f"reconcileDrift: {r}" for r in drift.reasons]
             legacy = drift.replaces_anti_affinity
+    unrecorded = admitted_without_policy(deployment, config)
+    if unrecorded and not reasons:
+        return Write("Deployment", ns, meta.get("name", ""), [UNRECORDED_REASON], False, action="none",
+                     unrecorded=True)
     if not reasons:
         return None
+    if config.host.rewrite == ON_NEXT_ROLLOUT and recorded is not None and recorded != effective.replicas:
+        # rule S19: the webhook's UPDATE path with nothing changed by a user: the count change alone
+        # writes the pending record, never the pod template
+        result = mutate_deployment(deployment, config, old=deployment, facts=facts, namespace=ns)
+        pending = pending_rewrite(result.object)
+        if pending and not rolls_pods(result.patch):
+            return Write("Deployment", ns, meta.get("name", ""), reasons + [f"pending until the next rollout: {pending}"],
+                         False, action="patch" if result.patch else "none", patch=result.patch,
+                         resource_version=meta.get("resourceVersion"), pending=pending)
     result = mutate_deployment(deployment, config, facts=facts, namespace=ns)
     if not result.patch:
-        return None
+        return Write("Deployment", ns, meta.get("name", ""), [UNRECORDED_REASON] + reasons, False, action="none",
+                     unrecorded=True) if unrecorded else None
     rollout = rolls_pods(result.patch)
     detail = [r for r in result.reasons if r.startswith(("host spread enforced", "removed"))]
     return Write("Deployment", ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
-                 resource_version=meta.get("resourceVersion"), legacy_anti_affinity=legacy)
+                 resource_version=meta.get("resourceVersion"), legacy_anti_affinity=legacy, unrecorded=unrecorded)
+
+
+#: Namespaces the webhook configuration never sends (manifests/base/mutatingwebhookconfiguration.yaml).
+UNWATCHED_NAMESPACES = frozenset({"kube-system", "kube-node-lease", "policylib-system"})
+UNRECORDED_REASON = ("no policylib record: admitted while the webhook was unreachable (failurePolicy Ignore), or "
+                     "created before policylib was installed")
+
+
+def admitted_without_policy(deployment: dict[str, Any], config: Config) -> bool:
+    """Rule S20: a Deployment the API server stored (it has a uid) in a namespace the webhook serves,
+    not opted out, while a spread is enabled, that carries none of the record annotations rule S15
+    writes on every admission: the webhook never saw it (fail-open, or it predates the install).
+    Manifests (no uid) never count."""
+    meta = deployment.get("metadata") or {}
+    if not meta.get("uid") or not (config.zone.enabled or config.host.enabled) or is_opted_out(deployment):
+        return False
+    if namespace_of(deployment) in UNWATCHED_NAMESPACES:
+        return False
+    annotations = meta.get("annotations") or {}
+    return not any(k in annotations for k in RECORD_ANNOTATIONS)
 
 
 def owner_reference(job: dict[str, Any]) -> dict[str, Any] | None:
@@ -200,7 +251,9 @@ def _error_entry(obj: dict[str, Any], message: str) -> Write:
 
 def summarize(writes: list[Write]) -> str:
     """``12 Deployments would roll, 3 for legacy anti-affinity`` and the other counts."""
-    deployments = [w for w in writes if w.kind == "Deployment" and not w.error]
+    unrecorded = [w for w in writes if w.unrecorded and not w.error]
+    waiting = [w for w in writes if w.kind == "Deployment" and w.pending and not w.error]
+    deployments = [w for w in writes if w.kind == "Deployment" and not w.error and w.action != "none"]
     rolling = [w for w in deployments if w.rollout]
     legacy = [w for w in rolling if w.legacy_anti_affinity]
     parts = [f"{len(rolling)} Deployment{'s' if len(rolling) != 1 else ''} would roll, "
@@ -208,6 +261,12 @@ def summarize(writes: list[Write]) -> str:
     quiet = len(deployments) - len(rolling)
     if quiet:
         parts.append(f"{quiet} Deployment{'s' if quiet != 1 else ''} would get a metadata-only write")
+    if unrecorded:
+        parts.append(f"{len(unrecorded)} Deployment{'s' if len(unrecorded) != 1 else ''} without policylib's record "
+                     "(admitted while the webhook was unreachable?)")
+    if waiting:
+        parts.append(f"{len(waiting)} Deployment{'s' if len(waiting) != 1 else ''} wait for their next rollout "
+                     "(rewrite: OnNextRollout)")
     others = [w for w in writes if w.kind != "Deployment" and not w.error]
     if others:
         parts.append(f"{len(others)} other write{'s' if len(others) != 1 else ''}")

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .config import Config, HostSpread, ZoneSpread
+from .config import ON_NEXT_ROLLOUT, Config, HostSpread, ZoneSpread
 from .errors import (
     INT32_MAX,
     FieldError,
@@ -38,7 +38,13 @@ AUTOSCALING_MIN_ANNOTATION = f"{DOMAIN}/autoscaling-min-replicas"
 RECORD_REPLICAS = f"{DOMAIN}/spread-effective-replicas"
 RECORD_SETTINGS = f"{DOMAIN}/spread-settings"
 RECORD_KEYS = f"{DOMAIN}/spread-topology-keys"
-RECORD_ANNOTATIONS = (RECORD_REPLICAS, RECORD_SETTINGS, RECORD_KEYS)
+#: Rule S18: the spread replaced a required self anti-affinity (kept after the term itself is gone).
+RECORD_REQUIRED = f"{DOMAIN}/spread-replaced-required-anti-affinity"
+RECORD_ANNOTATIONS = (RECORD_REPLICAS, RECORD_SETTINGS, RECORD_KEYS, RECORD_REQUIRED)
+#: Rule S10's warning starts so (``check`` counts the Deployments that get it).
+HOST_WEAKENED_WARNING = "required anti-affinity removed; host spread only preferred"
+#: Rule S19: a count change whose constraints wait for the next rollout (``rewrite: OnNextRollout``).
+PENDING = f"{DOMAIN}/spread-pending"
 
 POD_SPEC = ("spec", "template", "spec")
 CONSTRAINTS = POD_SPEC + ("topologySpreadConstraints",)
@@ -151,8 +157,11 @@ def zone_constraint(selector: dict[str, Any], zone: ZoneSpread) -> dict[str, Any
     return _constraint(zone.maxSkew, zone.topologyKey, SCHEDULE_ANYWAY, selector, zone.matchLabelKeys)
 
 
-def host_spread_enforced(effective: int, host: HostSpread) -> bool:
-    """Rule S4: DoNotSchedule only for >= hardMinReplicas effective replicas."""
+def host_spread_enforced(effective: int, host: HostSpread, replaced_required: bool = False) -> bool:
+    """Rule S4: DoNotSchedule only for >= hardMinReplicas effective replicas; rule S18: at any count
+    when the spread replaced a required anti-affinity and ``enforceForRequiredAntiAffinity`` is on."""
+    if replaced_required and host.enforceForRequiredAntiAffinity:
+        return True
     return host.whenUnsatisfiable == DO_NOT_SCHEDULE and effective >= host.hardMinReplicas
 
 
@@ -163,13 +172,14 @@ def derived_max_skew(effective: int, host: HostSpread) -> int:
     return max(host.maxSkew, math.ceil(effective / host.minDomains))
 
 
-def host_constraint(selector: dict[str, Any], effective: int, host: HostSpread) -> tuple[dict[str, Any], str]:
+def host_constraint(selector: dict[str, Any], effective: int, host: HostSpread,
+                    replaced_required: bool = False) -> tuple[dict[str, Any], str]:
     """Rule S6: the host constraint and the reason for its shape.
 
     minDomains goes only on a DoNotSchedule constraint (the API server rejects
     it otherwise); the replica-derived maxSkew applies only when enforced.
     """
-    if not host_spread_enforced(effective, host):
+    if not host_spread_enforced(effective, host, replaced_required):
         if host.whenUnsatisfiable == DO_NOT_SCHEDULE:
             why = (f"host spread is a preference: {effective} effective replicas < "
                    f"hardMinReplicas {host.hardMinReplicas}")
@@ -178,6 +188,9 @@ def host_constraint(selector: dict[str, Any], effective: int, host: HostSpread) 
         return _constraint(host.maxSkew, host.topologyKey, SCHEDULE_ANYWAY, selector, host.matchLabelKeys), why
     skew = derived_max_skew(effective, host)
     why = f"host spread enforced: {effective} effective replicas >= hardMinReplicas {host.hardMinReplicas}"
+    if not host_spread_enforced(effective, host):
+        why = ("host spread enforced: it replaces a required anti-affinity "
+               "(hostTopologySpread.enforceForRequiredAntiAffinity)")
     if host.enableReplicaDerivedMaxSkewRule and skew > host.maxSkew:
         why += f"; maxSkew {skew} = ceil({effective}/{host.minDomains})"
     else:
@@ -186,14 +199,15 @@ def host_constraint(selector: dict[str, Any], effective: int, host: HostSpread) 
                        min_domains=host.minDomains), why
 
 
-def desired_constraints(selector: dict[str, Any], effective: int, config: Config) -> tuple[list[dict[str, Any]], list[str]]:
+def desired_constraints(selector: dict[str, Any], effective: int, config: Config,
+                        replaced_required: bool = False) -> tuple[list[dict[str, Any]], list[str]]:
     """The constraints the current settings write, zone first; ``enabled: false`` writes none."""
     out, reasons = [], []
     if config.zone.enabled:
         out.append(zone_constraint(selector, config.zone))
         reasons.append(f"zone spread on {config.zone.topologyKey}: maxSkew {config.zone.maxSkew}, ScheduleAnyway")
     if config.host.enabled:
-        c, why = host_constraint(selector, effective, config.host)
+        c, why = host_constraint(selector, effective, config.host, replaced_required)
         out.append(c)
         reasons.append(why)
     return out, reasons
@@ -401,7 +415,10 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
     (the old object on UPDATE).
     """
     config = ctx.config
-    desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config)
+    required = managed_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
+                                     config.removePodAntiAffinity).get(REQUIRED_ANTI_AFFINITY)
+    replaced_required = bool(required) or replaced_required_before(draft.original, previous)
+    desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config, replaced_required)
     out.reason(*why)
     current = _constraints_of(draft.root)
     others, _ = _split(current, managed_keys(config, draft.original, previous))
@@ -413,8 +430,6 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
             draft.delete(CONSTRAINTS)
     annotations = draft.get(ANNOTATIONS) or {}
     if desired:
-        required = managed_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
-                                         config.removePodAntiAffinity).get(REQUIRED_ANTI_AFFINITY)
         affinity, removed = remove_pod_anti_affinity(draft.get(AFFINITY), ctx.pod_labels, ctx.namespace,
                                                      config.removePodAntiAffinity)
         if removed:
@@ -426,6 +441,8 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
                 out.warn(weakened_anti_affinity_warning(config, ctx.effective.replicas))
         record = {RECORD_REPLICAS: str(ctx.effective.replicas), RECORD_SETTINGS: config.spread_fingerprint(),
                   RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
+        if replaced_required:
+            record[RECORD_REQUIRED] = "true"
         if any(annotations.get(k) != v for k, v in record.items()):
             draft.dict_at(ANNOTATIONS).update(record)
     elif any(k in annotations for k in RECORD_ANNOTATIONS):
@@ -438,6 +455,13 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
     return desired
 
 
+def replaced_required_before(*objs: dict[str, Any] | None) -> bool:
+    """Rule S18: whether a record says the spread replaced a required anti-affinity earlier."""
+    return any(((o or {}).get("metadata") or {}).get("annotations", {}) and
+               (((o or {}).get("metadata") or {}).get("annotations") or {}).get(RECORD_REQUIRED) == "true"
+               for o in objs)
+
+
 def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
     """Rule S10: a required self anti-affinity was removed while the host spread written is only a preference:
     the setting that would keep it enforced (kept short: kubectl prints webhook warnings whole)."""
@@ -447,8 +471,8 @@ def weakened_anti_affinity_warning(config: Config, effective: int) -> str:
     elif host.whenUnsatisfiable == DO_NOT_SCHEDULE:
         fix = f"set hostTopologySpread.hardMinReplicas <= {effective}"
     else:
-        fix = "set hostTopologySpread.whenUnsatisfiable: DoNotSchedule"
-    return f"required anti-affinity removed; host spread only preferred: {fix}"
+        fix = "set hostTopologySpread.enforceForRequiredAntiAffinity: true"
+    return f"{HOST_WEAKENED_WARNING}: {fix}"
 
 
 def matches_current_settings(obj: dict[str, Any], ctx: SpreadInputs, old: dict[str, Any]) -> bool:
@@ -567,7 +591,11 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
     else:
         _checked_old(old, req.ref)
         trigger = update_trigger(ctx.effective, _old_effective(old, req.facts, req.namespace), recorded_replicas(old))
-        if trigger:
+        held = hold_for_next_rollout(obj, old, ctx) if trigger else None
+        if held is not None:
+            out.reason(trigger or "", held.reasons[-1])
+            draft = held.draft
+        elif trigger:
             out.reason(trigger)
             written = write_spread(draft, ctx, out, previous=old)
         else:
@@ -580,10 +608,70 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
             else:
                 out.merge(kept)
                 out.reason("effective replica count unchanged: placement rules kept")
+    if written and PENDING in (draft.get(ANNOTATIONS) or {}):
+        draft.dict_at(ANNOTATIONS).pop(PENDING)   # rule S19: the pending constraints are written now
+        draft.prune_empty(ANNOTATIONS)
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
     out.warn(*invalid_constraint_warnings(_constraints_of(result_obj), written))
     return out.result(result_obj, patch)
+
+
+# --- rewrite: OnNextRollout (rule S19) ------------------------------------------------
+
+def _template(obj: dict[str, Any]) -> Any:
+    return (obj.get("spec") or {}).get("template")
+
+
+def pending_note(before: list[Any], after: list[Any], recorded: int | None, effective: int) -> str:
+    """What the held rewrite would change, per topology key: ``7 effective replicas (written for 4):
+    kubernetes.io/hostname DoNotSchedule, maxSkew 2, minDomains 3 -> DoNotSchedule, maxSkew 3, ...``."""
+    old = {c.get("topologyKey"): c for c in before if isinstance(c, dict)}
+    new = {c.get("topologyKey"): c for c in after if isinstance(c, dict)}
+    changes = []
+    for key in sorted(k for k in set(old) | set(new) if isinstance(k, str)):
+        o, n = old.get(key), new.get(key)
+        if o != n:
+            changes.append(f"{key} {_describe(o) if o else 'none'} -> {_describe(n) if n else 'none'}")
+    written_for = f" (written for {recorded})" if recorded is not None else ""
+    return f"{effective} effective replicas{written_for}: {'; '.join(changes) or 'placement rules differ'}"
+
+
+@dataclass
+class Held:
+    """An UPDATE whose new count's constraints wait for the next rollout (rule S19)."""
+
+    draft: Draft
+    reasons: list[str]
+
+
+def hold_for_next_rollout(obj: dict[str, Any], old: dict[str, Any], ctx: SpreadInputs) -> Held | None:
+    """Rule S19: under ``hostTopologySpread.rewrite: OnNextRollout``, an UPDATE whose effective count
+    changed but whose pod template the user left alone keeps the old placement (no rollout) and records
+    the change it holds back in the ``policylib.io/spread-pending`` annotation. None (write as rule S11
+    says) under ``OnCountChange``, when the user's update changes the pod template anyway (one rollout
+    carries both), or when the new count's constraints equal the old ones (a metadata-only write)."""
+    if ctx.config.host.rewrite != ON_NEXT_ROLLOUT or not recorded_keys(old):
+        return None
+    kept = Draft(obj)
+    keep_old_placement(kept, old, ctx, Outcome())
+    if _template(kept.root) != _template(old):
+        return None   # the user rolls: the new constraints ride along
+    probe = Draft(kept.root)
+    write_spread(probe, ctx, Outcome(), previous=old)
+    if _template(probe.root) == _template(old):
+        return None
+    note = pending_note(_constraints_of(old), _constraints_of(probe.root), recorded_replicas(old),
+                        ctx.effective.replicas)
+    if (kept.get(ANNOTATIONS) or {}).get(PENDING) != note:
+        kept.dict_at(ANNOTATIONS)[PENDING] = note
+    return Held(kept, [f"rewrite OnNextRollout: held until the pod template changes ({note})"])
+
+
+def pending_rewrite(obj: dict[str, Any]) -> str | None:
+    """Rule S19: the change a Deployment's ``policylib.io/spread-pending`` annotation holds, if any."""
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(PENDING)
+    return str(value) if value else None
 
 
 def _spread_of(req: Admission) -> SpreadInputs:

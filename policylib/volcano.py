@@ -275,19 +275,22 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes:
     draft.set(JOB_POLICIES, kept) if kept else draft.delete(JOB_POLICIES)
     partitioned = [i for i, t in enumerate(tasks) if isinstance(t.get("partitionPolicy"), dict)]
     out = list(tasks)
+    received = []
     for i in partitioned:
         own = list(out[i].get("policies") or [])
         added, warning = restart_partition_policies(own, events)
         if warning:
             notes.warn(f"task {out[i].get('name')}: {warning}")
         if added:
+            received.append(i)
             out[i] = dict(out[i], policies=own + added)
             task_list: list[dict[str, Any]] = draft.get(TASKS)
             if task_list is (draft.original.get("spec") or {}).get("tasks"):
                 task_list = list(task_list)
                 draft.set(TASKS, task_list)
             task_list[i] = out[i]
-    where = (f"to task {', '.join(str(out[i].get('name')) for i in partitioned)}" if partitioned
+    where = (f"to task {', '.join(str(out[i].get('name')) for i in received)}" if received
+             else "away: the partitioned tasks handle these events already" if partitioned
              else "away: no task is partitioned")
     effect = "denied by Volcano's VAP at job level" if partitioned else "no-op, denied by Volcano's VAP at job level"
     notes.warn(f"moved job-level RestartPartition ({', '.join(events)}) {where}: {effect}")
@@ -339,6 +342,11 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
         notes.warn("the job's networkTopology is soft, which a partition policy does not support "
                    "(rule V5): no partitionPolicy added")
         size = None
+    if size is None and config.volcano.partitionSize is None:
+        notes.reason("no partitionPolicy: volcano.partitionSize is not set (nor the job's "
+                     f"{PARTITION_SIZE_ANNOTATION} annotation)")
+    elif size is None and not notes.warnings:
+        notes.reason(f"no partitionPolicy: the job's {PARTITION_SIZE_ANNOTATION} annotation says none")
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
     final = move_job_restart_partition(draft, final, notes)
@@ -350,6 +358,7 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
     introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]
     if introduced:  # never emit a Job Volcano's webhook would reject because of us
         notes.reason(*(f"not mutated: the change would break {e}" for e in introduced))
+        notes.warnings = [w for w in notes.warnings if not w.startswith("moved ")]   # not applied: not reported
         return notes.result(obj)
     _feasibility(final, config, req.facts, notes)
     return notes.result(result_obj, patch)

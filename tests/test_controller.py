@@ -452,6 +452,10 @@ def test_each_rewritten_deployment_gets_one_normal_event_with_the_writes_reasons
         c.try_lead()
         c.resync()
     assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
+    warnings = [e for e in posted if e["type"] == "Warning"]   # rule S20: a and b carry no record of ours
+    assert [(e["regarding"]["name"], e["reason"]) for e in warnings] == [("a", "AdmittedWithoutPolicy"),
+                                                                         ("b", "AdmittedWithoutPolicy")]
+    posted = [e for e in posted if e["type"] == "Normal"]
     assert [e["regarding"]["name"] for e in posted] == ["a", "b"]   # "ok" is compliant: no write, no event
     [expected] = plan([legacy("a", rv="5")], DRIFT)
     event = posted[0]

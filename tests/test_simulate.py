@@ -218,7 +218,8 @@ def test_check_drift_partitions_and_gangs():
     legacy["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
     drift = check({"hostTopologySpread": {"reconcileDrift": True}}, THREE, [legacy])
-    assert [f.key for f in drift if f.severity == "warning"] == ["hostTopologySpread.reconcileDrift"]
+    assert [f.key for f in drift if f.severity == "warning"] == ["hostTopologySpread.reconcileDrift",
+                                                                 "hostTopologySpread.enforceForRequiredAntiAffinity"]
     assert "1 Deployment would roll, 1 for legacy anti-affinity" in drift[0].message
     big = check({"volcano": {"partitionSize": 4, "networkTopologyDiscovery": DISCOVERY}}, seed_nodes())
     assert keys(big)[0] == ("error", "volcano.partitionSize")

@@ -544,7 +544,7 @@ def test_removing_a_required_anti_affinity_under_a_preference_warns():
                                               "affinity": legacy_anti_affinity({"app": "web"})})
     r = mutate(legacy, load_config(None))
     assert r.warnings == ["required anti-affinity removed; host spread only preferred: set "
-                          "hostTopologySpread.whenUnsatisfiable: DoNotSchedule"]
+                          "hostTopologySpread.enforceForRequiredAntiAffinity: true"]
     enforced = mutate(legacy, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}))
     assert enforced.warnings == []
     small = deployment(replicas=2, pod_spec=pod_spec(legacy))   # enforced only from hardMinReplicas 3

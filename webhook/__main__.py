@@ -161,6 +161,8 @@ def run_local_banner(cert_dir: str, host: str, port: int) -> str:
 def cmd_run_local(args: argparse.Namespace) -> int:
     """Certificates in ``--cert-dir`` if missing (with the loopback SANs), the curls to try, then serve with
     the default config."""
+    import policylib
+    policylib.load_config(args.config)   # a bad --config is one clear error before anything starts
     state = ensure_certs(args.cert_dir, SERVICE, NAMESPACE, local=True)
     print(run_local_certs_line(args.cert_dir, state), file=sys.stderr)
     print("\n" + run_local_banner(args.cert_dir, args.host, args.port), flush=True)
@@ -243,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
     ctl.set_defaults(func=cmd_controller)
 
     r = sub.add_parser("run-local", help="certificates if missing, a curl to try, and serve with the defaults")
+    r.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
     _add_server_args(r, "127.0.0.1", 1)
     r.set_defaults(func=cmd_run_local)
     return top

@@ -22,6 +22,11 @@ The imperative shell around :func:`policylib.plan.plan`, built the way client-go
 - every write is recorded as an ``events.k8s.io/v1`` Event on the object written (reason
   ``SpreadRewritten`` for a Deployment, ``PodGroupCreated``/``PodGroupUpdated`` for a PodGroup; the note
   is the write's reasons), best effort: a failed Event never fails or retries the write;
+- per Deployment key the worker also keeps notices (rules S19, S20): a rewrite held for the next
+  rollout (``SpreadPending``, Normal) and a Deployment stored without our record annotations
+  (``AdmittedWithoutPolicy``, Warning: admitted while the webhook was unreachable), each an Event once
+  per state and a gauge; a write an admission webhook undid is not retried until the object changes
+  or the next resync;
 - ``dryRun`` logs the plan and writes nothing (no Events either).
 """
 from __future__ import annotations
@@ -40,7 +45,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 import policylib
 from policylib.facts import ClusterFacts, namespace_of
-from policylib.plan import PLANNERS, Write, plan
+from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
@@ -114,6 +119,8 @@ def event_reason(write: Write) -> str:
     """``SpreadRewritten`` for a Deployment; ``PodGroupCreated`` / ``PodGroupUpdated`` for a PodGroup."""
     if write.kind == "PodGroup":
         return "PodGroupCreated" if write.action == "create" else "PodGroupUpdated"
+    if write.kind == "Deployment" and write.pending:
+        return "SpreadPending"
     if write.kind == "Deployment":
         return "SpreadRewritten"
     return f"{write.kind}Rewritten"[:FIELD_LIMIT]
@@ -149,6 +156,38 @@ def event_for(write: Write, written: dict[str, Any] | None, identity: str, now: 
         "regarding": {k: v for k, v in regarding.items() if v},
         "note": event_note(write.reasons),
     }
+
+
+# --- writes undone by admission (pure) -------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _at(obj: object, pointer: str) -> object:
+    """The value at an RFC 6901 pointer, or ``_MISSING``."""
+    for raw in pointer.split("/")[1:]:
+        token = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(obj, dict) and token in obj:
+            obj = obj[token]
+        elif isinstance(obj, list) and token.isdigit() and int(token) < len(obj):
+            obj = obj[int(token)]
+        else:
+            return _MISSING
+    return obj
+
+
+def undone_by_admission(patch: list[dict[str, Any]], written: dict[str, Any]) -> bool:
+    """Whether the object the API server stored lacks a pod-template change our patch made: a mutating
+    webhook (another config of policylib's, or another webhook) put it back."""
+    for op in patch:
+        if not str(op.get("path", "")).startswith("/spec/template"):
+            continue
+        value = _at(written, op["path"])
+        if op.get("op") in ("add", "replace") and value != op.get("value"):
+            return True
+        if op.get("op") == "remove" and value is not _MISSING:
+            return True
+    return False
 
 
 # --- rollout gate -------------------------------------------------------------------------
@@ -287,6 +326,16 @@ class ControllerMetrics(ReflectorMetrics):
                                       ["resource"], registry=self.registry)
         self.relists = Counter("policylib_controller_relists", "Lists after 410 Gone", ["resource"],
                                registry=self.registry)
+        self.pending = Gauge("policylib_controller_pending_rewrites",
+                             "Deployments whose new constraints wait for their next rollout (rewrite: OnNextRollout)",
+                             registry=self.registry)
+        self.unrecorded = Gauge("policylib_controller_unrecorded_deployments",
+                                "Managed Deployments without policylib's record annotations: admitted while the "
+                                "webhook was unreachable (fail-open), or created before the install",
+                                registry=self.registry)
+        self.unrecorded_seen = Counter("policylib_controller_unrecorded_detected",
+                                       "Managed Deployments found without policylib's record (each once)",
+                                       registry=self.registry)
 
     def watch_restart(self, plural: str) -> None:
         self.watch_restarts.labels(plural).inc()
@@ -391,6 +440,17 @@ class Controller:
         self.observed: tuple[Any, ...] = (None, 0.0)  # (Lease record, monotonic time first seen)
         self.lease: dict[str, Any] | None = None      # the Lease as we last wrote it
         self.planners = options.planners or PLANNERS
+        #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
+        #: its Event recorded once per state; the gauges count these.
+        self.notices: dict[Key, dict[str, str]] = {}
+        #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
+        #: until the object changes or the next resync).
+        self.undone: dict[Key, str | None] = {}
+        #: Why this replica cannot lead, when it knows (shown by /readyz).
+        self.not_leading = ""
+        #: Resyncs queued (counted by the resync's thread) and the count the worker last acted on.
+        self._resyncs = 0
+        self._resyncs_seen = 0
 
     @property
     def leading(self) -> bool:
@@ -434,9 +494,18 @@ class Controller:
             won = True
         except kube.Conflict:
             won = False
+        except kube.NotFound:
+            self.metrics.errors.labels("lease").inc()
+            self.not_leading = (f"the Lease namespace {self.options.namespace} does not exist: create it, or start "
+                                "the controller with --namespace of one that does")
+            log.error(json.dumps({"msg": "cannot create the Lease", "namespace": self.options.namespace,
+                                  "reason": self.not_leading}))
+            won = False
         except kube.ApiError:
             self.metrics.errors.labels("lease").inc()
             won = False
+        if won:
+            self.not_leading = ""
         # the renewal holds for a little less than the lease, counted from before the round began
         self._set_leading(won, started + duration * 2 / 3)
         return won
@@ -475,6 +544,7 @@ class Controller:
     def enqueue_all(self, trigger: str) -> None:
         """Queue every Deployment and job (a resync), without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
+        self._resyncs += 1    # the worker forgets undone writes when it sees this (observe)
         for res, store in self.stores.items():
             if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
                 for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
@@ -493,18 +563,22 @@ class Controller:
         api_version, kind, ns, name = key
         store = self._store_for(api_version, kind)
         obj = store.get(ns, name) if store else None
-        self.observe(key, obj)
-        if obj is None:
+        if not self.observe(key, obj) or obj is None:
             self.queue.forget(key)
             return []
         self.metrics.reconciles.labels("key").inc()
         made, failed = [], False
-        for write in plan([obj], self.config, planners=self.planners, facts=self.facts):
+        writes = plan([obj], self.config, planners=self.planners, facts=self.facts)
+        if kind == "Deployment":
+            self.notice(key, obj, writes)
+        for write in writes:
             if write.error:
                 self.metrics.errors.labels("plan").inc()
                 log.warning(json.dumps({"msg": "cannot plan", "object": f"{write.kind} {write.namespace}/{write.name}",
                                         "reasons": write.reasons}))
                 continue
+            if write.action == "none":
+                continue   # a notice only (pending, unrecorded): recorded by notice()
             outcome = self.apply(key, write)
             if outcome == "written":
                 made.append(write)
@@ -521,12 +595,29 @@ class Controller:
         self.metrics.rolling.set(self.rollouts.rolling())
         return made
 
-    def observe(self, key: Key, obj: dict[str, Any] | None) -> None:
+    def observe(self, key: Key, obj: dict[str, Any] | None) -> bool:
         """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
-        a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again."""
-        if key[1] == "Deployment":
-            for deferred in self.rollouts.observe(key, obj):
-                self.queue.add(deferred)
+        a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again;
+        a Deployment that went drops its notices (rules S19, S20); a resync since the last key forgets
+        the writes admission undid. False when the key is not to be planned now: our last write to it
+        was undone by admission and the object has not changed since."""
+        if self._resyncs_seen != self._resyncs:
+            self._resyncs_seen = self._resyncs
+            self.undone.clear()   # a resync tries undone writes again (the configs may agree by now)
+        if key[1] != "Deployment":
+            return True
+        for deferred in self.rollouts.observe(key, obj):
+            self.queue.add(deferred)
+        if obj is None:
+            self.undone.pop(key, None)
+            if self.notices.pop(key, None) is not None:
+                self._set_notice_gauges()
+            return True
+        version = (obj.get("metadata") or {}).get("resourceVersion")
+        if key in self.undone and self.undone[key] == version:
+            return False
+        self.undone.pop(key, None)
+        return True
 
     def apply(self, key: Key, write: Write) -> str:
         """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
@@ -567,17 +658,59 @@ class Controller:
         self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
         if write.kind == "Deployment" and write.rollout:
             self.rollouts.started(gate_key)
+        if write.kind == "Deployment" and write.rollout and isinstance(body, dict) and undone_by_admission(write.patch, body):
+            # an admission webhook put the template back (its config differs from ours, for example while a
+            # config change rolls out): planning again on the watch event would write again, forever
+            self.undone[key] = (body.get("metadata") or {}).get("resourceVersion")
+            self.metrics.errors.labels("undone").inc()
+            log.warning(json.dumps(dict(entry, msg="write undone by admission: not retried until the object changes "
+                                                   "or the next resync (do the webhook and the controller share "
+                                                   "one config?)")))
         if res in self.stores:
             self.stores[res].apply("MODIFIED", body)
         self.record_event(write, body)
         return "written"
 
-    def record_event(self, write: Write, written: dict[str, Any] | None) -> None:
+    def notice(self, key: Key, obj: dict[str, Any], writes: list[Write]) -> None:
+        """Rules S19 and S20: keep the pending and unrecorded gauges, and record one Event per new state
+        (``SpreadPending``, Normal, for a rewrite held for the next rollout: the metadata write that
+        records it carries its own; ``AdmittedWithoutPolicy``, Warning, for a Deployment without our
+        record)."""
+        before = self.notices.get(key, {})
+        now: dict[str, str] = {}
+        for w in writes:
+            if w.pending:
+                now["pending"] = w.pending
+            if w.unrecorded:
+                now["unrecorded"] = (obj.get("metadata") or {}).get("uid", "") or "yes"
+        if now:
+            self.notices[key] = now
+        else:
+            self.notices.pop(key, None)
+        self._set_notice_gauges()
+        if "unrecorded" in now and before.get("unrecorded") != now["unrecorded"]:
+            self.metrics.unrecorded_seen.inc()
+        if self.dry_run or not self.leading:
+            return
+        for w in writes:
+            if w.pending and w.action == "none" and before.get("pending") != w.pending:
+                self.record_event(w, obj)
+            if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
+                self.record_event(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
+
+    def _set_notice_gauges(self) -> None:
+        self.metrics.pending.set(sum("pending" in n for n in self.notices.values()))
+        self.metrics.unrecorded.set(sum("unrecorded" in n for n in self.notices.values()))
+
+    def record_event(self, write: Write, written: dict[str, Any] | None, reason: str | None = None,
+                     note: str | None = None, warning: bool = False) -> None:
         """Record an Event on the object just written. Best effort: a failure is logged and counted
         (``errors{stage="event"}``), and never fails or retries the write."""
         try:
             event = event_for(write, written if isinstance(written, dict) else None, self.options.identity,
                               self.clock(), time.time_ns())
+            if reason:
+                event.update(reason=reason, note=event_note([note or reason]), type="Warning" if warning else "Normal")
             self.api.create(kube.EVENTS, write.namespace, event)
         except Exception as e:  # noqa: BLE001 -- no RBAC for events, events API away, odd answer: the write stands
             self.metrics.errors.labels("event").inc()
@@ -702,8 +835,11 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
             elif self.path == "/readyz":
                 ready = controller.synced or not controller.leading
                 code = 200 if ready else 503
-                body = json.dumps({"leader": controller.leading, "synced": controller.synced,
-                                   "dryRun": controller.dry_run}).encode()
+                state: dict[str, object] = {"leader": controller.leading, "synced": controller.synced,
+                                            "dryRun": controller.dry_run}
+                if not controller.leading and controller.not_leading:
+                    state["reason"] = controller.not_leading
+                body = json.dumps(state).encode()
                 ctype = "application/json"
             elif self.path == "/metrics":
                 code, body, ctype = 200, generate_latest(controller.metrics.registry), "text/plain; version=0.0.4"

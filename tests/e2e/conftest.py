@@ -17,6 +17,9 @@ CONFIGS = {
     "enforce": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}},
     "flat": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "enableReplicaDerivedMaxSkewRule": False}},
     "drift": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "reconcileDrift": True}},
+    "nextrollout": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "rewrite": "OnNextRollout"}},
+    "required": {"hostTopologySpread": {"enforceForRequiredAntiAffinity": True}},
+    "failopen": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "reconcileDrift": True}},
     "gang": {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"},
              "volcano": {"partitionSize": 2}},
 }

@@ -66,13 +66,15 @@ def legacy(name: str, namespace: str, replicas: int, **kw) -> dict:
     return d
 
 
-def plan_cluster(cluster: Cluster, tmp) -> list[dict]:
+def plan_cluster(cluster: Cluster, tmp, writes_only: bool = True) -> list[dict]:
+    """``policylib plan --cluster``: its writes (``writes_only``), or every entry, the Deployments without
+    policylib's record that get no write (rule S20, ``action: none``) included."""
     cfg = tmp / "plan-config.yaml"
     cfg.write_text(yaml.safe_dump(CONFIG))
     run = subprocess.run([*POLICYLIB, "plan", "--cluster", "--config", str(cfg), "-o", "json"],
                          capture_output=True, text=True, cwd=ROOT, env=cluster.env, timeout=120)
     assert run.returncode == 0, run.stderr
-    return json.loads(run.stdout)
+    return [e for e in json.loads(run.stdout) if not (writes_only and e["action"] == "none")]
 
 
 def leader(cluster: Cluster) -> str | None:
@@ -87,6 +89,9 @@ def test_drift_writes_are_the_plan_then_nothing(own, controllers, tmp_path):
     before = {o["metadata"]["name"]: wait_rolled_out(own, ns, o["metadata"]["name"]) for o in objs}
     planned = plan_cluster(own, tmp_path)
     assert sorted(w["name"] for w in planned) == ["big", "huge", "plain"]   # small: below hardMinReplicas
+    listed = [(e["name"], e["action"], e.get("unrecorded")) for e in plan_cluster(own, tmp_path, writes_only=False)
+              if e["namespace"] == ns and e["action"] == "none"]
+    assert listed == [("small", "none", True)]   # rule S20: listed, never written below hardMinReplicas
 
     ctl = controllers("a")
     wait_for("the controller made the planned writes",

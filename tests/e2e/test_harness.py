@@ -72,3 +72,10 @@ def test_second_instance_with_its_own_nodes_and_scheduler_config(cluster, tmp_pa
     left = subprocess.run(["pgrep", "-f", f"--kubeconfig={second.kubeconfig}"], capture_output=True, text=True)
     assert left.stdout == "", "components outlived testcluster"
     assert KUBECTL.exists()
+
+
+def test_help_prints_the_usage_and_exits_0(harness_built):
+    for flag in ("--help", "-h"):
+        run = subprocess.run([str(TESTCLUSTER), flag], capture_output=True, text=True, timeout=60)
+        assert (run.returncode, run.stderr) == (0, ""), (flag, run.stderr)
+        assert run.stdout.startswith("usage: testcluster --dir DIR") and "-nodes" in run.stdout

@@ -69,6 +69,12 @@ func run(args []string) int {
 	fs.BoolVar(&o.volcanoVAP, "volcano-vap", false, "with --volcano: also Volcano's ValidatingAdmissionPolicies")
 	fs.StringVar(&o.volcanoDir, "volcano-dir", "", "Volcano's binaries and manifests (default: volcano/ beside this binary)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
+			fmt.Println(usage)
+			fs.SetOutput(os.Stdout)
+			fs.PrintDefaults()
+			return 0
+		}
 		return fail(2, "%v; %s", err, usage)
 	}
 	if fs.NArg() > 0 {
