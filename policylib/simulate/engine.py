@@ -597,7 +597,7 @@ class Cycle:
                 if honor_taints:
                     included &= self.st.tolerated
                 sel = included & (domain >= 0)
-                c._eligible[cache_key] = (included, np.bincount(domain[sel], minlength=len(values)) > 0)
+                c._eligible[cache_key] = (included, np.bincount(domain[sel], minlength=max(len(values), 1)) > 0)
             included, eligible = c._eligible[cache_key]
             hard = action == DO_NOT_SCHEDULE
             s = Spread(key, int(x.get("maxSkew") or 1), hard, int(x.get("minDomains") or 1) if hard else 1,
@@ -607,16 +607,14 @@ class Cycle:
             s.eligible = eligible
             if s.matched.any():
                 sel = included & s.has
-                s.counts = np.bincount(domain[sel], weights=s.matched[sel], minlength=len(values)).astype(np.int64)
+                s.counts = np.bincount(domain[sel], weights=s.matched[sel], minlength=max(len(values), 1)).astype(np.int64)
             else:
-                s.counts = np.zeros(len(values), dtype=np.int64)
+                s.counts = np.zeros(max(len(values), 1), dtype=np.int64)
             out.append(s)
         return out
 
     def _spread_ok(self, s: Spread) -> np.ndarray:
         """Rule R4: PodTopologySpread's filter for one DoNotSchedule constraint."""
-        if not len(s.counts):
-            return np.zeros(len(s.domain), dtype=bool)
         domains = int(np.count_nonzero(s.eligible))
         low = 0 if domains < s.min_domains or domains == 0 else int(s.counts[s.eligible].min())
         return s.has & (s.counts[s.dom0] <= s.max_skew + low - s.self_match)
@@ -651,7 +649,7 @@ class Cycle:
         domain, values = self.c.domains(term.key)
         has = domain >= 0
         matched = self.c.matched(term.namespaces, term.selector)
-        per = np.bincount(domain[has], weights=matched[has], minlength=len(values)).astype(np.int64)
+        per = np.bincount(domain[has], weights=matched[has], minlength=max(len(values), 1)).astype(np.int64)
         return np.where(has, per[np.where(has, domain, 0)], 0), has
 
     def _pod_affinity(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
