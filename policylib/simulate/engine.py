@@ -480,7 +480,7 @@ def _round_half_away(x: np.ndarray) -> np.ndarray:
 
 
 def least_allocated(pod: PodShape, c: Cluster) -> np.ndarray:
-    """NodeResourcesFit's score (LeastAllocated, cpu and memory weight 1): the free share after the pod, with pods
+    """Rule R10: NodeResourcesFit's score (LeastAllocated, cpu and memory weight 1): the free share after the pod, with pods
     that request nothing counted as 100m cpu and 200Mi memory; resources a node has none of are left out."""
     total = np.zeros(len(c.states), dtype=np.int64)
     for k in ("cpu", "memory"):
@@ -499,7 +499,7 @@ def _balance(cpu: np.ndarray, memory: np.ndarray, c: Cluster) -> np.ndarray:
 
 
 def balanced_allocation(pod: PodShape, c: Cluster) -> np.ndarray:
-    """NodeResourcesBalancedAllocation (1.36): 50 + (50 + balance with the pod - balance without it) / 2, the balance
+    """Rule R12: NodeResourcesBalancedAllocation (1.36): 50 + (50 + balance with the pod - balance without it) / 2, the balance
     being 100 x (1 - std of the cpu and memory fractions); skipped (0) for a pod that requests neither."""
     cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
     if not cpu and not memory:
@@ -719,6 +719,8 @@ class Cycle:
         return ok
 
     def scores(self, feasible: np.ndarray) -> np.ndarray:
+        """Rule R10: the weighted sum of the score plugins of :data:`SCORE_PLUGINS` on the feasible nodes (each
+        normalised as its plugin does); computed only when more than one node is feasible, as the scheduler does."""
         total = None
         for _name, weight, plugin in SCORE_PLUGINS:
             score = plugin(self, feasible)
