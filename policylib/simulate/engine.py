@@ -249,7 +249,7 @@ class PodShape:
                    list(node_affinity.get(pkey) or []),
                    list(spec.get("tolerations") or []), pod_requests(spec),
                    [c for c in spec.get("topologySpreadConstraints") or [] if isinstance(c, dict)],
-                   {k: v for k, v in pod_requests(spec, NON_MISSING).items() if k in NON_MISSING},
+                   nonzero_requests(spec),
                    _pod_terms(pod_aff.get(key), namespace, labels, False, unmodelled),
                    _pod_terms(pod_anti.get(key), namespace, labels, False, unmodelled),
                    preferred, _host_ports(spec), default_selector, unmodelled)
@@ -273,6 +273,20 @@ class PodShape:
     def signature(self) -> str:
         return json.dumps([self.node_selector, self.required_terms, self.tolerations, self.preferred_terms],
                           sort_keys=True, default=str)
+
+
+def nonzero_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """The cpu and memory a pod counts as for scoring (framework ``PodInfo.CalculateResource``): each container
+    without a cpu or memory request counts 100m and 200Mi; with pod-level requests set, only for a resource that
+    neither the containers nor the pod request."""
+    pod_level = spec.get("resources") if isinstance(spec.get("resources"), dict) else None
+    non_missing = NON_MISSING
+    if pod_level and any(str(k) in ("cpu", "memory") or str(k).startswith("hugepages-")
+                         for k in (pod_level.get("requests") or {})):
+        present = pod_requests(spec)
+        non_missing = {k: v for k, v in NON_MISSING.items() if k not in present}
+    requests = pod_requests(spec, non_missing)
+    return {k: requests.get(k, 0) for k in NON_MISSING}
 
 
 # --- the cluster as arrays -----------------------------------------------------------------------
@@ -309,9 +323,11 @@ class Spread:
     matched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))   # matching pods per node
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))    # per domain (included nodes)
     eligible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))      # domains with an included node
+    domains: int = 0                                                                      # how many
 
     def __post_init__(self) -> None:
         self.has = self.domain >= 0
+        self.every_node = bool(self.has.all())
         self.dom0 = np.where(self.has, self.domain, 0)
 
 
@@ -605,6 +621,7 @@ class Cycle:
                        included, domain)
             s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
             s.eligible = eligible
+            s.domains = int(np.count_nonzero(eligible))
             if s.matched.any():
                 sel = included & s.has
                 s.counts = np.bincount(domain[sel], weights=s.matched[sel], minlength=max(len(values), 1)).astype(np.int64)
@@ -615,9 +632,12 @@ class Cycle:
 
     def _spread_ok(self, s: Spread) -> np.ndarray:
         """Rule R4: PodTopologySpread's filter for one DoNotSchedule constraint."""
-        domains = int(np.count_nonzero(s.eligible))
-        low = 0 if domains < s.min_domains or domains == 0 else int(s.counts[s.eligible].min())
-        return s.has & (s.counts[s.dom0] <= s.max_skew + low - s.self_match)
+        if s.domains < s.min_domains or s.domains == 0:
+            low = 0
+        else:
+            low = int(s.counts[s.eligible].min())
+        ok: np.ndarray = s.counts[s.dom0] <= s.max_skew + low - s.self_match
+        return ok if s.every_node else ok & s.has
 
     def _spread_score(self, feasible: np.ndarray) -> np.ndarray:
         """Rule R5: PodTopologySpread's score for the ScheduleAnyway constraints (or the System defaults): per
@@ -635,7 +655,8 @@ class Cycle:
             else:
                 size = int(np.count_nonzero(np.bincount(s.domain[scored] + 1, minlength=len(s.counts) + 1)))
                 cnt = s.counts[s.dom0]
-            raw = raw + (cnt * math.log(size + 2) + (s.max_skew - 1)) * s.has
+            term = cnt * math.log(size + 2) + (s.max_skew - 1)
+            raw = raw + (term if s.every_node else term * s.has)
         score = np.floor(raw + 0.5).astype(np.int64)
         picked = score[scored]
         hi, lo = int(picked.max()), int(picked.min())
