@@ -632,10 +632,7 @@ class Cycle:
 
     def _spread_ok(self, s: Spread) -> np.ndarray:
         """Rule R4: PodTopologySpread's filter for one DoNotSchedule constraint."""
-        if s.domains < s.min_domains or s.domains == 0:
-            low = 0
-        else:
-            low = int(s.counts[s.eligible].min())
+        low = 0 if s.domains < s.min_domains or s.domains == 0 else int(s.counts[s.eligible].min())
         ok: np.ndarray = s.counts[s.dom0] <= s.max_skew + low - s.self_match
         return ok if s.every_node else ok & s.has
 
