@@ -156,6 +156,57 @@ def random_scenario(rng: random.Random, index: int) -> dict:
             "config": config, "placements": placements}
 
 
+OFF = {"zoneTopologySpread": {"enabled": False}, "hostTopologySpread": {"enabled": False}}
+
+
+def fixed_scenarios() -> list[dict]:
+    """The minimal cases of each rule the widened differential first found wrong, run on the harness too."""
+    def node(sid: str, j: int, cpu: str = "2", zone: bool = True, **spec) -> dict:
+        labels = {"kubernetes.io/hostname": f"{sid}-n{j}", SCENARIO_LABEL: sid}
+        if zone:
+            labels["topology.kubernetes.io/zone"] = f"{sid}-zone-a"
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"{sid}-n{j}", "labels": labels},
+                "spec": spec, "status": {"allocatable": {"cpu": cpu, "memory": "8Gi", "pods": "110"}}}
+
+    def deployment(sid: str, replicas: int, **pod) -> dict:
+        spec = {"containers": [_container("app", {"cpu": "500m"})], "nodeSelector": {SCENARIO_LABEL: sid}, **pod}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "w0", "namespace": f"sim-{sid}"},
+                "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "w0"}},
+                         "template": {"metadata": {"labels": {"app": "w0", SIM_LABEL: "1"}}, "spec": spec}}}
+
+    def spread(key: str, selector: dict, when: str = DO_NOT_SCHEDULE) -> list:
+        return [{"maxSkew": 1, "topologyKey": key, "whenUnsatisfiable": when, "labelSelector": selector}]
+
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        _term("w0", "kubernetes.io/hostname")]}}
+    cases = {   # id: (nodes, deployment, expected (placed, pending))
+        "f-sidecar": (lambda i: [node(i, 0)], lambda i: deployment(i, 2, initContainers=[dict(
+            _container("proxy", {"cpu": "1"}), restartPolicy="Always")]), ({"f-sidecar-n0": 1}, 1)),
+        "f-podlevel": (lambda i: [node(i, 0)], lambda i: deployment(i, 2, resources={"requests": {"cpu": "1500m"}}),
+                       ({"f-podlevel-n0": 1}, 1)),
+        "f-anti": (lambda i: [node(i, 0, "4"), node(i, 1, "4")], lambda i: deployment(i, 3, affinity=anti),
+                   ({"f-anti-n0": 1, "f-anti-n1": 1}, 1)),
+        "f-empty": (lambda i: [node(i, 0, "4"), node(i, 1, "4", taints=[dict(DEDICATED)])],
+                    lambda i: deployment(i, 4, topologySpreadConstraints=spread("kubernetes.io/hostname", {})),
+                    ({"f-empty-n0": 4}, 0)),
+        "f-foreign": (lambda i: [node(i, 0, "4"), node(i, 1, "4", taints=[dict(DEDICATED)])],
+                      lambda i: deployment(i, 4, topologySpreadConstraints=spread(
+                          "kubernetes.io/hostname", {"matchLabels": {"app": "other"}})), ({"f-foreign-n0": 4}, 0)),
+        "f-cordon": (lambda i: [node(i, 0, unschedulable=True)],
+                     lambda i: deployment(i, 1, tolerations=[{"operator": "Exists"}]), ({"f-cordon-n0": 1}, 0)),
+        "f-zoneless": (lambda i: [node(i, 0, "4", zone=False), node(i, 1, "4")],
+                       lambda i: deployment(i, 1, topologySpreadConstraints=spread(
+                           "topology.kubernetes.io/zone", {"matchLabels": {"app": "w0"}}, "ScheduleAnyway")),
+                       ({"f-zoneless-n1": 1}, 0)),
+    }
+    out = []
+    for sid, (nodes_of, deployment_of, expected) in cases.items():
+        nodes, d = nodes_of(sid), mutate(deployment_of(sid), load_config(OFF)).object
+        out.append({"id": sid, "ns": f"sim-{sid}", "nodes": nodes, "prebound": [], "deployments": [d],
+                    "config": OFF, "placements": simulate([d], nodes, OFF), "expected": expected})
+    return out
+
+
 @pytest.fixture(scope="module")
 def sim_cluster(harness_built, tmp_path_factory):
     """A cluster of its own: other tests' pods must not take the scenario Nodes' capacity."""
@@ -252,15 +303,21 @@ def test_simulate_agrees_with_the_real_scheduler(sim_cluster):
     seed = int(os.environ.get("POLICYLIB_SIM_SEED", str(int(time.time()))))
     print(f"differential test: seed {seed} (replay: POLICYLIB_SIM_SEED={seed})")
     rng = random.Random(seed)
+    fixed = fixed_scenarios()
+    for s in fixed:
+        p = s["placements"][0]
+        assert (p.placed, p.pending) == s["expected"], f"{s['id']}: simulate {p.placed} {p.pending} Pending"
     scenarios = [random_scenario(rng, i) for i in range(SCENARIOS)]
     deployments = sum(len(s["deployments"]) for s in scenarios)
+    scenarios = fixed + scenarios
     with_pending = sum(1 for s in scenarios for p in s["placements"] if p.pending_max)
     assert with_pending >= deployments // 10, "the generator should produce Deployments with Pending replicas"
     pending_failures: list[str] = []
     placement_failures: list[str] = []
     broken: list[str] = []
+    fixed_failures: list[str] = []
     compared = tie_broken = 0
-    for start in range(0, SCENARIOS, BATCH):
+    for start in range(0, len(scenarios), BATCH):
         batch = scenarios[start:start + BATCH]
         for s in batch:
             create_base(sim_cluster, s)
@@ -278,6 +335,11 @@ def test_simulate_agrees_with_the_real_scheduler(sim_cluster):
             for k, p in enumerate(s["placements"]):
                 pods = by_app.get((s["ns"], p.name), [])
                 total, bound, waiting = outcome(pods)
+                if "expected" in s:
+                    real = dict(Counter(x.spec.node_name for x in pods if x.spec.node_name))
+                    if (real, total - bound) != s["expected"]:
+                        fixed_failures.append(describe(s, k, pods))
+                    continue
                 pending_ok = total == p.replicas and waiting == total - bound and \
                     p.pending <= total - bound <= p.pending_max
                 if not pending_ok:
@@ -301,6 +363,7 @@ def test_simulate_agrees_with_the_real_scheduler(sim_cluster):
           f"{tie_broken} tie-broken or after a tie (Pending only)")
     for line in pending_failures + placement_failures:
         print("  disagreement: " + line)
+    assert fixed_failures == [], "the scheduler differs on a minimal case:\n" + "\n".join(fixed_failures)
     assert broken == [], f"seed {seed}: the scheduler broke a DoNotSchedule constraint?\n" + "\n".join(broken[:5])
     assert pending_rate >= PENDING_AGREEMENT, f"seed {seed}: Pending differs for {len(pending_failures)} of " \
         f"{deployments} Deployments:\n" + "\n".join(pending_failures[:10])
