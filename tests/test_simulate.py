@@ -517,3 +517,17 @@ def test_incremental_engine_places_each_pod_where_recomputing_everything_does(se
                         place(self, pod, count, rank, incremental=False))
     full = [(p.placed, p.pending) for p in simulate(objects, nodes, config)]
     assert fast == full
+
+
+def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
+    """1.36's NodeResourcesFit scorer is built without the PodLevelResources feature: it scores the incoming pod by
+    its containers (100m/200Mi for each that requests nothing) while the Node's load counts pod-level requests.
+    Found by the differential test: three placements differed until the simulator did the same."""
+    from policylib.simulate.engine import least_allocated_requests, nonzero_requests
+    spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "3Gi"}}}],
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}],
+            "resources": {"requests": {"cpu": "850m"}}}
+    assert least_allocated_requests(spec) == {"cpu": 350, "memory": 3 * 2**30 + 200 * 2**20}
+    assert nonzero_requests(spec) == {"cpu": 850, "memory": 3 * 2**30}
+    pod = PodShape.of_template({"spec": spec}, "ml", "h")
+    assert (pod.requests["cpu"], pod.fit_score["cpu"], pod.nonzero["cpu"]) == (850, 350, 850)

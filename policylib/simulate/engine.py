@@ -222,6 +222,7 @@ class PodShape:
     host_ports: list[tuple[str, int, str]] = field(default_factory=list)
     default_selector: dict[str, Any] | None = None     # the owning ReplicaSet's selector (default spreading)
     unmodelled: list[str] = field(default_factory=list)
+    fit_score: dict[str, int] = field(default_factory=dict)   # what LeastAllocated counts the pod as
 
     @classmethod
     def of_template(cls, template: dict[str, Any], namespace: str, revision: str,
@@ -252,7 +253,7 @@ class PodShape:
                    nonzero_requests(spec),
                    _pod_terms(pod_aff.get(key), namespace, labels, False, unmodelled),
                    _pod_terms(pod_anti.get(key), namespace, labels, False, unmodelled),
-                   preferred, _host_ports(spec), default_selector, unmodelled)
+                   preferred, _host_ports(spec), default_selector, unmodelled, least_allocated_requests(spec))
 
     def __post_init__(self) -> None:
         self.bound_as = BoundPod(self.namespace, self.labels, self.anti_terms, self.host_ports)
@@ -286,6 +287,14 @@ def nonzero_requests(spec: dict[str, Any]) -> dict[str, int]:
         present = pod_requests(spec)
         non_missing = {k: v for k, v in NON_MISSING.items() if k not in present}
     requests = pod_requests(spec, non_missing)
+    return {k: requests.get(k, 0) for k in NON_MISSING}
+
+
+def least_allocated_requests(spec: dict[str, Any]) -> dict[str, int]:
+    """Rule R13: the cpu and memory NodeResourcesFit's LeastAllocated score counts the incoming pod as: the containers'
+    requests with 100m and 200Mi for each container that requests none, without pod-level resources (1.36's Fit
+    plugin never passes PodLevelResources to its scorer, so ``SkipPodLevelResources`` is true there)."""
+    requests = pod_requests(spec, NON_MISSING, pod_level=False)
     return {k: requests.get(k, 0) for k in NON_MISSING}
 
 
@@ -501,7 +510,7 @@ def least_allocated(pod: PodShape, c: Cluster) -> np.ndarray:
     total = np.zeros(len(c.states), dtype=np.int64)
     for k in ("cpu", "memory"):
         alloc = c.alloc[k]
-        used = c.nonzero[k] + pod.nonzero.get(k, 0)
+        used = c.nonzero[k] + pod.fit_score.get(k, 0)
         total = total + np.where(used <= alloc, (alloc - used) * MAX_SCORE // c.safe[k], 0)
     out: np.ndarray = total // c.weights
     return out
@@ -754,8 +763,8 @@ class Cycle:
         node = c.states[i]
         self.fit[i] = fits(pod.requests, node.allocatable, node.requested, node.pods, node.allocatable.get("pods", 0))
         alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
-        self.least[i] = _least_one(alloc, (node.nonzero.get("cpu", 0) + pod.nonzero.get("cpu", 0),
-                                           node.nonzero.get("memory", 0) + pod.nonzero.get("memory", 0)))
+        self.least[i] = _least_one(alloc, (node.nonzero.get("cpu", 0) + pod.fit_score.get("cpu", 0),
+                                           node.nonzero.get("memory", 0) + pod.fit_score.get("memory", 0)))
         self.balanced[i] = _balanced_one((pod.requests.get("cpu", 0), pod.requests.get("memory", 0)),
                                          (node.requested.get("cpu", 0), node.requested.get("memory", 0)), alloc)
         for s in self.hard + self.soft:

@@ -60,9 +60,11 @@ def _max(total: dict[str, int], other: dict[str, int]) -> None:
             total[k] = v
 
 
-def pod_requests(spec: dict[str, Any], non_missing: dict[str, int] | None = None) -> dict[str, int]:
+def pod_requests(spec: dict[str, Any], non_missing: dict[str, int] | None = None,
+                 pod_level: bool = True) -> dict[str, int]:
     """Rule R1: what a pod with this spec requests (``non_missing``: the amounts scoring assumes for a container
-    that requests nothing of a resource, as ``PodResourcesOptions.NonMissingContainerRequests``)."""
+    that requests nothing of a resource, as ``PodResourcesOptions.NonMissingContainerRequests``; ``pod_level``
+    False: the containers' figure alone, as ``SkipPodLevelResources``)."""
     reqs: dict[str, int] = {}
     for c in spec.get("containers") or []:
         _add(reqs, _container_requests(c, non_missing))
@@ -79,8 +81,8 @@ def pod_requests(spec: dict[str, Any], non_missing: dict[str, int] | None = None
             _add(need, sidecars)
         _max(init_max, need)
     _max(reqs, init_max)
-    pod_level: dict[str, Any] = spec["resources"] if isinstance(spec.get("resources"), dict) else {}
-    raw = {**(pod_level.get("limits") or {}), **(pod_level.get("requests") or {})}
+    level: dict[str, Any] = spec["resources"] if pod_level and isinstance(spec.get("resources"), dict) else {}
+    raw = {**(level.get("limits") or {}), **(level.get("requests") or {})}
     raw = {k: v for k, v in raw.items() if _pod_level_supported(str(k))}
     reqs.update(amounts(raw))
     _add(reqs, amounts(spec.get("overhead")))
