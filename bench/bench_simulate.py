@@ -22,6 +22,8 @@ if __name__ == "__main__" and "--tree" in sys.argv:
     sys.path.insert(0, sys.argv[sys.argv.index("--tree") + 1])
 else:
     sys.path.insert(0, str(HERE.parent.parent))
+import numpy  # noqa: E402,F401 -- the engine imports it on first use: a process start cost, like the imports here
+
 from policylib.simulate import simulate  # noqa: E402
 
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..config import DO_NOT_SCHEDULE, Config, load_config
 from ..errors import PolicyError, object_ref
@@ -41,6 +39,9 @@ from .engine import (
     tolerates,
 )
 from .resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
            "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
@@ -87,6 +88,7 @@ class Placement:
 
 def _tie_rank(n: int, order: Any) -> np.ndarray:
     """Which node wins a tie: name order (the nodes are sorted by name), reversed, or a seeded shuffle."""
+    import numpy as np
     if order == "reverse":
         return np.arange(n)[::-1].copy()
     if isinstance(order, int):

@@ -13,9 +13,21 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    class _Numpy:
+        """numpy, imported on first use: ``import policylib`` (the webhook, the CLI's other commands) does not
+        load it."""
+
+        def __getattr__(self, name: str) -> Any:
+            import numpy
+            globals()["np"] = numpy
+            return getattr(numpy, name)
+
+    np = _Numpy()
 
 from ..config import DO_NOT_SCHEDULE
 from ..labels import selector_matches
