@@ -531,3 +531,16 @@ def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
     assert nonzero_requests(spec) == {"cpu": 850, "memory": 3 * 2**30}
     pod = PodShape.of_template({"spec": spec}, "ml", "h")
     assert (pod.requests["cpu"], pod.fit_score["cpu"], pod.nonzero["cpu"]) == (850, 350, 850)
+
+
+def test_pods_in_the_nodes_file_count_as_bound(tmp_path):
+    """Issue 25: a file input carries existing pods too: Pods bound to a Node in the --nodes files (as in -f)."""
+    busy = bound_pod("old", "a", requests={"cpu": "7"})
+    (tmp_path / "nodes.yaml").write_text(yaml.safe_dump_all([node("a"), busy]))
+    (tmp_path / "deploy.yaml").write_text(yaml.safe_dump(deploy(replicas=2, requests={"cpu": "1"})))
+    (tmp_path / "off.yaml").write_text(yaml.safe_dump(OFF))
+    out = run("simulate", "-f", "deploy.yaml", "--nodes", "nodes.yaml", "--config", "off.yaml", "-o", "json",
+              cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    [row] = json.loads(out.stdout)
+    assert (row["placed"], row["pending"]) == ({"a": 1}, 1)
