@@ -544,3 +544,13 @@ def test_pods_in_the_nodes_file_count_as_bound(tmp_path):
     assert out.returncode == 3, out.stderr
     [row] = json.loads(out.stdout)
     assert (row["placed"], row["pending"]) == ({"a": 1}, 1)
+
+
+def test_a_tie_broken_earlier_gives_later_workloads_a_range():
+    """The real scheduler picks among equally scored nodes at random: the first Deployment may take either node,
+    so the second, which only fits on a, may or may not stay Pending."""
+    first = deploy("first", 1, requests={"cpu": "1500m"})
+    second = deploy("second", 1, requests={"cpu": "1"}, nodeSelector={"kubernetes.io/hostname": "a"})
+    p0, p1 = simulate([first, second], [node("a", cpu="2"), node("b", cpu="2")], OFF)
+    assert (p0.placed, p0.deterministic) == ({"a": 1}, False)
+    assert (p1.placed, p1.pending_range) == ({}, "0-1")     # placed as the name order left it; Pending 0 or 1

@@ -51,6 +51,9 @@ __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "
 #: Tie-breaking orders tried to find the range of Pending counts: name order, reversed, two shuffles.
 TIE_ORDERS = ("name", "reverse", 1, 2)
 DEFAULT_SCHEDULER = "default-scheduler"
+#: Rule R14: once a tie has been broken, later workloads are also placed with the earlier ties broken the other
+#: ways (their Pending count a range over all), while Nodes x replicas stays within this budget.
+BRANCH_BUDGET = 200_000
 
 
 # --- one workload --------------------------------------------------------------------------------
@@ -145,7 +148,10 @@ def unmodelled_features(spec: dict[str, Any], pod: PodShape) -> list[str]:
     return out
 
 
-def simulate_deployment(obj: dict[str, Any], config: Config, facts: ClusterFacts, cluster: Cluster) -> Placement:
+def simulate_deployment(obj: dict[str, Any], config: Config, facts: ClusterFacts, cluster: Cluster,
+                        order: Any = "name", search: bool = True) -> Placement:
+    """One Deployment placed on ``cluster`` (bound in place), ties broken by ``order``; ``search``: where a tie
+    was broken, place it again on copies with the ties broken other ways and report the range of Pending."""
     ns = namespace_of(obj)
     name = (obj.get("metadata") or {}).get("name", "")
     mutated = mutate_deployment(obj, config, facts=facts, namespace=ns).object
@@ -164,8 +170,9 @@ def simulate_deployment(obj: dict[str, Any], config: Config, facts: ClusterFacts
         gates = ", ".join(str(g.get("name")) for g in spec["schedulingGates"] if isinstance(g, dict))
         return Placement("Deployment", ns, name, count, {}, {}, count, count,
                          [f"SchedulingGated: the pods wait for their scheduling gates ({gates}) to be removed"])
-    before = [n.copy() for n in cluster.states] if count > 1 and not order_independent(pod, cluster) else None
-    placed, pending, reasons, deterministic = cluster.place(pod, count)
+    searched = search and count > 1 and not order_independent(pod, cluster)
+    before = [n.copy() for n in cluster.states] if searched else None
+    placed, pending, reasons, deterministic = cluster.place(pod, count, _tie_rank(len(cluster.states), order))
     pendings = [pending]
     if before is not None and not deterministic:
         for order in TIE_ORDERS[1:]:
@@ -297,24 +304,47 @@ def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] 
     return [states[k] for k in sorted(states)]
 
 
+def _replicas(obj: dict[str, Any]) -> int:
+    value = (obj.get("spec") or {}).get("replicas")
+    return value if isinstance(value, int) and value > 0 else 1
+
+
 def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
              config: Config | dict[str, Any] | None = None) -> list[Placement]:
     """Place every Deployment and Volcano Job of ``objects`` on ``nodes``, in order. Bound Pods among
-    ``objects`` count as load; HPAs give the effective replica counts. Pure: nothing is changed."""
+    ``objects`` count as load; HPAs give the effective replica counts. Rule R14: after a workload whose
+    placement broke a tie, each later one is also placed on the cluster as the other tie-breaks left it, and its
+    Pending count is the range over all (within :data:`BRANCH_BUDGET`). Pure: nothing is changed."""
     config = load_config(config)
     objects = [o for o in objects if isinstance(o, dict)]
     raw_nodes = [n for n in nodes if isinstance(n, dict)]
     facts = ClusterFacts.from_objects(objects)
     states = node_states(raw_nodes, [o for o in objects if is_bound_pod(o)])
     cluster = Cluster(states)
+    small = len(states) * sum(_replicas(o) for o in objects if is_deployment(o)) <= BRANCH_BUDGET
+    worlds: list[tuple[Cluster, Any]] = []   # after a tie: the same input with ties broken the other ways
     out = []
     for obj in objects:
         try:
             if is_deployment(obj):
-                out.append(simulate_deployment(obj, config, facts, cluster))
+                snapshot = [n.copy() for n in cluster.states] if small and not worlds else None
+                p = simulate_deployment(obj, config, facts, cluster)
+                if worlds:
+                    others = [simulate_deployment(obj, config, facts, w, order, search=False).pending
+                              for w, order in worlds]
+                    p.pending, p.pending_max = min(p.pending, *others), max(p.pending_max, *others)
+                elif snapshot is not None and not p.deterministic:
+                    for order in TIE_ORDERS[1:]:
+                        world = Cluster([n.copy() for n in snapshot])
+                        simulate_deployment(obj, config, facts, world, order, search=False)
+                        worlds.append((world, order))
+                out.append(p)
             elif is_volcano_job(obj):
                 out.append(simulate_volcano_job(obj, config, states, raw_nodes))
                 cluster = Cluster(states)
+                for i, (world, order) in enumerate(worlds):
+                    simulate_volcano_job(obj, config, world.states, raw_nodes)
+                    worlds[i] = (Cluster(world.states), order)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
     return out
