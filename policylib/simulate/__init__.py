@@ -24,14 +24,13 @@ from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
 from ..hypernodes import discover_hypernodes, leaf_nodes
 from ..spread import effective_replicas, is_deployment, mutate_deployment
-from ..validation import DO_NOT_SCHEDULE
+from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from .engine import (
     MSG_AFFINITY,
     MSG_SPREAD,
     MSG_SPREAD_LABEL,
     MSG_TOO_MANY_PODS,
     MSG_UNSCHEDULABLE,
-    SCHEDULE_ANYWAY,
     ZONE_LABEL,
     Cluster,
     NodeState,
