@@ -18,7 +18,7 @@ from .facts import ClusterFacts, namespace_of
 from .gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
-from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate
+from .simulate import NodeState, PodShape, fits, is_bound_pod, node_states, simulate
 from .spread import (
     HOST_WEAKENED_WARNING,
     effective_replicas,
@@ -237,8 +237,7 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]]) -> list[Findin
 
 
 def _fits(pod: PodShape, node: NodeState) -> bool:
-    return node.pods < node.allocatable.get("pods", 0) and all(
-        node.requested.get(k, 0) + v <= node.allocatable.get(k, 0) for k, v in pod.requests.items() if v)
+    return bool(fits(pod.requests, node.allocatable, node.requested, node.pods, node.allocatable.get("pods", 0)))
 
 
 def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int) -> int:

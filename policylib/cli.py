@@ -296,6 +296,8 @@ def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, 
         docs += files + node_files
     objects = [d.obj for d in files]
     nodes = [o for o in objects if _is_node(o)] + [d.obj for d in node_files if _is_node(d.obj)]
+    from .simulate import is_bound_pod
+    objects += [d.obj for d in node_files if is_bound_pod(d.obj)]   # pods bound to those Nodes count as load
     version = None
     if args.cluster:
         live_nodes, live_objects, version = _live(args, stderr, workloads_from_cluster)

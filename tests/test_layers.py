@@ -20,7 +20,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Third-party packages the core may use: parsing and data, no I/O.
-CORE_THIRD_PARTY = {"yaml", "jsonschema", "jsonpatch"}
+#: numpy: the simulator's per-node arrays (pure computation, no I/O).
+CORE_THIRD_PARTY = {"yaml", "jsonschema", "jsonpatch", "numpy"}
 #: Standard-library modules that do I/O (files, network, processes, the terminal, threads).
 IO_STDLIB = {"os", "sys", "io", "pathlib", "socket", "ssl", "http", "urllib", "subprocess", "shutil", "tempfile",
              "glob", "select", "selectors", "signal", "threading", "asyncio", "multiprocessing", "logging",

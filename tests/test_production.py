@@ -211,19 +211,22 @@ def test_check_reports_an_error_for_every_workload_simulate_leaves_pending():
     """Differential over the end-to-end simulator scenarios' generator: whenever ``simulate`` would
     exit 3 for a scenario, ``check`` reports an error naming that Deployment."""
     import random
+    import re
 
     from policylib.check import check
     from tests.e2e.test_simulate_differential import random_scenario
     rng, pending = random.Random(20), 0
     for i in range(150):
-        s = random_scenario(rng, i)
-        findings = check(s["config"], s["nodes"], [s["deployment"]])
-        named = [f for f in findings if f.severity == "error" and f"sim-{s['id']}/web" in f.message]
-        if s["placement"].pending_max:
-            pending += 1
-            assert named, (s["id"], s["placement"].as_dict(), [f.as_dict() for f in findings])
-        else:
-            assert not [f for f in named if f.key == "simulate"], s["id"]
+        s = random_scenario(rng, i)   # Nodes, bound Pods, several Deployments (as the webhook stores them)
+        findings = check(s["config"], s["nodes"], [*s["prebound"], *s["deployments"]])
+        for p in s["placements"]:
+            ref = re.compile(rf"{re.escape(f'{p.namespace}/{p.name}')}(?![\w.-])")
+            named = [f for f in findings if f.severity == "error" and ref.search(f.message)]
+            if p.pending_max:
+                pending += 1
+                assert named, (s["id"], p.as_dict(), [f.as_dict() for f in findings])
+            else:
+                assert not [f for f in named if f.key == "simulate"], (s["id"], p.name)
     assert pending >= 20   # the generator does produce Pending scenarios
 
 

@@ -413,7 +413,8 @@ class Rotator:
             since = ((ca_secret.get("metadata") or {}).get("annotations") or {}).get(TRUSTED_SINCE)
             self._put_secret(ca_secret, s.ca_secret, "Opaque", data, {TRUSTED_SINCE: since} if since else {})
 
-    def _put_secret(self, current: dict[str, Any] | None, name: str, type_: str, data: dict[str, Any], annotations: dict[str, Any]) -> None:
+    def _put_secret(self, current: dict[str, Any] | None, name: str, type_: str, data: dict[str, Any],
+                    annotations: dict[str, Any]) -> None:
         s = self.settings
         if current is None:
             body = {"apiVersion": "v1", "kind": "Secret", "type": type_, "data": data,
