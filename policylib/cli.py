@@ -36,7 +36,7 @@ from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
 from .nodes import check_nodes
-from .order import apply_order_note
+from .order import apply_order_note, stored_in_order
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
 from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
@@ -117,6 +117,7 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
         changed = changed or result.changed
         note = None if args.old else apply_order_note(ordered, position, config)
         if note:
+            result = stored_in_order(ordered, position, config) or result   # OnNextRollout: what is stored
             stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {note}\n")
         for problem in scheduler_admission_errors(result.object, config):
             rejected = True

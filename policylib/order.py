@@ -13,7 +13,9 @@ from typing import Any, Sequence
 
 from .config import ON_NEXT_ROLLOUT, Config
 from .facts import ClusterFacts, hpa_target, is_hpa, namespace_of
-from .spread import AUTOSCALING_MIN_ANNOTATION, effective_replicas, is_deployment, mutate_deployment
+from .patch import diff_owned
+from .result import Result
+from .spread import AUTOSCALING_MIN_ANNOTATION, OWNED_PATHS, effective_replicas, is_deployment, mutate_deployment
 
 #: Helm's install order for the kinds that matter here (helm/pkg/releaseutil/kind_sorter.go InstallOrder).
 HELM_INSTALL_ORDER = ("Namespace", "ServiceAccount", "Secret", "ConfigMap", "Service", "DaemonSet", "Pod",
@@ -70,3 +72,20 @@ def apply_order_note(objects: Sequence[dict[str, Any]], index: int, config: Conf
                 f"pending: it is written on the Deployment's next rollout (rewrite: OnNextRollout){fix}")
     return (f"{head}; the controller then rewrites it for {final} ({_shape(_host(wanted, config))}): one rollout "
             f"right after the first{fix}")
+
+
+def stored_in_order(objects: Sequence[dict[str, Any]], index: int, config: Config) -> Result | None:
+    """Rule S21 under ``rewrite: OnNextRollout``: the Deployment at ``index`` as the cluster keeps it when
+    its HPA comes later and changes its pod template: first stored without the HPA, then the controller's
+    pending record (rule S19). None when :func:`apply_order_note` has nothing to say or the rewrite is
+    ``OnCountChange`` (the cluster then ends with what preview shows)."""
+    if config.host.rewrite != ON_NEXT_ROLLOUT or apply_order_note(objects, index, config) is None:
+        return None
+    d = objects[index]
+    ns = namespace_of(d)
+    before = ClusterFacts.from_objects(o for o in objects[:index] if is_hpa(o))
+    after = ClusterFacts.from_objects(o for o in objects if is_hpa(o))
+    first = mutate_deployment(d, config, facts=before, namespace=ns)
+    held = mutate_deployment(first.object, config, old=first.object, facts=after, namespace=ns)
+    patch = diff_owned(d, held.object, OWNED_PATHS)
+    return Result(held.object, patch, reasons=list(first.reasons) + list(held.reasons), warnings=list(first.warnings))

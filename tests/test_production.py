@@ -509,3 +509,20 @@ def test_a_write_an_admission_webhook_undoes_is_not_retried_until_the_object_cha
     [w] = plan([stored], load_config(ENFORCE))
     assert undone_by_admission(w.patch, stored)
     assert not undone_by_admission(w.patch, jsonpatch.apply_patch(stored, w.patch))
+
+
+def test_preview_under_on_next_rollout_prints_what_the_cluster_keeps_in_deployment_first_order(tmp_path):
+    import yaml
+    f = tmp_path / "app.yaml"
+    f.write_text(yaml.safe_dump_all([deployment(replicas=3), _hpa(6)]))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(NEXT))
+    code, out, err = _cli(["preview", "--config", str(cfg), "-f", str(f)])
+    shown = yaml.safe_load(out)
+    assert code == 0 and "as pending" in err
+    assert host(shown)["maxSkew"] == 1 and annotations(shown)[RECORD_REPLICAS] == "3"      # as first stored
+    assert pending_rewrite(shown) == ("6 effective replicas (written for 3): kubernetes.io/hostname DoNotSchedule, "
+                                      "maxSkew 1, minDomains 3 -> DoNotSchedule, maxSkew 2, minDomains 3")
+    f.write_text(yaml.safe_dump_all([_hpa(6), deployment(replicas=3)]))                    # HPA first: right at once
+    code, out, err = _cli(["preview", "--config", str(cfg), "-f", str(f)])
+    assert host(yaml.safe_load(out))["maxSkew"] == 2 and err == ""

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from policylib import load_config
-from policylib.order import apply_order_note, helm_sorted
+from policylib.order import apply_order_note, helm_sorted, stored_in_order
 from policylib.plan import plan
 
 from .conftest import CONFIGS
@@ -177,7 +177,10 @@ def test_apply_order(cluster, mode, ns, order, tmp_path):
     else:
         assert "as pending" in note
         assert (n, host_constraint(final)["maxSkew"], annotations(final)[RECORD]) == (1, 1, "3")
-        assert PENDING in annotations(final)
+        shown = stored_in_order(objs, position, load_config(CONFIGS[mode]))   # what preview prints
+        assert shown is not None and annotations(final)[PENDING] == annotations(shown.object)[PENDING]
+        assert final["spec"]["template"]["spec"]["topologySpreadConstraints"] == \
+            shown.object["spec"]["template"]["spec"]["topologySpreadConstraints"]
 
 
 def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhooks, ns):
