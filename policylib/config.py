@@ -139,6 +139,9 @@ GANG_METHODS = ("labels", "podgroup", "koordinator")
 GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
 ON_VIOLATION = ("warn", "deny")
+#: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
+#: ``--gang-scheduler-name``, the MPI Operator ``--gang-scheduling``); rule G15.
+OPERATOR_GANG_MODES = ("none", "scheduler-plugins", "volcano")
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class GangSettings:
     groupByRole: bool = False
     onViolation: str = "warn"
     trainingOperatorGang: bool = False
+    operatorGang: str = "none"
 
 
 @dataclass(frozen=True)
@@ -395,6 +399,7 @@ GANG_KEYS: dict[str, Parser] = {
     "groupByRole": _parse_bool,
     "onViolation": _one_of(ON_VIOLATION),
     "trainingOperatorGang": _parse_bool,
+    "operatorGang": _one_of(OPERATOR_GANG_MODES),
 }
 
 

@@ -8,6 +8,7 @@ from ..result import Outcome, Result, admission
 from .gangs import plan_gangs
 from .job import has_scheduling_policy, read_job
 from .metadata import current_metadata, desired_metadata, has_gang
+from .operator import operator_gang_reason
 from .podgroup import build_podgroups
 from .priority import priority_violation
 from .update import read_old_job, update_gang
@@ -28,6 +29,10 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
     out = Outcome()
     if settings.trainingOperatorGang:
         out.reason(training_operator_reason(obj))
+        return out.result(obj)
+    operator = operator_gang_reason(obj, settings)
+    if operator:
+        out.reason(operator)
         return out.result(obj)
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
