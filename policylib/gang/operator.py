@@ -49,8 +49,8 @@ def operator_gang_reason(obj: dict[str, Any], settings: GangSettings) -> str | N
     Kubeflow job (policylib writes none), so any metadata policylib wrote would be
     read by no scheduler.
     """
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    name = meta.get("name") or "<job name>"
+    meta = obj.get("metadata")
+    name = (meta.get("name") if isinstance(meta, dict) else None) or "<job name>"
     operator = operator_of(obj)
     mode = settings.operatorGang
     if mode == "none" and VOLCANO_SCHEDULER in template_scheduler_names(obj):
