@@ -80,13 +80,13 @@ testcluster-training-operator: testcluster
 	  install -m 644 $$src/manifests/base/crds/kubeflow.org_tfjobs.yaml $$src/manifests/base/crds/kubeflow.org_pytorchjobs.yaml \
 	    ../bin/training-operator/crd/
 
-# The MPI Operator (MPIJob kubeflow.org/v2beta1) for `testcluster --mpi-operator`, from the
-# github.com/kubeflow/mpi-operator module in e2e/mpi-operator, with that release's MPIJob CRD. About 5
-# minutes cold on 2 cores.
+# The MPI Operator (MPIJob kubeflow.org/v2beta1) for `testcluster --mpi-operator`: its own controller
+# from the github.com/kubeflow/mpi-operator module, run by e2e/mpi-operator/main.go (its cmd serves
+# /healthz on the fixed port 8080), with that release's MPIJob CRD. About 5 minutes cold on 2 cores.
 .PHONY: testcluster-mpi-operator
 testcluster-mpi-operator: testcluster
 	cd e2e/mpi-operator && \
-	  $(GO) build -o ../bin/mpi-operator/mpi-operator github.com/kubeflow/mpi-operator/cmd/mpi-operator && \
+	  $(GO) build -o ../bin/mpi-operator/mpi-operator . && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator) && \
 	  rm -rf ../bin/mpi-operator/crd && mkdir -p ../bin/mpi-operator/crd && \
 	  install -m 644 $$src/manifests/base/kubeflow.org_mpijobs.yaml ../bin/mpi-operator/crd/

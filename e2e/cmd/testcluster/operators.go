@@ -49,8 +49,6 @@ const (
 	kubeflowNamespace = "kubeflow"
 	// trainingOperatorSecret is the Secret its certificate rotator fills (--webhook-secret-name default).
 	trainingOperatorSecret = "training-operator-webhook-cert"
-	// mpiOperatorLockNamespace holds the MPI Operator's leader-election Lease (--lock-namespace default).
-	mpiOperatorLockNamespace = "mpi-operator"
 	// koordinatorNamespace: koord-scheduler's ElasticQuota plugin reads quota groups from it.
 	koordinatorNamespace = "koordinator-system"
 )
@@ -254,11 +252,8 @@ func ensureNamespace(ctx context.Context, client kubernetes.Interface, name stri
 }
 
 // trainingOperatorWebhooks are the validating webhooks of training-operator v1.9
-// (manifests/base/webhook/manifests.yaml): one path per job kind.
-var trainingOperatorWebhooks = []struct{ kind, resource string }{
-	{"tfjob", "tfjobs"}, {"pytorchjob", "pytorchjobs"}, {"xgboostjob", "xgboostjobs"},
-	{"paddlejob", "paddlejobs"}, {"jaxjob", "jaxjobs"},
-}
+// (manifests/base/webhook/manifests.yaml) of the kinds it runs here (--enable-scheme).
+var trainingOperatorWebhooks = []struct{ kind, resource string }{{"tfjob", "tfjobs"}, {"pytorchjob", "pytorchjobs"}}
 
 // startTrainingOperator runs training-operator out of cluster. Its certificate rotator needs its
 // Secret to exist and checks that the serving certificate exists at a fixed path
@@ -415,36 +410,20 @@ func (c *cluster) waitTrainingOperatorAdmission(ctx context.Context, dyn dynamic
 	return nil
 }
 
-// startMPIOperator runs the MPI Operator (v2beta1 controller). It always elects a leader (Lease in
-// --lock-namespace) and serves /healthz on port 8080 of every address (a constant of its
-// cmd/mpi-operator/app/server.go): only one MPI Operator can run on a machine at a time.
+// startMPIOperator runs the MPI Operator's v2beta1 controller (e2e/mpi-operator/main.go: upstream's
+// cmd serves /healthz on the fixed port 8080 and always elects a leader) and waits for its /healthz
+// (its informers synced).
 func (c *cluster) startMPIOperator(ctx context.Context, client *kubernetes.Clientset) error {
-	if err := ensureNamespace(ctx, client, mpiOperatorLockNamespace); err != nil {
-		return err
-	}
 	ports, err := freePorts(1)
 	if err != nil {
 		return err
 	}
 	c.launchEnv(mpiOperatorName, c.operators.mpiOperator.bin, []string{
-		"--kubeConfig=" + c.kubeconfig, "--lock-namespace=" + mpiOperatorLockNamespace,
-		"--monitoring-port=" + strconv.Itoa(ports[0]), "--threadiness=2", "--kube-api-qps=100", "--kube-api-burst=200",
-	}, "KUBECONFIG="+c.kubeconfig)
-	if err := waitURLHealthy(ctx, mpiOperatorName, "http://127.0.0.1:8080/healthz", 3*time.Minute,
-		func() error { return c.exited(mpiOperatorName) }); err != nil {
-		return err
-	}
-	// Leading: its Lease names it.
-	return poll(ctx, 200*time.Millisecond, 2*time.Minute, func() (bool, error) {
-		if err := c.exited(mpiOperatorName); err != nil {
-			return false, err
-		}
-		l, err := client.CoordinationV1().Leases(mpiOperatorLockNamespace).Get(ctx, mpiOperatorName, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		return l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != "", nil
+		"--kubeConfig=" + c.kubeconfig, "--healthz-address=127.0.0.1:" + strconv.Itoa(ports[0]),
+		"--threadiness=2", "--kube-api-qps=100", "--kube-api-burst=200",
 	})
+	return waitURLHealthy(ctx, mpiOperatorName, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), 3*time.Minute,
+		func() error { return c.exited(mpiOperatorName) })
 }
 
 // koordSchedulerConfig: one profile, koord-scheduler, with the default plugins plus Koordinator's
