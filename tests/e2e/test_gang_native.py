@@ -41,7 +41,7 @@ def pods(group_name: str, ns: str, n: int, node_group: str) -> list[dict]:
                                       "resources": {"requests": {"cpu": "1"}}}]}} for i in range(n)]
 
 
-def test_the_api_server_serves_the_workload_api_only_with_the_gates(native):
+def test_the_api_server_serves_the_workload_api_with_the_gates(native):
     resources = native.kubectl("api-resources", "--api-group=scheduling.k8s.io", "-o", "name").stdout.split()
     assert {"workloads.scheduling.k8s.io", "podgroups.scheduling.k8s.io"} <= set(resources), resources
 
