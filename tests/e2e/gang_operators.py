@@ -25,8 +25,8 @@ NODE_GROUPS = {
     "fits3c": [2, 1],
     "short": [2, 1],          # 3 CPUs for a 4-pod gang
     "role": [2],              # a GangGroup whose second role does not fit, until room is added
-    "match": [1, 1],          # match policies: a 2-pod gang, then a replacement pod
-    "match2": [1, 1],
+    "once": [1, 1, 1],        # match policies: a 3-pod gang, then two replacement pods
+    "war": [1, 1, 1],
 }
 
 
@@ -85,9 +85,10 @@ def replica(kind: str, replicas: int, group: str, scheduler: str | None, **templ
 
 
 def tfjob(name: str, ns: str, group: str, scheduler: str | None, ps: int = 1, workers: int = 2) -> dict:
+    specs = {"PS": replica("TFJob", ps, group, scheduler)} if ps else {}
+    specs["Worker"] = replica("TFJob", workers, group, scheduler)
     return {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": name, "namespace": ns},
-            "spec": {"tfReplicaSpecs": {"PS": replica("TFJob", ps, group, scheduler),
-                                        "Worker": replica("TFJob", workers, group, scheduler)}}}
+            "spec": {"tfReplicaSpecs": specs}}
 
 
 def pytorchjob(name: str, ns: str, group: str, scheduler: str | None, workers: int = 2) -> dict:
