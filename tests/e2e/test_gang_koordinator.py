@@ -32,8 +32,6 @@ CONFIGS = {
     "koordroles": {"gang": {"method": "koordinator", "scheduler": "koordinator", "groupByRole": True,
                             "scheduleTimeoutSeconds": 30}},
     "koorddeny": {"gang": {"method": "koordinator", "scheduler": "koordinator", "onViolation": "deny"}},
-    "once": {"gang": {"method": "koordinator", "scheduler": "koordinator", "matchPolicy": "once-satisfied"}},
-    "war": {"gang": {"method": "koordinator", "scheduler": "koordinator", "matchPolicy": "waiting-and-running"}},
 }
 
 
@@ -126,44 +124,3 @@ def test_mixed_priorities_are_refused_before_the_scheduler_sees_them(koord):
     assert "different priorityClassName" in run.stderr, run.stderr
     assert koord.get_or_none("tfjobs.kubeflow.org", "train", ns) is None
 
-
-def failed_scheduling_uids(c, ns: str) -> set[str]:
-    return {e["involvedObject"].get("uid") for e in c.list("events", ns)
-            if e.get("reason") == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod"}
-
-
-@pytest.mark.timeout(300)
-@pytest.mark.parametrize("policy, replacements_bound", [("once-satisfied", 1), ("waiting-and-running", 0)])
-def test_match_policy_after_members_are_deleted(koord, policy, replacements_bound):
-    """A 3-pod gang runs; one node is tainted, two members are deleted and training-operator recreates
-    them, with room for one. once-satisfied (Koordinator's default) lets that one bind: the job runs
-    with 2 of its minimum 3 (koordinator issue 2244); waiting-and-running counts the running member
-    plus the waiting ones, 2 < 3, and binds neither."""
-    group = "once" if policy == "once-satisfied" else "war"
-    ns = koord.namespace(f"koord-{group}", config=group)
-    stored = create(koord, tfjob("train", ns, group, KOORD, ps=0, workers=3))
-    pods = wait_pods(koord, ns, stored, 3)
-    assert {annotations(p).get("gang.scheduling.koordinator.sh/match-policy") for p in pods} == {policy}
-    wait_for("all 3 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 3, timeout=150)
-    placed = {p["spec"]["nodeName"]: p for p in job_pods(koord, ns, stored)}
-    koord.kubectl("taint", "node", f"{group}-2", "e2e=full:NoSchedule")
-    victims = [placed[f"{group}-1"], placed[f"{group}-2"]]
-    old_uids = {p["metadata"]["uid"] for p in victims}
-    for p in victims:
-        koord.kubectl("delete", "pod", p["metadata"]["name"], "-n", ns, "--wait=false")
-
-    def replacements():
-        current = [p for p in job_pods(koord, ns, stored) if p["metadata"]["uid"] not in old_uids
-                   and p["metadata"]["name"] in {v["metadata"]["name"] for v in victims}]
-        return current if len(current) == 2 and not any(p["metadata"].get("deletionTimestamp") for p in current) \
-            else None
-    new = wait_for("the operator recreates both members", replacements, timeout=120)
-    new_uids = {p["metadata"]["uid"] for p in new}
-    if replacements_bound:
-        wait_for("one replacement binds, the other is rejected", lambda: (
-            len([p for p in job_pods(koord, ns, stored) if p["metadata"]["uid"] in new_uids and p["spec"].get("nodeName")])
-            == 1 and new_uids & failed_scheduling_uids(koord, ns)), timeout=150)
-    else:
-        wait_for("both replacements rejected", lambda: new_uids <= failed_scheduling_uids(koord, ns), timeout=150)
-    final = [p for p in job_pods(koord, ns, stored) if p["metadata"]["uid"] in new_uids]
-    assert len(bound(final)) == replacements_bound
