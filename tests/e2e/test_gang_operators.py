@@ -130,8 +130,10 @@ def test_operator_gang_mode_alone_makes_its_own_podgroup(sp_operator_gang):
 
 @pytest.mark.timeout(300)
 def test_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_operator_gang):
-    """Both on (policylib not told): one PodGroup (same name, the operator updates policylib's or the
-    other way round), one label value, and the gang binds: no duplicate, no second group."""
+    """Both on (policylib not told): one PodGroup (same name, both owned by the job), one label value, and the
+    gang binds: no duplicate. But the spec is the operator's, whoever created it first: training-operator
+    replaces the whole spec (minResources added, policylib's scheduleTimeoutSeconds dropped) on every sync,
+    so policylib's timeout is silently lost: tell policylib (gang.operatorGang, rule G15)."""
     c = sp_operator_gang
     ns = c.namespace("opmode-both", config="gang")
     stored = create(c, tfjob("train", ns, "fits3b", None))
@@ -143,7 +145,7 @@ def test_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_opera
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 3, timeout=150)
     groups = c.list(PODGROUP, ns)
     assert [g["metadata"]["name"] for g in groups] == ["train"]
-    assert groups[0]["spec"]["minMember"] == 3
+    assert groups[0]["spec"] == {"minMember": 3, "minResources": {"cpu": "3"}}
 
 
 @pytest.mark.timeout(300)
