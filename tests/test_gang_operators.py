@@ -92,3 +92,13 @@ def test_bad_job_is_still_a_policy_error_with_the_setting():
     bad["spec"]["tfReplicaSpecs"]["PS"]["replicas"] = -1
     with pytest.raises(PolicyError):
         check(cfg(operatorGang="volcano"), [], [bad])
+
+
+@pytest.mark.parametrize("spec", [True, {"tfReplicaSpecs": {"PS": {"template": True}}}])
+def test_malformed_job_is_a_policy_error_not_a_crash_with_a_volcano_template_check(spec):
+    """Found by the fuzz suite: the scheduler-name detection runs only on a job that reads well (G7)."""
+    bad = job()
+    bad["spec"] = spec
+    assert template_scheduler_names(bad) == set()
+    with pytest.raises(PolicyError):
+        mutate_kubeflow_job(bad, cfg())

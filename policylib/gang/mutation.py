@@ -30,10 +30,6 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
     if settings.trainingOperatorGang:
         out.reason(training_operator_reason(obj))
         return out.result(obj)
-    operator = operator_gang_reason(obj, settings)
-    if operator:
-        out.reason(operator)
-        return out.result(obj)
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
     if not meta.get("name") and meta.get("generateName"):
@@ -41,6 +37,10 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
                             "known at admission, so no gang metadata was written (set metadata.name)")
         return out.result(obj)
     job = read_job(obj, namespace)
+    operator = operator_gang_reason(obj, settings)
+    if operator:   # rule G15, once the job reads well (G7)
+        out.reason(operator)
+        return out.result(obj)
     plan = plan_gangs(job, settings)
     if plan is None:
         out.reason("the job has no pods (every replica type has 0 replicas): nothing to gang")

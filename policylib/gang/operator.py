@@ -30,11 +30,14 @@ def operator_of(obj: dict[str, Any]) -> str:
 
 
 def template_scheduler_names(obj: dict[str, Any]) -> set[str]:
-    """The ``schedulerName`` of every replica template that sets one."""
-    specs = ((obj.get("spec") or {}).get(REPLICA_SPECS.get(obj.get("kind", ""), "")) or {})
+    """The ``schedulerName`` of every replica template that sets one (anything malformed is skipped:
+    :func:`~policylib.gang.job.read_job` reports it)."""
+    spec = obj.get("spec")
+    specs = spec.get(REPLICA_SPECS.get(str(obj.get("kind")), "")) if isinstance(spec, dict) else None
     names = set()
     for rspec in specs.values() if isinstance(specs, dict) else ():
-        pod = ((rspec or {}).get("template") or {}).get("spec") if isinstance(rspec, dict) else None
+        template = rspec.get("template") if isinstance(rspec, dict) else None
+        pod = template.get("spec") if isinstance(template, dict) else None
         if isinstance(pod, dict) and isinstance(pod.get("schedulerName"), str) and pod["schedulerName"]:
             names.add(pod["schedulerName"])
     return names
