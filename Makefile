@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test bench bench-webhook install clean testcluster testcluster-coscheduling testcluster-volcano e2e
+.PHONY: run test docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
+# The reference pages generated from the code (docs/reference/), then the site into site/, strictly
+# (tests/test_docs.py does the same in a temporary directory, and fails on a stale page).
+docs: $(STAMP)
+	$(BIN)/python tools/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(BIN)/python bench/bench_spread.py
 
@@ -29,11 +35,17 @@ bench: $(STAMP)
 bench-webhook: $(STAMP)
 	$(BIN)/python bench/bench_webhook.py
 
-clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis
+# Through the harness's real API server: none / a Go no-op webhook / policylib (/ Kyverno when
+# KYVERNO=path/to/kyverno). Builds what it needs; docs/performance.md has the figures.
+bench-apiserver: $(STAMP) testcluster noop-webhook
+	$(BIN)/python bench/bench_apiserver.py $(BENCH_ARGS)
 
-# The end-to-end harness: a control plane built from Go modules (e2e/README.md). The first build
-# compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores.
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site
+
+# The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
+# compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
+# (measured: docs/figures.md).
 GO ?= go
 testcluster:
 	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
@@ -41,6 +53,11 @@ testcluster:
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
 	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
 	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+
+# The floor of bench/bench_apiserver.py: a webhook on Go's standard library that admits everything
+# unchanged (e2e/cmd/noopwebhook; seconds to build, no dependency).
+noop-webhook:
+	cd e2e && $(GO) build -o bin/noopwebhook ./cmd/noopwebhook
 
 # `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
 # from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).
@@ -64,6 +81,16 @@ testcluster-volcano: testcluster
 	  rm -rf ../bin/volcano/crd ../bin/volcano/policy && mkdir -p ../bin/volcano/crd ../bin/volcano/policy && \
 	  install -m 644 $$src/config/crd/volcano/bases/*.yaml ../bin/volcano/crd/ && \
 	  install -m 644 $$src/installer/helm/chart/volcano/policy/*.yaml ../bin/volcano/policy/
+
+# helm, for the chart's tests (charts/policylib; docs/helm.md): its own module, e2e/helm/go.mod pins the
+# release. About 3 minutes cold on 2 cores, seconds warm. The tests run this target themselves.
+helm:
+	cd e2e/helm && v=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && \
+	  k=$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go) && k=$${k#v0.} && \
+	  ld="-X helm.sh/helm/v3/internal/version.version=$$v -X helm.sh/helm/v3/internal/version.metadata=" && \
+	  for p in pkg/lint/rules pkg/chartutil; do \
+	    ld="$$ld -X helm.sh/helm/v3/$$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$$p.k8sVersionMinor=$${k%%.*}"; done && \
+	  $(GO) build -ldflags "$$ld" -o ../bin/helm helm.sh/helm/v3/cmd/helm
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

@@ -1,5 +1,5 @@
 """Reliability of the webhook: fuzzed reviews in-process, then the TLS server under hostile clients,
-certificate rotation, SIGTERM and a killed worker. Run by hand; the figures go in the README.
+certificate rotation, SIGTERM and a killed worker. Run by hand; the figures go in docs/figures.md.
 
     .venv/bin/python bench/bench_reliability.py [--reviews 100000] [--seed 14] [--seconds 10]
         [--only fuzz|attack|rotation|sigterm|kill]

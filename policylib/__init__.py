@@ -1,14 +1,16 @@
 """policylib: placement policies for Kubernetes AI and serving workloads.
 
-Pure functions: dicts in, :class:`Result` out. No network, no files except
-:func:`load_config`.
+Pure functions: dicts in, :class:`Result` out. The modules of this package do no I/O; the shell
+above them (:mod:`policylib.shell`: files, the cluster; :mod:`policylib.cli`) does, and this front door
+re-exports one function of it, :func:`load_config`, which also reads a file (docs/architecture.md).
 """
-from .config import Config, HostSpread, ZoneSpread, load_config
+from .config import Config, HostSpread, ZoneSpread
 from .errors import ConfigError, ErrorType, FieldError, FieldPath, PolicyError, PolicylibError
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, mutate_kubeflow_job, validate_gang_labels
 from .mutate import mutate
 from .result import Result
+from .shell.files import load_config
 from .spread import Drift, derived_max_skew, effective_replicas, host_constraint, mutate_deployment, spread_drift, zone_constraint
 from .validation import validate_topology_spread_constraints
 

@@ -17,8 +17,9 @@ from .facts import ClusterFacts, namespace_of
 from .gang import KubeflowJob, is_kubeflow_job, job_minimum, operator_gang_reason, read_job
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
-from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate
+from .simulate import NodeState, PodShape, fits, is_bound_pod, node_states, simulate
 from .spread import effective_replicas, host_spread_enforced, is_deployment, mutate_deployment
+from .validation import DO_NOT_SCHEDULE
 
 #: Labels the common clouds and autoscalers put on a node to say which node group it belongs to.
 NODE_GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "cloud.google.com/gke-nodepool", "kubernetes.azure.com/agentpool",
@@ -88,7 +89,7 @@ def cluster_version(nodes: list[dict[str, Any]], server_version: str | None) -> 
 def check_thresholds(config: Config) -> list[Finding]:
     host = config.host
     out = []
-    if host.enabled and host.whenUnsatisfiable == "DoNotSchedule" and host.hardMinReplicas < host.minDomains:
+    if host.enabled and host.whenUnsatisfiable == DO_NOT_SCHEDULE and host.hardMinReplicas < host.minDomains:
         out.append(Finding("warning", "hostTopologySpread.hardMinReplicas",
                            f"hardMinReplicas {host.hardMinReplicas} is below minDomains {host.minDomains}: a Deployment "
                            f"of {host.hardMinReplicas} to {host.minDomains - 1} replicas is enforced across "
@@ -106,7 +107,7 @@ def check_topology_labels(config: Config, nodes: list[dict[str, Any]]) -> list[F
         missing = [n["metadata"]["name"] for n in nodes if spread.topologyKey not in
                    ((n["metadata"].get("labels") or {}))]
         if len(missing) == len(nodes):
-            hard = isinstance(spread, HostSpread) and spread.whenUnsatisfiable == "DoNotSchedule"
+            hard = isinstance(spread, HostSpread) and spread.whenUnsatisfiable == DO_NOT_SCHEDULE
             out.append(Finding(severity if hard or key == "zoneTopologySpread" else "warning", f"{key}.topologyKey",
                                f"no Node has the label {spread.topologyKey}: "
                                + ("every enforced replica stays Pending (node(s) didn't match pod topology spread "
@@ -116,7 +117,7 @@ def check_topology_labels(config: Config, nodes: list[dict[str, Any]]) -> list[F
                                f"{len(missing)} of {len(nodes)} Nodes lack the label {spread.topologyKey} "
                                f"({_names(missing)}): " + ("enforced replicas never land there"
                                                            if isinstance(spread, HostSpread) and
-                                                           spread.whenUnsatisfiable == "DoNotSchedule"
+                                                           spread.whenUnsatisfiable == DO_NOT_SCHEDULE
                                                            else "the scheduler scores them 0 for the spread")))
     zones = {((n["metadata"].get("labels") or {}).get(config.zone.topologyKey)) for n in nodes} - {None}
     if config.zone.enabled and len(zones) == 1:
@@ -146,7 +147,7 @@ def check_enforced_deployments(config: Config, nodes: list[dict[str, Any]], obje
                                group_label: str | None) -> list[Finding]:
     """minDomains against the eligible nodes of every enforced Deployment, and against node groups."""
     host = config.host
-    if not host.enabled or host.whenUnsatisfiable != "DoNotSchedule" or not nodes:
+    if not host.enabled or host.whenUnsatisfiable != DO_NOT_SCHEDULE or not nodes:
         return []
     out = []
     facts = ClusterFacts.from_objects(objects)
@@ -228,8 +229,7 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]]) -> list[Findin
 
 
 def _fits(pod: PodShape, node: NodeState) -> bool:
-    return node.pods < node.allocatable.get("pods", 0) and all(
-        node.requested.get(k, 0) + v <= node.allocatable.get(k, 0) for k, v in pod.requests.items() if v)
+    return bool(fits(pod.requests, node.allocatable, node.requested, node.pods, node.allocatable.get("pods", 0)))
 
 
 def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int) -> int:

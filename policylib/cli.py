@@ -25,81 +25,21 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import os
 import sys
 from typing import Any, Callable, Sequence, TextIO
 
 from . import __version__
-from .config import Config, load_config
-from .documents import Document, dump_yaml, parse_documents
+from .config import Config
+from .documents import Document, dump_yaml
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .hypernodes import discover_hypernodes, render_tree
 from .mutate import mutate
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
+from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
-
-
-def _read_source(path: str, stdin: TextIO) -> str:
-    if path == "-":
-        return stdin.read()
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-
-
-#: What ``-f DIR`` reads, as kubectl's ``FileExtensions`` (case-sensitive).
-MANIFEST_EXTENSIONS = (".yaml", ".yml", ".json")
-
-
-def _display(path: str) -> str:
-    return "<stdin>" if path == "-" else path
-
-
-def source_files(path: str, recursive: bool = False) -> list[str]:
-    """The files ``-f path`` stands for: ``path`` itself (or ``-``), or for a directory
-    every ``*.yaml``, ``*.yml`` and ``*.json`` file in it, sorted by name; with
-    ``recursive`` subdirectories are walked too, in the same name order (kubectl's
-    ``-R``; symbolic links to directories are not followed, as in filepath.Walk)."""
-    if path == "-" or not os.path.isdir(path):
-        return [path]
-    try:
-        entries = sorted(os.scandir(path), key=lambda e: e.name)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror or e}") from None
-    files: list[str] = []
-    for entry in entries:
-        full = os.path.join(path, entry.name)
-        if entry.is_dir(follow_symlinks=False):
-            if recursive:
-                files += source_files(full, recursive=True)
-        elif entry.name.endswith(MANIFEST_EXTENSIONS):
-            files.append(full)
-    return files
-
-
-def read_documents(paths: Sequence[str], stdin: TextIO, recursive: bool = False,
-                   require_objects: bool = False) -> list[Document]:
-    """Every object in ``paths`` (files, directories, ``-``), in order.
-
-    With ``require_objects`` a path that holds no object at all (an empty file or
-    stdin, a ``List`` without items, a directory without manifests) is an
-    :class:`InputError` ``no Kubernetes objects in PATH``.
-    """
-    docs: list[Document] = []
-    for path in paths:
-        found: list[Document] = []
-        for file in source_files(path, recursive):
-            found += parse_documents(_read_source(file, stdin), _display(file))
-        if require_objects and not any(isinstance(d.obj, dict) and d.obj.get("kind") for d in found):
-            # a mapping without a kind ({} from a failed render) is no Kubernetes object either
-            raise InputError(f"no Kubernetes objects in {_display(path)}")
-        docs += found
-    return docs
 
 
 def _refs(obj: dict[str, Any]) -> set[str]:
@@ -296,7 +236,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     config = load_config(args.config)
     if args.cluster:
         # The one network edge of the CLI, in the webhook package: policylib itself does no I/O.
-        from webhook import kube
+        from .shell import kube
         try:
             api = kube.Api(kube.api_client(args.context))
             objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
@@ -319,7 +259,7 @@ EXIT_PENDING = 3
 
 def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
-    from webhook import kube  # the CLI's one network edge: policylib itself does no I/O
+    from .shell import kube  # the CLI's network edge, in the shell: policylib itself does no I/O
     try:
         api = kube.Api(kube.api_client(args.context))
         nodes = kube.snapshot(api, resources=(kube.NODES,))
@@ -341,6 +281,8 @@ def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, 
         docs += files + node_files
     objects = [d.obj for d in files]
     nodes = [o for o in objects if _is_node(o)] + [d.obj for d in node_files if _is_node(d.obj)]
+    from .simulate import is_bound_pod
+    objects += [d.obj for d in node_files if is_bound_pod(d.obj)]   # pods bound to those Nodes count as load
     version = None
     if args.cluster:
         live_nodes, live_objects, version = _live(args, stderr, workloads_from_cluster)
@@ -398,7 +340,7 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
 
 
 def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=files_required,
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
                         "repeatable; - reads stdin; " + DIR_HELP)
@@ -432,6 +374,24 @@ class _VersionAction(argparse.Action):
         raise _ShowVersion()
 
 
+#: What each command's exit status means (docs/reference/cli.md is generated from it).
+EXIT_STATUS: dict[str, dict[int, str]] = {
+    "preview": {EXIT_OK: "success (with --exit-code: no object would change)",
+                EXIT_CHANGED: "with --exit-code: some object would change",
+                EXIT_ERROR: "bad input or config: one line on stderr naming the file, object and field",
+                EXIT_DENIED: "a policy denies an object (gang.onViolation: deny), or, with --exit-code, an "
+                             "object it returns would still be denied by Volcano's job admission"},
+    "hypernodes": {EXIT_OK: "success",
+                   EXIT_ERROR: "bad input or config, or no Node carries the configured tier labels"},
+    "plan": {EXIT_OK: "success (the planned writes are printed, none is made)",
+             EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+    "simulate": {EXIT_OK: "every replica is placed", EXIT_PENDING: "some replica would stay Pending",
+                 EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+    "check": {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
+              EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policylib", description="Dry-run previews of what policylib's webhook "
                                      "and controller would do, without a cluster.")
@@ -441,7 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
                                    "and Nodes in the input are cluster context: they inform the policies "
                                    "and are not printed.")
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
+    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append", required=True,
                    help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     _add_recursive(p)
@@ -475,7 +435,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the writes the controller would make to existing objects",
                         description="Plan the controller's writes for a snapshot (kubectl get deploy,hpa -A -o yaml "
                                     "works as is) or the live cluster: which Deployments would roll, and why.")
-    pl.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see the README's Configuration)")
+    pl.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
     src = pl.add_mutually_exclusive_group(required=True)
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
                      help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")

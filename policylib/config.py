@@ -8,29 +8,31 @@ default of ``docs/specification.md``; ``None`` gives all defaults.
 """
 from __future__ import annotations
 
+import copy
 import difflib
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Callable, Mapping
 
-import yaml
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
-from .documents import yaml_problem
-from .errors import ConfigError, FieldError, forbidden
-from .labels import qualified_name_errors
+from .errors import INT32_MAX, ConfigError, ErrorType, FieldError, forbidden, not_supported
+from .labels import dns1123_subdomain_errors, qualified_name_errors
 from .validation import (
+    NETWORK_TOPOLOGY_MODES,
+    SCHEDULE_ANYWAY,
+    VOLCANO_POLICY_EVENTS,
+    WHEN_UNSATISFIABLE,
     partition_tier_name_enforced,
     validate_network_topology,
     validate_partition_topology_mode,
     validate_restart_partition_events,
 )
 
-SCHEDULE_ANYWAY = "ScheduleAnyway"
-DO_NOT_SCHEDULE = "DoNotSchedule"
-WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 ANTI_AFFINITY_REMOVAL = ("own", "all")
 
 
@@ -201,233 +203,365 @@ class Config:
 HELM_NESTING = ("lrs-operator", "operator", "config")
 
 
-# --- value parsers: each returns the parsed value or raises ConfigError -----
+# --- the schema: the one description of the configuration's shape (rule C6) --------------------
+#
+# Adding a setting is one change in two lines: its property in ``_SECTION_PROPERTIES`` below (type,
+# default, description, rule) and the field of the same name, with the same default, in its section's
+# dataclass above. The schema validates, the dataclass carries the value; a test checks they agree.
 
-def _parse_bool(path: str, value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    raise ConfigError(path, f"must be true or false, got {value!r}")
-
-
-def _parse_positive_int(path: str, value: Any) -> int:
-    """Rule C4."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ConfigError(path, f"must be an integer >= 1, got {value!r}")
-    if value < 1:
-        raise ConfigError(path, f"must be an integer >= 1, got {value}")
-    if value > 2**31 - 1:
-        raise ConfigError(path, f"must be at most {2**31 - 1} (the API's int32 fields), got {value}")
-    return value
+def _setting(type_: str | list[str], default: Any, description: str, rule: str | None, **more: Any) -> dict[str, Any]:
+    return {"type": type_, "default": default, "description": description, "x-rule": rule, **more}
 
 
-def _parse_label_key(path: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(path, f"must be a non-empty label key, got {value!r}")
+def _count(default: int | None, description: str, rule: str | None, nullable: bool = False) -> dict[str, Any]:
+    """An int32 setting of at least 1 (rule C4)."""
+    return _setting(["integer", "null"] if nullable else "integer", default, description, rule, minimum=1, maximum=INT32_MAX)
+
+
+def _flag(default: bool, description: str, rule: str | None) -> dict[str, Any]:
+    return _setting("boolean", default, description, rule)
+
+
+def _choice(choices: tuple[str, ...], default: str, description: str, rule: str | None, **more: Any) -> dict[str, Any]:
+    return _setting("string", default, description, rule, enum=list(choices), **more)
+
+
+def _match_label_keys(rule: str) -> dict[str, Any]:
+    return _setting(["string", "array", "null"], ["pod-template-hash"],
+                    "Label keys whose values the scheduler adds to the constraint's selector per pod: "
+                    "'pod-template-hash' (each ReplicaSet spreads on its own), a list of keys, or 'none'.",
+                    rule, format="match-label-key", items={"type": "string", "format": "label-key"}, uniqueItems=True,
+                    **{"x-invalid": "must be 'pod-template-hash', a list of label keys, or 'none'"})
+
+
+_DISCOVERY_ENTRY: dict[str, Any] = {
+    "type": "object",
+    "description": "One source of Volcano's networkTopologyDiscovery, verbatim; the 'label' source maps each "
+                   "topology name to its node label keys, top tier first, kubernetes.io/hostname last.",
+    "required": ["source"],
+    "properties": {
+        "source": {"type": "string", "description": "label, ufm, roce, ..."},
+        "enabled": {"type": "boolean", "default": True, "description": "Whether Volcano runs this source."},
+        "config": {"type": "object", "description": "The source's own settings."},
+    },
+    "if": {"properties": {"source": {"const": "label"}}},
+    "then": {"required": ["config"], "properties": {"config": {
+        "required": ["networkTopologyTypes"],
+        "properties": {"networkTopologyTypes": {
+            "type": "object", "minProperties": 1,
+            "propertyNames": {"minLength": 1, "maxLength": 20, "x-invalid": "a topology name has 1 to 20 characters"},
+            "additionalProperties": {
+                "type": "array", "minItems": 2,
+                "x-invalid": "needs at least one tier label and the node level (kubernetes.io/hostname) last",
+                "items": {"type": "object", "required": ["nodeLabel"],
+                          "properties": {"nodeLabel": {"type": "string", "format": "label-key"}},
+                          "x-invalid": "each tier is {nodeLabel: <label key>}"}},
+            "x-invalid": "must map a topology name to its list of {nodeLabel: ...} entries"}}}}},
+    "x-invalid": "each entry needs a 'source' (for example 'label')",
+}
+
+_SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]] = {
+    "zoneTopologySpread": ("The zone spread: always a preference (ScheduleAnyway).", "S3", {
+        "enabled": _flag(True, "Write the zone spread constraint.", "S8"),
+        "topologyKey": _setting("string", "topology.kubernetes.io/zone", "The Node label that names a zone.", "S3",
+                                format="label-key"),
+        "maxSkew": _count(1, "The zone constraint's maxSkew.", "S3"),
+        "matchLabelKeys": _match_label_keys("S7"),
+        "whenUnsatisfiable": _choice((SCHEDULE_ANYWAY,), SCHEDULE_ANYWAY, "Accepted only as ScheduleAnyway: the zone "
+                                     "spread is never enforced.", "S3", **{"x-invalid": "the zone spread is always "
+                                     "ScheduleAnyway (docs/specification.md rule S3); remove the key or set "
+                                     "ScheduleAnyway"}),
+    }),
+    "hostTopologySpread": ("The host (Node) spread: a preference, or enforced from hardMinReplicas.", "S4", {
+        "enabled": _flag(True, "Write the host spread constraint.", "S8"),
+        "whenUnsatisfiable": _choice(WHEN_UNSATISFIABLE, SCHEDULE_ANYWAY, "DoNotSchedule enforces the host spread "
+                                     "once the effective replica count reaches hardMinReplicas.", "S4"),
+        "topologyKey": _setting("string", "kubernetes.io/hostname", "The Node label that names a host.", "S4",
+                                format="label-key"),
+        "maxSkew": _count(1, "The host constraint's maxSkew (the least, with the replica-derived rule).", "S5"),
+        "minDomains": _count(3, "minDomains of an enforced host constraint.", "S5, S6"),
+        "hardMinReplicas": _count(3, "The effective replica count from which DoNotSchedule is enforced.", "S4"),
+        "enableReplicaDerivedMaxSkewRule": _flag(True, "An enforced host spread's maxSkew is "
+                                                 "max(maxSkew, ceil(replicas / minDomains)).", "S5"),
+        "matchLabelKeys": _match_label_keys("S7"),
+        "reconcileDrift": _flag(False, "The controller rewrites Deployments whose placement drifted from the "
+                                "settings.", "S17"),
+    }),
+    "removePodAntiAffinity": ("", None, {}),  # a scalar, filled in below
+    "webhook": ("How the admission webhook treats a policy failure and big bodies.", None, {
+        "failureMode": _choice(FAILURE_MODES, "open", "open admits the object unchanged with a warning; closed "
+                               "denies it with the error.", None, **{"x-invalid": "must be 'open' (admit unchanged "
+                                                                    "with a warning) or 'closed' (deny)"}),
+        "maxRequestBytes": _count(6 * 1024 * 1024, "The largest AdmissionReview body read.", None),
+    }),
+    "volcano": ("Volcano Jobs: RestartPartition events, partitions, network topology, HyperNode discovery.", "V3", {
+        "enabled": _flag(True, "Apply the Volcano Job policies.", "P2"),
+        "restartPartitionEvents": _setting(["array", "null"], ["PodEvicted", "PodFailed"], "Events of the "
+                                           "RestartPartition lifecycle policy written on partitioned tasks; [] "
+                                           "writes none.", "V3", items={"type": "string",
+                                                                        "enum": list(VOLCANO_POLICY_EVENTS)},
+                                           **{"x-invalid": "must be a list of Volcano events"}),
+        "version": _setting("string", "v1.15.1", "The Volcano release whose admission rules preview and the "
+                            "webhook's warnings follow (v1.14.0 or newer).", "V20", format="volcano-version"),
+        "partitionSize": _count(None, "Pods per partition of a task's partitionPolicy; null writes none.", "V13",
+                                nullable=True),
+        "networkTopology": _setting(["object", "null"], {"mode": "hard", "highestTierAllowed": 1},
+                                    "The networkTopology written on Jobs: mode and one tier bound; null writes "
+                                    "none.", "V4, V5", additionalProperties=False, properties={
+                                        "mode": {"type": "string", "enum": list(NETWORK_TOPOLOGY_MODES),
+                                                 "default": "hard", "description": "hard or soft."},
+                                        "highestTierAllowed": {"type": ["integer", "null"], "minimum": 1,
+                                                               "maximum": INT32_MAX, "description": "The highest tier "
+                                                               "a job may span."},
+                                        "highestTierName": {"type": ["string", "null"], "description": "The "
+                                                            "highest tier, by name (Volcano v1.15.0 and later)."}},
+                                    **{"x-invalid": "must be a mapping like {mode: hard, highestTierAllowed: 1}"}),
+        "networkTopologyDiscovery": _setting(["array", "null"], [], "Volcano's default_controller_conf "
+                                             "networkTopologyDiscovery list, verbatim: what `policylib hypernodes` "
+                                             "builds HyperNodes from.", "H1", items=_DISCOVERY_ENTRY,
+                                             **{"x-invalid": "must be a list (Volcano's default_controller_conf "
+                                                             "list)"}),
+    }),
+    "gang": ("Gang metadata for Kubeflow jobs.", "G1", {
+        "enabled": _flag(True, "Apply the gang policies.", "P2"),
+        "method": _choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, or Koordinator "
+                          "annotations.", "G4, G5"),
+        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6"),
+        "scheduleTimeoutSeconds": _count(10, "How long a gang may wait for its minimum.", "G5"),
+        "matchPolicy": _choice(MATCH_POLICIES, "none", "Which pods count toward the minimum.", "G12"),
+        "groupByRole": _flag(False, "One gang per replica type, bound together as a GangGroup.", "G1"),
+        "onViolation": _choice(ON_VIOLATION, "warn", "A gang whose pods do not share one priority class: warn, "
+                               "or deny the job.", "G9"),
+        "trainingOperatorGang": _flag(False, "training-operator gangs every job itself; policylib leaves jobs "
+                                      "alone.", "G13"),
+        "operatorGang": _choice(OPERATOR_GANG_MODES, "none", "The gang mode the Kubeflow operators run with "
+                                "(training-operator --gang-scheduler-name, MPI Operator --gang-scheduling): "
+                                "when set, the operator owns the PodGroup and policylib writes no gang metadata.",
+                                "G15"),
+    }),
+    "controller": ("How `python -m webhook controller` applies its plan.", None, {
+        "maxConcurrentRollouts": _count(3, "How many Deployments the controller has rolling at once.", None),
+        "resyncSeconds": _count(300, "How often the controller re-plans every object.", None),
+        "dryRun": _flag(False, "Log the plan; write nothing.", None),
+        "leaseName": _setting("string", "policylib-controller", "The Lease of the controller's leader election.",
+                              None, format="dns-subdomain"),
+        "leaseDurationSeconds": _count(15, "How long a leader's Lease lasts without renewal.", None),
+    }),
+}
+
+_SCALARS: dict[str, dict[str, Any]] = {
+    "removePodAntiAffinity": _choice(ANTI_AFFINITY_REMOVAL, "own", "Which pod anti-affinity terms writing the spread "
+                                     "removes: own (terms selecting the Deployment's own pods) or all.", "S9",
+                                     **{"x-invalid": "must be 'own' (terms selecting the Deployment's own pods) or "
+                                                     "'all'"}),
+}
+
+
+def config_schema() -> dict[str, Any]:
+    """Rule C6: the JSON Schema (draft 2020-12) of the configuration as ``--config`` takes it (the
+    top-level form). Every setting has its type, default, description and ``x-rule`` (the rule numbers
+    of docs/specification.md it implements, or null); unknown keys are errors. Validation
+    (:func:`config_errors`), the Helm chart's values schema and the settings reference all read it."""
+    properties: dict[str, Any] = {}
+    for name, (description, rule, props) in _SECTION_PROPERTIES.items():
+        if name in _SCALARS:
+            properties[name] = copy.deepcopy(_SCALARS[name])
+            continue
+        properties[name] = {"type": ["object", "null"], "default": {}, "description": description, "x-rule": rule,
+                            "additionalProperties": False, "properties": copy.deepcopy(props)}
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": "https://policylib.io/schemas/config.json",
+            "title": "policylib configuration",
+            "description": "The settings of policylib, its webhook and its controller (docs/specification.md, C "
+                           "rules). Every missing key takes its default.",
+            "type": "object", "additionalProperties": False, "properties": properties}
+
+
+def section_classes() -> dict[str, type]:
+    """The dataclass that carries each section of :func:`config_schema` (Config's fields)."""
+    return {f.name: f.default_factory for f in fields(Config)  # type: ignore[misc]
+            if f.default_factory is not MISSING}
+
+
+# --- schema errors as field errors ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class SettingError(FieldError):
+    """A field error of the configuration: its detail names the bad value itself, so it prints as
+    ``path: detail`` (the configuration is our own document, not an API object)."""
+
+    @property
+    def message(self) -> str:
+        return self.detail or super().message
+
+
+_FORMATS = FormatChecker(formats=())
+
+
+def _label_key_problem(value: str) -> str | None:
+    if not value:
+        return f"must be a non-empty label key, got {value!r}"
     errs = qualified_name_errors(value)
-    if errs:
-        raise ConfigError(path, f"{value!r} is not a valid label key: {errs[0]}")
-    return str(value)
+    return f"{value!r} is not a valid label key: {errs[0]}" if errs else None
 
 
-def _parse_when_unsatisfiable(path: str, value: Any) -> str:
-    if value not in WHEN_UNSATISFIABLE:
-        raise ConfigError(path, f"must be one of DoNotSchedule, ScheduleAnyway; got {value!r}")
-    return str(value)
-
-
-def _parse_match_label_keys(path: str, value: Any) -> tuple[str, ...]:
-    """``pod-template-hash``, any single label key, a list of keys, or ``none``."""
-    if value is None or value == "none" or value == []:
-        return ()
-    if isinstance(value, str):
-        return (_parse_label_key(path, value),)
-    if isinstance(value, list):
-        keys = tuple(_parse_label_key(f"{path}[{i}]", k) for i, k in enumerate(value))
-        if len(set(keys)) != len(keys):
-            raise ConfigError(path, f"lists a key twice: {list(keys)}")
-        return keys
-    raise ConfigError(path, f"must be 'pod-template-hash', a list of label keys, or 'none'; got {value!r}")
-
-
-def _parse_removal(path: str, value: Any) -> str:
-    if value not in ANTI_AFFINITY_REMOVAL:
-        raise ConfigError(path, f"must be 'own' (terms selecting the Deployment's own pods) or 'all'; got {value!r}")
-    return str(value)
-
-
-def _zone_no_when(path: str, value: Any) -> str:
-    if value != SCHEDULE_ANYWAY:
-        raise ConfigError(path, "the zone spread is always ScheduleAnyway (docs/specification.md rule S3); "
-                                f"got {value!r}. Remove the key or set ScheduleAnyway")
-    return str(value)
-
-
-def _parse_failure_mode(path: str, value: Any) -> str:
-    if value not in FAILURE_MODES:
-        raise ConfigError(path, f"must be 'open' (admit unchanged with a warning) or 'closed' (deny); got {value!r}")
-    return str(value)
-
-
-def _one_of(choices: tuple[str, ...]) -> Callable[[str, Any], str]:
-    def parse(path: str, value: Any) -> str:
-        if value not in choices:
-            raise ConfigError(path, f"must be one of {', '.join(choices)}; got {value!r}")
-        return str(value)
-    return parse
-
-
-def _parse_events(path: str, value: Any) -> tuple[str, ...]:
-    """Volcano policy events (rule V3); ``[]`` disables."""
-    _raise_all(validate_restart_partition_events(value, path))
-    return tuple(value or ())
-
-
-def _raise_all(errors: list[FieldError]) -> None:
-    if errors:
-        raise ConfigError.from_errors(errors)
-
-
-def _parse_optional_positive_int(path: str, value: Any) -> int | None:
-    return None if value is None else _parse_positive_int(path, value)
-
-
-def _parse_network_topology(path: str, value: Any) -> NetworkTopology | None:
-    """``{mode: hard|soft, highestTierAllowed: N}`` or ``highestTierName``, never both."""
-    if value is None:
-        return None
-    if not isinstance(value, Mapping):
-        raise ConfigError(path, f"must be a mapping like {{mode: hard, highestTierAllowed: 1}}, got {value!r}")
-    for key in value:
-        if key not in ("mode", "highestTierAllowed", "highestTierName"):
-            raise _unknown_key(f"{path}.", key, ["mode", "highestTierAllowed", "highestTierName"])
-    _raise_all(validate_network_topology(dict(value), path))
-    tier = _parse_optional_positive_int(f"{path}.highestTierAllowed", value.get("highestTierAllowed"))
-    mode, name = value.get("mode", "hard"), value.get("highestTierName")
-    return NetworkTopology(mode, tier, name)
-
-
-def _parse_discovery(path: str, value: Any) -> tuple[DiscoverySource, ...]:
-    """Volcano's ``default_controller_conf.networkTopologyDiscovery``, verbatim (rule H1)."""
-    if value is None:
-        return ()
-    if not isinstance(value, list):
-        raise ConfigError(path, f"must be a list (Volcano's default_controller_conf list), got {value!r}")
-    out = []
-    for i, item in enumerate(value):
-        p = f"{path}[{i}]"
-        if not isinstance(item, Mapping) or not isinstance(item.get("source"), str):
-            raise ConfigError(p, "each entry needs a 'source' (for example 'label')")
-        enabled = _parse_bool(f"{p}.enabled", item.get("enabled", True))
-        topologies: tuple[Any, ...] = ()
-        if item["source"] == "label":
-            types = ((item.get("config") or {}).get("networkTopologyTypes")) if isinstance(item.get("config"), Mapping) else None
-            if not isinstance(types, Mapping) or not types:
-                raise ConfigError(f"{p}.config.networkTopologyTypes", "must map a topology name to its list of "
-                                                                       "{nodeLabel: ...} entries")
-            parsed = []
-            for name, tiers in types.items():
-                tp = f"{p}.config.networkTopologyTypes.{name}"
-                if not isinstance(name, str) or not 0 < len(name) <= 20:
-                    raise ConfigError(tp, "a topology name has 1 to 20 characters")
-                if not isinstance(tiers, list) or len(tiers) < 2:
-                    raise ConfigError(tp, "needs at least one tier label and the node level (kubernetes.io/hostname) last")
-                labels = []
-                for j, tier in enumerate(tiers):
-                    if not isinstance(tier, Mapping) or "nodeLabel" not in tier:
-                        raise ConfigError(f"{tp}[{j}]", "each tier is {nodeLabel: <label key>}")
-                    labels.append(_parse_label_key(f"{tp}[{j}].nodeLabel", tier["nodeLabel"]))
-                if labels[-1] != "kubernetes.io/hostname":
-                    raise ConfigError(f"{tp}[{len(labels) - 1}].nodeLabel", "the last entry is the node level and must "
-                                      f"be kubernetes.io/hostname (rule H1); got {labels[-1]!r}")
-                if len(set(labels)) != len(labels):
-                    raise ConfigError(tp, f"lists a label twice: {labels}")
-                parsed.append((name, tuple(labels)))
-            topologies = tuple(parsed)
-        out.append(DiscoverySource(item["source"], enabled, topologies))
-    return tuple(out)
-
-
-Parser = Callable[[str, Any], Any]
-
-ZONE_KEYS: dict[str, Parser] = {
-    "enabled": _parse_bool,
-    "topologyKey": _parse_label_key,
-    "maxSkew": _parse_positive_int,
-    "matchLabelKeys": _parse_match_label_keys,
-    "whenUnsatisfiable": _zone_no_when,   # accepted only as ScheduleAnyway, not stored
-}
-HOST_KEYS: dict[str, Parser] = {
-    "enabled": _parse_bool,
-    "whenUnsatisfiable": _parse_when_unsatisfiable,
-    "topologyKey": _parse_label_key,
-    "maxSkew": _parse_positive_int,
-    "minDomains": _parse_positive_int,
-    "hardMinReplicas": _parse_positive_int,
-    "enableReplicaDerivedMaxSkewRule": _parse_bool,
-    "matchLabelKeys": _parse_match_label_keys,
-    "reconcileDrift": _parse_bool,
-}
-WEBHOOK_KEYS: dict[str, Parser] = {
-    "failureMode": _parse_failure_mode,
-    "maxRequestBytes": _parse_positive_int,
-}
-def _parse_volcano_version(path: str, value: Any) -> str:
-    """``vMAJOR.MINOR.PATCH`` (the ``v`` optional), v1.14.0 or newer: partitionPolicy came in v1.14."""
-    import re
-    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", value) if isinstance(value, str) else None
+def _volcano_version_problem(value: str) -> str | None:
+    match = re.fullmatch(r"v?(\d+)\.(\d+)\.(\d+)", value)
     if not match:
-        raise ConfigError(path, f"must be a Volcano release like v1.15.1, got {value!r}")
+        return f"must be a Volcano release like v1.15.1, got {value!r}"
     if tuple(map(int, match.groups())) < (1, 14, 0):
-        raise ConfigError(path, f"must be v1.14.0 or newer (partitionPolicy and RestartPartition), got {value!r}")
-    return "v" + ".".join(match.groups())
+        return f"must be v1.14.0 or newer (partitionPolicy and RestartPartition), got {value!r}"
+    return None
 
 
-VOLCANO_KEYS: dict[str, Parser] = {
-    "enabled": _parse_bool,
-    "restartPartitionEvents": _parse_events,
-    "version": _parse_volcano_version,
-    "partitionSize": _parse_optional_positive_int,
-    "networkTopology": _parse_network_topology,
-    "networkTopologyDiscovery": _parse_discovery,
-}
-GANG_KEYS: dict[str, Parser] = {
-    "enabled": _parse_bool,
-    "method": _one_of(GANG_METHODS),
-    "scheduler": _one_of(GANG_SCHEDULERS),
-    "scheduleTimeoutSeconds": _parse_positive_int,
-    "matchPolicy": _one_of(MATCH_POLICIES),
-    "groupByRole": _parse_bool,
-    "onViolation": _one_of(ON_VIOLATION),
-    "trainingOperatorGang": _parse_bool,
-    "operatorGang": _one_of(OPERATOR_GANG_MODES),
+#: A string format of the schema: what a value of the wrong type is told, and the check of a string.
+_FORMAT_RULES: dict[str, tuple[Callable[[Any], str], Callable[[str], str | None]]] = {
+    "label-key": (lambda v: f"must be a non-empty label key, got {v!r}", _label_key_problem),
+    "match-label-key": (lambda v: f"must be a non-empty label key, got {v!r}",
+                        lambda v: None if v == "none" else _label_key_problem(v)),
+    "volcano-version": (lambda v: f"must be a Volcano release like v1.15.1, got {v!r}", _volcano_version_problem),
+    "dns-subdomain": (lambda v: f"must be a lowercase DNS subdomain name, got {v!r}",
+                      lambda v: f"must be a lowercase DNS subdomain name, got {v!r}" if dns1123_subdomain_errors(v)
+                      else None),
 }
 
 
-def _parse_name(path: str, value: Any) -> str:
-    from .labels import dns1123_subdomain_errors
-    if not isinstance(value, str) or dns1123_subdomain_errors(value):
-        raise ConfigError(path, f"must be a lowercase DNS subdomain name, got {value!r}")
-    return value
+def _format_check(check: Callable[[str], str | None]) -> Callable[[object], bool]:
+    def run(value: object) -> bool:
+        problem = check(value) if isinstance(value, str) else None
+        if problem:
+            raise ValueError(problem)
+        return True
+    return run
 
 
-CONTROLLER_KEYS: dict[str, Parser] = {
-    "maxConcurrentRollouts": _parse_positive_int,
-    "resyncSeconds": _parse_positive_int,
-    "dryRun": _parse_bool,
-    "leaseName": _parse_name,
-    "leaseDurationSeconds": _parse_positive_int,
-}
+for _name, (_, _check) in _FORMAT_RULES.items():
+    _FORMATS.checks(_name, raises=ValueError)(_format_check(_check))
 
 
-def check_volcano(v: VolcanoSettings) -> None:
+def _field(path: Iterable[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _type_words(types: Any) -> str:
+    names = {"object": "a mapping", "array": "a list", "string": "a string", "integer": "an integer",
+             "boolean": "true or false", "null": "null"}
+    listed = [names[t] for t in (types if isinstance(types, list) else [types]) if t != "null"]
+    return " or ".join(listed)
+
+
+def _schema_detail(error: ValidationError) -> str:
+    """The detail of one schema error, in the words the settings used before the schema: what is allowed
+    and the value given."""
+    schema, value, kind = error.schema, error.instance, error.validator
+    assert isinstance(schema, dict)
+    custom = schema.get("x-invalid")
+    if kind == "format":
+        return str(error.cause)
+    if kind == "type" and isinstance(schema.get("format"), str) and schema["format"] in _FORMAT_RULES:
+        return _FORMAT_RULES[schema["format"]][0](value)
+    if kind == "type" and schema.get("type") == ["object", "null"] and "additionalProperties" in schema and not custom:
+        return f"must be a mapping, got {type(value).__name__}"
+    if kind == "uniqueItems":
+        return f"lists a key twice: {value!r}"
+    if custom:
+        return f"{custom}; got {value!r}" if kind in ("enum", "const", "type") else custom
+    if kind in ("type", "minimum") and "integer" in schema.get("type", ()):
+        return f"must be an integer >= {schema.get('minimum', 1)}, got {value!r}"
+    if kind == "maximum":
+        return f"must be at most {schema['maximum']} (the API's int32 fields), got {value}"
+    if kind == "type" and schema.get("type") == "boolean":
+        return f"must be true or false, got {value!r}"
+    if kind == "type":
+        return f"must be {_type_words(schema.get('type'))}, got {value!r}"
+    if kind == "enum":
+        return f"must be one of {', '.join(schema['enum'])}; got {value!r}"
+    return str(error.message)
+
+
+def _unknown_key(path: str, key: Any, known: Sequence[str]) -> SettingError:
+    """Rule C3: an unknown key, with the closest known key when there is one."""
+    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
+    return SettingError(ErrorType.NOT_SUPPORTED, f"{path}.{key}" if path else str(key), key, f"unknown key{hint}")
+
+
+def _setting_errors(error: ValidationError) -> list[FieldError]:
+    """One :class:`jsonschema.ValidationError` as field errors (an unknown-keys error lists each key)."""
+    path = _field(error.absolute_path)
+    schema = error.schema
+    assert isinstance(schema, dict)
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        known = list(schema.get("properties", {}))
+        return [_unknown_key(path, key, known) for key in error.instance if key not in known]
+    if "propertyNames" in error.relative_schema_path:
+        return [SettingError(ErrorType.INVALID, f"{path}.{error.instance}", error.instance, _schema_detail(error))]
+    if error.validator == "enum" and error.absolute_path and isinstance(error.absolute_path[-1], int):
+        # A list of an API's values (Volcano's events): reported as the API reports them.
+        return [not_supported(path, error.instance, schema["enum"])]
+    kind = ErrorType.REQUIRED if error.validator == "required" else (
+        ErrorType.DUPLICATE if error.validator == "uniqueItems" else ErrorType.INVALID)
+    return [SettingError(kind, path, error.instance, _schema_detail(error))]
+
+
+_VALIDATOR = Draft202012Validator(config_schema(), format_checker=_FORMATS)
+
+
+def schema_errors(body: Mapping[str, Any]) -> list[FieldError]:
+    """Every error of ``body`` (the top-level form) against :func:`config_schema`, ordered by field."""
+    # A wrong-typed value also fails its subschemas' keywords (format, items): keep one error per field,
+    # the most general (the one found highest in the schema).
+    found = sorted(_VALIDATOR.iter_errors(body), key=lambda e: len(e.relative_schema_path))
+    by_field: dict[str, FieldError] = {}
+    for error in found:
+        for fe in _setting_errors(error):
+            by_field.setdefault(fe.field, fe)
+    return [by_field[f] for f in sorted(by_field)]
+
+
+# --- checks across settings: each returns every error it finds ---------------------------------
+
+def volcano_errors(v: Mapping[str, Any]) -> list[FieldError]:
+    """Rules V3 and V4 on the raw ``volcano`` section, and rule H1 on its discovery list."""
+    errs = validate_restart_partition_events(v.get("restartPartitionEvents"), "volcano.restartPartitionEvents")
+    errs += validate_network_topology(v.get("networkTopology"), "volcano.networkTopology")
+    errs += discovery_errors(v.get("networkTopologyDiscovery") or [])
+    return errs
+
+
+def discovery_errors(sources: list[Any]) -> list[FieldError]:
+    """Rule H1: the node level is each label topology's last tier, and no label is listed twice."""
+    errs: list[FieldError] = []
+    for i, item in enumerate(sources):
+        if item.get("source") != "label":
+            continue
+        for name, tiers in item["config"]["networkTopologyTypes"].items():
+            tp = f"volcano.networkTopologyDiscovery[{i}].config.networkTopologyTypes.{name}"
+            labels = [tier["nodeLabel"] for tier in tiers]
+            if labels[-1] != "kubernetes.io/hostname":
+                errs.append(SettingError(ErrorType.INVALID, f"{tp}[{len(labels) - 1}].nodeLabel", labels[-1],
+                                         "the last entry is the node level and must be kubernetes.io/hostname "
+                                         f"(rule H1); got {labels[-1]!r}"))
+            if len(set(labels)) != len(labels):
+                errs.append(SettingError(ErrorType.DUPLICATE, tp, labels, f"lists a label twice: {labels}"))
+    return errs
+
+
+def check_volcano(v: VolcanoSettings) -> list[FieldError]:
     """Rules C5 and V5: with a partition policy (volcano.partitionSize), soft network topology is not supported;
     rule V20: before v1.15.0 Volcano's scheduler ignores a partition's highestTierName."""
-    if v.partitionSize is not None and v.networkTopology is not None:
-        _raise_all(validate_partition_topology_mode(v.networkTopology.as_spec(), "volcano.networkTopology"))
-        if v.networkTopology.highestTierName and not partition_tier_name_enforced(v.version):
-            raise ConfigError("volcano.networkTopology.highestTierName",
-                              f"Volcano {v.version}'s scheduler ignores a partition's highestTierName (enforced from "
-                              "v1.15.0, volcano issue 5189): use highestTierAllowed")
+    if v.partitionSize is None or v.networkTopology is None:
+        return []
+    errs = validate_partition_topology_mode(v.networkTopology.as_spec(), "volcano.networkTopology")
+    if v.networkTopology.highestTierName and not partition_tier_name_enforced(v.version):
+        errs.append(SettingError(ErrorType.FORBIDDEN, "volcano.networkTopology.highestTierName",
+                                 v.networkTopology.highestTierName,
+                                 f"Volcano {v.version}'s scheduler ignores a partition's highestTierName (enforced "
+                                 "from v1.15.0, volcano issue 5189): use highestTierAllowed"))
+    return errs
 
 
 def gang_combination_errors(g: GangSettings) -> list[FieldError]:
@@ -460,53 +594,84 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
     return errs
 
 
-def check_gang(g: GangSettings) -> None:
-    """Raise one ConfigError listing every unsupported combination (:func:`gang_combination_errors`)."""
-    _raise_all(gang_combination_errors(g))
+def spread_key_errors(zone: ZoneSpread, host: HostSpread) -> list[FieldError]:
+    """The two spreads, both on, need two topology keys."""
+    if zone.enabled and host.enabled and zone.topologyKey == host.topologyKey:
+        return [SettingError(ErrorType.INVALID, "hostTopologySpread.topologyKey", host.topologyKey,
+                             f"must differ from zoneTopologySpread.topologyKey (both are {zone.topologyKey!r})")]
+    return []
 
 
-TOP_LEVEL_SCALARS: dict[str, Parser] = {
-    "removePodAntiAffinity": _parse_removal,
+#: Checks of one raw section that passed the schema, before it becomes a dataclass.
+_RAW_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {"volcano": volcano_errors}
+
+
+def _cross_errors(sections: Mapping[str, Any]) -> list[FieldError]:
+    errs: list[FieldError] = []
+    if "volcano" in sections:
+        errs += check_volcano(sections["volcano"])
+    if "gang" in sections:
+        errs += gang_combination_errors(sections["gang"])
+    if "zoneTopologySpread" in sections and "hostTopologySpread" in sections:
+        errs += spread_key_errors(sections["zoneTopologySpread"], sections["hostTopologySpread"])
+    return errs
+
+
+# --- from the validated document to the dataclasses ----------------------------------------------
+
+def _match_label_keys_value(value: Any) -> tuple[str, ...]:
+    """``pod-template-hash``, any single label key, a list of keys, or ``none``."""
+    if value is None or value == "none":
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _network_topology_value(value: Any) -> NetworkTopology | None:
+    if value is None:
+        return None
+    return NetworkTopology(value.get("mode", "hard"), value.get("highestTierAllowed"), value.get("highestTierName"))
+
+
+def _discovery_value(value: Any) -> tuple[DiscoverySource, ...]:
+    out = []
+    for item in value or ():
+        topologies: tuple[tuple[str, tuple[str, ...]], ...] = ()
+        if item["source"] == "label":
+            types = item["config"]["networkTopologyTypes"]
+            topologies = tuple((name, tuple(t["nodeLabel"] for t in tiers)) for name, tiers in types.items())
+        out.append(DiscoverySource(item["source"], item.get("enabled", True), topologies))
+    return tuple(out)
+
+
+#: Settings whose YAML form is not the dataclass value as it is (lists become tuples without one).
+_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "matchLabelKeys": _match_label_keys_value,
+    "networkTopology": _network_topology_value,
+    "networkTopologyDiscovery": _discovery_value,
+    "restartPartitionEvents": lambda v: tuple(v or ()),
+    "version": lambda v: "v" + v.lstrip("v"),
 }
-SECTIONS: dict[str, tuple[dict[str, Parser], type, Callable[[Any], None] | None]] = {
-    "zoneTopologySpread": (ZONE_KEYS, ZoneSpread, None),
-    "hostTopologySpread": (HOST_KEYS, HostSpread, None),
-    "webhook": (WEBHOOK_KEYS, WebhookSettings, None),
-    "volcano": (VOLCANO_KEYS, VolcanoSettings, check_volcano),
-    "gang": (GANG_KEYS, GangSettings, check_gang),
-    "controller": (CONTROLLER_KEYS, ControllerSettings, None),
-}
-TOP_LEVEL_KEYS = tuple(SECTIONS) + tuple(TOP_LEVEL_SCALARS)
 
 
-def _unknown_key(path: str, key: Any, known: tuple[str, ...] | list[str]) -> ConfigError:
-    """Rule C3."""
-    close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(known)}"
-    return ConfigError(f"{path}{key}", f"unknown key{hint}")
+def _as_value(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
 
 
-def _parse_section(name: str, raw: Any, parsers: dict[str, Parser], cls: type) -> Any:
-    if raw is None:
-        return cls()
-    if not isinstance(raw, Mapping):
-        raise ConfigError(name, f"must be a mapping, got {type(raw).__name__}")
+def section_value(cls: type, raw: Mapping[str, Any] | None) -> Any:
+    """A section's dataclass from its validated mapping: given keys converted, the rest defaults."""
+    stored = {f.name for f in fields(cls)}
     values = {}
-    cls_fields = {f.name for f in fields(cls)}
-    for key, value in raw.items():
-        if key not in parsers:
-            raise _unknown_key(f"{name}.", key, list(parsers))
-        parsed = parsers[key](f"{name}.{key}", value)
-        if key in cls_fields:
-            values[key] = parsed
+    for key, value in (raw or {}).items():
+        if key in stored:
+            values[key] = _CONVERT.get(key, _as_value)(value)
     return cls(**values)
 
 
-def _unwrap_helm_values(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], bool]:
+def _unwrap_helm_values(data: Mapping[str, Any], known: Sequence[str]) -> tuple[Mapping[str, Any], bool]:
     """The ``lrs-operator.operator.config`` mapping when the data is Helm values."""
     if HELM_NESTING[0] not in data:
         return data, False
-    beside = [k for k in data if k in TOP_LEVEL_KEYS]
+    beside = [k for k in data if k in known]
     if beside:
         raise ConfigError(beside[0], "is beside lrs-operator: put every setting under lrs-operator.operator.config, "
                                      "or use the top-level form without lrs-operator")
@@ -523,63 +688,55 @@ def _unwrap_helm_values(data: Mapping[str, Any]) -> tuple[Mapping[str, Any], boo
     return node, True
 
 
-def config_from_dict(data: Mapping[str, Any] | None) -> Config:
-    """Rule C2: build and check a :class:`Config` from parsed YAML (see :func:`load_config`).
+def config_document(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], list[FieldError], str]:
+    """Rule C7: the configuration's top-level form, every error found in it, and the prefix its paths
+    take (``lrs-operator.operator.config.`` for Helm values).
 
-    In Helm values, keys under ``lrs-operator.operator.config`` that policylib
-    does not read belong to the operator and are ignored, unless one is a near
-    miss of a key we read (likely a typo), which is an error.
+    In Helm values, keys under ``lrs-operator.operator.config`` that policylib does not read belong to the
+    operator and are left out, unless one is a near miss of a key we read (likely a typo), an error.
     """
     if data is None:
-        return Config()
+        return {}, [], ""
     if not isinstance(data, Mapping):
         raise ConfigError("", f"the configuration must be a mapping, got {type(data).__name__}")
-    body, nested = _unwrap_helm_values(data)
-    prefix = ".".join(HELM_NESTING) + "." if nested else ""
-    for key in body:
-        if key in TOP_LEVEL_KEYS:
-            continue
-        if nested and not difflib.get_close_matches(str(key), TOP_LEVEL_KEYS, n=1, cutoff=0.8):
-            continue
-        raise _unknown_key(prefix, key, TOP_LEVEL_KEYS)
-    try:
-        sections = {}
-        for name, (parsers, cls, check) in SECTIONS.items():
-            sections[name] = _parse_section(name, body.get(name), parsers, cls)
-            if check:
-                check(sections[name])
-        scalars = {k: p(k, body[k]) for k, p in TOP_LEVEL_SCALARS.items() if k in body}
-    except ConfigError as e:
-        if not prefix:
-            raise
-        raise ConfigError(prefix + e.path, e.message) from None
-    zone, host = sections["zoneTopologySpread"], sections["hostTopologySpread"]
-    if zone.enabled and host.enabled and zone.topologyKey == host.topologyKey:
-        raise ConfigError(f"{prefix}hostTopologySpread.topologyKey",
-                          f"must differ from zoneTopologySpread.topologyKey (both are {zone.topologyKey!r})")
+    known = list(_SECTION_PROPERTIES)
+    body, nested = _unwrap_helm_values(data, known)
+    if nested:
+        body = {k: v for k, v in body.items()
+                if k in known or difflib.get_close_matches(str(k), known, n=1, cutoff=0.8)}
+    body = dict(body)
+    errors = schema_errors(body)
+    bad_sections = {e.field.split(".")[0].split("[")[0] for e in errors}
+    for name, check in _RAW_CHECKS.items():
+        if name not in bad_sections and isinstance(body.get(name), Mapping):
+            errors += check(body[name])
+    return body, errors, ".".join(HELM_NESTING) + "." if nested else ""
+
+
+def raise_config_errors(errors: Sequence[FieldError], prefix: str = "") -> None:
+    """One :class:`ConfigError` listing every error, when there is one."""
+    if errors:
+        raise ConfigError.from_errors(errors, prefix)
+
+
+def config_from_dict(data: Mapping[str, Any] | None) -> Config:
+    """Rule C2: build and check a :class:`Config` from parsed YAML (the top-level form or Helm values),
+    raising one :class:`ConfigError` that lists every error (rule C7)."""
+    body, errors, prefix = config_document(data)
+    bad = {e.field.split(".")[0].split("[")[0] for e in errors}
+    sections = {name: section_value(cls, body.get(name)) for name, cls in section_classes().items() if name not in bad}
+    errors += _cross_errors(sections)
+    raise_config_errors(errors, prefix)
+    scalars = {k: body[k] for k in _SCALARS if k in body}
     return Config(**sections, **scalars)
 
 
-def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
-    """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
+def load_config(source: Mapping[str, Any] | Config | None = None) -> Config:
+    """Rule C1: settings from parsed YAML (a mapping), a :class:`Config` as it is, or ``None`` (the
+    defaults). A file is read by :func:`policylib.shell.files.load_config` (``policylib.load_config``).
 
-    Raises :class:`ConfigError` naming the key path and what is allowed.
+    Raises :class:`ConfigError` naming each key path and what is allowed.
     """
     if source is None or isinstance(source, Config):
         return source or Config()
-    if isinstance(source, Mapping):
-        return config_from_dict(source)
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise ConfigError("", f"cannot read config file: {e.strerror or e}", source=str(path)) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=str(path)) from None
-    try:
-        return config_from_dict(data)
-    except ConfigError as e:
-        raise ConfigError(e.path, e.message, source=str(path)) from None
-
+    return config_from_dict(source)

@@ -8,6 +8,7 @@ plus selector matching as in ``metav1.LabelSelectorAsSelector``.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from .errors import FieldError, FieldPath, Path, forbidden, invalid, required
@@ -41,10 +42,23 @@ def dns1123_label_errors(value: str) -> list[str]:
     return errs
 
 
+#: Distinct strings whose syntax check is remembered (label keys and values repeat across objects).
+_CHECKED_STRINGS = 4096
+
+
 def qualified_name_errors(value: object) -> list[str]:
     """IsQualifiedName: ``[prefix/]name``, the syntax of label and annotation keys."""
     if not isinstance(value, str):
         return [f"must be a string, got {type(value).__name__}"]
+    return list(_qualified_name_errors(value))
+
+
+@lru_cache(maxsize=_CHECKED_STRINGS)
+def _qualified_name_errors(value: str) -> tuple[str, ...]:
+    return tuple(_qualified_name_check(value))
+
+
+def _qualified_name_check(value: str) -> list[str]:
     parts = value.split("/")
     if len(parts) == 1:
         name = parts[0]
@@ -72,14 +86,19 @@ def label_value_errors(value: object) -> list[str]:
     """IsValidLabelValue: empty, or at most 63 characters of the qualified-name alphabet."""
     if not isinstance(value, str):
         return [f"must be a string, got {type(value).__name__}"]
+    return list(_label_value_errors(value))
+
+
+@lru_cache(maxsize=_CHECKED_STRINGS)
+def _label_value_errors(value: str) -> tuple[str, ...]:
     if value == "":
-        return []
+        return ()
     if len(value) > 63:
-        return ["must be no more than 63 characters"]
+        return ("must be no more than 63 characters",)
     if not _NAME_FMT.match(value):
-        return ["a valid label must be an empty string or consist of alphanumeric characters, "
-                "'-', '_' or '.', and must start and end with an alphanumeric character"]
-    return []
+        return ("a valid label must be an empty string or consist of alphanumeric characters, "
+                "'-', '_' or '.', and must start and end with an alphanumeric character",)
+    return ()
 
 
 def validate_label_selector(selector: object, path: Path) -> list[FieldError]:

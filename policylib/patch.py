@@ -98,9 +98,7 @@ def diff_owned(original: dict[str, Any], mutated: dict[str, Any], owned: Iterabl
     for path in owned:
         a: Any = original
         b: Any = mutated
-        ptr = ""
-        for key in path:
-            ptr += "/" + escape_token(key)
+        for depth, key in enumerate(path):
             if isinstance(a, dict) and isinstance(b, dict):  # the common case, kept cheap
                 a_has, b_has = key in a, key in b
             else:
@@ -108,15 +106,24 @@ def diff_owned(original: dict[str, Any], mutated: dict[str, Any], owned: Iterabl
             if a_has and b_has:
                 a, b = a[key], b[key]
                 continue
-            if (a_has or b_has) and not _covered(ptr, emitted):
-                ops.append({"op": "add", "path": ptr, "value": b[key]} if b_has else {"op": "remove", "path": ptr})
-                emitted.append(ptr)
+            if a_has or b_has:
+                ptr = _pointer(path[:depth + 1])  # built only where an operation may be written
+                if not _covered(ptr, emitted):
+                    ops.append({"op": "add", "path": ptr, "value": b[key]} if b_has else {"op": "remove", "path": ptr})
+                    emitted.append(ptr)
             break
         else:
-            if a is not b and not _covered(ptr, emitted):
-                _diff_values(ptr, a, b, ops)
-                emitted.append(ptr)
+            if a is not b:  # an unchanged subtree is the same object (a Draft shares what it does not write)
+                ptr = _pointer(path)
+                if not _covered(ptr, emitted):
+                    _diff_values(ptr, a, b, ops)
+                    emitted.append(ptr)
     return ops
+
+
+def _pointer(path: OwnedPath) -> str:
+    """The JSON Pointer (RFC 6901) of ``path``."""
+    return "".join("/" + escape_token(key) for key in path)
 
 
 def _has(node: Any, key: Any) -> bool:

@@ -19,8 +19,6 @@ from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .result import is_opted_out
 from .spread import effective_replicas, is_deployment, mutate_deployment, recorded_replicas, spread_drift
 
-LEGACY_ANTI_AFFINITY = "has pod anti-affinity that the spread replaces"
-
 
 @dataclass
 class Write:
@@ -28,7 +26,8 @@ class Write:
 
     ``action`` is ``patch`` (an RFC 6902 ``patch`` guarded by the object's
     resourceVersion) or ``create`` (``object`` is created). ``rollout`` says
-    whether the write changes a pod template and so rolls pods.
+    whether the write changes a pod template and so rolls pods. ``legacy_anti_affinity`` says the
+    rewrite replaces pod anti-affinity (:attr:`policylib.spread.Drift.replaces_anti_affinity`).
     """
 
     kind: str
@@ -42,10 +41,7 @@ class Write:
     api_version: str = "apps/v1"
     resource_version: str | None = None
     error: bool = False
-
-    @property
-    def legacy_anti_affinity(self) -> bool:
-        return any(LEGACY_ANTI_AFFINITY in r for r in self.reasons)
+    legacy_anti_affinity: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "namespace": self.namespace, "name": self.name, "reasons": self.reasons,
@@ -81,6 +77,7 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
     effective = effective_replicas(deployment, facts, ns)
     recorded = recorded_replicas(deployment)
     reasons: list[str] = []
+    legacy = False
     if recorded is not None and recorded != effective.replicas:
         reasons.append(f"effective replicas changed: {recorded} when the spread was written, "
                        f"{effective.replicas} now ({effective.source})")
@@ -88,6 +85,7 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
         drift = spread_drift(deployment, config, facts, ns)
         if drift.needs_rewrite:
             reasons += [f"reconcileDrift: {r}" for r in drift.reasons]
+            legacy = drift.replaces_anti_affinity
     if not reasons:
         return None
     result = mutate_deployment(deployment, config, facts=facts, namespace=ns)
@@ -96,7 +94,7 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
     rollout = rolls_pods(result.patch)
     detail = [r for r in result.reasons if r.startswith(("host spread enforced", "removed"))]
     return Write("Deployment", ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
-                 resource_version=meta.get("resourceVersion"))
+                 resource_version=meta.get("resourceVersion"), legacy_anti_affinity=legacy)
 
 
 def owner_reference(job: dict[str, Any]) -> dict[str, Any] | None:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .config import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, Config, HostSpread, ZoneSpread
+from .config import Config, HostSpread, ZoneSpread
 from .errors import (
     INT32_MAX,
     FieldError,
@@ -30,7 +30,7 @@ from .facts import NO_FACTS, ClusterFacts, namespace_of
 from .labels import selector_matches, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
 from .result import DOMAIN, SKIP_KEY, Admission, Outcome, Result, admission
-from .validation import validate_topology_spread_constraints
+from .validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, validate_topology_spread_constraints
 
 #: Annotation stating the autoscaling minimum when the HPA is not visible to us.
 AUTOSCALING_MIN_ANNOTATION = f"{DOMAIN}/autoscaling-min-replicas"
@@ -358,7 +358,7 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     meta = obj.get("metadata")
     meta_errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
     for key in ("labels", "annotations"):
-        meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), FieldPath("metadata", key))
+        meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), f"metadata.{key}")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
         return [required("spec", "a Deployment needs a spec")] + meta_errs
@@ -377,9 +377,9 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     if constraints is not None and not isinstance(constraints, list):
         errs.append(invalid(CONSTRAINTS_PATH, constraints, "must be a list"))
     template_meta = template.get("metadata")
-    errs += map_errors(template_meta, FieldPath("spec", "template", "metadata"))
+    errs += map_errors(template_meta, "spec.template.metadata")
     errs += map_errors((template_meta if isinstance(template_meta, dict) else {}).get("labels"),
-                       FieldPath("spec", "template", "metadata", "labels"))
+                       "spec.template.metadata.labels")
     affinity = template["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
@@ -602,6 +602,9 @@ class Drift:
     needs_rewrite: bool
     effective: int
     reasons: tuple[str, ...]
+    #: The Deployment has pod anti-affinity the spread replaces (the legacy ha_topology_key rule): a
+    #: fact for counting and deciding, where ``reasons`` are words for people.
+    replaces_anti_affinity: bool = False
 
 
 def _describe(c: dict[str, Any]) -> str:
@@ -633,7 +636,8 @@ def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts
     write_spread(draft, ctx, Outcome())
     reasons = []
     before_aff, after_aff = draft.original["spec"]["template"]["spec"].get("affinity"), draft.get(AFFINITY)
-    if before_aff != after_aff:
+    replaces_anti_affinity = before_aff != after_aff
+    if replaces_anti_affinity:
         reasons.append("has pod anti-affinity that the spread replaces")
     before, after = _constraints_of(deployment), _constraints_of(draft.root)
     if before != after:
@@ -653,4 +657,4 @@ def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts
                                if _describe(o) != _describe(n) else f"spread on {key} differs in selector or policies")
         if not reasons:
             reasons.append("topology spread constraints differ from the current settings")
-    return Drift(bool(reasons), effective.replicas, tuple(reasons))
+    return Drift(bool(reasons), effective.replicas, tuple(reasons), replaces_anti_affinity)

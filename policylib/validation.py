@@ -12,14 +12,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import FieldError, FieldPath, Path, duplicate, forbidden, invalid, is_int, map_errors, not_supported, required
+from .errors import (
+    INT32_MAX,
+    FieldError,
+    FieldPath,
+    Path,
+    duplicate,
+    forbidden,
+    invalid,
+    is_int,
+    map_errors,
+    not_supported,
+    required,
+)
 from .labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors, selector_keys, validate_label_selector
 from .quantity import whole_units
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
-WHEN_UNSATISFIABLE = ("DoNotSchedule", "ScheduleAnyway")
-_INT32_MAX = 2**31 - 1
+#: whenUnsatisfiable's two values (the API's constants, defined here once for the whole package).
+DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
+WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 _NOT_POSITIVE = "must be greater than zero"
 
 
@@ -39,7 +52,7 @@ def _objects(items: list[Any], path: FieldPath, errs: list[FieldError]) -> Itera
 
 def validate_max_skew(value: Any, path: Path) -> list[FieldError]:
     """Rule K1 (ValidateMaxSkew): a 32-bit integer greater than zero."""
-    if not is_int(value) or value > _INT32_MAX:
+    if not is_int(value) or value > INT32_MAX:
         return [invalid(path, value, "must be a 32-bit integer")]
     if value <= 0:
         return [invalid(path, value, _NOT_POSITIVE)]
@@ -76,7 +89,7 @@ def validate_min_domains(value: Any, when: Any, path: Path) -> list[FieldError]:
     errs = []
     if not is_int(value) or value <= 0:
         errs.append(invalid(path, value, _NOT_POSITIVE))
-    if when != "DoNotSchedule":
+    if when != DO_NOT_SCHEDULE:
         errs.append(invalid(path, value, f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}"))
     return errs
 
@@ -215,7 +228,8 @@ def validate_volcano_policies(policies: Any, path: Path) -> list[FieldError]:
                 errs.append(invalid(p.child("exitCode"), code, "0 is not a valid error code"))
             elif code in seen_codes:
                 errs.append(duplicate(p.child("exitCode"), code))
-            seen_codes.add(code)
+            else:
+                seen_codes.add(code)
     if "*" in seen_events and len(seen_events) > 1:
         errs.append(forbidden(path, "if there's * here, no other policy should be here"))
     return errs
@@ -360,22 +374,49 @@ def validate_task_topology_policy(task: dict[str, Any], path: Path) -> list[Fiel
     return []
 
 
+def count_errors(value: Any, path: Path, minimum: int | None = 0) -> list[FieldError]:
+    """Rule V22: a count of the API's (replicas, minAvailable): an int32 of at least ``minimum`` (None:
+    its lower bound is checked where its rule is). Nothing derived from a count past int32 (partitions,
+    minimums) could be written, so the count itself is refused."""
+    if not is_int(value) or (minimum is not None and value < minimum):
+        return [invalid(path, value, "must be an integer" + (f" >= {minimum}" if minimum is not None else ""))]
+    if value > INT32_MAX:
+        return [invalid(path, value, f"must be less than or equal to {INT32_MAX} (int32)")]
+    return []
+
+
+def _int32_errors(value: Any, path: Path) -> list[FieldError]:
+    """An integer field, when set."""
+    return [] if value is None else count_errors(value, path, minimum=None)
+
+
+def depends_on_errors(depends_on: Any, path: FieldPath) -> list[FieldError]:
+    """Rule V23: a task's ``dependsOn`` is an object whose ``name`` is a list of task names (strings)."""
+    if depends_on is None:
+        return []
+    if not isinstance(depends_on, dict):
+        return [invalid(path, depends_on, "must be an object")]
+    names = depends_on.get("name")
+    if names is None:
+        return []
+    if not isinstance(names, list):
+        return [invalid(path.child("name"), names, "must be a list of task names")]
+    return [invalid(path.child("name").index(i), n, "must be a string") for i, n in enumerate(names)
+            if not isinstance(n, str)]
+
+
 def validate_task_shape(task: Any, path: FieldPath) -> list[FieldError]:
     """Rule V1: the types of the task fields the Volcano policy reads."""
     if not isinstance(task, dict):
         return [invalid(path, task, "must be an object")]
-    errs: list[FieldError] = []
-    replicas = task.get("replicas", 0)
-    if not is_int(replicas) or replicas < 0:
-        errs.append(invalid(path.child("replicas"), replicas, "must be an integer >= 0"))
+    errs: list[FieldError] = count_errors(task.get("replicas", 0), path.child("replicas"))
     if task.get("name") is not None and not isinstance(task["name"], str):
         errs.append(invalid(path.child("name"), task["name"], "must be a string"))
     errs += validate_policy_shape(task.get("policies"), path.child("policies"))
-    min_available = task.get("minAvailable")
-    if min_available is not None and not is_int(min_available):
-        errs.append(invalid(path.child("minAvailable"), min_available, "must be an integer"))
+    errs += _int32_errors(task.get("minAvailable"), path.child("minAvailable"))
     if task.get("partitionPolicy") is not None and not isinstance(task["partitionPolicy"], dict):
         errs.append(invalid(path.child("partitionPolicy"), task["partitionPolicy"], "must be an object"))
+    errs += depends_on_errors(task.get("dependsOn"), path.child("dependsOn"))
     return errs
 
 
@@ -394,6 +435,7 @@ def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
     errs += validate_policy_shape(spec.get("policies"), FieldPath("spec", "policies"))
     for i, task in enumerate(tasks):
         errs += validate_task_shape(task, FieldPath("spec", "tasks").index(i))
+    errs += _int32_errors(spec.get("minAvailable"), FieldPath("spec", "minAvailable"))
     return errs
 
 
@@ -407,13 +449,14 @@ def _validate_task(task: Any, path: FieldPath, version: str = DEFAULT_VOLCANO_VE
     else:
         errs += [invalid(path.child("name"), name, m) for m in dns1123_label_errors(name)]
     replicas = task.get("replicas", 0)
-    if not is_int(replicas) or replicas < 0:
-        errs.append(invalid(path.child("replicas"), replicas, "must be an integer >= 0"))
-        replicas = 0
+    replica_errors = count_errors(replicas, path.child("replicas"))
+    errs += replica_errors
+    replicas = 0 if replica_errors else replicas
     min_available = task.get("minAvailable")
     if min_available is not None:
-        if not is_int(min_available) or min_available < 0:
-            errs.append(invalid(path.child("minAvailable"), min_available, "must be an integer >= 0"))
+        available_errors = count_errors(min_available, path.child("minAvailable"))
+        if available_errors:
+            errs += available_errors
         elif min_available > replicas:
             errs.append(invalid(path.child("minAvailable"), min_available, "'minAvailable' is greater than 'replicas'"))
     errs += validate_volcano_policies(task.get("policies"), path.child("policies"))
@@ -426,6 +469,7 @@ def _validate_task(task: Any, path: FieldPath, version: str = DEFAULT_VOLCANO_VE
                                                       "partitionPolicy"))
     errs += validate_partition_policy(task, path, version)
     errs += validate_task_topology_policy(task, path)
+    errs += depends_on_errors(task.get("dependsOn"), path.child("dependsOn"))
     return errs
 
 
@@ -481,14 +525,18 @@ def validate_job_volumes(volumes: Any, path: Path = "spec.volumes") -> list[Fiel
 def validate_task_dependencies(tasks: list[Any], path: Path = "spec.tasks") -> list[FieldError]:
     """Rule V10: tasks' ``dependsOn`` names form a directed acyclic graph over the job's tasks
     (util.go topoSort: a name that is no task of the job is never satisfied)."""
-    names = [t.get("name") for t in tasks if isinstance(t, dict)]
-    deps = {}
+    # Names that are not strings, and dependsOn that is no list of strings, are field errors of their
+    # own (validate_task_shape); here they name no task.
+    names = [t.get("name") if isinstance(t.get("name"), str) else None for t in tasks if isinstance(t, dict)]
+    deps: dict[str | None, list[str]] = {}
     for t in tasks:
-        if isinstance(t, dict) and isinstance(t.get("dependsOn"), dict):
-            deps[t.get("name")] = list(t["dependsOn"].get("name") or [])
+        depends_on = t.get("dependsOn") if isinstance(t, dict) else None
+        if isinstance(depends_on, dict) and isinstance(depends_on.get("name"), list):
+            name = t.get("name") if isinstance(t.get("name"), str) else None
+            deps[name] = [d for d in depends_on["name"] if isinstance(d, str)]
     if not deps:
         return []
-    done: set[Any] = set()
+    done: set[str | None] = set()
     progress = True
     while progress:
         progress = False
@@ -506,7 +554,8 @@ def validate_task_dependencies(tasks: list[Any], path: Path = "spec.tasks") -> l
 def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError]:
     """Rule V11: the job's name and each pod name ``<job>-<task>-<index>`` are qualified names (at most
     63 characters; admit_job.go validateJobName, validateK8sPodNameLength)."""
-    name = (job.get("metadata") or {}).get("name")
+    meta = job.get("metadata")
+    name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str):
         return []
     errs = [invalid("metadata.name", name, m) for m in qualified_name_errors(name)]

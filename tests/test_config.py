@@ -1,10 +1,12 @@
 """load_config: the seed's YAML, Helm nesting, defaults and errors (seed 000 "Default values")."""
+import re
 import textwrap
+from dataclasses import fields
 
 import pytest
 
 from policylib import ConfigError, load_config
-from policylib.config import Config, HostSpread, ZoneSpread
+from policylib.config import GANG_METHODS, Config, HostSpread, ZoneSpread
 
 SEED_DEFAULTS = textwrap.dedent("""\
     lrs-operator:
@@ -252,3 +254,122 @@ def test_integers_past_int32_are_config_errors():
     with pytest.raises(ConfigError) as e:
         load_config({"hostTopologySpread": {"maxSkew": 2**31}})
     assert str(e.value) == "hostTopologySpread.maxSkew: must be at most 2147483647 (the API's int32 fields), got 2147483648"
+
+
+# --- the schema: one source of the configuration's shape (rules C6, C7) ------------------------------
+
+def _settings(schema):
+    """(path, property schema) of every setting: the scalars and each section's keys."""
+    for name, prop in schema["properties"].items():
+        if "properties" in prop and "object" in prop["type"]:
+            for key, sub in prop["properties"].items():
+                yield f"{name}.{key}", sub
+        else:
+            yield name, prop
+
+
+def test_config_schema_is_a_valid_draft_2020_12_schema_with_every_annotation():
+    from jsonschema import Draft202012Validator
+
+    from policylib.config import config_schema
+    schema = config_schema()
+    Draft202012Validator.check_schema(schema)
+    assert schema["additionalProperties"] is False
+    for name, prop in schema["properties"].items():
+        assert {"type", "default", "description", "x-rule"} <= set(prop), name
+        if "properties" in prop:
+            assert prop["additionalProperties"] is False, name
+    paths = []
+    for path, prop in _settings(schema):
+        paths.append(path)
+        assert {"type", "default", "description", "x-rule"} <= set(prop), path
+        assert prop["x-rule"] is None or re.fullmatch(r"[A-Z]\d+(, [A-Z]\d+)*", prop["x-rule"]), path
+    assert "hostTopologySpread.whenUnsatisfiable" in paths and "gang.method" in paths
+    enums = dict(_settings(schema))
+    assert enums["gang.method"]["enum"] == list(GANG_METHODS)
+    assert enums["hostTopologySpread.whenUnsatisfiable"]["enum"] == ["DoNotSchedule", "ScheduleAnyway"]
+    assert enums["removePodAntiAffinity"]["enum"] == ["own", "all"]
+
+
+def test_schema_defaults_are_the_dataclass_defaults():
+    """The schema's defaults, given as a document, load to Config(); every stored field has a property."""
+    from policylib.config import config_schema, section_classes
+    schema = config_schema()
+    document = {}
+    for name, prop in schema["properties"].items():
+        if "properties" in prop:
+            document[name] = {k: sub["default"] for k, sub in prop["properties"].items()}
+        else:
+            document[name] = prop["default"]
+    assert load_config(document) == Config()
+    for name, cls in section_classes().items():
+        stored = {f.name for f in fields(cls)}
+        assert stored <= set(schema["properties"][name]["properties"]), name
+        for f in fields(cls):
+            one = load_config({name: {f.name: schema["properties"][name]["properties"][f.name]["default"]}})
+            assert getattr(getattr(one, name), f.name) == getattr(getattr(Config(), name), f.name), f"{name}.{f.name}"
+    config_fields = {f.name for f in fields(Config)}
+    assert config_fields == set(schema["properties"])
+
+
+def test_a_config_with_three_mistakes_reports_all_three():
+    with pytest.raises(ConfigError) as e:
+        load_config({"hostTopologySpread": {"maxSkew": 0, "minDomain": 3}, "gang": {"method": "sometimes"},
+                     "volcano": {"restartPartitionEvents": ["*", "PodFailed"]}})
+    assert [(x.field, x.type.reason) for x in e.value.errors] == [
+        ("gang.method", "FieldValueInvalid"),
+        ("hostTopologySpread.maxSkew", "FieldValueInvalid"),
+        ("hostTopologySpread.minDomain", "FieldValueNotSupported"),
+        ("volcano.restartPartitionEvents", "FieldValueInvalid"),
+    ]
+    assert str(e.value) == (
+        "gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'; "
+        "hostTopologySpread.maxSkew: must be an integer >= 1, got 0; "
+        "hostTopologySpread.minDomain: unknown key; did you mean 'minDomains'?; "
+        "volcano.restartPartitionEvents: Invalid value: [\"*\", \"PodFailed\"]: '*' covers every event and must "
+        "stand alone")
+
+
+def test_schema_errors_and_cross_setting_errors_come_together():
+    with pytest.raises(ConfigError) as e:
+        load_config({"lrs-operator": {"operator": {"config": {
+            "hostTopologySpread": {"topologyKey": "topology.kubernetes.io/zone"},
+            "gang": {"method": "labels", "scheduler": "scheduler-plugins"}, "webhook": {"failureMode": "maybe"}}}}})
+    assert [x.field for x in e.value.errors] == ["webhook.failureMode", "gang.method and gang.scheduler",
+                                                 "hostTopologySpread.topologyKey"]
+    assert e.value.path == "lrs-operator.operator.config.webhook.failureMode"
+    assert "; lrs-operator.operator.config.hostTopologySpread.topologyKey: must differ" in e.value.message
+
+
+def test_a_bad_section_does_not_hide_the_others():
+    with pytest.raises(ConfigError) as e:
+        load_config({"gang": [], "volcano": {"partitionSize": 2, "networkTopology": {"mode": "soft"}}})
+    assert [x.field for x in e.value.errors] == ["gang", "volcano.networkTopology.mode"]
+
+
+def test_the_cli_prints_every_config_error(tmp_path):
+    import io
+
+    from policylib.cli import EXIT_ERROR, main
+    bad = tmp_path / "config.yaml"
+    bad.write_text("hostTopologySpread:\n  maxSkew: 0\ngang:\n  method: sometimes\n")
+    manifest = tmp_path / "d.yaml"
+    manifest.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["preview", "-f", str(manifest), "--config", str(bad)], stdout=out, stderr=err) == EXIT_ERROR
+    assert err.getvalue() == (f"policylib: error: {bad}: gang.method: must be one of labels, podgroup, koordinator; "
+                              "got 'sometimes'; hostTopologySpread.maxSkew: must be an integer >= 1, got 0\n")
+
+
+@pytest.mark.parametrize("command", [["controller", "--kubeconfig", "/nonexistent"], ["serve", "--cert-dir", "certs"]])
+def test_the_webhook_and_the_controller_print_every_config_error(tmp_path, command):
+    import subprocess
+    import sys
+    bad = tmp_path / "config.yaml"
+    bad.write_text("hostTopologySpread:\n  maxSkew: 0\ngang:\n  method: sometimes\n")
+    run = subprocess.run([sys.executable, "-m", "webhook", *command, "--config", str(bad)], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.strip().splitlines()[-1] == (
+        f"webhook: error: {bad}: gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'; "
+        "hostTopologySpread.maxSkew: must be an integer >= 1, got 0")

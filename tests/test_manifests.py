@@ -246,14 +246,14 @@ def test_configmap_loads_to_exactly_todays_config(base, tmp_path):
 
 
 def test_configmap_shows_every_section_and_key_with_a_comment(base):
-    from policylib.config import SECTIONS, TOP_LEVEL_SCALARS
+    from policylib.config import config_schema, section_classes
     text = one(base, "ConfigMap")["data"]["config.yaml"]
     document = yaml.safe_load(text)
     # The seed's nesting, as before: the sections at the top level (not under lrs-operator.operator.config).
     assert list(document) == ["zoneTopologySpread", "hostTopologySpread", "removePodAntiAffinity", "volcano",
                               "gang", "controller", "webhook"]
-    assert set(document) == set(SECTIONS) | set(TOP_LEVEL_SCALARS)
-    for name, (_, cls, _) in SECTIONS.items():  # every key the section stores, none left to a hidden default
+    assert set(document) == set(config_schema()["properties"])
+    for name, cls in section_classes().items():  # every key the section stores, none left to a hidden default
         assert set(document[name]) == {f.name for f in fields(cls)}, name
     assert document["volcano"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
     assert document["gang"]["method"] == "labels" and "every TFJob, PyTorchJob and MPIJob gets gang metadata" in text

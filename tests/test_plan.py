@@ -124,6 +124,19 @@ def test_summary_counts_rollouts_and_legacy_anti_affinity():
     assert summarize(writes) == "12 Deployments would roll, 3 for legacy anti-affinity"
 
 
+def test_legacy_anti_affinity_is_a_fact_of_the_drift_not_its_words():
+    """Counting legacy rewrites reads Drift.replaces_anti_affinity, never the reason text."""
+    from policylib.plan import Write
+    from policylib.spread import spread_drift
+    drift = spread_drift(legacy(replicas=3), load_config(DRIFT))
+    assert drift.needs_rewrite and drift.replaces_anti_affinity
+    assert not spread_drift(legacy("tiny", replicas=2), load_config(DRIFT)).replaces_anti_affinity
+    # the words alone are no fact: a write that only mentions them is not counted
+    words = Write("Deployment", "ml", "w", ["reconcileDrift: has pod anti-affinity that the spread replaces"], True)
+    assert not words.legacy_anti_affinity
+    assert summarize([words]) == "1 Deployment would roll, 0 for legacy anti-affinity"
+
+
 # --- the command ------------------------------------------------------------------------------
 
 def kubectl_get_output(objs):

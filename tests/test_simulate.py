@@ -307,3 +307,250 @@ def test_volcano_partitions_bounded_by_tier_name_before_v1_15_are_unbounded():
                            "without a HyperNode bound"]
     [new] = simulate([job], nodes, {"volcano": {"version": "v1.15.1", "networkTopologyDiscovery": DISCOVERY}})
     assert (new.placed, new.pending) == ({}, 4)
+
+
+# --- the placement engine: kube-scheduler 1.36's plugins (docs/specification.md, rules R1-R11) ---------------
+
+OFF = {"zoneTopologySpread": {"enabled": False}, "hostTopologySpread": {"enabled": False}}
+
+
+def bound_pod(name, node_name, namespace="ml", labels=None, requests=None, **spec):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace,
+                                                            "labels": labels or {}},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "x", "resources": {
+                "requests": requests} if requests else {}}], **spec}, "status": {"phase": "Running"}}
+
+
+def test_pod_requests_follow_component_helpers():
+    from policylib.simulate import pod_requests
+    spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "500m"}}}],
+            "initContainers": [{"name": "side", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}},
+                               {"name": "init", "resources": {"requests": {"cpu": "2"}}}]}
+    assert pod_requests(spec) == {"cpu": 3000}          # max(500m + 1 sidecar, 2 + the sidecar before it)
+    spec["initContainers"].pop()
+    assert pod_requests(spec) == {"cpu": 1500}          # the sidecar adds to the containers
+    spec["resources"] = {"limits": {"cpu": "4", "example.com/gpu": "1"}}
+    assert pod_requests(spec) == {"cpu": 4000}          # pod-level resources (cpu, memory, hugepages) replace them
+    spec["overhead"] = {"cpu": "250m"}
+    assert pod_requests(spec) == {"cpu": 4250}
+    assert pod_requests({"containers": [{"name": "a"}, {"name": "b", "resources": {"requests": {"cpu": "0"}}}]},
+                        {"cpu": 100, "memory": 1}) == {"cpu": 100, "memory": 2}   # scoring's non-zero defaults
+
+
+def test_sidecars_and_pod_level_resources_count_against_the_node():
+    sidecar = deploy(replicas=2, requests={"cpu": "500m"}, initContainers=[
+        {"name": "proxy", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}])
+    [p] = simulate([sidecar], [node("a", cpu="2")], OFF)
+    assert (p.placed, p.pending, p.reasons) == ({"a": 1}, 1, ["0/1 nodes are available: 1 Insufficient cpu."])
+    pod_level = deploy(replicas=2, requests={"cpu": "100m"}, resources={"requests": {"cpu": "1500m"}})
+    [p] = simulate([pod_level], [node("a", cpu="2")], OFF)
+    assert (p.placed, p.pending) == ({"a": 1}, 1)
+
+
+def test_check_and_simulate_share_one_fit():
+    import sys
+
+    from policylib.simulate import resources
+    check_module = sys.modules["policylib.check"]
+    assert check_module.fits is resources.fits
+    pod = PodShape.of_template(deploy(requests={"cpu": "1"}, initContainers=[
+        {"name": "s", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}])[
+        "spec"]["template"], "ml", "h")
+    assert check_module._fits(pod, NodeState.of(node("a", cpu="2"))) is True
+    assert check_module._fits(pod, NodeState.of(node("a", cpu="1500m"))) is False
+
+
+def test_required_pod_anti_affinity_to_itself_and_to_others():
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
+    [p] = simulate([deploy(replicas=3, affinity=anti)], [node("a"), node("b")], OFF)
+    assert (p.placed, p.pending) == ({"a": 1, "b": 1}, 1)
+    assert p.reasons == ["0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules."]
+    # a bound pod's anti-affinity keeps the incoming pods off its node (and the zone-less node is no domain)
+    guard = bound_pod("guard", "a", labels={"app": "guard"}, affinity=anti)
+    [p] = simulate([guard, deploy(replicas=2)], [node("a"), node("b")], OFF)
+    assert p.placed == {"b": 2}
+
+
+def test_required_pod_affinity_follows_the_pods_it_names():
+    aff = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "topology.kubernetes.io/zone"}]}}
+    db = bound_pod("db", "b", labels={"app": "db"})
+    [p] = simulate([db, deploy(replicas=3, affinity=aff)], [node("a", "zone-a"), node("b", "zone-b"),
+                                                            node("c", "zone-b")], OFF)
+    assert (sum(p.placed.values()), set(p.placed) <= {"b", "c"}, p.pending) == (3, True, 0)
+    [p] = simulate([deploy(replicas=1, affinity=aff)], [node("a")], OFF)   # no db pod anywhere, and not itself one
+    assert p.reasons == ["0/1 nodes are available: 1 node(s) didn't match pod affinity rules."]
+
+
+def test_preferred_pod_affinity_scores():
+    pref = {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": {
+        "labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": "kubernetes.io/hostname"}}]}}
+    cache = bound_pod("cache", "b", labels={"app": "cache"})
+    [p] = simulate([cache, deploy(replicas=1, affinity=pref)], [node("a"), node("b")], OFF)
+    assert p.placed == {"b": 1}
+
+
+def test_an_empty_selector_counts_no_pods_and_a_foreign_one_no_self():
+    def spread(selector):
+        return [{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": selector}]
+    nodes = [node("a"), node("b", pods="0")]
+    [p] = simulate([deploy(replicas=4, topologySpreadConstraints=spread({}))], nodes, OFF)
+    assert (p.placed, p.pending) == ({"a": 4}, 0)
+    [p] = simulate([deploy(replicas=4, topologySpreadConstraints=spread({"matchLabels": {"app": "other"}}))], nodes, OFF)
+    assert (p.placed, p.pending) == ({"a": 4}, 0)
+    [p] = simulate([deploy(replicas=4, topologySpreadConstraints=spread({"matchLabels": {"app": "web"}}))], nodes, OFF)
+    assert (p.placed, p.pending) == ({"a": 1}, 3)
+
+
+@pytest.mark.parametrize("toleration,placed", [
+    (None, {}),
+    ({"operator": "Exists"}, {"a": 1}),
+    ({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}, {"a": 1}),
+])
+def test_cordoned_nodes_take_pods_that_tolerate_unschedulable(toleration, placed):
+    cordoned = node("a")
+    cordoned["spec"] = {"unschedulable": True}
+    obj = deploy(replicas=1, tolerations=[toleration] if toleration else [])
+    [p] = simulate([obj], [cordoned], OFF)
+    assert p.placed == placed
+    if not placed:
+        assert p.reasons == ["0/1 nodes are available: 1 node(s) were unschedulable."]
+
+
+def test_scores_zone_less_nodes_prefer_no_schedule_and_default_requests():
+    soft_zone = [{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway",
+                  "labelSelector": {"matchLabels": {"app": "web"}}}]
+    zoneless = node("a")
+    del zoneless["metadata"]["labels"]["topology.kubernetes.io/zone"]
+    [p] = simulate([deploy(replicas=1, topologySpreadConstraints=soft_zone)], [zoneless, node("b")], OFF)
+    assert p.placed == {"b": 1}                       # the node without the key scores 0 for the spread
+    prefer = node("a", taints=[{"key": "spot", "effect": "PreferNoSchedule"}])
+    [p] = simulate([deploy(replicas=1, requests={"cpu": "1"})], [prefer, node("b")], OFF)
+    assert p.placed == {"b": 1}
+    busy = [bound_pod(f"p{i}", "a", namespace="other") for i in range(10)]    # no requests: 100m each for scoring
+    [p] = simulate([*busy, deploy(replicas=1)], [node("a"), node("b")], OFF)
+    assert p.placed == {"b": 1}
+
+
+def test_system_default_spread_applies_without_constraints():
+    nodes = [node("a", cpu="16"), node("b", cpu="4")]
+    [p] = simulate([deploy(replicas=2, requests={"cpu": "100m"})], nodes, OFF)
+    assert p.placed == {"a": 1, "b": 1}    # LeastAllocated alone would put both on the bigger node
+
+
+def test_balanced_allocation_scores_the_change_in_balance():
+    from policylib.simulate.engine import Cluster, balanced_allocation
+    states = [NodeState.of(node("a", cpu="4", memory="4Gi"))]
+    states[0].requested = {"cpu": 2000}
+    c = Cluster(states)
+    pod = PodShape.of_template(deploy(requests={"cpu": "1", "memory": "1Gi"})["spec"]["template"], "ml", "h")
+    assert balanced_allocation(pod, c).tolist() == [75]     # 75 before, 75 after: 50 + (50 + 0) / 2
+    pod = PodShape.of_template(deploy(requests={"memory": "2Gi"})["spec"]["template"], "ml", "h")
+    assert balanced_allocation(pod, c).tolist() == [87]     # 75 before, 100 after: 50 + (50 + 25) / 2
+
+
+def test_what_is_not_modelled_is_named_and_gives_a_range():
+    pvc = deploy(replicas=3, volumes=[{"name": "d", "persistentVolumeClaim": {"claimName": "data"}}])
+    [p] = simulate([pvc], [node("a")], OFF)
+    assert (p.placed, p.pending, p.pending_max) == ({"a": 3}, 0, 3)
+    assert p.as_dict()["notModelled"] == ["persistent volumes (VolumeBinding, VolumeZone, NodeVolumeLimits, "
+                                          "VolumeRestrictions)"]
+    other = deploy(replicas=2, schedulerName="volcano")
+    [p] = simulate([other], [node("a")], OFF)
+    assert (p.placed, p.pending, p.pending_max) == ({}, 0, 2)
+    assert p.reasons == ["not simulated: schedulerName 'volcano' is not kube-scheduler's default profile"]
+    gated = deploy(replicas=2, schedulingGates=[{"name": "example.com/quota"}])
+    [p] = simulate([gated], [node("a")], OFF)
+    assert (p.placed, p.pending, p.pending_max) == ({}, 2, 2)
+
+
+def test_host_ports_take_one_pod_per_node():
+    ports = deploy(replicas=3)
+    ports["spec"]["template"]["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    [p] = simulate([ports], [node("a"), node("b")], OFF)
+    assert (p.placed, p.pending) == ({"a": 1, "b": 1}, 1)
+    assert p.reasons == ["0/2 nodes are available: 2 node(s) didn't have free ports for the requested pod ports."]
+
+
+def _random_cluster(rng):
+    nodes = []
+    for j in range(rng.randint(1, 9)):
+        n = node(f"n{j}", rng.choice(["zone-a", "zone-b", "zone-c"]), cpu=rng.choice(["2", "4", "8"]),
+                 memory=rng.choice(["4Gi", "16Gi"]), pods=rng.choice(["4", "110"]))
+        if rng.random() < 0.15:
+            del n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        if rng.random() < 0.2:
+            n["spec"] = {"taints": [{"key": "spot", "effect": rng.choice(["PreferNoSchedule", "NoSchedule"])}]}
+        nodes.append(n)
+    objects = [bound_pod(f"b{i}", f"n{rng.randrange(len(nodes))}", labels={"app": rng.choice(["w0", "w1", "x"])},
+                         requests={"cpu": rng.choice(["250m", "1"])} if rng.random() < 0.6 else None)
+               for i in range(rng.randint(0, 6))]
+    for w in range(rng.randint(1, 3)):
+        extra = {}
+        if rng.random() < 0.3:
+            extra["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                "labelSelector": {"matchLabels": {"app": f"w{w}"}}, "topologyKey": rng.choice(
+                    ["kubernetes.io/hostname", "topology.kubernetes.io/zone"])}]}}
+        if rng.random() < 0.3:
+            extra["tolerations"] = [{"key": "spot", "operator": "Exists"}]
+        objects.append(deploy(f"w{w}", rng.randint(1, 10), requests={"cpu": rng.choice(["250m", "500m", "1"])}
+                              if rng.random() < 0.7 else None, **extra))
+    config = {"hostTopologySpread": {"whenUnsatisfiable": rng.choice(["DoNotSchedule", "ScheduleAnyway"]),
+                                     "minDomains": rng.randint(1, 3)},
+              "zoneTopologySpread": {"enabled": rng.random() < 0.7}}
+    return nodes, objects, config
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_incremental_engine_places_each_pod_where_recomputing_everything_does(seed, monkeypatch):
+    """Issue 24's property: the fast path (after a bind, only the bound node's entries are recomputed) places every
+    replica on the same node as recomputing every filter and score from the bound pods for each replica."""
+    import random
+
+    from policylib.simulate.engine import Cluster
+    nodes, objects, config = _random_cluster(random.Random(seed))
+    fast = [(p.placed, p.pending) for p in simulate(objects, nodes, config)]
+    place = Cluster.place
+    monkeypatch.setattr(Cluster, "place", lambda self, pod, count, rank=None, incremental=True:
+                        place(self, pod, count, rank, incremental=False))
+    full = [(p.placed, p.pending) for p in simulate(objects, nodes, config)]
+    assert fast == full
+
+
+def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
+    """1.36's NodeResourcesFit scorer is built without the PodLevelResources feature: it scores the incoming pod by
+    its containers (100m/200Mi for each that requests nothing) while the Node's load counts pod-level requests.
+    Found by the differential test: three placements differed until the simulator did the same."""
+    from policylib.simulate.engine import least_allocated_requests, nonzero_requests
+    spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "3Gi"}}}],
+            "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}],
+            "resources": {"requests": {"cpu": "850m"}}}
+    assert least_allocated_requests(spec) == {"cpu": 350, "memory": 3 * 2**30 + 200 * 2**20}
+    assert nonzero_requests(spec) == {"cpu": 850, "memory": 3 * 2**30}
+    pod = PodShape.of_template({"spec": spec}, "ml", "h")
+    assert (pod.requests["cpu"], pod.fit_score["cpu"], pod.nonzero["cpu"]) == (850, 350, 850)
+
+
+def test_pods_in_the_nodes_file_count_as_bound(tmp_path):
+    """Issue 25: a file input carries existing pods too: Pods bound to a Node in the --nodes files (as in -f)."""
+    busy = bound_pod("old", "a", requests={"cpu": "7"})
+    (tmp_path / "nodes.yaml").write_text(yaml.safe_dump_all([node("a"), busy]))
+    (tmp_path / "deploy.yaml").write_text(yaml.safe_dump(deploy(replicas=2, requests={"cpu": "1"})))
+    (tmp_path / "off.yaml").write_text(yaml.safe_dump(OFF))
+    out = run("simulate", "-f", "deploy.yaml", "--nodes", "nodes.yaml", "--config", "off.yaml", "-o", "json",
+              cwd=tmp_path)
+    assert out.returncode == 3, out.stderr
+    [row] = json.loads(out.stdout)
+    assert (row["placed"], row["pending"]) == ({"a": 1}, 1)
+
+
+def test_a_tie_broken_earlier_gives_later_workloads_a_range():
+    """The real scheduler picks among equally scored nodes at random: the first Deployment may take either node,
+    so the second, which only fits on a, may or may not stay Pending."""
+    first = deploy("first", 1, requests={"cpu": "1500m"})
+    second = deploy("second", 1, requests={"cpu": "1"}, nodeSelector={"kubernetes.io/hostname": "a"})
+    p0, p1 = simulate([first, second], [node("a", cpu="2"), node("b", cpu="2")], OFF)
+    assert (p0.placed, p0.deterministic) == ({"a": 1}, False)
+    assert (p1.placed, p1.pending_range) == ({}, "0-1")     # placed as the name order left it; Pending 0 or 1

@@ -163,3 +163,48 @@ def test_job_and_pod_names_are_qualified_names():
     long["metadata"]["name"] = "j" * 30
     [(path, message)] = fields(validate_volcano_job(long))
     assert path == "spec.tasks[0].name" and message.startswith(f'Invalid value: "{"w" * 40}": pod name {"j" * 30}-{"w" * 40}-0: ')
+
+
+# --- every field error at once; wrong types and int32 (issue: layers a reader can trust) -----------
+
+def _job(**spec):
+    return {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+            "spec": spec}
+
+
+def _task(name, replicas, **more):
+    return {"name": name, "replicas": replicas, "template": {"spec": {"containers": [{"name": "c", "image": "x"}]}},
+            **more}
+
+
+def test_a_bad_job_minimum_is_reported_with_the_bad_task_replicas():
+    from policylib import PolicyError, mutate
+    with pytest.raises(PolicyError) as e:
+        mutate(_job(minAvailable="x", tasks=[_task("a", "y"), _task("b", -1)]))
+    assert [(x.field, x.value) for x in e.value.errors] == [
+        ("spec.tasks[0].replicas", "y"), ("spec.tasks[1].replicas", -1), ("spec.minAvailable", "x")]
+
+
+@pytest.mark.parametrize("task,field", [
+    (_task("a", 1, dependsOn={"name": [["b"]]}), "spec.tasks[0].dependsOn.name[0]"),
+    (_task("a", 1, dependsOn={"name": [{"b": 1}]}), "spec.tasks[0].dependsOn.name[0]"),
+    (_task("a", 1, dependsOn={"name": "b"}), "spec.tasks[0].dependsOn.name"),
+    (_task(["a"], 1), "spec.tasks[0].name"),
+])
+def test_wrong_typed_task_names_and_depends_on_are_field_errors(task, field):
+    from policylib import PolicyError, mutate
+    job = _job(tasks=[task, _task("b", 1)])
+    assert field in [e.field for e in validate_volcano_job(job)]   # no TypeError on the way
+    with pytest.raises(PolicyError) as e:
+        mutate(job)
+    assert e.value.errors[0].field == field
+
+
+def test_task_replicas_past_int32_are_refused_and_no_partition_overflows():
+    from policylib import PolicyError, load_config, mutate
+    job = _job(tasks=[_task("a", 2**31)])
+    with pytest.raises(PolicyError) as e:
+        mutate(job, load_config({"volcano": {"partitionSize": 2}}))
+    assert str(e.value) == ("Job ml/j: spec.tasks[0].replicas: Invalid value: 2147483648: must be less than or "
+                            "equal to 2147483647 (int32)")
+    assert [e.field for e in validate_volcano_job(job)] == ["spec.tasks[0].replicas"]

@@ -185,3 +185,29 @@ def test_in_a_pod_without_a_token_auto_falls_back_and_watch_fails(monkeypatch):
     assert isinstance(source, ObjectOnlyFacts) and source.reason.startswith("no cluster access: ")
     with pytest.raises(kube_config.ConfigException):
         facts_source("watch")
+
+
+def test_an_event_older_than_the_cached_hpa_is_ignored(api, tmp_path):
+    """One list-watch: the cache is the controller's Reflector and Store, stale-event guard included."""
+    class LateEvent(WatchScript):
+        def apply(self, kind, obj):  # the server's state never goes back: the late event is no change of it
+            if obj["metadata"]["resourceVersion"] != "11":
+                super().apply(kind, obj)
+
+        def __call__(self, req):
+            if req["query"].get("watch") == "true" and self.watches == 1:
+                self.watches = 2  # no 410 and relist here: the next watch stays open, the store is as the events left it
+            return super().__call__(req)
+
+    script = LateEvent([with_rv(hpa("web", 4, "ml"), "10")],
+                       [("MODIFIED", with_rv(hpa("web", 6, "ml"), "12")),
+                        ("MODIFIED", with_rv(hpa("web", 2, "ml"), "11")),   # delivered late: older than held
+                        ("ADDED", with_rv(hpa("other", 1, "ml", name="o"), "13"))])
+    api.route("GET", HPA_PATH, script)
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.hpas_for("ml", "other"))
+        assert [h["spec"]["minReplicas"] for h in cache.hpas_for("ml", "web")] == [6]
+    finally:
+        cache.stop()
+        script.done.set()

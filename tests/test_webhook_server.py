@@ -541,3 +541,38 @@ def test_clients_that_never_close_after_connection_close_do_not_stall_the_worker
     finally:
         for tls in held:
             tls.close()
+
+
+# --- issue 23: what the API server's client costs the server -------------------------------------
+
+def test_a_kept_alive_connection_is_one_tls_handshake_counted_by_protocol(server):
+    """``policylib_webhook_tls_handshakes_total`` counts new connections by ALPN protocol: reviews on one
+    keep-alive connection add none; a client offering h2 and http/1.1 (Go's) gets http/1.1."""
+    name, h1 = "policylib_webhook_tls_handshakes_total", 'policylib_webhook_tls_handshakes_total{protocol="http/1.1"}'
+    before, before_h1 = server.metric(name), server.metric(h1)  # each metric request is one connection (no ALPN)
+    context = client_context(server.cert_dir)
+    context.set_alpn_protocols(["h2", "http/1.1"])
+    conn = SvcConnection(server.port, context)
+    try:
+        for i in range(5):
+            assert server.review(review_of(deployment("web", "ml"), uid=f"keep-{i}"), conn)["allowed"] is True
+        assert conn.sock.selected_alpn_protocol() == "http/1.1"
+    finally:
+        conn.close()
+    assert server.metric(h1) == before_h1 + 1
+    assert server.metric(name) == before + 4  # the second metric request, the keep-alive one, and two more
+
+
+def test_an_answer_is_one_tls_record(server):
+    """gunicorn writes an answer's head and body apart; the worker sends them as one TLS write, so one
+    record (a TLS recv returns one record at most) holds the whole answer and wakes the client once."""
+    body = json.dumps(review_of(deployment("web", "ml"), uid="one-record")).encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw, \
+            client_context(server.cert_dir).wrap_socket(raw, server_hostname=SVC_HOST) as tls:
+        tls.sendall(f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
+                    f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        first = tls.recv(1 << 20)
+    head, _, rest = first.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+    assert head.startswith(b"HTTP/1.1 200") and len(rest) == length
+    assert json.loads(rest)["response"]["uid"] == "one-record"

@@ -92,7 +92,8 @@ pod_template = fields(metadata=metadata, spec=fields(
     containers=maybe(st.lists(fields(name=leaves, image=leaves, resources=anything), max_size=2)),
     priorityClassName=maybe(st.sampled_from(WORDS)), schedulerName=maybe(st.sampled_from(WORDS)),
     affinity=anything, topologySpreadConstraints=anything))
-counts = maybe(st.integers(-2, 12) | st.sampled_from(["1", "x", 1.5, True, None]))
+#: Counts, including the int32 bound and past it (the API refuses those; nothing derived may overflow).
+counts = maybe(st.integers(-2, 12) | st.sampled_from(["1", "x", 1.5, True, None, 2**31 - 1, 2**31, 2**40]))
 replica_spec = fields(replicas=counts, template=pod_template, restartPolicy=maybe(st.sampled_from(WORDS)))
 KUBEFLOW_SPECS = {"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
 
@@ -112,7 +113,10 @@ volcano_policies = maybe(st.lists(fields(event=maybe(st.sampled_from(WORDS)), ev
     st.sampled_from(WORDS), max_size=2)), action=maybe(st.sampled_from(WORDS)), exitCode=counts), max_size=3))
 network_topology = fields(mode=maybe(st.sampled_from(WORDS)), highestTierAllowed=counts,
                           highestTierName=maybe(st.sampled_from(WORDS)))
-volcano_task = fields(name=maybe(st.sampled_from(WORDS[:6]) | st.text(max_size=6)), replicas=counts,
+task_names = maybe(st.sampled_from(WORDS[:6]) | st.text(max_size=6))
+#: ``dependsOn.name``: task names, and entries of any JSON type (lists and maps are unhashable).
+depends_on = fields(name=maybe(st.lists(task_names, max_size=3)), iteration=maybe(st.sampled_from(WORDS)))
+volcano_task = fields(name=task_names, replicas=counts, dependsOn=depends_on,
                       minAvailable=counts, template=pod_template, policies=volcano_policies,
                       partitionPolicy=fields(totalPartitions=counts, partitionSize=counts, minPartitions=counts,
                                              networkTopology=network_topology))

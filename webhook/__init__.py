@@ -5,12 +5,15 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 __all__ = ["create_app"]
 
 
-def create_app(config: Any = None, **kwargs: Any):
+def create_app(config: Any = None, **kwargs: Any) -> Flask:
     """Build the webhook's Flask app; see :func:`webhook.app.create_app`.
 
     Imported on first use: ``webhook serve`` must set ``PROMETHEUS_MULTIPROC_DIR``

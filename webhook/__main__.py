@@ -10,8 +10,12 @@ import shlex
 import sys
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .certs import DEFAULT_DAYS, CertError, ensure_certs
+from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
+
+if TYPE_CHECKING:
+    from .server import ServeOptions
 
 SERVICE = "policylib-webhook"
 NAMESPACE = "policylib-system"
@@ -23,7 +27,7 @@ SAMPLES = (("a Deployment", "deployment-create.json"),
            ("a TFJob", "tfjob-create.json"))
 
 
-def ca_change_note(directory, state) -> str:
+def ca_change_note(directory: str, state: CertState) -> str:
     """The line that says the CA, and so the caBundle, changed, and why."""
     return (f"{directory}: the CA changes, and so does the caBundle: {state.reason}. The new CA is valid until "
             f"{state.ca_not_after:%Y-%m-%d} UTC; put the new caBundle (below) wherever the old one is "
@@ -43,7 +47,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve_options(args: argparse.Namespace, **overrides):
+def _serve_options(args: argparse.Namespace, **overrides: Any) -> ServeOptions:
     from .server import ServeOptions
     fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
                   workers=args.workers, threads=args.threads, max_connections=args.max_connections,
@@ -72,10 +76,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def certificate_settings(args: argparse.Namespace, namespace: str) -> Any:
+    """``--certificates self``: the rotator's settings (webhook/certrotator.py); otherwise None."""
+    if args.certificates != "self":
+        return None
+    from .certrotator import Settings, parse_duration
+    try:
+        settings = Settings(namespace=namespace, service=args.certificates_service,
+                            webhook_configuration=args.certificates_webhook_configuration,
+                            ca_secret=args.certificates_ca_secret, tls_secret=args.certificates_tls_secret,
+                            ca_seconds=parse_duration(args.certificates_ca_duration),
+                            serving_seconds=parse_duration(args.certificates_serving_duration),
+                            propagation_seconds=parse_duration(args.certificates_propagation))
+    except ValueError as e:
+        raise CertError(str(e)) from None
+    if settings.problems():
+        raise CertError("; ".join(settings.problems()))
+    return settings
+
+
 def cmd_controller(args: argparse.Namespace) -> int:
+    import os
+
     from .controller import run_controller
+    namespace = args.namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
     return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
-                          context=args.context, host=args.host, port=args.port)
+                          context=args.context, host=args.host, port=args.port,
+                          certificates=certificate_settings(args, namespace))
 
 
 def sample_path(name: str = SAMPLE) -> Path:
@@ -105,7 +132,7 @@ DECODE = ("python3 -c 'import base64,json,sys; r=json.load(sys.stdin)[\"response
           "print(json.dumps(r, indent=2)); print(json.dumps(json.loads(base64.b64decode(r[\"patch\"])), indent=2))'")
 
 
-def run_local_certs_line(cert_dir: str, state) -> str:
+def run_local_certs_line(cert_dir: str, state: CertState) -> str:
     """What run-local says about its certificates: a first run is not an error."""
     cert_dir = cert_dir.rstrip("/") or "/"
     until = f"valid until {state.not_after:%Y-%m-%d}"
@@ -199,6 +226,20 @@ def parser() -> argparse.ArgumentParser:
     ctl.add_argument("--context", help="kubeconfig context")
     ctl.add_argument("--host", default="0.0.0.0", help="address of /healthz, /readyz, /metrics (default 0.0.0.0)")
     ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
+    ctl.add_argument("--certificates", choices=["none", "self"], default="none",
+                     help="self: the leader creates and rotates the webhook's CA and serving certificate Secrets and "
+                          "the webhook configuration's caBundle (docs/operations.md, \"Certificates\")")
+    ctl.add_argument("--certificates-service", default=SERVICE, help=f"the webhook's Service (default {SERVICE})")
+    ctl.add_argument("--certificates-webhook-configuration", default="policylib-webhook",
+                     help="the MutatingWebhookConfiguration whose caBundle is kept (default policylib-webhook)")
+    ctl.add_argument("--certificates-ca-secret", default="policylib-webhook-ca", help="default policylib-webhook-ca")
+    ctl.add_argument("--certificates-tls-secret", default="policylib-webhook-tls", help="default policylib-webhook-tls")
+    ctl.add_argument("--certificates-ca-duration", default="43800h", help="CA lifetime (default 43800h, 5 years)")
+    ctl.add_argument("--certificates-serving-duration", default="8760h",
+                     help="serving certificate lifetime (default 8760h); renewed when a third is left")
+    ctl.add_argument("--certificates-propagation", default="180s",
+                     help="how long a new caBundle or Secret takes to reach the API server and every webhook replica "
+                          "(default 180s: the kubelet's Secret sync period plus its cache TTL, with margin)")
     ctl.set_defaults(func=cmd_controller)
 
     r = sub.add_parser("run-local", help="certificates if missing, a curl to try, and serve with the defaults")
@@ -211,14 +252,14 @@ def main(argv: list[str] | None = None) -> int:
     import policylib
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        return int(args.func(args))
     except (policylib.PolicylibError, CertError) as e:
         print(f"webhook: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:
         from kubernetes.config import ConfigException
 
-        from .kube import KubeconfigNotFound
+        from policylib.shell.kube import KubeconfigNotFound
         if isinstance(e, (KubeconfigNotFound, ConfigException)):  # no kubeconfig, or --facts watch without access
             print(f"webhook: error: {e}", file=sys.stderr)
             return 2

@@ -29,12 +29,19 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import dsa, ec, ed448, ed25519, rsa, x448, x25519
+from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+#: A key that signs a certificate (ours are P-256; a CA read from disk may be RSA).
+PrivateKey = CertificateIssuerPrivateKeyTypes
+#: A certificate and its key.
+Pair = tuple[x509.Certificate, PrivateKey]
 
 CA_CERT, CA_KEY, TLS_CERT, TLS_KEY = "ca.crt", "ca.key", "tls.crt", "tls.key"
 DEFAULT_DAYS = 365
@@ -94,21 +101,29 @@ def _new_key() -> ec.EllipticCurvePrivateKey:
     return ec.generate_private_key(ec.SECP256R1())
 
 
-def _builder(subject: str, issuer: x509.Name, key, now: dt.datetime, days: int) -> x509.CertificateBuilder:
+def common_name(name: str) -> str:
+    """A Common Name fits X.509's 64 characters (``NAME.NS.svc`` of a long namespace does not): cut from the
+    left, keeping the end. Clients check the SANs, never the Common Name."""
+    return name[-64:]
+
+
+def _builder(subject: str, issuer: x509.Name, key: PrivateKey, now: dt.datetime, days: int,
+             lifetime: dt.timedelta | None = None) -> x509.CertificateBuilder:
+    """``lifetime`` (the certificate rotator's, in seconds) overrides ``days``."""
     return (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(subject))]))
             .issuer_name(issuer)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - CLOCK_SKEW)
-            .not_valid_after(now + dt.timedelta(days=days)))
+            .not_valid_after(now + (lifetime if lifetime is not None else dt.timedelta(days=days))))
 
 
-def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS):
+def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS, lifetime: dt.timedelta | None = None) -> Pair:
     """A self-signed CA: basicConstraints CA:TRUE, may sign certificates only."""
     key = _new_key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}-ca")])
-    cert = (_builder(f"{service}-ca", name, key, now, days)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name(f"{service}-ca"))])
+    cert = (_builder(f"{service}-ca", name, key, now, days, lifetime)
             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False,
                                          key_encipherment=False, data_encipherment=False,
@@ -119,13 +134,14 @@ def make_ca(service: str, now: dt.datetime, days: int = CA_DAYS):
     return cert, key
 
 
-def make_serving(ca_cert: x509.Certificate, ca_key, service: str, namespace: str,
-                 now: dt.datetime, days: int = DEFAULT_DAYS, local: bool = False):
+def make_serving(ca_cert: x509.Certificate, ca_key: PrivateKey, service: str, namespace: str,
+                 now: dt.datetime, days: int = DEFAULT_DAYS, local: bool = False,
+                 lifetime: dt.timedelta | None = None) -> Pair:
     """The serving certificate: DNS (and, ``local``, loopback) SANs, EKU serverAuth, signed by the CA."""
     key = _new_key()
     sans: list[x509.GeneralName] = [x509.DNSName(n) for n in service_dns_names(service, namespace, local)]
     sans += [x509.IPAddress(ipaddress.ip_address(ip)) for ip in serving_ips(local)]
-    cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days)
+    cert = (_builder(f"{service}.{namespace}.svc", ca_cert.subject, key, now, days, lifetime)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False,
                                          key_encipherment=False, data_encipherment=False,
@@ -149,12 +165,12 @@ _OTHER_KEY_TYPES = ((ed25519.Ed25519PrivateKey, "Ed25519"), (ed448.Ed448PrivateK
                     (dsa.DSAPrivateKey, "DSA"), (x25519.X25519PrivateKey, "X25519"), (x448.X448PrivateKey, "X448"))
 
 
-def _public_key_der(key) -> bytes:
+def _public_key_der(key: Any) -> bytes:
     """The DER SubjectPublicKeyInfo of a public key: comparable for every key type."""
-    return key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return bytes(key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))
 
 
-def key_problem(key, name: str) -> str | None:
+def key_problem(key: Any, name: str) -> str | None:
     """Why the private key in file ``name`` cannot be used here, or None."""
     if isinstance(key, ec.EllipticCurvePrivateKey) and key.curve.name in USABLE_CURVES:
         return None
@@ -170,7 +186,7 @@ def key_problem(key, name: str) -> str | None:
     return f"{name} holds {what}, which the webhook does not use (ECDSA P-256, P-384, P-521 or RSA >= 2048)"
 
 
-def _load_pair(directory: Path, cert_name: str, key_name: str, what: str):
+def _load_pair(directory: Path, cert_name: str, key_name: str, what: str) -> tuple[Pair | None, str | None]:
     """``((cert, key), None)`` from PEM files, or ``(None, why not)`` when missing, unreadable,
     a key type the webhook does not use, or not a pair."""
     unreadable = f"no readable {what} and matching key"
@@ -182,6 +198,8 @@ def _load_pair(directory: Path, cert_name: str, key_name: str, what: str):
     problem = key_problem(key, key_name)
     if problem:
         return None, problem
+    if not isinstance(key, (ec.EllipticCurvePrivateKey, rsa.RSAPrivateKey)):  # key_problem refused the rest
+        return None, unreadable
     try:
         if _public_key_der(cert.public_key()) != _public_key_der(key.public_key()):
             return None, unreadable
@@ -219,7 +237,7 @@ def sans_problem(cert: x509.Certificate, service: str, namespace: str, local: bo
     return f"the serving certificate's SANs differ from those asked for, {asked}: it {' and '.join(parts)}"
 
 
-def ca_problem(pair, now: dt.datetime, days: int, unusable: str | None = None) -> str | None:
+def ca_problem(pair: Pair | None, now: dt.datetime, days: int, unusable: str | None = None) -> str | None:
     """Why the CA on disk cannot be kept, or None.
 
     It must be a CA and outlive a serving certificate issued now. ``unusable``
@@ -240,7 +258,7 @@ def ca_problem(pair, now: dt.datetime, days: int, unusable: str | None = None) -
     return None
 
 
-def serving_problem(pair, ca_cert: x509.Certificate, service: str, namespace: str,
+def serving_problem(pair: Pair | None, ca_cert: x509.Certificate, service: str, namespace: str,
                     now: dt.datetime, unusable: str | None = None, local: bool = False) -> str | None:
     """Why the serving certificate on disk must be renewed, or None (``unusable``: see :func:`ca_problem`)."""
     if pair is None:
@@ -276,12 +294,12 @@ def _write_atomic(path: Path, data: bytes, mode: int) -> None:
         raise
 
 
-def _key_pem(key) -> bytes:
+def _key_pem(key: PrivateKey) -> bytes:
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
-def write_pair(directory: Path, cert_name: str, key_name: str, cert, key) -> None:
+def write_pair(directory: Path, cert_name: str, key_name: str, cert: x509.Certificate, key: PrivateKey) -> None:
     """Key first, then certificate: a server reloading on the certificate's change sees both."""
     _write_atomic(directory / key_name, _key_pem(key), 0o600)
     _write_atomic(directory / cert_name, cert.public_bytes(serialization.Encoding.PEM), 0o644)
@@ -318,13 +336,13 @@ def ensure_certs(directory: str | Path, service: str, namespace: str, days: int 
     had_ca = (directory / CA_CERT).exists()
     ca, unusable = _load_pair(directory, CA_CERT, CA_KEY, "CA certificate")
     new_ca = ca_problem(ca, now, days, unusable)
-    if new_ca:
+    if new_ca or ca is None:  # ca_problem names a missing CA: both mean a new one
         ca = make_ca(service, now, ca_days(days))
         write_pair(directory, CA_CERT, CA_KEY, *ca)
     serving, unusable = _load_pair(directory, TLS_CERT, TLS_KEY, "serving certificate")
     why = new_ca or ("renewal requested" if renew else None) or \
         serving_problem(serving, ca[0], service, namespace, now, unusable, local)
-    if why:
+    if why or serving is None:  # serving_problem names a missing certificate: both mean a new one
         serving = make_serving(ca[0], ca[1], service, namespace, now, days, local)
         write_pair(directory, TLS_CERT, TLS_KEY, *serving)
     return CertState(directory, bool(new_ca), bool(why), why or "kept: CA and serving certificate are valid",

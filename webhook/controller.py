@@ -8,15 +8,17 @@ The imperative shell around :func:`policylib.plan.plan`, built the way client-go
   resourceVersion, resumes from the last version seen, and lists again only on 410 Gone, with a
   DELETED event for everything that vanished in the gap; an event older than the stored object is
   ignored;
-- events put object keys on a :class:`~webhook.informer.WorkQueue` (duplicates collapse); a worker
-  plans one key at a time with the facts it needs from indexes (HPAs by target, PodGroups by owner),
-  so the work per event does not grow with the cluster; a failed write is retried with capped
-  exponential backoff; every ``controller.resyncSeconds`` every key is queued again;
+- event handlers only compute the keys an event touches and put them on a
+  :class:`~webhook.informer.WorkQueue` (duplicates collapse); they write no other state. One worker
+  owns the rest: it observes the object (a finished rollout frees the gate), plans one key at a
+  time with the facts it needs from indexes (HPAs by target, PodGroups by owner), so the work per
+  event does not grow with the cluster; a failed write is retried with capped exponential backoff;
+  every ``controller.resyncSeconds`` every key is queued again;
 - only the holder of a ``coordination.k8s.io/v1`` Lease writes, and it gives the Lease up on SIGTERM;
 - every write is a JSON patch carrying the object's ``resourceVersion``: a concurrent change answers
   409 Conflict, the controller re-reads the object and plans it again, never clobbering;
 - at most ``controller.maxConcurrentRollouts`` Deployments it rolled are rolling at once; the rest
-  are queued again when one finishes;
+  are deferred (:class:`Rollouts`, the worker's, behind one lock) and queued again when one finishes;
 - every write is recorded as an ``events.k8s.io/v1`` Event on the object written (reason
   ``SpreadRewritten`` for a Deployment, ``PodGroupCreated``/``PodGroupUpdated`` for a PodGroup; the note
   is the write's reasons), best effort: a failed Event never fails or retries the write;
@@ -32,16 +34,18 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 import policylib
-from policylib.facts import ClusterFacts, hpa_target, namespace_of
+from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, Write, plan
+from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
-from . import kube
-from .informer import Reflector, ReflectorMetrics, Store, WorkQueue
+from .cache import hpa_targets
+from .informer import Handler, Reflector, ReflectorMetrics, Store, WorkQueue
 
 log = logging.getLogger("policylib.controller")
 KUBEFLOW_KINDS = frozenset(r.kind for r in kube.KUBEFLOW_JOBS)
@@ -59,13 +63,13 @@ def micro_time(now: dt.datetime) -> str:
     return now.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def lease_record(lease: dict | None) -> tuple:
+def lease_record(lease: dict[str, Any] | None) -> tuple[Any, ...]:
     """What identifies one state of the Lease: a change means its holder is alive."""
     spec = (lease or {}).get("spec") or {}
     return spec.get("holderIdentity"), spec.get("renewTime"), ((lease or {}).get("metadata") or {}).get("resourceVersion")
 
 
-def lease_decision(lease: dict | None, identity: str, now: float, observed_at: float) -> str:
+def lease_decision(lease: dict[str, Any] | None, identity: str, now: float, observed_at: float) -> str:
     """What to do with the Lease, as client-go's leaderelection decides it.
 
     ``create`` when there is none; ``renew`` when we hold it; ``acquire`` when
@@ -86,7 +90,7 @@ def lease_decision(lease: dict | None, identity: str, now: float, observed_at: f
     return "wait"
 
 
-def lease_spec(lease: dict | None, identity: str, now: dt.datetime, duration: int, decision: str) -> dict:
+def lease_spec(lease: dict[str, Any] | None, identity: str, now: dt.datetime, duration: int, decision: str) -> dict[str, Any]:
     """The Lease spec to write for ``decision``; ``now`` is wall-clock time for the record."""
     spec = dict((lease or {}).get("spec") or {})
     spec.update(holderIdentity=identity, leaseDurationSeconds=duration, renewTime=micro_time(now))
@@ -124,7 +128,7 @@ def event_note(reasons: list[str], limit: int = NOTE_LIMIT) -> str:
     return data[:limit - 3].decode("utf-8", "ignore") + "..."
 
 
-def event_for(write: Write, written: dict | None, identity: str, now: dt.datetime, unique: int) -> dict:
+def event_for(write: Write, written: dict[str, Any] | None, identity: str, now: dt.datetime, unique: int) -> dict[str, Any]:
     """The ``events.k8s.io/v1`` Event that records ``write``, regarding the object as the write left it
     (``written``: the API's answer, which carries the uid and the new resourceVersion). ``unique`` makes
     the name unique, as client-go's ``<object name>.<hex nanoseconds>``."""
@@ -147,9 +151,12 @@ def event_for(write: Write, written: dict | None, identity: str, now: dt.datetim
     }
 
 
-# --- rollout gate (pure) -----------------------------------------------------------------
+# --- rollout gate -------------------------------------------------------------------------
 
-def released_spec(lease: dict) -> dict:
+Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
+
+
+def released_spec(lease: dict[str, Any]) -> dict[str, Any]:
     """The Lease spec that gives leadership up at once, as client-go's ``ReleaseOnCancel`` writes it:
     no holder, a one-second duration."""
     spec = dict(lease.get("spec") or {})
@@ -158,7 +165,7 @@ def released_spec(lease: dict) -> dict:
     return spec
 
 
-def rollout_complete(deployment: dict) -> bool:
+def rollout_complete(deployment: dict[str, Any]) -> bool:
     """The Deployment controller has observed and finished its latest template.
 
     Same test as ``kubectl rollout status``: observedGeneration caught up and
@@ -166,7 +173,7 @@ def rollout_complete(deployment: dict) -> bool:
     """
     meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
     replicas = spec.get("replicas", 1)
-    return (status.get("observedGeneration", 0) >= meta.get("generation", 0)
+    return bool(status.get("observedGeneration", 0) >= meta.get("generation", 0)
             and status.get("updatedReplicas", 0) >= replicas
             and status.get("availableReplicas", 0) >= replicas
             and status.get("replicas", 0) <= replicas)
@@ -177,21 +184,78 @@ class RolloutGate:
     """At most ``limit`` Deployments rolled by us are rolling at once."""
 
     limit: int
-    rolling: set = field(default_factory=set)
+    rolling: set[Any] = field(default_factory=set)
 
-    def update(self, deployment: dict) -> None:
+    def update(self, deployment: dict[str, Any]) -> None:
         key = (namespace_of(deployment), deployment["metadata"]["name"])
         if key in self.rolling and rollout_complete(deployment):
             self.rolling.discard(key)
 
-    def forget(self, key: tuple) -> None:
+    def forget(self, key: tuple[Any, ...]) -> None:
         self.rolling.discard(key)
 
-    def admit(self, key: tuple) -> bool:
+    def admit(self, key: tuple[Any, ...]) -> bool:
         return key in self.rolling or len(self.rolling) < self.limit
 
-    def started(self, key: tuple) -> None:
+    def started(self, key: tuple[Any, ...]) -> None:
         self.rolling.add(key)
+
+
+class Rollouts:
+    """The rollout gate and the keys it holds back, as one piece of state with one lock.
+
+    Only the worker changes it (in :meth:`Controller.reconcile`; :meth:`recover` before the worker
+    starts on a new leadership), and every change is one locked step, so a key is deferred and queued
+    again as one decision: none is lost between the two (client-go's rule: event handlers only queue).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.gate = RolloutGate(limit)
+        self.deferred: set[Key] = set()
+        self._lock = threading.Lock()
+
+    def observe(self, key: Key, deployment: dict[str, Any] | None) -> list[Key]:
+        """The worker saw ``deployment`` (None: deleted) for ``key``: returns the deferred keys to queue
+        again when that freed a slot."""
+        gate_key = (key[2], key[3])
+        with self._lock:
+            if deployment is None:
+                self.deferred.discard(key)
+                freed = gate_key in self.gate.rolling
+                self.gate.forget(gate_key)
+            else:
+                freed = gate_key in self.gate.rolling
+                self.gate.update(deployment)
+                freed = freed and gate_key not in self.gate.rolling
+            if not freed:
+                return []
+            keys = sorted(self.deferred)
+            self.deferred.clear()
+            return keys
+
+    def admit(self, key: Key, gate_key: tuple[str, str]) -> bool:
+        """Whether ``key`` may start a rollout now; if not, it is deferred until a slot frees."""
+        with self._lock:
+            if self.gate.admit(gate_key):
+                return True
+            self.deferred.add(key)
+            return False
+
+    def started(self, gate_key: tuple[str, str]) -> None:
+        with self._lock:
+            self.gate.started(gate_key)
+
+    def recover(self, deployments: list[dict[str, Any]]) -> None:
+        """After a restart or failover, rollouts a previous leader started still count against the cap."""
+        with self._lock:
+            for d in deployments:
+                annotations = (d.get("metadata") or {}).get("annotations") or {}
+                if RECORD_REPLICAS in annotations and not rollout_complete(d):
+                    self.gate.started((namespace_of(d), d["metadata"]["name"]))
+
+    def rolling(self) -> int:
+        with self._lock:
+            return len(self.gate.rolling)
 
 
 # --- metrics -----------------------------------------------------------------------------------
@@ -233,7 +297,7 @@ class ControllerMetrics(ReflectorMetrics):
 
 # --- what is watched, and the facts it gives ---------------------------------------------------------
 
-def watched_resources(config: policylib.Config) -> tuple:
+def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     """Deployments and HPAs always; Kubeflow jobs and PodGroups only for gang method podgroup
     (most clusters serve neither, and there is nothing to write for them otherwise)."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
@@ -241,12 +305,7 @@ def watched_resources(config: policylib.Config) -> tuple:
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 
 
-def hpa_targets(hpa: dict) -> list[tuple[str, str]]:
-    target = hpa_target(hpa)
-    return [target] if target else []
-
-
-def controller_owners(obj: dict) -> list[tuple[str, str, str, str]]:
+def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(apiVersion, kind, namespace, name) of the object's controller owner: its key, and its index value."""
     ns = namespace_of(obj)
     return [(r["apiVersion"], r["kind"], ns, r["name"])
@@ -269,15 +328,30 @@ class StoreFacts(ClusterFacts):
         super().__init__()
         self.stores = stores
 
-    def hpas_for(self, namespace: str, name: str) -> list[dict]:
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         store = self.stores.get(kube.HPAS)
         return store.by_index("target", (namespace, name)) if store else []
 
-    def podgroup(self, api_version: str, namespace: str, name: str) -> dict | None:
+    def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         for res, store in self.stores.items():
             if res.kind == "PodGroup" and res.api_version == api_version:
                 return store.get(namespace, name)
         return None
+
+
+def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Key]:
+    """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
+    forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job."""
+    kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
+    if kind == "Deployment":
+        return [(DEPLOYMENT, "Deployment", ns, name)]
+    if kind == "HorizontalPodAutoscaler":
+        return [(DEPLOYMENT, "Deployment", *t) for hpa in (obj, old) for t in hpa_targets(hpa or {})]
+    if kind == "PodGroup":
+        return controller_owners(obj) + controller_owners(old or {})
+    if is_kubeflow_kind(kind) and event_type != "DELETED":
+        return [(str(obj.get("apiVersion")), str(kind), ns, name)]
+    return []
 
 
 # --- the controller ------------------------------------------------------------------------------
@@ -288,10 +362,7 @@ class Options:
     namespace: str = "policylib-system"          # where the Lease lives
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{int(time.time() * 1000) % 100000}")
     dry_run: bool = False
-    planners: tuple = ()
-
-
-Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
+    planners: tuple[Any, ...] = ()
 
 
 class Controller:
@@ -301,7 +372,7 @@ class Controller:
     key, work the queue off) and :meth:`handle` (one watch event, then work the queue off).
     """
 
-    def __init__(self, api: kube.Api, options: Options, clock=None):
+    def __init__(self, api: kube.Api, options: Options, clock: Callable[[], dt.datetime] | None = None):
         self.api = api
         self.options = options
         self.config = options.config
@@ -314,12 +385,11 @@ class Controller:
                                      watch_seconds=min(self.config.controller.resyncSeconds, 300))
                            for res in self.resources]
         self.queue = WorkQueue()
-        self.gate = RolloutGate(self.config.controller.maxConcurrentRollouts)
-        self.deferred: set[Key] = set()
+        self.rollouts = Rollouts(self.config.controller.maxConcurrentRollouts)
         self.stop = threading.Event()
         self.lease_deadline = 0.0          # monotonic time until which our last renewal holds
-        self.observed: tuple = (None, 0.0)  # (Lease record, monotonic time first seen)
-        self.lease: dict | None = None      # the Lease as we last wrote it
+        self.observed: tuple[Any, ...] = (None, 0.0)  # (Lease record, monotonic time first seen)
+        self.lease: dict[str, Any] | None = None      # the Lease as we last wrote it
         self.planners = options.planners or PLANNERS
 
     @property
@@ -391,34 +461,14 @@ class Controller:
         self.metrics.leader.set(1 if leading else 0)
 
     # events -> keys ---------------------------------------------------------------------
-    def _handler(self, res: kube.Resource):
+    def _handler(self, res: kube.Resource) -> Handler:
         return lambda event_type, obj, old: self.on_event(event_type, obj, old)
 
-    def on_event(self, event_type: str, obj: dict, old: dict | None = None) -> None:
+    def on_event(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         """Queue the keys an event touches: the object itself, an HPA's targets (old and new), a
-        PodGroup's owning job; a finished rollout frees the gate for the deferred keys."""
-        kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
-        keys: list[Key] = []
-        if kind == "Deployment":
-            if event_type == "DELETED":
-                self.gate.forget((ns, name))
-                self.deferred.discard((DEPLOYMENT, "Deployment", ns, name))
-            else:
-                before = len(self.gate.rolling)
-                self.gate.update(obj)
-                if len(self.gate.rolling) < before:
-                    keys += sorted(self.deferred)
-                    self.deferred.clear()
-                keys.append((DEPLOYMENT, "Deployment", ns, name))
-        elif kind == "HorizontalPodAutoscaler":
-            for hpa in (obj, old):
-                keys += [(DEPLOYMENT, "Deployment", *t) for t in hpa_targets(hpa or {})]
-        elif kind == "PodGroup":
-            keys += controller_owners(obj) + controller_owners(old or {})
-        elif is_kubeflow_kind(kind) and event_type != "DELETED":
-            keys.append((str(obj.get("apiVersion")), str(kind), ns, name))
+        PodGroup's owning job. Runs on the reflector threads: it writes nothing but the queue."""
         if self.leading:
-            for key in keys:
+            for key in event_keys(event_type, obj, old):
                 self.queue.add(key)
         self.metrics.queue_depth.set(len(self.queue))
 
@@ -443,6 +493,7 @@ class Controller:
         api_version, kind, ns, name = key
         store = self._store_for(api_version, kind)
         obj = store.get(ns, name) if store else None
+        self.observe(key, obj)
         if obj is None:
             self.queue.forget(key)
             return []
@@ -467,15 +518,21 @@ class Controller:
             self.queue.add_rate_limited(key)
         else:
             self.queue.forget(key)
-        self.metrics.rolling.set(len(self.gate.rolling))
+        self.metrics.rolling.set(self.rollouts.rolling())
         return made
+
+    def observe(self, key: Key, obj: dict[str, Any] | None) -> None:
+        """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
+        a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again."""
+        if key[1] == "Deployment":
+            for deferred in self.rollouts.observe(key, obj):
+                self.queue.add(deferred)
 
     def apply(self, key: Key, write: Write) -> str:
         """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
         ``conflict`` (fresh state stored), ``gone`` or ``failed``."""
         gate_key = (write.namespace, write.name)
-        if write.kind == "Deployment" and write.rollout and not self.gate.admit(gate_key):
-            self.deferred.add(key)
+        if write.kind == "Deployment" and write.rollout and not self.rollouts.admit(key, gate_key):
             self.metrics.deferred.inc()
             return "deferred"
         entry = {"msg": "dry-run" if self.dry_run else "write", "kind": write.kind, "namespace": write.namespace,
@@ -509,13 +566,13 @@ class Controller:
         log.info(json.dumps(entry))
         self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
         if write.kind == "Deployment" and write.rollout:
-            self.gate.started(gate_key)
+            self.rollouts.started(gate_key)
         if res in self.stores:
             self.stores[res].apply("MODIFIED", body)
         self.record_event(write, body)
         return "written"
 
-    def record_event(self, write: Write, written: dict | None) -> None:
+    def record_event(self, write: Write, written: dict[str, Any] | None) -> None:
         """Record an Event on the object just written. Best effort: a failure is logged and counted
         (``errors{stage="event"}``), and never fails or retries the write."""
         try:
@@ -577,7 +634,7 @@ class Controller:
         self.enqueue_all("resync")
         self.drain()
 
-    def handle(self, event_type: str, obj: dict) -> None:
+    def handle(self, event_type: str, obj: dict[str, Any]) -> None:
         """Apply one watch event to its store, queue what it touches, and work the queue off."""
         for res, store in self.stores.items():
             if res.api_version == obj.get("apiVersion") and res.kind == obj.get("kind"):
@@ -589,10 +646,7 @@ class Controller:
     def _recover_rolling(self) -> None:
         """After a restart or failover, rollouts a previous leader started still count against the cap."""
         store = self.stores.get(kube.DEPLOYMENTS)
-        for d in store.values() if store else []:
-            annotations = (d.get("metadata") or {}).get("annotations") or {}
-            if RECORD_REPLICAS in annotations and not rollout_complete(d):
-                self.gate.started((namespace_of(d), d["metadata"]["name"]))
+        self.rollouts.recover(store.values() if store else [])
 
     # threads ------------------------------------------------------------------------------
     def _lease_loop(self) -> None:
@@ -642,7 +696,7 @@ class Controller:
 def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPServer:
     """``/healthz`` (alive), ``/readyz`` (listed once, or standing by), ``/metrics``."""
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
+        def do_GET(self) -> None:
             if self.path == "/healthz":
                 code, body, ctype = 200, b"ok", "text/plain"
             elif self.path == "/readyz":
@@ -661,7 +715,7 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
             self.end_headers()
             self.wfile.write(body)
 
-        def log_message(self, *args):
+        def log_message(self, format: str, *args: Any) -> None:
             pass
 
     server = ThreadingHTTPServer((host, port), Handler)
@@ -669,10 +723,11 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
     return server
 
 
-def run_controller(config_source=None, *, dry_run: bool = False, namespace: str | None = None,
+def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
                    kubeconfig: str | None = None, context: str | None = None, host: str = "0.0.0.0",
-                   port: int = 8081) -> int:
-    """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT."""
+                   port: int = 8081, certificates: Any = None) -> int:
+    """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT. ``certificates``:
+    a :class:`webhook.certrotator.Settings` to rotate the webhook's certificates while leading."""
     import os
     import signal
 
@@ -683,6 +738,9 @@ def run_controller(config_source=None, *, dry_run: bool = False, namespace: str 
     api = kube.Api(kube.api_client(context, kubeconfig))
     c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run))
     server = serve_health(c, host, port)
+    if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
+        from . import certrotator
+        certrotator.start(api, certificates, lambda: c.leading, c.stop, c.metrics.registry)
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())
     signal.signal(signal.SIGINT, lambda *_: c.stop.set())
     log.info(json.dumps({"msg": "controller started", "identity": identity, "namespace": namespace,

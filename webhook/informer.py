@@ -18,16 +18,16 @@ import time
 from collections import deque
 from typing import Any, Callable, Hashable, Iterable
 
-from . import kube
+from policylib.shell import kube
 
 log = logging.getLogger("webhook.informer")
 
 Key = tuple[str, str]  # (namespace, name)
-Indexer = Callable[[dict], Iterable[Hashable]]
-Handler = Callable[[str, dict, "dict | None"], None]  # (event type, object, the object it replaced)
+Indexer = Callable[[dict[str, Any]], Iterable[Hashable]]
+Handler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]  # (event type, object, the object it replaced)
 
 
-def key_of(obj: dict) -> Key:
+def key_of(obj: dict[str, Any]) -> Key:
     meta = obj.get("metadata") or {}
     return meta.get("namespace") or "", meta.get("name") or ""
 
@@ -36,7 +36,7 @@ class Store:
     """One resource's objects by (namespace, name), with indexes; one writer, any readers."""
 
     def __init__(self, indexers: dict[str, Indexer] | None = None):
-        self.objects: dict[Key, dict] = {}
+        self.objects: dict[Key, dict[str, Any]] = {}
         self.indexers = indexers or {}
         self._indexes: dict[str, dict[Hashable, set[Key]]] = {name: {} for name in self.indexers}
         self.lock = threading.RLock()
@@ -44,22 +44,22 @@ class Store:
     def __len__(self) -> int:
         return len(self.objects)
 
-    def get(self, namespace: str, name: str) -> dict | None:
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((namespace, name))
 
     def keys(self) -> list[Key]:
         with self.lock:
             return list(self.objects)
 
-    def values(self) -> list[dict]:
+    def values(self) -> list[dict[str, Any]]:
         with self.lock:
             return list(self.objects.values())
 
-    def by_index(self, index: str, value: Hashable) -> list[dict]:
+    def by_index(self, index: str, value: Hashable) -> list[dict[str, Any]]:
         with self.lock:
             return [self.objects[k] for k in sorted(self._indexes[index].get(value, ())) if k in self.objects]
 
-    def apply(self, event_type: str, obj: dict) -> tuple[bool, dict | None]:
+    def apply(self, event_type: str, obj: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
         """Apply one watch event. Returns (applied, the object it replaced or deleted); an event older
         than the object held is not applied."""
         key = key_of(obj)
@@ -79,11 +79,11 @@ class Store:
             self._index(key, obj)
             return True, old
 
-    def replace(self, objs: Iterable[dict]) -> list[tuple[str, dict, dict | None]]:
+    def replace(self, objs: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
         """After a list: exactly ``objs``. Returns the events that take the old content to the new:
         ADDED, MODIFIED (resourceVersion changed) and a DELETED for every object that vanished."""
         fresh = {key_of(o): o for o in objs}
-        events: list[tuple[str, dict, dict | None]] = []
+        events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         with self.lock:
             for key, old in list(self.objects.items()):
                 if key not in fresh:
@@ -101,12 +101,12 @@ class Store:
                 self._index(key, obj)
         return events
 
-    def _index(self, key: Key, obj: dict) -> None:
+    def _index(self, key: Key, obj: dict[str, Any]) -> None:
         for name, indexer in self.indexers.items():
             for value in indexer(obj):
                 self._indexes[name].setdefault(value, set()).add(key)
 
-    def _unindex(self, key: Key, obj: dict) -> None:
+    def _unindex(self, key: Key, obj: dict[str, Any]) -> None:
         for name, indexer in self.indexers.items():
             for value in indexer(obj):
                 bucket = self._indexes[name].get(value)
@@ -116,7 +116,7 @@ class Store:
                         del self._indexes[name][value]
 
 
-def is_older(obj: dict, held: dict) -> bool:
+def is_older(obj: dict[str, Any], held: dict[str, Any]) -> bool:
     """``obj`` is an older version of ``held``: a lower resourceVersion of the same object (same uid)."""
     new, old = kube.resource_version(obj), kube.resource_version(held)
     if new is None or old is None:
@@ -178,7 +178,7 @@ class Reflector:
                 backoff, self.last_error = 0.5, None
                 continue
             except kube.Gone:
-                self.resource_version = None  # too old: list again, now
+                self.resource_version = None  # too old: list[Any] again, now
                 continue
             except kube.NotFound as e:
                 # The cluster does not serve it (a CRD not installed): look again later.
@@ -243,7 +243,7 @@ class WorkQueue:
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = min(self.base * 2 ** failures, self.cap)
+        delay = min(self.base * 2.0 ** failures, self.cap)
         self.add_after(key, delay)
         return delay
 

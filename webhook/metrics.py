@@ -51,7 +51,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        self._children: dict[tuple[str, str, str], tuple] = {}
+        self._children: dict[tuple[str, str, str], tuple[Counter, Histogram, Counter]] = {}
         r = self.registry
         self.reviews = Counter(f"{PREFIX}_reviews", "Admission reviews answered, by kind, operation and outcome "
                                "(mutated, unchanged, skipped, denied, fail_open, fail_closed).",
@@ -69,11 +69,22 @@ class Metrics:
         self.slow_clients = Counter(f"{PREFIX}_slow_clients", "Connections closed because the TLS handshake "
                                     "or a request was not complete within the deadline, by stage "
                                     "(handshake, request).", ["stage"], registry=r)
+        self.tls_handshakes = Counter(f"{PREFIX}_tls_handshakes", "TLS handshakes completed: new connections "
+                                      "(a client that reuses its connections makes few), by the protocol "
+                                      "agreed by ALPN (none when the client offered none).", ["protocol"],
+                                      registry=r)
         self.in_flight = Gauge(f"{PREFIX}_in_flight_requests", "Admission reviews being answered.",
                                multiprocess_mode="livesum", registry=r)
         self.cert_not_after = Gauge(f"{PREFIX}_certificate_not_after_seconds", "notAfter of the serving "
                                     "certificate, seconds since the epoch.", multiprocess_mode="livemostrecent",
                                     registry=r)
+
+        # Series that alerts and the dashboard query exist from the start at 0 (docs/operations.md, "Alerts"):
+        # a failure counter that appears only with its first event has no rate() until its second.
+        for kind in sorted({k for kinds in POLICY_KINDS.values() for k in kinds} | {HYPERJOB}):
+            for mode in ("open", "closed"):
+                self.policy_failures.labels(kind, mode)
+        self.server_errors.labels("/mutate")
 
     def review(self, kind: str, operation: str, outcome: str, seconds: float, patch_ops: int) -> None:
         """Count one answered review; the labelled children are looked up once per label set.
@@ -99,11 +110,11 @@ class Metrics:
         if directory is None:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry, path=directory)
+        multiprocess.MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
         return generate_latest(registry)
 
 
 def worker_exited(pid: int) -> None:
     """gunicorn ``child_exit``: drop a dead worker's live gauges."""
     if multiprocess_dir():
-        multiprocess.mark_process_dead(pid)
+        multiprocess.mark_process_dead(pid)  # type: ignore[no-untyped-call]

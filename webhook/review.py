@@ -57,8 +57,8 @@ class ReviewRequest:
     kind: str
     namespace: str | None
     name: str | None
-    obj: dict | None
-    old: dict | None
+    obj: dict[str, Any] | None
+    old: dict[str, Any] | None
     dry_run: bool
 
 
@@ -67,7 +67,7 @@ class Answer:
     """What to answer for one request; ``outcome`` and ``error`` are for metrics and logs."""
 
     outcome: str
-    patch: list[dict] = field(default_factory=list)
+    patch: list[dict[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
     denial: str | None = None
@@ -82,7 +82,7 @@ class Answer:
 
 # --- parsing ------------------------------------------------------------------
 
-def _string(request: dict, key: str, required: bool = False) -> str | None:
+def _string(request: dict[str, Any], key: str, required: bool = False) -> str | None:
     value = request.get(key)
     if value is None or value == "":
         if required:
@@ -93,7 +93,7 @@ def _string(request: dict, key: str, required: bool = False) -> str | None:
     return value
 
 
-def _object(request: dict, key: str) -> dict | None:
+def _object(request: dict[str, Any], key: str) -> dict[str, Any] | None:
     value = request.get(key)
     if value is not None and not isinstance(value, dict):
         raise BadReview(f"request.{key} must be an object, got {type(value).__name__}")
@@ -202,9 +202,9 @@ def audit_annotations(answer: Answer) -> dict[str, str]:
     return {AUDIT_REASONS_KEY: truncate(summary, MAX_AUDIT_CHARS)} if summary else {}
 
 
-def response_review(req: ReviewRequest, answer: Answer) -> dict:
+def response_review(req: ReviewRequest, answer: Answer) -> dict[str, Any]:
     """The AdmissionReview answer (admission/v1 AdmissionResponse)."""
-    response: dict = {"uid": req.uid, "allowed": answer.allowed}
+    response: dict[str, Any] = {"uid": req.uid, "allowed": answer.allowed}
     if answer.denial is not None:
         response["status"] = {"code": answer.code, "message": answer.denial}
     if answer.patch:

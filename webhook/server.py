@@ -1,7 +1,7 @@
 """gunicorn run from Python: gevent workers over TLS, certificates reloaded from disk.
 
-What it sets and why (facts measured on this kind of machine are in the
-README's reliability section):
+What it sets and why (facts measured on this kind of machine are in
+docs/figures.md, "Reliability"):
 
 - gunicorn's stock **gevent worker** (:class:`TLSGeventWorker` subclasses it
   through its public methods only): each connection is a greenlet, so idle,
@@ -19,7 +19,12 @@ README's reliability section):
   ``policylib_webhook_slow_clients_total``); a body that does not arrive in
   time gets 408 first.
 - keep-alive 120 s, longer than Go's 90 s idle-connection timeout, so the API
-  server, not us, closes idle connections and never races our close.
+  server, not us, closes idle connections and never races our close. The API
+  server reuses its connections (``policylib_webhook_tls_handshakes_total``
+  counts new ones: a few per thousands of reviews) and asks for HTTP/1.1 from a
+  webhook behind a Service, so the server offers HTTP/1.1 only.
+- an answer's head and body go out in one TLS write (one record, one wake-up
+  of the client) instead of gunicorn's two (docs/performance.md).
 - no control socket (it needs a writable ``$HOME`` or ``$XDG_RUNTIME_DIR``);
   SIGTERM stops accepting, closes idle connections, and drains in-flight
   requests for up to ``--graceful-timeout`` seconds.
@@ -33,6 +38,7 @@ import errno
 import logging
 import os
 import shutil
+import socket
 import ssl
 import sys
 import tempfile
@@ -40,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, TYPE_CHECKING, Any, Callable, TypeVar
 
 import gevent
 import gevent.socket
@@ -50,6 +56,17 @@ from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+    import policylib
+
+    from .metrics import Metrics
+
+W = TypeVar("W")
+#: What a reload compares: inode, mtime and size of the certificate and of the key.
+Signature = tuple[tuple[int, int, int], ...]
 
 #: A client has this long for its TLS handshake (from the moment it connects), for each request
 #: (from its first byte to its last) and for taking each answer: a connection short of one is
@@ -61,6 +78,8 @@ IDLE_CHECK_SECONDS = 0.5
 #: gunicorn's ``worker_connections``: open connections one worker holds at most (it stops
 #: accepting while it holds that many; the others, and the kernel's backlog, take the rest).
 MAX_CONNECTIONS = 1000
+#: An answer's writes are gathered up to this many bytes, then written (an answer is usually a few KiB).
+HOLD_BYTES = 256 * 1024
 log = logging.getLogger("webhook.server")
 
 
@@ -80,7 +99,7 @@ class ServingCertificate:
         self.context_class = context_class
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
-        self._signature: tuple | None = None
+        self._signature: Signature | None = None
         self.not_after: float | None = None
         self.error: str | None = None
         if self.context() is None:
@@ -94,7 +113,7 @@ class ServingCertificate:
         if self.context() is None or not isinstance(self._context, context_class):
             raise CertError(f"cannot load {self.cert_path} and {self.key_path}: {self.error}")
 
-    def _files_signature(self) -> tuple | None:
+    def _files_signature(self) -> Signature | None:
         try:
             return tuple((s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, (self.cert_path, self.key_path)))
         except OSError:
@@ -109,7 +128,7 @@ class ServingCertificate:
                     self._reload(signature)
         return self._context
 
-    def _reload(self, signature: tuple) -> None:
+    def _reload(self, signature: Signature) -> None:
         try:
             context = make_server_context(self.cert_path, self.key_path, self.context_class)
             not_after = certificate_not_after(self.cert_path)
@@ -122,7 +141,7 @@ class ServingCertificate:
         self._context, self._signature, self.not_after, self.error = context, signature, not_after, None
         log.info("serving certificate loaded from %s (notAfter %.0f)", self.cert_path, not_after)
 
-    def status(self) -> dict:
+    def status(self) -> dict[str, Any]:
         return {"loaded": self._context is not None, "certificate": str(self.cert_path),
                 "notAfter": self.not_after, "error": self.error}
 
@@ -137,7 +156,7 @@ def make_server_context(cert_path: Path, key_path: Path,
     return context
 
 
-class ClientTooSlow(NoMoreData, TimeoutError):
+class ClientTooSlow(NoMoreData, TimeoutError):  # type: ignore[misc]  # gunicorn has no type hints
     """A client did not send its request within :data:`CLIENT_DEADLINE` (raised by :class:`DeadlineSocket`).
 
     A :class:`~gunicorn.http.errors.NoMoreData`, so gunicorn drops the
@@ -165,8 +184,11 @@ class DeadlineSocket:
         self.worker = worker
         self.deadline: float | None = None
         self.too_slow = False
+        self.holding = False
+        self._held: list[bytes] = []
+        self._held_bytes = 0
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self.sock, name)
 
     def recv(self, size: int) -> bytes:
@@ -205,13 +227,33 @@ class DeadlineSocket:
             self.worker.client_too_slow("request")
         return ClientTooSlow()
 
-    def send(self, data) -> int:
+    def send(self, data: bytes) -> int:
         return self._write(self.sock.send, data)
 
-    def sendall(self, data) -> None:
-        self._write(self.sock.sendall, data)
+    def sendall(self, data: bytes) -> None:
+        """While an answer is written (``holding``), its pieces are gathered and go out together at
+        :meth:`release` (or once :data:`HOLD_BYTES` are held): gunicorn writes the head and the body
+        separately, and each TLS write on loopback wakes the client up once more."""
+        if not self.holding:
+            self._write(self.sock.sendall, data)
+            return
+        self._held.append(bytes(data))
+        self._held_bytes += len(data)
+        if self._held_bytes >= HOLD_BYTES:
+            self.release()
 
-    def _write(self, write: Callable, data):
+    def hold(self) -> None:
+        """Gather :meth:`sendall`'s writes until :meth:`release`."""
+        self.holding = True
+
+    def release(self) -> None:
+        """Write what :meth:`sendall` gathered, in one TLS write."""
+        if self._held:
+            data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
+            self._held, self._held_bytes = [], 0
+            self._write(self.sock.sendall, data)
+
+    def _write(self, write: Callable[[bytes], W], data: bytes) -> W:
         """A write the client does not take within the deadline ends the connection (logged as
         a broken pipe, which gunicorn treats as the client gone, not as a server error)."""
         self.sock.settimeout(CLIENT_DEADLINE)
@@ -221,7 +263,7 @@ class DeadlineSocket:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
 
 
-class TLSGeventWorker(GeventWorker):
+class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no type hints
     """gunicorn's gevent worker, doing the TLS handshake itself by a deadline and with the
     current certificate, then serving the connection through :class:`DeadlineSocket`.
 
@@ -236,21 +278,26 @@ class TLSGeventWorker(GeventWorker):
         self.app.certificate.use(gevent.ssl.SSLContext)
         super().init_process()
 
-    def handle(self, listener, client, addr) -> None:
+    def handle(self, listener: Any, client: socket.socket, addr: Any) -> None:
         tls = self._handshake(client, addr)
         if tls is not None:
             super().handle(listener, DeadlineSocket(tls, self), addr)
 
-    def _handshake(self, client, addr) -> ssl.SSLSocket | None:
+    def _handshake(self, client: socket.socket, addr: Any) -> ssl.SSLSocket | None:
         """The client's TLS handshake, finished within :data:`CLIENT_DEADLINE` of connecting, or None
         (the connection closed)."""
-        sock = client
+        sock: socket.socket = client
         timer = gevent.Timeout(CLIENT_DEADLINE)
         timer.start()
         try:
-            sock = self.app.certificate.context().wrap_socket(client, server_side=True, do_handshake_on_connect=False)
-            sock.do_handshake()
-            return sock
+            context: ssl.SSLContext | None = self.app.certificate.context()
+            if context is None:
+                raise ValueError("no serving certificate loaded")
+            tls = context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            sock = tls
+            tls.do_handshake()
+            self._count_handshake(tls)
+            return tls
         except gevent.Timeout as e:
             if e is not timer:
                 raise
@@ -262,15 +309,28 @@ class TLSGeventWorker(GeventWorker):
         sock.close()  # the TLS socket owns the connection once made
         return None
 
-    def handle_request(self, listener_name, req, sock, addr):
+    def handle_request(self, listener_name: Any, req: Any, sock: DeadlineSocket, addr: Any) -> Any:
+        """gunicorn's, with the answer's writes gathered into one (:meth:`DeadlineSocket.sendall`)."""
+        sock.hold()
         try:
             return super().handle_request(listener_name, req, sock, addr)
         finally:
+            sock.holding = False
             sock.deadline = None  # answered: the keep-alive timeout applies until the next request
+            sock.release()
+
+    def _metrics(self) -> Metrics | None:
+        metrics: Metrics | None = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+        return metrics
+
+    def _count_handshake(self, sock: ssl.SSLSocket) -> None:
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.tls_handshakes.labels(sock.selected_alpn_protocol() or "none").inc()
 
     def client_too_slow(self, stage: str) -> None:
         self.log.debug("closing a connection: no complete TLS %s within %g s", stage, CLIENT_DEADLINE)
-        metrics = getattr(getattr(self, "wsgi", None), "extensions", {}).get("policylib", {}).get("metrics")
+        metrics = self._metrics()
         if metrics is not None:
             metrics.slow_clients.labels(stage).inc()
 
@@ -318,7 +378,7 @@ class LineBuffer:
     what is left, so a drained worker loses no line.
     """
 
-    def __init__(self, stream=None, interval: float = 0.2):
+    def __init__(self, stream: IO[str] | None = None, interval: float = 0.2):
         self.stream = stream or sys.stdout
         self.interval = interval
         self._lines: list[str] = []
@@ -360,10 +420,11 @@ def configure_logging(level: str) -> None:
     other.setLevel(level.upper())
 
 
-class WebhookServer(BaseApplication):
+class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no type hints
     """A gunicorn application serving :func:`webhook.create_app` with these options."""
 
-    def __init__(self, options: ServeOptions, policy_config, certificate: ServingCertificate, facts):
+    def __init__(self, options: ServeOptions, policy_config: policylib.Config, certificate: ServingCertificate,
+                 facts: Any):
         self.options = options
         self.policy_config = policy_config
         self.certificate = certificate
@@ -392,20 +453,20 @@ class WebhookServer(BaseApplication):
         for key, value in settings.items():
             self.cfg.set(key, value)
 
-    def load(self):
+    def load(self) -> Flask:
         """In each worker: logging, the facts watch, and the app; review lines go to stdout."""
-        from . import create_app
+        from .app import create_app
         configure_logging(self.options.log_level)
         return create_app(self.policy_config, facts=self.facts.start(), tls=self.certificate,
                           review_log=LineBuffer(sys.stdout).write)
 
 
-    def _when_ready(self, server) -> None:
+    def _when_ready(self, server: Any) -> None:
         """gunicorn's own line says http://: the workers, not gunicorn, terminate TLS."""
         server.log.info("Serving https://%s (TLS by %s.TLSGeventWorker, certificate %s)",
                         bind_address(self.options.host, self.options.port), __name__, self.certificate.cert_path)
 
-    def _child_exit(self, server, worker) -> None:
+    def _child_exit(self, server: Any, worker: Any) -> None:
         """In the master: drop the dead worker's live metrics."""
         from .metrics import worker_exited
         worker_exited(worker.pid)

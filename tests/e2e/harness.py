@@ -308,7 +308,8 @@ def have_go() -> bool:
 class Controller:
     """``python -m webhook controller`` against the cluster, with its own identity and metrics port."""
 
-    def __init__(self, cluster: Cluster, config: dict, tmp: Path, identity: str, lease_namespace: str):
+    def __init__(self, cluster: Cluster, config: dict, tmp: Path, identity: str, lease_namespace: str,
+                 extra_args: list[str] | None = None):
         self.cluster, self.identity = cluster, identity
         self.config_path = tmp / f"controller-{identity}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
@@ -318,7 +319,8 @@ class Controller:
         env = dict(cluster.env, POD_NAME=identity, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",
-             str(cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port)],
+             str(cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port),
+             *(extra_args or [])],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(f"controller {identity} /healthz", lambda: self._get("/healthz") == "ok", timeout=60)
 

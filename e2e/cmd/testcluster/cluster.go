@@ -137,6 +137,8 @@ func (c *cluster) start(ctx context.Context) error {
 	c.launch("kube-controller-manager", "controller-manager", append([]string{
 		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + c.operators.controllers(),
 		"--secure-port=" + strconv.Itoa(cmPort), "--profiling=false",
+		// the default 20 QPS makes the ReplicaSet controller the bottleneck of tests that create thousands of pods
+		"--kube-api-qps=100", "--kube-api-burst=200",
 	}, append(authn, c.operators.featureGateArgs()...)...))
 	schedCfg, err := c.writeSchedulerConfig()
 	if err != nil {

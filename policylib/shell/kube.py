@@ -1,0 +1,279 @@
+"""The one way policylib talks to the API server: a resource registry, typed errors, paginated lists
+and resumable watches, over the ``kubernetes`` client's configuration (auth, TLS, proxy).
+
+Part of the shell (:mod:`policylib.shell`): the policies never import it; the CLI's ``--cluster``
+imports it lazily, the controller and the webhook's HPA cache at start. Objects travel as the API
+server's JSON, never as the client's model classes, so the policies see exactly what the server
+stores, with ``apiVersion`` and ``kind`` filled in (list items omit them).
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, cast
+
+PAGE = 500
+JSON_PATCH = "application/json-patch+json"
+#: Connect timeout, and read timeout over a watch's own ``timeoutSeconds``.
+CONNECT_SECONDS = 5
+READ_MARGIN_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource: where it lives and what its objects are called."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: str | None = None, name: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if namespace and self.namespaced:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        return f"{base}/{name}" if name else base
+
+
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
+PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
+MPIJOBS = Resource("kubeflow.org", "v1", "mpijobs", "MPIJob")
+#: The MPI Operator's API; a cluster serves mpijobs.kubeflow.org from one operator or the other.
+MPIJOBS_V2 = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
+PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
+             Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup"))
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+PODS = Resource("", "v1", "pods", "Pod")
+#: What ``policylib plan --cluster`` reads.
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS
+
+REGISTRY: dict[tuple[str, str], Resource] = {
+    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS}
+
+
+def resource_for(api_version: str, kind: str) -> Resource:
+    """The registered resource of ``kind`` in ``api_version``; ValueError names an unknown one."""
+    try:
+        return REGISTRY[(api_version, kind)]
+    except KeyError:
+        raise ValueError(f"no resource registered for {kind} in {api_version}") from None
+
+
+# --- errors ------------------------------------------------------------------------------------------
+
+class ApiError(RuntimeError):
+    """A non-2xx answer, with the status code, the Status reason and its message."""
+
+    def __init__(self, status: int, message: str, reason: str = ""):
+        self.status, self.reason, self.message = status, reason, message
+        super().__init__(f"HTTP {status}{' ' + reason if reason else ''}: {message}")
+
+
+class NotFound(ApiError):
+    """404: the object does not exist, or the cluster does not serve the resource (a CRD not installed)."""
+
+
+class Conflict(ApiError):
+    """409: the object changed since the resourceVersion we sent, or it already exists."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion is older than what the server keeps; list again."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC does not allow it."""
+
+
+_ERRORS = {403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone}
+
+
+def error_for(status: int, body: Any) -> ApiError:
+    """The typed error for an answer (``body`` a Status object, or anything else the server sent)."""
+    if isinstance(body, dict):
+        message, reason = str(body.get("message", "")), str(body.get("reason", ""))
+    else:
+        message, reason = str(body), ""
+    return _ERRORS.get(status, ApiError)(status, message, reason)
+
+
+def decode(raw: bytes | str | None) -> Any:
+    """A JSON answer, or a non-JSON one as ``{"message": text}``: the API server answers a group or
+    resource it does not serve with a plain-text ``404 page not found``."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return {"message": text.strip()[:1000]}
+
+
+# --- the client -----------------------------------------------------------------------------------
+
+class KubeconfigNotFound(RuntimeError):
+    """Neither a kubeconfig nor a pod's service account: says where it looked."""
+
+
+def kubeconfig_path(kubeconfig: str | None = None) -> str:
+    """The kubeconfig that would be read: ``kubeconfig``, the first of ``$KUBECONFIG``, or ~/.kube/config."""
+    path = kubeconfig or os.environ.get("KUBECONFIG") or os.path.expanduser("~/.kube/config")
+    return path.split(os.pathsep)[0]
+
+
+def api_client(context: str | None = None, kubeconfig: str | None = None) -> Any:
+    """A ``kubernetes.client.ApiClient`` from a kubeconfig (``kubeconfig``, ``$KUBECONFIG`` read now,
+    ~/.kube/config), or from the pod's service account inside a cluster."""
+    from kubernetes import config
+    path = kubeconfig_path(kubeconfig)
+    if os.path.exists(path):
+        return config.new_client_from_config(config_file=path, context=context)
+    if context or kubeconfig or not os.environ.get("KUBERNETES_SERVICE_HOST"):
+        looked = f"{path}" + ("" if kubeconfig else " ($KUBECONFIG, then ~/.kube/config)")
+        raise KubeconfigNotFound(f"no kubeconfig found at {looked}, and not running in a pod")
+    return in_cluster_client()
+
+
+def in_cluster_client() -> Any:
+    """A ``kubernetes.client.ApiClient`` from the pod's service account."""
+    from kubernetes import client, config
+    cfg = client.Configuration()
+    config.load_incluster_config(client_configuration=cfg)
+    return client.ApiClient(configuration=cfg)
+
+
+class Api:
+    """Typed calls on one ``ApiClient``; every answer is the server's JSON as dicts."""
+
+    def __init__(self, client: Any):
+        self.client = client
+
+    def request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: object = None,
+                content_type: str | None = None, timeout: float | tuple[float, float] | None = None) -> Any:
+        headers = {"Accept": "application/json"}
+        if content_type:
+            headers["Content-Type"] = content_type
+        method, url, headers, body, post = self.client.param_serialize(
+            method, path, query_params=query or [], header_params=headers, body=body, auth_settings=["BearerToken"])
+        resp = self.client.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                    _request_timeout=timeout or (CONNECT_SECONDS, 60))
+        resp.read()
+        data = decode(resp.data)
+        if not 200 <= resp.status < 300:
+            raise error_for(resp.status, data)
+        return data
+
+    def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
+        return self._one(res, self.request("GET", res.path(namespace, name)))
+
+    def create(self, res: Resource, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._one(res, self.request("POST", res.path(namespace), body=obj, content_type="application/json"))
+
+    def update(self, res: Resource, namespace: str | None, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+        return self._one(res, self.request("PUT", res.path(namespace, name), body=obj,
+                                             content_type="application/json"))
+
+    def patch(self, res: Resource, namespace: str | None, name: str, patch: list[dict[str, Any]]) -> dict[str, Any]:
+        """An RFC 6902 JSON patch."""
+        return self._one(res, self.request("PATCH", res.path(namespace, name), body=patch, content_type=JSON_PATCH))
+
+    def list(self, res: Resource, namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
+        """Every object, page by page, and the list's resourceVersion (where a watch starts).
+        NotFound when the cluster does not serve the resource."""
+        items: list[dict[str, Any]] = []
+        for page in self.pages(res, namespace):
+            items += page["items"]
+            version = page["resourceVersion"]
+        return items, version
+
+    def pages(self, res: Resource, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+        """Pages ``{"items", "resourceVersion"}`` of ``res`` (``limit``/``continue``)."""
+        token = None
+        while True:
+            query: list[tuple[str, Any]] = [("limit", PAGE)] + ([("continue", token)] if token else [])
+            body = self.request("GET", res.path(namespace), query=query)
+            items = [self._typed(res, item) for item in body.get("items") or []]
+            meta = body.get("metadata") or {}
+            yield {"items": items, "resourceVersion": meta.get("resourceVersion", "")}
+            token = meta.get("continue")
+            if not token:
+                return
+
+    def watch(self, res: Resource, resource_version: str | None, timeout: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(type, object)`` events after ``resource_version`` until the server ends the watch after
+        ``timeout`` seconds. BOOKMARK events carry only a resourceVersion. Raises Gone when the version
+        is too old (at the start, or as an ERROR event), another ApiError for other failures."""
+        from kubernetes import watch
+        from kubernetes.client import CustomObjectsApi
+        from kubernetes.client.exceptions import ApiException
+        if not res.group:
+            raise ValueError(f"{res.plural}: watching the core group is not supported here")
+        stream = watch.Watch().stream(
+            CustomObjectsApi(self.client).list_cluster_custom_object, res.group, res.version, res.plural,
+            resource_version=resource_version, allow_watch_bookmarks=True, timeout_seconds=timeout,
+            _request_timeout=(CONNECT_SECONDS, timeout + READ_MARGIN_SECONDS))
+        try:
+            for event in stream:  # custom objects come back as plain dicts
+                kind, obj = event.get("type"), event.get("raw_object")
+                if kind == "ERROR":
+                    raise error_for(int((obj or {}).get("code") or 500), obj)
+                if isinstance(obj, dict):
+                    yield kind, self._typed(res, obj)
+        except ApiException as e:
+            raise error_for(e.status or 500, decode(e.body) if e.body else e.reason) from None
+
+    @classmethod
+    def _one(cls, res: Resource, answer: Any) -> dict[str, Any]:
+        """The server's answer for one object (a dict: the API answers JSON objects)."""
+        return cast("dict[str, Any]", cls._typed(res, answer))
+
+    @staticmethod
+    def _typed(res: Resource, obj: Any) -> Any:
+        if isinstance(obj, dict) and obj.get("metadata") is not None:
+            obj.setdefault("apiVersion", res.api_version)
+            obj.setdefault("kind", res.kind)
+        return obj
+
+
+def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
+             progress: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+    """Every object the planners read, listed page by page; resources the cluster does not serve
+    contribute nothing."""
+    objects: list[dict[str, Any]] = []
+    for res in resources:
+        count = 0
+        try:
+            for page in api.pages(res, namespace):
+                objects += page["items"]
+                count += len(page["items"])
+                if progress:
+                    progress(res.plural, count)
+        except NotFound:
+            continue
+    return objects
+
+
+def server_version(api: Api) -> str:
+    """The API server's ``gitVersion`` (``/version``)."""
+    return str(api.request("GET", "/version").get("gitVersion", ""))
+
+
+def resource_version(obj: dict[str, Any]) -> int | None:
+    """An object's resourceVersion as a number, where it is one (etcd's revisions are)."""
+    value = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
+    try:
+        return int(value)  # type: ignore[arg-type]  # None and junk raise, caught below
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,232 @@
+"""The Helm chart against the real API server: every rendered object of the values matrix passes a server-side
+dry run; the default render installs the same objects as ``kubectl kustomize manifests/``; ``helm install``,
+``helm upgrade`` with a config change (rolls each Deployment once) and ``helm uninstall`` (leaves only what
+docs/helm.md says stays). The controller of the install runs locally with the args the chart gave its pod
+(no kubelet runs pods here) and makes the certificates; the upgrade keeps its caBundle."""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+
+import pytest
+import yaml
+
+from policylib.config import load_config
+
+from ..helmtool import CHART, MATRIX, by_kind_name, helm, render
+from .harness import KUBECTL, ROOT, Controller, wait_for
+from .test_install import CERT_MANAGER_CRDS
+
+MONITORING_CRDS = [
+    {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+     "metadata": {"name": f"{plural}.monitoring.coreos.com"},
+     "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
+              "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    for plural, kind in (("servicemonitors", "ServiceMonitor"), ("prometheusrules", "PrometheusRule"))]
+DRY_NS = "policylib-chart-dry"
+
+
+@pytest.fixture(scope="module")
+def crds(cluster):
+    cluster.apply(*CERT_MANAGER_CRDS, *MONITORING_CRDS)
+    cluster.kubectl("wait", "--for=condition=Established", "crd/certificates.cert-manager.io",
+                    "crd/issuers.cert-manager.io", "crd/servicemonitors.monitoring.coreos.com",
+                    "crd/prometheusrules.monitoring.coreos.com", "--timeout=60s")
+    return cluster
+
+
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_every_rendered_object_passes_a_server_side_dry_run(crds, name):
+    crds.namespace(DRY_NS)
+    objs = render(MATRIX[name], namespace=DRY_NS)
+    run = crds.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=chart-dry-run",
+                       "--dry-run=server", "-o", "name", "-f", "-", input=yaml.safe_dump_all(objs))
+    assert "Warning" not in run.stderr, run.stderr
+    assert len(run.stdout.split()) == len(objs)
+
+
+def kustomized() -> list[dict]:
+    run = subprocess.run([str(KUBECTL), "kustomize", str(ROOT / "manifests")], capture_output=True, text=True,
+                         check=True, timeout=120)
+    return [d for d in yaml.safe_load_all(run.stdout) if d]
+
+
+def identity(o: dict) -> tuple:
+    name = re.sub(r"^policylib-config-[a-z0-9]{10}$", "policylib-config", o["metadata"]["name"])
+    return o["kind"], name, o["metadata"].get("namespace")
+
+
+def _webhook_view(hook: dict) -> dict:
+    return {k: hook.get(k) for k in ("name", "rules", "failurePolicy", "sideEffects", "timeoutSeconds",
+                                     "reinvocationPolicy", "matchPolicy", "namespaceSelector", "objectSelector",
+                                     "admissionReviewVersions", "clientConfig")}
+
+
+def _pod_view(d: dict) -> dict:
+    spec = d["spec"]["template"]["spec"]
+    container = dict(spec["containers"][0], image=None)
+    volumes = [dict(v, configMap={"name": "policylib-config"}) if "configMap" in v else v for v in spec["volumes"]]
+    return {"replicas": d["spec"]["replicas"], "strategy": d["spec"].get("strategy"),
+            "selector": d["spec"]["selector"], "container": container, "volumes": volumes,
+            **{k: spec.get(k) for k in ("serviceAccountName", "priorityClassName", "securityContext",
+                                        "topologySpreadConstraints", "terminationGracePeriodSeconds")}}
+
+
+def test_default_render_installs_what_kustomize_installs(harness_built):
+    """Names, kinds, RBAC rules, webhooks and pods agree; the differences are exactly docs/helm.md's."""
+    chart = {identity(o): o for o in render()}
+    kust = {identity(o): o for o in kustomized()}
+    assert set(kust) - set(chart) == {("Namespace", "policylib-system", None)}
+    assert set(chart) - set(kust) == {("Role", "policylib-controller-certificates", "policylib-system"),
+                                      ("RoleBinding", "policylib-controller-certificates", "policylib-system")}
+    for key, k in kust.items():
+        if key not in chart:
+            continue
+        c = chart[key]
+        if k["kind"] in ("Role", "ClusterRole"):
+            extra = [{"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+                      "resourceNames": ["policylib-webhook"], "verbs": ["get", "update"]}] \
+                if key == ("ClusterRole", "policylib-controller", None) else []
+            assert c["rules"] == k["rules"] + extra, key
+        elif k["kind"] in ("RoleBinding", "ClusterRoleBinding"):
+            assert (c["roleRef"], c["subjects"]) == (k["roleRef"], k["subjects"]), key
+        elif k["kind"] == "MutatingWebhookConfiguration":
+            assert [_webhook_view(h) for h in c["webhooks"]] == [_webhook_view(h) for h in k["webhooks"]]
+        elif k["kind"] == "Deployment":
+            cv, kv = _pod_view(c), _pod_view(k)
+            if key[1] == "policylib-controller":   # certificates.mode self: the rotator's flags
+                assert cv["container"]["args"][3:] == ["--certificates=self", "--certificates-ca-duration=43800h",
+                                                       "--certificates-serving-duration=8760h",
+                                                       "--certificates-propagation=180s"]
+                cv["container"]["args"] = cv["container"]["args"][:3]
+            assert cv == kv, key
+        elif k["kind"] in ("Service", "PodDisruptionBudget"):
+            assert c["spec"] == k["spec"], key
+        elif k["kind"] == "ConfigMap":
+            assert load_config(yaml.safe_load(c["data"]["config.yaml"])) == \
+                load_config(yaml.safe_load(k["data"]["config.yaml"]))
+        # app.kubernetes.io/name is the same component label on both
+        assert c["metadata"]["labels"]["app.kubernetes.io/name"] == k["metadata"]["labels"]["app.kubernetes.io/name"]
+
+
+# --- install, upgrade, uninstall ----------------------------------------------------------------------------
+
+NS = "policylib-helm"
+
+
+def helm_env(cluster, tmp_path) -> dict:
+    env = dict(cluster.env)
+    for var in ("HELM_CACHE_HOME", "HELM_CONFIG_HOME", "HELM_DATA_HOME"):
+        env[var] = str(tmp_path / var.lower())
+    return env
+
+
+def replica_sets(cluster, app: str) -> list[dict]:
+    return cluster.list("replicasets", NS, f"app.kubernetes.io/name={app}")
+
+
+def revision(cluster, name: str) -> str:
+    return cluster.get("deployment", name, NS)["metadata"]["annotations"]["deployment.kubernetes.io/revision"]
+
+
+def local_controller(cluster, tmp_path, identity: str) -> Controller:
+    """The installed controller Deployment's args, run locally with the installed ConfigMap's config."""
+    deployment = cluster.get("deployment", "policylib-controller", NS)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    config = yaml.safe_load(cluster.get("configmap", "policylib-config", NS)["data"]["config.yaml"]) or {}
+    ctl = Controller(cluster, config, tmp_path, identity, NS, extra_args=[a for a in args if a.startswith("--cert")])
+    return ctl
+
+
+def test_install_upgrade_uninstall(cluster, tmp_path):
+    env = helm_env(cluster, tmp_path)
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"webhook": {"namespaceMode": "opt-in"}}))
+    install = helm("install", "policylib", str(CHART), "-n", NS, "--create-namespace", "-f", str(values), env=env)
+    assert "STATUS: deployed" in install.stdout
+    controller = None
+    try:
+        for app in ("policylib-webhook", "policylib-controller"):
+            wait_for(f"the {app} Deployment's first ReplicaSet", lambda a=app: len(replica_sets(cluster, a)) == 1,
+                     timeout=60)
+        # The leader (run as its pod would) makes the Secrets and the caBundle of the installed configuration.
+        controller = local_controller(cluster, tmp_path, "helm-0")
+        wait_for("the controller leads", lambda: controller.status()["leader"], timeout=60)
+        bundle = wait_for("the caBundle", lambda: cluster.get("mutatingwebhookconfiguration", "policylib-webhook")
+                          ["webhooks"][0]["clientConfig"].get("caBundle"), timeout=60)
+        wait_for("the serving Secret", lambda: cluster.get_or_none("secret", "policylib-webhook-tls", NS), timeout=60)
+
+        # An upgrade that changes config: the ConfigMap says it, each Deployment rolls once, the caBundle stays.
+        values.write_text(yaml.safe_dump({"webhook": {"namespaceMode": "opt-in"},
+                                          "config": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}}))
+        helm("upgrade", "policylib", str(CHART), "-n", NS, "-f", str(values), env=env)
+        stored = yaml.safe_load(cluster.get("configmap", "policylib-config", NS)["data"]["config.yaml"])
+        assert load_config(stored).hostTopologySpread.whenUnsatisfiable == "DoNotSchedule"
+        for app in ("policylib-webhook", "policylib-controller"):
+            wait_for(f"{app} rolled", lambda a=app: len(replica_sets(cluster, a)) == 2, timeout=60)
+            assert revision(cluster, app) == "2"
+        hooks = cluster.get("mutatingwebhookconfiguration", "policylib-webhook")["webhooks"]
+        assert [h["clientConfig"].get("caBundle") for h in hooks] == [bundle] * 3
+        assert hooks[0]["namespaceSelector"]["matchExpressions"][0]["key"] == "policylib.io/enabled"
+
+        # The same values again: nothing rolls.
+        helm("upgrade", "policylib", str(CHART), "-n", NS, "-f", str(values), env=env)
+        for app in ("policylib-webhook", "policylib-controller"):
+            assert (len(replica_sets(cluster, app)), revision(cluster, app)) == (2, "2")
+    finally:
+        if controller:
+            controller.stop()
+        uninstall = helm("uninstall", "policylib", "-n", NS, env=env, check=False)
+    assert uninstall.returncode == 0, uninstall.stderr
+    # What stays is what docs/helm.md says: the two certificate Secrets and the Lease (and the namespace).
+    # Pods (and so their ReplicaSets, for a while) stay Terminating here: no kubelet confirms their end.
+
+    def left() -> list[str]:
+        names = cluster.kubectl("get", "all,configmaps,secrets,serviceaccounts,roles,rolebindings,leases,"
+                                       "poddisruptionbudgets", "-n", NS, "-o", "name").stdout.split()
+        return sorted(n for n in names if not n.startswith(
+            ("configmap/kube-root-ca.crt", "serviceaccount/default", "pod/", "replicaset.apps/")))
+
+    expected = ["lease.coordination.k8s.io/policylib-controller", "secret/policylib-webhook-ca",
+                "secret/policylib-webhook-tls"]
+    wait_for("only the Secrets and the Lease are left", lambda: left() == expected, timeout=60)
+    for kind in ("clusterrole", "clusterrolebinding", "mutatingwebhookconfiguration"):
+        assert cluster.list(kind, selector="app.kubernetes.io/instance=policylib") == []
+    cluster.kubectl("delete", "namespace", NS, "--wait=false")
+
+
+def test_helm_version_is_the_pinned_release():
+    run = helm("version", "--short")
+    pinned = re.search(r"helm.sh/helm/v3 (v\S+)", (ROOT / "e2e/helm/go.mod").read_text()).group(1)
+    assert run.stdout.strip().startswith(pinned + "+g") or run.stdout.strip() == pinned, run.stdout
+
+
+def test_kustomize_components_opt_in_and_alerts(crds, tmp_path):
+    """manifests/components/opt-in-namespaces and prometheus-rule in a user's overlay: the selectors and rules
+    they make, and every object accepted by the API server (server-side dry run, in a namespace of its own)."""
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {os.path.relpath(ROOT / 'manifests', tmp_path)}\n"
+        f"components:\n  - {os.path.relpath(ROOT / 'manifests/components/opt-in-namespaces', tmp_path)}\n"
+        f"  - {os.path.relpath(ROOT / 'manifests/components/prometheus-rule', tmp_path)}\n")
+    built = [d for d in yaml.safe_load_all(crds.kubectl("kustomize", str(tmp_path)).stdout) if d]
+    objs = {(o["kind"], o["metadata"]["name"]): o for o in built}
+    for hook in objs[("MutatingWebhookConfiguration", "policylib-webhook")]["webhooks"]:
+        assert hook["namespaceSelector"]["matchExpressions"] == [
+            {"key": "policylib.io/enabled", "operator": "In", "values": ["true"]},
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+             "values": ["kube-system", "kube-node-lease", "policylib-system"]},
+            {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}]
+    chart_rule = by_kind_name(render(MATRIX["monitoring"]))[("PrometheusRule", "policylib")]
+    assert objs[("PrometheusRule", "policylib")]["spec"] == chart_rule["spec"]
+    crds.namespace(DRY_NS)
+    moved = [dict(o, metadata=dict(o["metadata"], namespace=DRY_NS)) if o["metadata"].get("namespace") else o
+             for o in built if o["kind"] != "Namespace"]
+    run = crds.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=chart-dry-run",
+                       "--dry-run=server", "-o", "name", "-f", "-", input=yaml.safe_dump_all(moved))
+    assert "Warning" not in run.stderr, run.stderr
+    assert "prometheusrule.monitoring.coreos.com/policylib" in run.stdout.split()
+    assert len(run.stdout.split()) == len(moved)
