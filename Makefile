@@ -94,3 +94,37 @@ helm:
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
+
+# Kubeflow training-operator (v1 API: TFJob, PyTorchJob) for `testcluster --training-operator`, from the
+# github.com/kubeflow/training-operator module in e2e/training-operator (its own module), with the CRDs
+# of that release's module (manifests/base/crds). About 4 minutes cold on 2 cores.
+.PHONY: testcluster-training-operator
+testcluster-training-operator: testcluster
+	cd e2e/training-operator && \
+	  $(GO) build -o ../bin/training-operator/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 && \
+	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/training-operator) && \
+	  rm -rf ../bin/training-operator/crd && mkdir -p ../bin/training-operator/crd && \
+	  install -m 644 $$src/manifests/base/crds/kubeflow.org_tfjobs.yaml $$src/manifests/base/crds/kubeflow.org_pytorchjobs.yaml \
+	    ../bin/training-operator/crd/
+
+# The MPI Operator (MPIJob kubeflow.org/v2beta1) for `testcluster --mpi-operator`: its own controller
+# from the github.com/kubeflow/mpi-operator module, run by e2e/mpi-operator/main.go (its cmd serves
+# /healthz on the fixed port 8080), with that release's MPIJob CRD. About 5 minutes cold on 2 cores.
+.PHONY: testcluster-mpi-operator
+testcluster-mpi-operator: testcluster
+	cd e2e/mpi-operator && \
+	  $(GO) build -o ../bin/mpi-operator/mpi-operator . && \
+	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator) && \
+	  rm -rf ../bin/mpi-operator/crd && mkdir -p ../bin/mpi-operator/crd && \
+	  install -m 644 $$src/manifests/base/kubeflow.org_mpijobs.yaml ../bin/mpi-operator/crd/
+
+# koord-scheduler for `testcluster --koordinator`, from the github.com/koordinator-sh/koordinator module
+# in e2e/koordinator (its own module, with Koordinator's own replace block: Kubernetes 1.35), with every
+# CRD of that release (config/crd/bases: its informers watch them). About 8 minutes cold on 2 cores.
+.PHONY: testcluster-koordinator
+testcluster-koordinator: testcluster
+	cd e2e/koordinator && \
+	  $(GO) build -o ../bin/koordinator/koord-scheduler github.com/koordinator-sh/koordinator/cmd/koord-scheduler && \
+	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/koordinator-sh/koordinator) && \
+	  rm -rf ../bin/koordinator/crd && mkdir -p ../bin/koordinator/crd && \
+	  install -m 644 $$src/config/crd/bases/*.yaml ../bin/koordinator/crd/

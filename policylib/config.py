@@ -149,6 +149,9 @@ GANG_METHODS = ("labels", "podgroup", "koordinator")
 GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
 ON_VIOLATION = ("warn", "deny")
+#: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
+#: ``--gang-scheduler-name``, the MPI Operator ``--gang-scheduling``); rule G15.
+OPERATOR_GANG_MODES = ("none", "scheduler-plugins", "volcano")
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,7 @@ class GangSettings:
     groupByRole: bool = False
     onViolation: str = "warn"
     trainingOperatorGang: bool = False
+    operatorGang: str = "none"
 
 
 @dataclass(frozen=True)
@@ -350,6 +354,10 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                                "or deny the job.", "G9"),
         "trainingOperatorGang": _flag(False, "training-operator gangs every job itself; policylib leaves jobs "
                                       "alone.", "G13"),
+        "operatorGang": _choice(OPERATOR_GANG_MODES, "none", "The gang mode the Kubeflow operators run with "
+                                "(training-operator --gang-scheduler-name, MPI Operator --gang-scheduling): "
+                                "when set, the operator owns the PodGroup and policylib writes no gang metadata.",
+                                "G15"),
     }),
     "controller": ("How `python -m webhook controller` applies its plan.", None, {
         "maxConcurrentRollouts": _count(3, "How many Deployments the controller has rolling at once.", None),

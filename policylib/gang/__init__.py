@@ -94,6 +94,7 @@ from .metadata import (
     validate_gang_labels,
 )
 from .mutation import mutate_kubeflow_job, training_operator_reason
+from .operator import OPERATOR_PODGROUP, operator_gang_reason, operator_of, template_scheduler_names
 from .podgroup import build_podgroups
 from .priority import and_list, priority_conflict, priority_violation
 from .update import describe_shape, kept_or_dropped, read_old_job, update_gang
@@ -120,5 +121,6 @@ __all__ = [
     "current_metadata", "has_gang", "first_key", "build_podgroups", "ungrouped_types", "minimum_findings",
     "group_findings", "unread_key_findings", "existing_metadata_findings", "GangCase", "describe_plan",
     "notes_on_job", "owned_paths", "apply_metadata", "write_gang", "leave_existing", "read_old_job", "update_gang",
-    "kept_or_dropped", "describe_shape", "mutate_kubeflow_job", "training_operator_reason"
+    "kept_or_dropped", "describe_shape", "mutate_kubeflow_job", "training_operator_reason", "OPERATOR_PODGROUP",
+    "operator_gang_reason", "operator_of", "template_scheduler_names"
 ]

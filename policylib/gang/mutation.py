@@ -8,6 +8,7 @@ from ..result import Outcome, Result, admission
 from .gangs import plan_gangs
 from .job import has_scheduling_policy, read_job
 from .metadata import current_metadata, desired_metadata, has_gang
+from .operator import operator_gang_reason
 from .podgroup import build_podgroups
 from .priority import priority_violation
 from .update import read_old_job, update_gang
@@ -36,6 +37,10 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
                             "known at admission, so no gang metadata was written (set metadata.name)")
         return out.result(obj)
     job = read_job(obj, namespace)
+    operator = operator_gang_reason(obj, settings)
+    if operator:   # rule G15, once the job reads well (G7)
+        out.reason(operator)
+        return out.result(obj)
     plan = plan_gangs(job, settings)
     if plan is None:
         out.reason("the job has no pods (every replica type has 0 replicas): nothing to gang")

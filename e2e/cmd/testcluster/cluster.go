@@ -44,6 +44,7 @@ type cluster struct {
 	crds             []*unstructured.Unstructured // --crd
 	coschedulingPath string                       // --coscheduling: the scheduler-plugins scheduler
 	volcano          *volcanoOptions              // --volcano
+	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --feature-gates
 	failed           chan error
 
 	etcd       *embed.Etcd
@@ -102,7 +103,7 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := c.writeKubeconfig(); err != nil {
 		return err
 	}
-	c.launch("kube-apiserver", "apiserver", []string{
+	c.launch("kube-apiserver", "apiserver", append([]string{
 		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.apiPort),
@@ -122,7 +123,7 @@ func (c *cluster) start(ctx context.Context) error {
 		// once instead of hanging until the webhook's timeout.
 		"--enable-aggregator-routing=true",
 		"--profiling=false",
-	})
+	}, c.operators.apiServerArgs()...))
 	client, err := c.client()
 	if err != nil {
 		return err
@@ -134,18 +135,18 @@ func (c *cluster) start(ctx context.Context) error {
 	authn := []string{"--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
 		"--bind-address=127.0.0.1"}
 	c.launch("kube-controller-manager", "controller-manager", append([]string{
-		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + controllers,
+		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + c.operators.controllers(),
 		"--secure-port=" + strconv.Itoa(cmPort), "--profiling=false",
 		// the default 20 QPS makes the ReplicaSet controller the bottleneck of tests that create thousands of pods
 		"--kube-api-qps=100", "--kube-api-burst=200",
-	}, authn...))
+	}, append(authn, c.operators.featureGateArgs()...)...))
 	schedCfg, err := c.writeSchedulerConfig()
 	if err != nil {
 		return err
 	}
 	c.launch("kube-scheduler", "scheduler", append([]string{
 		"--config=" + schedCfg, "--secure-port=" + strconv.Itoa(schedulerPort), "--profiling=false",
-	}, authn...))
+	}, append(authn, c.operators.featureGateArgs()...)...))
 
 	if err := createNodes(ctx, client, c.nodes); err != nil {
 		return fmt.Errorf("nodes: %v", err)
@@ -174,7 +175,7 @@ func (c *cluster) start(ctx context.Context) error {
 			return fmt.Errorf("volcano: %v", err)
 		}
 	}
-	return nil
+	return c.startOperators(ctx, client)
 }
 
 func (c *cluster) startEtcd(clientPort, peerPort int) error {
@@ -291,6 +292,11 @@ func (c *cluster) launch(name, sub string, args []string) {
 
 // launchExec starts the program at path as the component name (see launch).
 func (c *cluster) launchExec(name, path string, args []string) {
+	c.launchEnv(name, path, args)
+}
+
+// launchEnv is launchExec with environment variables added to this process's own.
+func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := &process{name: name, args: args, done: make(chan struct{})}
@@ -301,6 +307,9 @@ func (c *cluster) launchExec(name, path string, args []string) {
 		return
 	}
 	p.cmd = exec.Command(path, args...)
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	// The children die with this process, whatever kills it.
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

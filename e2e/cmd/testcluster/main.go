@@ -4,11 +4,16 @@
 //
 //	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
+//	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
+//	            [--mpi-operator] [--koordinator] [--feature-gates GATES]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
 // Volcano's CRDs and runs its admission webhooks, controller manager and scheduler (volcano.go), from
-// the binaries `make testcluster-volcano` builds into bin/volcano/.
+// the binaries `make testcluster-volcano` builds into bin/volcano/. --training-operator,
+// --mpi-operator and --koordinator run Kubeflow training-operator, the MPI Operator and
+// koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates to the API
+// server, kube-scheduler and kube-controller-manager (operators.go).
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -29,7 +34,9 @@ import (
 )
 
 const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
-	"[--volcano [--volcano-vap] [--volcano-dir DIR]]"
+	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
+	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] [--mpi-operator] [--koordinator] " +
+	"[--feature-gates GATES]"
 
 type options struct {
 	dir             string
@@ -40,6 +47,12 @@ type options struct {
 	volcano         bool
 	volcanoVAP      bool
 	volcanoDir      string
+
+	trainingOperator     bool
+	trainingOperatorGang string
+	mpiOperator          bool
+	koordinator          bool
+	featureGates         string
 }
 
 func main() {
@@ -68,6 +81,11 @@ func run(args []string) int {
 	fs.BoolVar(&o.volcano, "volcano", false, "also run Volcano (webhooks, controllers, scheduler)")
 	fs.BoolVar(&o.volcanoVAP, "volcano-vap", false, "with --volcano: also Volcano's ValidatingAdmissionPolicies")
 	fs.StringVar(&o.volcanoDir, "volcano-dir", "", "Volcano's binaries and manifests (default: volcano/ beside this binary)")
+	fs.BoolVar(&o.trainingOperator, "training-operator", false, "also run Kubeflow training-operator (TFJob, PyTorchJob)")
+	fs.StringVar(&o.trainingOperatorGang, "training-operator-gang", "", "with --training-operator: its gang scheduler, volcano|scheduler-plugins|none")
+	fs.BoolVar(&o.mpiOperator, "mpi-operator", false, "also run the MPI Operator (MPIJob v2beta1)")
+	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
+	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
@@ -111,6 +129,10 @@ func run(args []string) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
+	operators, err := operatorFlags(o)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return fail(2, "--dir %q: %v", o.dir, err)
@@ -125,7 +147,7 @@ func run(args []string) int {
 	defer cancel()
 
 	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		volcano: volcano, failed: make(chan error, 4)}
+		volcano: volcano, operators: operators, failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {

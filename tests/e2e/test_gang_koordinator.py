@@ -1,0 +1,126 @@
+"""Koordinator's gang methods on koord-scheduler (``testcluster --koordinator``, built by ``make
+testcluster-koordinator``), the pods made by the real training-operator: the annotation method, the
+lightweight labels, a GangGroup across two roles, and mixed priorities refused before the scheduler sees
+them. Each test creates only the job. Rows of docs/compatibility.md name these tests."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .gang_operators import (
+    GROUP,
+    KOORD,
+    bound,
+    check_gang,
+    create,
+    job_pods,
+    rejected_everyone,
+    start_cluster,
+    tfjob,
+    wait_pods,
+)
+from .harness import Webhook, wait_for
+
+KOORD_NAME = "gang.scheduling.koordinator.sh/name"
+KOORD_MIN = "gang.scheduling.koordinator.sh/min-available"
+KOORD_WAIT = "gang.scheduling.koordinator.sh/waiting-time"
+KOORD_GROUPS = "gang.scheduling.koordinator.sh/groups"
+CONFIGS = {
+    "koord": {"gang": {"method": "koordinator", "scheduler": "koordinator", "scheduleTimeoutSeconds": 30}},
+    "koordlabels": {"gang": {"method": "labels", "scheduler": "koordinator"}},
+    "koordroles": {"gang": {"method": "koordinator", "scheduler": "koordinator", "groupByRole": True,
+                            "scheduleTimeoutSeconds": 30}},
+    "koorddeny": {"gang": {"method": "koordinator", "scheduler": "koordinator", "onViolation": "deny"}},
+}
+
+
+@pytest.fixture(scope="module")
+def koord(harness_built, tmp_path_factory):
+    """koord-scheduler and training-operator, and one webhook per Koordinator gang config."""
+    tmp = tmp_path_factory.mktemp("gang-koordinator")
+    c = start_cluster(tmp, "--koordinator", "--training-operator",
+                      targets=("testcluster-koordinator", "testcluster-training-operator"))
+    hooks: list[Webhook] = []
+    try:
+        for name, cfg in CONFIGS.items():
+            hook = Webhook(c, name, cfg, tmp).start()
+            hooks.append(hook)
+            hook.register()
+        yield c
+    finally:
+        for hook in hooks:
+            hook.stop()
+        assert c.stop() == 0
+
+
+def annotations(pod: dict) -> dict:
+    return pod["metadata"].get("annotations") or {}
+
+
+@pytest.mark.timeout(300)
+def test_annotation_method_gang_binds_on_koord_scheduler(koord):
+    """name, min-available and waiting-time on every pod the operator made; all 3 bind."""
+    ns = koord.namespace("koord-ann", config="koord")
+    stored = create(koord, tfjob("train", ns, "fits3", KOORD))
+    pods = wait_pods(koord, ns, stored, 3)
+    assert {(annotations(p).get(KOORD_NAME), annotations(p).get(KOORD_MIN), annotations(p).get(KOORD_WAIT))
+            for p in pods} == {("train", "3", "30s")}
+    wait_for("all 3 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 3, timeout=150)
+
+
+@pytest.mark.timeout(300)
+def test_annotation_method_gang_that_cannot_fit_binds_nothing(koord):
+    """4 pods on 3 CPUs: check predicts it; koord-scheduler binds none of them."""
+    ns = koord.namespace("koord-short", config="koord")
+    stored = create(koord, tfjob("train", ns, "short", KOORD, workers=3))
+    assert check_gang(CONFIGS["koord"], koord, stored, "short") == [
+        f"TFJob {ns}/train: its gang needs 4 pods at once; the Nodes can hold 3 of them now: it would wait for its "
+        "scheduleTimeout and never start"]
+    names = sorted(p["metadata"]["name"] for p in wait_pods(koord, ns, stored, 4))
+    ever: set[str] = set()
+    wait_for("every pod rejected", lambda: rejected_everyone(koord, ns, names, ever, stored), timeout=150)
+    assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
+
+
+@pytest.mark.timeout(300)
+def test_lightweight_labels_gang_binds_on_koord_scheduler(koord):
+    ns = koord.namespace("koord-labels", config="koordlabels")
+    stored = create(koord, tfjob("train", ns, "fits3b", KOORD))
+    pods = wait_pods(koord, ns, stored, 3)
+    assert {(p["metadata"]["labels"].get("pod-group.scheduling.sigs.k8s.io/name"),
+             p["metadata"]["labels"].get("pod-group.scheduling.sigs.k8s.io/min-available")) for p in pods} == {
+        ("train", "3")}
+    wait_for("all 3 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 3, timeout=150)
+
+
+@pytest.mark.timeout(300)
+def test_gang_group_across_roles_binds_nothing_until_room_is_added(koord):
+    """PS (1) fits on the group's 2 CPUs, Worker (3) does not: as one GangGroup nothing binds, not even PS;
+    a Node with 2 more CPUs lets all 4 bind."""
+    ns = koord.namespace("koord-roles", config="koordroles")
+    stored = create(koord, tfjob("train", ns, "role", KOORD, workers=3))
+    pods = wait_pods(koord, ns, stored, 4)
+    assert {annotations(p).get(KOORD_GROUPS) for p in pods} == {json.dumps([f"{ns}/train-ps", f"{ns}/train-worker"])}
+    names = sorted(p["metadata"]["name"] for p in pods)
+    ever: set[str] = set()
+    wait_for("every pod rejected", lambda: rejected_everyone(koord, ns, names, ever, stored), timeout=150)
+    assert not ever, f"a member of a GangGroup that does not fit was bound: {sorted(ever)}"
+    koord.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "role-extra", "labels": {GROUP: "role"}}})
+    koord.kubectl("patch", "node", "role-extra", "--subresource=status", "--type=merge", "-p",
+                  '{"status": {"allocatable": {"cpu": "2", "memory": "64Gi", "pods": "110"}, '
+                  '"capacity": {"cpu": "2", "memory": "64Gi", "pods": "110"}}}')
+    wait_for("all 4 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 4, timeout=200)
+
+
+def test_mixed_priorities_are_refused_before_the_scheduler_sees_them(koord):
+    """PS and Worker with different priority classes under ``onViolation: deny``: the API server refuses the
+    job with policylib's reason, so no pod is ever created."""
+    ns = koord.namespace("koord-prio", config="koorddeny")
+    job = tfjob("train", ns, "fits3c", KOORD)
+    job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["priorityClassName"] = "high"
+    run = koord.kubectl("create", "-f", "-", input=json.dumps(job), check=False)
+    assert run.returncode != 0
+    assert "different priorityClassName" in run.stderr, run.stderr
+    assert koord.get_or_none("tfjobs.kubeflow.org", "train", ns) is None
+
