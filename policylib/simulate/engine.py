@@ -344,6 +344,7 @@ class Spread:
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))    # per domain (included nodes)
     eligible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))      # domains with an included node
     domains: int = 0                                                                      # how many
+    any_matched: bool = False                                                             # a pod counted
 
     def __post_init__(self) -> None:
         self.has = self.domain >= 0
@@ -479,20 +480,22 @@ class Cluster:
             if not incremental and r:
                 state = Cycle(self, pod)
             feasible = state.feasible()
-            if not feasible.any():
+            chosen = feasible.nonzero()[0]
+            if not len(chosen):
                 return placed, count - r, [state.failure_message()], deterministic
-            chosen = np.flatnonzero(feasible)
             if len(chosen) > 1:
-                total = state.scores(feasible)[chosen]
-                chosen = chosen[total == total.max()]
+                total = state.scores(feasible, chosen)
+                if total is not None:
+                    chosen = chosen[total == total.max()]
             if len(chosen) > 1:
                 deterministic = False
-                i = int(chosen[np.argmin(rank[chosen])])
+                i = int(chosen[rank[chosen].argmin()])
             else:
                 i = int(chosen[0])
             self.bind(i, pod)
             state.bound(i)
-            placed[self.states[i].name] = placed.get(self.states[i].name, 0) + 1
+            name = self.states[i].name
+            placed[name] = placed.get(name, 0) + 1
         return placed, 0, [], deterministic
 
 
@@ -586,11 +589,16 @@ class Cycle:
         self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
         self.least = least_allocated(pod, cluster)
         self.balanced = balanced_allocation(pod, cluster)
+        self.balances = bool(pod.requests.get("cpu", 0) or pod.requests.get("memory", 0))   # else skipped: 0
         self.hard = self._spreads(DO_NOT_SCHEDULE)
         self.soft = self._spreads(SCHEDULE_ANYWAY)
         self.soft_keys: np.ndarray | None = None    # the pod's own constraints: nodes without a key score 0
         if self.soft and pod.constraints:
             self.soft_keys = np.logical_and.reduce([s.has for s in self.soft])
+        # whether any constraint counts a pod yet, and whether every scored node then has the same raw score
+        # (the pod's own constraints: scored nodes carry every key; the System defaults: every node the keys)
+        self.soft_counted = any(s.any_matched for s in self.soft)
+        self.soft_uniform = self.soft_keys is not None or all(s.every_node for s in self.soft)
         self.uses_pod_affinity = bool(pod.affinity_terms or pod.anti_terms or cluster.anti)
 
     # PodTopologySpread
@@ -642,7 +650,8 @@ class Cycle:
             s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
             s.eligible = eligible
             s.domains = int(np.count_nonzero(eligible))
-            if s.matched.any():
+            s.any_matched = bool(s.matched.any())
+            if s.any_matched:
                 sel = included & s.has
                 s.counts = np.bincount(domain[sel], weights=s.matched[sel], minlength=max(len(values), 1)).astype(np.int64)
             else:
@@ -656,30 +665,39 @@ class Cycle:
         ok: np.ndarray = s.counts[s.dom0] <= s.max_skew + low - s.self_match
         return ok if s.every_node else ok & s.has
 
-    def _spread_score(self, feasible: np.ndarray) -> np.ndarray:
+    def _spread_score(self, chosen: np.ndarray) -> np.ndarray | None:
         """Rule R5: PodTopologySpread's score for the ScheduleAnyway constraints (or the System defaults): per
         node, the sum over constraints of matching pods in its domain x log(domains among the filtered nodes + 2)
         + maxSkew - 1, rounded; nodes without a key of the pod's own constraints score 0; the rest normalised
-        100 x (max + min - score) / max."""
-        scored = feasible & self.soft_keys if self.soft_keys is not None else feasible
-        if not scored.any():
-            return np.zeros(len(feasible), dtype=np.int64)
-        raw = np.zeros(len(feasible), dtype=np.float64)
+        100 x (max + min - score) / max. Computed for the feasible nodes ``chosen`` only (their scores, in that
+        order); None where every one of them scores the same."""
+        keyed = self.soft_keys[chosen] if self.soft_keys is not None else None
+        scored = chosen if keyed is None else chosen[keyed]
+        if not len(scored):
+            return None                                   # every feasible node scores 0
+        if not self.soft_counted and self.soft_uniform:
+            # no matching pod yet: every scored node's raw score is the same, so each normalises to 100
+            return None if keyed is None else keyed * MAX_SCORE
+        raw: Any = 0.0
         for s in self.soft:
             if s.key == HOSTNAME:
-                size = int(np.count_nonzero(scored))
-                cnt = s.matched
+                size = len(scored)
+                cnt = s.matched[scored]
             else:
                 size = int(np.count_nonzero(np.bincount(s.domain[scored] + 1, minlength=len(s.counts) + 1)))
-                cnt = s.counts[s.dom0]
+                cnt = s.counts[s.dom0[scored]]
             term = cnt * math.log(size + 2) + (s.max_skew - 1)
-            raw = raw + (term if s.every_node else term * s.has)
+            raw = raw + (term if s.every_node else term * s.has[scored])
         score = np.floor(raw + 0.5).astype(np.int64)
-        picked = score[scored]
-        hi, lo = int(picked.max()), int(picked.min())
-        if hi == 0:
-            return scored * MAX_SCORE
-        return scored * (MAX_SCORE * (hi + lo - score) // hi)
+        hi, lo = int(score.max()), int(score.min())
+        if hi == lo:
+            return None if keyed is None else keyed * MAX_SCORE
+        normalised = MAX_SCORE * (hi + lo - score) // hi
+        if keyed is None:
+            return normalised
+        out = np.zeros(len(chosen), dtype=np.int64)
+        out[keyed] = normalised
+        return out
 
     # InterPodAffinity
     def _term_counts(self, term: PodTerm) -> tuple[np.ndarray, np.ndarray]:
@@ -756,16 +774,17 @@ class Cycle:
                 ok &= mask
         return ok
 
-    def scores(self, feasible: np.ndarray) -> np.ndarray:
-        """Rule R10: the weighted sum of the score plugins of :data:`SCORE_PLUGINS` on the feasible nodes (each
-        normalised as its plugin does); computed only when more than one node is feasible, as the scheduler does."""
+    def scores(self, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+        """Rule R10: the weighted sum of the score plugins of :data:`SCORE_PLUGINS` on the feasible nodes
+        ``chosen`` (each normalised as its plugin does), in that order; None where every one scores the same.
+        Computed only when more than one node is feasible, as the scheduler does."""
         total = None
         for _name, weight, plugin in SCORE_PLUGINS:
-            score = plugin(self, feasible)
+            score = plugin(self, feasible, chosen)
             if score is not None:
                 score = score if weight == 1 else weight * score
                 total = score if total is None else total + score
-        return total if total is not None else np.zeros(len(feasible), dtype=np.int64)
+        return total
 
     def bound(self, i: int) -> None:
         """Rule R9: what a bind changes for the next sibling: node i's fit and resource scores, and the counts of
@@ -780,6 +799,9 @@ class Cycle:
                                          (node.requested.get("cpu", 0), node.requested.get("memory", 0)), alloc)
         for s in self.hard + self.soft:
             if s.counts_pods and s.self_match:
+                s.any_matched = True
+                if not s.hard:
+                    self.soft_counted = True
                 s.matched[i] += 1
                 if s.included[i] and s.domain[i] >= 0:
                     s.counts[s.domain[i]] += 1
@@ -819,35 +841,35 @@ class Cycle:
 # A score plugin returns None where it scores every node the same (the framework's Skip, or a constant): it cannot
 # change which node wins.
 
-def _taint_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
+def _taint_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
     """TaintToleration's score: fewer untolerated PreferNoSchedule taints is better (normalised, reversed)."""
-    return _default_normalize(cy.st.prefer, feasible, reverse=True) if cy.st.has_prefer else None
+    return _default_normalize(cy.st.prefer, feasible, reverse=True)[chosen] if cy.st.has_prefer else None
 
 
-def _node_affinity_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
+def _node_affinity_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
     """NodeAffinity's score: the summed weights of the matching preferred terms (normalised)."""
-    return _default_normalize(cy.st.preferred, feasible, reverse=False) if cy.st.has_preferred else None
+    return _default_normalize(cy.st.preferred, feasible, reverse=False)[chosen] if cy.st.has_preferred else None
 
 
-def _fit_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy.least
+def _fit_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy.least[chosen]
 
 
-def _balanced_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy.balanced
+def _balanced_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy.balanced[chosen] if cy.balances else None
 
 
-def _spread_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy._spread_score(feasible) if cy.soft else None
+def _spread_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy._spread_score(chosen) if cy.soft else None
 
 
-def _pod_affinity_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy._pod_affinity_score(feasible) if cy.pod.preferred_pod_terms else None
+def _pod_affinity_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy._pod_affinity_score(feasible)[chosen] if cy.pod.preferred_pod_terms else None
 
 
 #: Rule R10: the score plugins of kube-scheduler 1.36's default profile and their weights. ImageLocality (weight 1)
 #: is not modelled: it scores 0 on every node here (no node reports images in the simulator's input).
-SCORE_PLUGINS: tuple[tuple[str, int, Callable[[Cycle, np.ndarray], np.ndarray | None]], ...] = (
+SCORE_PLUGINS: tuple[tuple[str, int, Callable[[Cycle, np.ndarray, np.ndarray], np.ndarray | None]], ...] = (
     ("TaintToleration", 3, _taint_score),
     ("NodeAffinity", 2, _node_affinity_score),
     ("NodeResourcesFit", 1, _fit_score),
