@@ -380,6 +380,9 @@ class Cluster:
         self.ports: list[list[tuple[str, int, str]]] = [[] for _ in states]
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._static: dict[str, Static] = {}
+        self.bind_log: list[int] = []     # the node of every bind, in order
+        # a pod shape's (fit, LeastAllocated, BalancedAllocation) arrays and how much of bind_log they have seen
+        self._resources: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
         for i, s in enumerate(states):
             for p in s.pod_list:
                 self._index_pod(i, p)
@@ -464,6 +467,23 @@ class Cluster:
         self.balance[i] = _balance_one((s.requested.get("cpu", 0), s.requested.get("memory", 0)),
                                        (s.allocatable.get("cpu", 0), s.allocatable.get("memory", 0)))
         self._index_pod(i, s.pod_list[-1])
+        self.bind_log.append(i)
+
+    def resources(self, pod: PodShape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pod's NodeResourcesFit filter, LeastAllocated and BalancedAllocation scores on every node. Kept per pod
+        shape across workloads: a later workload of the same shape recomputes only the nodes bound since (rule R9),
+        and its cycle updates the same arrays after each bind."""
+        key = (tuple(sorted(pod.requests.items())), tuple(sorted(pod.fit_score.items())))
+        if key not in self._resources:
+            arrays = (fits(pod.requests, self.alloc, self.req, self.pods, self.max_pods),
+                      least_allocated(pod, self), balanced_allocation(pod, self))
+        else:
+            *old, seen = self._resources[key]
+            arrays = (old[0], old[1], old[2])
+            for i in set(self.bind_log[seen:]):
+                _refresh_resources(self, pod, i, *arrays)
+        self._resources[key] = (*arrays, len(self.bind_log))
+        return arrays
 
     # --- one workload ---
 
@@ -475,10 +495,10 @@ class Cluster:
         rank = np.arange(n) if rank is None else rank
         placed: dict[str, int] = {}
         deterministic = True
-        state = Cycle(self, pod)
+        state = Cycle(self, pod, incremental)
         for r in range(count):
             if not incremental and r:
-                state = Cycle(self, pod)
+                state = Cycle(self, pod, incremental)
             feasible = state.feasible()
             chosen = feasible.nonzero()[0]
             if not len(chosen):
@@ -564,12 +584,20 @@ def _balance_one(requested: tuple[int, int], alloc: tuple[int, int]) -> int:
     return int((1 - std) * MAX_SCORE)
 
 
-def _balanced_one(want: tuple[int, int], before: tuple[int, int], alloc: tuple[int, int]) -> int:
-    """:func:`balanced_allocation` for one node (the incremental update after a bind)."""
-    if not any(want):
-        return 0
-    after = (before[0] + want[0], before[1] + want[1])
-    return MAX_SCORE // 2 + (MAX_SCORE // 2 + _balance_one(after, alloc) - _balance_one(before, alloc)) // 2
+def _refresh_resources(c: Cluster, pod: PodShape, i: int, fit: np.ndarray, least: np.ndarray,
+                       balanced: np.ndarray) -> None:
+    """Node i's entries of :func:`fits`, :func:`least_allocated` and :func:`balanced_allocation` for ``pod``, from the
+    node's state (after a bind there; ``c.balance`` already holds the node's balance without the pod)."""
+    node = c.states[i]
+    requested, allocatable = node.requested, node.allocatable
+    fit[i] = fits(pod.requests, allocatable, requested, node.pods, allocatable.get("pods", 0))
+    alloc = (allocatable.get("cpu", 0), allocatable.get("memory", 0))
+    least[i] = _least_one(alloc, (node.nonzero.get("cpu", 0) + pod.fit_score.get("cpu", 0),
+                                  node.nonzero.get("memory", 0) + pod.fit_score.get("memory", 0)))
+    cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+    if cpu or memory:
+        after = _balance_one((requested.get("cpu", 0) + cpu, requested.get("memory", 0) + memory), alloc)
+        balanced[i] = MAX_SCORE // 2 + (MAX_SCORE // 2 + after - int(c.balance[i])) // 2
 
 
 def _default_normalize(raw: np.ndarray, feasible: np.ndarray, reverse: bool) -> np.ndarray:
@@ -583,12 +611,15 @@ def _default_normalize(raw: np.ndarray, feasible: np.ndarray, reverse: bool) -> 
 class Cycle:
     """PreFilter and PreScore state of one pod against the cluster, updated as its siblings bind."""
 
-    def __init__(self, cluster: Cluster, pod: PodShape):
+    def __init__(self, cluster: Cluster, pod: PodShape, incremental: bool = True):
         self.c, self.pod = cluster, pod
         self.st = cluster.static(pod)
-        self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
-        self.least = least_allocated(pod, cluster)
-        self.balanced = balanced_allocation(pod, cluster)
+        if incremental:
+            self.fit, self.least, self.balanced = cluster.resources(pod)
+        else:
+            self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
+            self.least = least_allocated(pod, cluster)
+            self.balanced = balanced_allocation(pod, cluster)
         self.balances = bool(pod.requests.get("cpu", 0) or pod.requests.get("memory", 0))   # else skipped: 0
         self.hard = self._spreads(DO_NOT_SCHEDULE)
         self.soft = self._spreads(SCHEDULE_ANYWAY)
@@ -789,14 +820,7 @@ class Cycle:
     def bound(self, i: int) -> None:
         """Rule R9: what a bind changes for the next sibling: node i's fit and resource scores, and the counts of
         every constraint whose selector the pod matches (a node included by the constraint)."""
-        c, pod = self.c, self.pod
-        node = c.states[i]
-        self.fit[i] = fits(pod.requests, node.allocatable, node.requested, node.pods, node.allocatable.get("pods", 0))
-        alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
-        self.least[i] = _least_one(alloc, (node.nonzero.get("cpu", 0) + pod.fit_score.get("cpu", 0),
-                                           node.nonzero.get("memory", 0) + pod.fit_score.get("memory", 0)))
-        self.balanced[i] = _balanced_one((pod.requests.get("cpu", 0), pod.requests.get("memory", 0)),
-                                         (node.requested.get("cpu", 0), node.requested.get("memory", 0)), alloc)
+        _refresh_resources(self.c, self.pod, i, self.fit, self.least, self.balanced)
         for s in self.hard + self.soft:
             if s.counts_pods and s.self_match:
                 s.any_matched = True
