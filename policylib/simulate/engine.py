@@ -340,6 +340,7 @@ class Spread:
     self_match: int
     included: np.ndarray            # nodes that pass the inclusion policies (and carry the keys required)
     domain: np.ndarray              # each node's domain index, -1 without the key
+    arrays: tuple[np.ndarray, bool, np.ndarray] | None = None    # _domain_arrays(domain), if known
     matched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))   # matching pods per node
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))    # per domain (included nodes)
     eligible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))      # domains with an included node
@@ -347,9 +348,13 @@ class Spread:
     any_matched: bool = False                                                             # a pod counted
 
     def __post_init__(self) -> None:
-        self.has = self.domain >= 0
-        self.every_node = bool(self.has.all())
-        self.dom0 = np.where(self.has, self.domain, 0)
+        self.has, self.every_node, self.dom0 = self.arrays or _domain_arrays(self.domain)
+
+
+def _domain_arrays(domain: np.ndarray) -> tuple[np.ndarray, bool, np.ndarray]:
+    """Where a topology key is set, whether on every node, and each node's domain index with 0 where unset."""
+    has = domain >= 0
+    return has, bool(has.all()), np.where(has, domain, 0)
 
 
 class Cluster:
@@ -379,6 +384,7 @@ class Cluster:
         self.anti: list[tuple[int, str, PodTerm]] = []
         self.ports: list[list[tuple[str, int, str]]] = [[] for _ in states]
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._domain_arrays: dict[str, tuple[np.ndarray, bool, np.ndarray]] = {}
         self._static: dict[str, Static] = {}
         self.bind_log: list[int] = []     # the node of every bind, in order
         # a pod shape's (fit, LeastAllocated, BalancedAllocation) arrays and how much of bind_log they have seen
@@ -401,6 +407,12 @@ class Cluster:
         for t in p.anti_terms:
             self.anti.append((i, p.namespace, t))
         self.ports[i].extend(p.ports)
+
+    def domain_arrays(self, key: str) -> tuple[np.ndarray, bool, np.ndarray]:
+        """:func:`_domain_arrays` of ``key``'s domains, computed once."""
+        if key not in self._domain_arrays:
+            self._domain_arrays[key] = _domain_arrays(self.domains(key)[0])
+        return self._domain_arrays[key]
 
     def domains(self, key: str) -> tuple[np.ndarray, list[str]]:
         """Each node's domain index for a topology key (-1 without the label), and the domains."""
@@ -473,7 +485,7 @@ class Cluster:
         """The pod's NodeResourcesFit filter, LeastAllocated and BalancedAllocation scores on every node. Kept per pod
         shape across workloads: a later workload of the same shape recomputes only the nodes bound since (rule R9),
         and its cycle updates the same arrays after each bind."""
-        key = (tuple(sorted(pod.requests.items())), tuple(sorted(pod.fit_score.items())))
+        key = resource_key(pod)
         if key not in self._resources:
             arrays = (fits(pod.requests, self.alloc, self.req, self.pods, self.max_pods),
                       least_allocated(pod, self), balanced_allocation(pod, self))
@@ -584,6 +596,11 @@ def _balance_one(requested: tuple[int, int], alloc: tuple[int, int]) -> int:
     return int((1 - std) * MAX_SCORE)
 
 
+def resource_key(pod: PodShape) -> tuple[Any, ...]:
+    """What :func:`fits`, :func:`least_allocated` and :func:`balanced_allocation` read of a pod."""
+    return tuple(sorted(pod.requests.items())), tuple(sorted(pod.fit_score.items()))
+
+
 def _refresh_resources(c: Cluster, pod: PodShape, i: int, fit: np.ndarray, least: np.ndarray,
                        balanced: np.ndarray) -> None:
     """Node i's entries of :func:`fits`, :func:`least_allocated` and :func:`balanced_allocation` for ``pod``, from the
@@ -614,7 +631,9 @@ class Cycle:
     def __init__(self, cluster: Cluster, pod: PodShape, incremental: bool = True):
         self.c, self.pod = cluster, pod
         self.st = cluster.static(pod)
+        self.resource_key: tuple[Any, ...] | None = None
         if incremental:
+            self.resource_key = resource_key(pod)
             self.fit, self.least, self.balanced = cluster.resources(pod)
         else:
             self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
@@ -677,7 +696,7 @@ class Cycle:
             hard = action == DO_NOT_SCHEDULE
             s = Spread(key, int(x.get("maxSkew") or 1), hard, int(x.get("minDomains") or 1) if hard else 1,
                        selector, counts_pods, int(selector is not None and selector_matches(selector, pod.labels)),
-                       included, domain)
+                       included, domain, c.domain_arrays(key))
             s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
             s.eligible = eligible
             s.domains = int(np.count_nonzero(eligible))
@@ -820,7 +839,10 @@ class Cycle:
     def bound(self, i: int) -> None:
         """Rule R9: what a bind changes for the next sibling: node i's fit and resource scores, and the counts of
         every constraint whose selector the pod matches (a node included by the constraint)."""
-        _refresh_resources(self.c, self.pod, i, self.fit, self.least, self.balanced)
+        c = self.c
+        _refresh_resources(c, self.pod, i, self.fit, self.least, self.balanced)
+        if self.resource_key is not None:      # the shape's cached arrays have seen every bind so far
+            c._resources[self.resource_key] = (self.fit, self.least, self.balanced, len(c.bind_log))
         for s in self.hard + self.soft:
             if s.counts_pods and s.self_match:
                 s.any_matched = True
