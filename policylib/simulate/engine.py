@@ -643,7 +643,7 @@ class Cycle:
         self.hard = self._spreads(DO_NOT_SCHEDULE)
         self.soft = self._spreads(SCHEDULE_ANYWAY)
         self.soft_keys: np.ndarray | None = None    # the pod's own constraints: nodes without a key score 0
-        if self.soft and pod.constraints:
+        if self.soft and pod.constraints and not all(s.every_node for s in self.soft):
             self.soft_keys = np.logical_and.reduce([s.has for s in self.soft])
         # whether any constraint counts a pod yet, and whether every scored node then has the same raw score
         # (the pod's own constraints: scored nodes carry every key; the System defaults: every node the keys)
@@ -728,16 +728,24 @@ class Cycle:
         if not self.soft_counted and self.soft_uniform:
             # no matching pod yet: every scored node's raw score is the same, so each normalises to 100
             return None if keyed is None else keyed * MAX_SCORE
-        raw: Any = 0.0
+        raw: Any = None
         for s in self.soft:
             if s.key == HOSTNAME:
                 size = len(scored)
                 cnt = s.matched[scored]
-            else:
+            elif s.every_node:          # no node without the key: its domains among the scored nodes
+                d = s.dom0[scored]
+                size = int(np.count_nonzero(np.bincount(d)))
+                cnt = s.counts[d]
+            else:                       # nodes without the key count as one more domain
                 size = int(np.count_nonzero(np.bincount(s.domain[scored] + 1, minlength=len(s.counts) + 1)))
                 cnt = s.counts[s.dom0[scored]]
-            term = cnt * math.log(size + 2) + (s.max_skew - 1)
-            raw = raw + (term if s.every_node else term * s.has[scored])
+            term = cnt * math.log(size + 2)
+            if s.max_skew != 1:
+                term = term + (s.max_skew - 1)
+            if not s.every_node:
+                term = term * s.has[scored]
+            raw = term if raw is None else raw + term
         score = np.floor(raw + 0.5).astype(np.int64)
         hi, lo = int(score.max()), int(score.min())
         if hi == lo:
