@@ -6,7 +6,9 @@ node's reason) and the feasible nodes are scored by the weighted plugins of ``SC
 state lives in arrays (one entry per node), so a filter or a score is computed for all nodes at once; after a
 bind only the bound node's entries change and are recomputed (``incremental``). With ``incremental=False``
 everything is recomputed from the pods for every replica: the same model, slower; the property test in
-tests/test_simulate.py holds both to the same placement per node.
+tests/test_simulate.py holds both to the same placement per node. On the incremental path a pod shape's fit and
+resource scores are also kept across workloads (only the nodes bound since are recomputed), and only the feasible
+nodes are scored; a score that every feasible node shares is skipped, as it cannot change which node wins.
 """
 from __future__ import annotations
 
@@ -746,7 +748,7 @@ class Cycle:
             if not s.every_node:
                 term = term * s.has[scored]
             raw = term if raw is None else raw + term
-        score = np.floor(raw + 0.5).astype(np.int64)
+        score: np.ndarray = np.floor(raw + 0.5).astype(np.int64)
         hi, lo = int(score.max()), int(score.min())
         if hi == lo:
             return None if keyed is None else keyed * MAX_SCORE
@@ -906,7 +908,8 @@ def _node_affinity_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) ->
 
 
 def _fit_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
-    return cy.least[chosen]
+    score: np.ndarray = cy.least[chosen]
+    return score
 
 
 def _balanced_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
