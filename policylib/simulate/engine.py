@@ -483,11 +483,10 @@ class Cluster:
         self._index_pod(i, s.pod_list[-1])
         self.bind_log.append(i)
 
-    def resources(self, pod: PodShape) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def resources(self, pod: PodShape, key: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The pod's NodeResourcesFit filter, LeastAllocated and BalancedAllocation scores on every node. Kept per pod
-        shape across workloads: a later workload of the same shape recomputes only the nodes bound since (rule R9),
-        and its cycle updates the same arrays after each bind."""
-        key = resource_key(pod)
+        shape (``key``, :func:`resource_key`) across workloads: a later workload of the same shape recomputes only
+        the nodes bound since (rule R9), and its cycle updates the same arrays after each bind."""
         if key not in self._resources:
             arrays = (fits(pod.requests, self.alloc, self.req, self.pods, self.max_pods),
                       least_allocated(pod, self), balanced_allocation(pod, self))
@@ -636,7 +635,7 @@ class Cycle:
         self.resource_key: tuple[Any, ...] | None = None
         if incremental:
             self.resource_key = resource_key(pod)
-            self.fit, self.least, self.balanced = cluster.resources(pod)
+            self.fit, self.least, self.balanced = cluster.resources(pod, self.resource_key)
         else:
             self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
             self.least = least_allocated(pod, cluster)
@@ -651,6 +650,7 @@ class Cycle:
         # (the pod's own constraints: scored nodes carry every key; the System defaults: every node the keys)
         self.soft_counted = any(s.any_matched for s in self.soft)
         self.soft_uniform = self.soft_keys is not None or all(s.every_node for s in self.soft)
+        self.soft_nonnegative = all(s.max_skew >= 1 for s in self.soft)
         self.uses_pod_affinity = bool(pod.affinity_terms or pod.anti_terms or cluster.anti)
 
     # PodTopologySpread
@@ -664,6 +664,8 @@ class Cycle:
                 return []
             raw = [{"topologyKey": k, "maxSkew": skew, "whenUnsatisfiable": action,
                     "labelSelector": pod.default_selector} for k, skew in SYSTEM_DEFAULT_SPREAD]
+        if not raw:
+            return []
         keys = [str(x.get("topologyKey") or "") for x in raw]
         has_all = np.ones(n, dtype=bool)
         if own:   # the scheduler requires every key of the pod's own constraints (not of the System defaults)
@@ -748,7 +750,9 @@ class Cycle:
             if not s.every_node:
                 term = term * s.has[scored]
             raw = term if raw is None else raw + term
-        score: np.ndarray = np.floor(raw + 0.5).astype(np.int64)
+        # rounded half up; where no term can be negative, truncation is the floor
+        score: np.ndarray = (raw + 0.5).astype(np.int64) if self.soft_nonnegative else \
+            np.floor(raw + 0.5).astype(np.int64)
         hi, lo = int(score.max()), int(score.min())
         if hi == lo:
             return None if keyed is None else keyed * MAX_SCORE
