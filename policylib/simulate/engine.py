@@ -348,6 +348,7 @@ class Spread:
     eligible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))      # domains with an included node
     domains: int = 0                                                                      # how many
     any_matched: bool = False                                                             # a pod counted
+    node_domains: bool = False          # domain i is node i, on every node (counts are per node)
 
     def __post_init__(self) -> None:
         self.has, self.every_node, self.dom0 = self.arrays or _domain_arrays(self.domain)
@@ -387,6 +388,7 @@ class Cluster:
         self.ports: list[list[tuple[str, int, str]]] = [[] for _ in states]
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
         self._domain_arrays: dict[str, tuple[np.ndarray, bool, np.ndarray]] = {}
+        self._node_domains: dict[str, bool] = {}
         self._static: dict[str, Static] = {}
         self.bind_log: list[int] = []     # the node of every bind, in order
         # a pod shape's (fit, LeastAllocated, BalancedAllocation) arrays and how much of bind_log they have seen
@@ -415,6 +417,13 @@ class Cluster:
         if key not in self._domain_arrays:
             self._domain_arrays[key] = _domain_arrays(self.domains(key)[0])
         return self._domain_arrays[key]
+
+    def node_domains(self, key: str) -> bool:
+        """Whether node i is alone in domain i for ``key``, on every node."""
+        if key not in self._node_domains:
+            idx, values = self.domains(key)
+            self._node_domains[key] = len(values) == len(idx) and bool((idx == np.arange(len(idx))).all())
+        return self._node_domains[key]
 
     def domains(self, key: str) -> tuple[np.ndarray, list[str]]:
         """Each node's domain index for a topology key (-1 without the label), and the domains."""
@@ -703,6 +712,7 @@ class Cycle:
                        included, domain, c.domain_arrays(key))
             s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
             s.eligible = eligible
+            s.node_domains = c.node_domains(key)
             s.domains = int(np.count_nonzero(eligible))
             s.any_matched = bool(s.matched.any())
             if s.any_matched:
@@ -715,8 +725,12 @@ class Cycle:
 
     def _spread_ok(self, s: Spread) -> np.ndarray:
         """Rule R4: PodTopologySpread's filter for one DoNotSchedule constraint."""
-        low = 0 if s.domains < s.min_domains or s.domains == 0 else int(s.counts[s.eligible].min())
-        ok: np.ndarray = s.counts[s.dom0] <= s.max_skew + low - s.self_match
+        if not s.any_matched and s.max_skew >= s.self_match:
+            return s.has                  # no pod counted yet: every domain at 0, every node with the key passes
+        counts = s.counts
+        low = 0 if s.domains < s.min_domains or s.domains == 0 else \
+            int((counts if s.domains == len(counts) else counts[s.eligible]).min())
+        ok: np.ndarray = (counts if s.node_domains else counts[s.dom0]) <= s.max_skew + low - s.self_match
         return ok if s.every_node else ok & s.has
 
     def _spread_score(self, chosen: np.ndarray) -> np.ndarray | None:
