@@ -6,7 +6,9 @@ node's reason) and the feasible nodes are scored by the weighted plugins of ``SC
 state lives in arrays (one entry per node), so a filter or a score is computed for all nodes at once; after a
 bind only the bound node's entries change and are recomputed (``incremental``). With ``incremental=False``
 everything is recomputed from the pods for every replica: the same model, slower; the property test in
-tests/test_simulate.py holds both to the same placement per node.
+tests/test_simulate.py holds both to the same placement per node. On the incremental path a pod shape's fit and
+resource scores are also kept across workloads (only the nodes bound since are recomputed), and only the feasible
+nodes are scored; a score that every feasible node shares is skipped, as it cannot change which node wins.
 """
 from __future__ import annotations
 
@@ -340,15 +342,22 @@ class Spread:
     self_match: int
     included: np.ndarray            # nodes that pass the inclusion policies (and carry the keys required)
     domain: np.ndarray              # each node's domain index, -1 without the key
+    arrays: tuple[np.ndarray, bool, np.ndarray] | None = None    # _domain_arrays(domain), if known
     matched: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))   # matching pods per node
     counts: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))    # per domain (included nodes)
     eligible: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))      # domains with an included node
     domains: int = 0                                                                      # how many
+    any_matched: bool = False                                                             # a pod counted
+    node_domains: bool = False          # domain i is node i, on every node (counts are per node)
 
     def __post_init__(self) -> None:
-        self.has = self.domain >= 0
-        self.every_node = bool(self.has.all())
-        self.dom0 = np.where(self.has, self.domain, 0)
+        self.has, self.every_node, self.dom0 = self.arrays or _domain_arrays(self.domain)
+
+
+def _domain_arrays(domain: np.ndarray) -> tuple[np.ndarray, bool, np.ndarray]:
+    """Where a topology key is set, whether on every node, and each node's domain index with 0 where unset."""
+    has = domain >= 0
+    return has, bool(has.all()), np.where(has, domain, 0)
 
 
 class Cluster:
@@ -378,7 +387,12 @@ class Cluster:
         self.anti: list[tuple[int, str, PodTerm]] = []
         self.ports: list[list[tuple[str, int, str]]] = [[] for _ in states]
         self._domains: dict[str, tuple[np.ndarray, list[str]]] = {}
+        self._domain_arrays: dict[str, tuple[np.ndarray, bool, np.ndarray]] = {}
+        self._node_domains: dict[str, bool] = {}
         self._static: dict[str, Static] = {}
+        self.bind_log: list[int] = []     # the node of every bind, in order
+        # a pod shape's (fit, LeastAllocated, BalancedAllocation) arrays and how much of bind_log they have seen
+        self._resources: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray, np.ndarray, int]] = {}
         for i, s in enumerate(states):
             for p in s.pod_list:
                 self._index_pod(i, p)
@@ -397,6 +411,19 @@ class Cluster:
         for t in p.anti_terms:
             self.anti.append((i, p.namespace, t))
         self.ports[i].extend(p.ports)
+
+    def domain_arrays(self, key: str) -> tuple[np.ndarray, bool, np.ndarray]:
+        """:func:`_domain_arrays` of ``key``'s domains, computed once."""
+        if key not in self._domain_arrays:
+            self._domain_arrays[key] = _domain_arrays(self.domains(key)[0])
+        return self._domain_arrays[key]
+
+    def node_domains(self, key: str) -> bool:
+        """Whether node i is alone in domain i for ``key``, on every node."""
+        if key not in self._node_domains:
+            idx, values = self.domains(key)
+            self._node_domains[key] = len(values) == len(idx) and bool((idx == np.arange(len(idx))).all())
+        return self._node_domains[key]
 
     def domains(self, key: str) -> tuple[np.ndarray, list[str]]:
         """Each node's domain index for a topology key (-1 without the label), and the domains."""
@@ -463,6 +490,22 @@ class Cluster:
         self.balance[i] = _balance_one((s.requested.get("cpu", 0), s.requested.get("memory", 0)),
                                        (s.allocatable.get("cpu", 0), s.allocatable.get("memory", 0)))
         self._index_pod(i, s.pod_list[-1])
+        self.bind_log.append(i)
+
+    def resources(self, pod: PodShape, key: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The pod's NodeResourcesFit filter, LeastAllocated and BalancedAllocation scores on every node. Kept per pod
+        shape (``key``, :func:`resource_key`) across workloads: a later workload of the same shape recomputes only
+        the nodes bound since (rule R9), and its cycle updates the same arrays after each bind."""
+        if key not in self._resources:
+            arrays = (fits(pod.requests, self.alloc, self.req, self.pods, self.max_pods),
+                      least_allocated(pod, self), balanced_allocation(pod, self))
+        else:
+            *old, seen = self._resources[key]
+            arrays = (old[0], old[1], old[2])
+            for i in set(self.bind_log[seen:]):
+                _refresh_resources(self, pod, i, *arrays)
+        self._resources[key] = (*arrays, len(self.bind_log))
+        return arrays
 
     # --- one workload ---
 
@@ -474,25 +517,27 @@ class Cluster:
         rank = np.arange(n) if rank is None else rank
         placed: dict[str, int] = {}
         deterministic = True
-        state = Cycle(self, pod)
+        state = Cycle(self, pod, incremental)
         for r in range(count):
             if not incremental and r:
-                state = Cycle(self, pod)
+                state = Cycle(self, pod, incremental)
             feasible = state.feasible()
-            if not feasible.any():
+            chosen = feasible.nonzero()[0]
+            if not len(chosen):
                 return placed, count - r, [state.failure_message()], deterministic
-            chosen = np.flatnonzero(feasible)
             if len(chosen) > 1:
-                total = state.scores(feasible)[chosen]
-                chosen = chosen[total == total.max()]
+                total = state.scores(feasible, chosen)
+                if total is not None:
+                    chosen = chosen[total == total.max()]
             if len(chosen) > 1:
                 deterministic = False
-                i = int(chosen[np.argmin(rank[chosen])])
+                i = int(chosen[rank[chosen].argmin()])
             else:
                 i = int(chosen[0])
             self.bind(i, pod)
             state.bound(i)
-            placed[self.states[i].name] = placed.get(self.states[i].name, 0) + 1
+            name = self.states[i].name
+            placed[name] = placed.get(name, 0) + 1
         return placed, 0, [], deterministic
 
 
@@ -561,12 +606,25 @@ def _balance_one(requested: tuple[int, int], alloc: tuple[int, int]) -> int:
     return int((1 - std) * MAX_SCORE)
 
 
-def _balanced_one(want: tuple[int, int], before: tuple[int, int], alloc: tuple[int, int]) -> int:
-    """:func:`balanced_allocation` for one node (the incremental update after a bind)."""
-    if not any(want):
-        return 0
-    after = (before[0] + want[0], before[1] + want[1])
-    return MAX_SCORE // 2 + (MAX_SCORE // 2 + _balance_one(after, alloc) - _balance_one(before, alloc)) // 2
+def resource_key(pod: PodShape) -> tuple[Any, ...]:
+    """What :func:`fits`, :func:`least_allocated` and :func:`balanced_allocation` read of a pod."""
+    return tuple(sorted(pod.requests.items())), tuple(sorted(pod.fit_score.items()))
+
+
+def _refresh_resources(c: Cluster, pod: PodShape, i: int, fit: np.ndarray, least: np.ndarray,
+                       balanced: np.ndarray) -> None:
+    """Node i's entries of :func:`fits`, :func:`least_allocated` and :func:`balanced_allocation` for ``pod``, from the
+    node's state (after a bind there; ``c.balance`` already holds the node's balance without the pod)."""
+    node = c.states[i]
+    requested, allocatable = node.requested, node.allocatable
+    fit[i] = fits(pod.requests, allocatable, requested, node.pods, allocatable.get("pods", 0))
+    alloc = (allocatable.get("cpu", 0), allocatable.get("memory", 0))
+    least[i] = _least_one(alloc, (node.nonzero.get("cpu", 0) + pod.fit_score.get("cpu", 0),
+                                  node.nonzero.get("memory", 0) + pod.fit_score.get("memory", 0)))
+    cpu, memory = pod.requests.get("cpu", 0), pod.requests.get("memory", 0)
+    if cpu or memory:
+        after = _balance_one((requested.get("cpu", 0) + cpu, requested.get("memory", 0) + memory), alloc)
+        balanced[i] = MAX_SCORE // 2 + (MAX_SCORE // 2 + after - int(c.balance[i])) // 2
 
 
 def _default_normalize(raw: np.ndarray, feasible: np.ndarray, reverse: bool) -> np.ndarray:
@@ -580,17 +638,28 @@ def _default_normalize(raw: np.ndarray, feasible: np.ndarray, reverse: bool) -> 
 class Cycle:
     """PreFilter and PreScore state of one pod against the cluster, updated as its siblings bind."""
 
-    def __init__(self, cluster: Cluster, pod: PodShape):
+    def __init__(self, cluster: Cluster, pod: PodShape, incremental: bool = True):
         self.c, self.pod = cluster, pod
         self.st = cluster.static(pod)
-        self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
-        self.least = least_allocated(pod, cluster)
-        self.balanced = balanced_allocation(pod, cluster)
+        self.resource_key: tuple[Any, ...] | None = None
+        if incremental:
+            self.resource_key = resource_key(pod)
+            self.fit, self.least, self.balanced = cluster.resources(pod, self.resource_key)
+        else:
+            self.fit = fits(pod.requests, cluster.alloc, cluster.req, cluster.pods, cluster.max_pods)
+            self.least = least_allocated(pod, cluster)
+            self.balanced = balanced_allocation(pod, cluster)
+        self.balances = bool(pod.requests.get("cpu", 0) or pod.requests.get("memory", 0))   # else skipped: 0
         self.hard = self._spreads(DO_NOT_SCHEDULE)
         self.soft = self._spreads(SCHEDULE_ANYWAY)
         self.soft_keys: np.ndarray | None = None    # the pod's own constraints: nodes without a key score 0
-        if self.soft and pod.constraints:
+        if self.soft and pod.constraints and not all(s.every_node for s in self.soft):
             self.soft_keys = np.logical_and.reduce([s.has for s in self.soft])
+        # whether any constraint counts a pod yet, and whether every scored node then has the same raw score
+        # (the pod's own constraints: scored nodes carry every key; the System defaults: every node the keys)
+        self.soft_counted = any(s.any_matched for s in self.soft)
+        self.soft_uniform = self.soft_keys is not None or all(s.every_node for s in self.soft)
+        self.soft_nonnegative = all(s.max_skew >= 1 for s in self.soft)
         self.uses_pod_affinity = bool(pod.affinity_terms or pod.anti_terms or cluster.anti)
 
     # PodTopologySpread
@@ -604,6 +673,8 @@ class Cycle:
                 return []
             raw = [{"topologyKey": k, "maxSkew": skew, "whenUnsatisfiable": action,
                     "labelSelector": pod.default_selector} for k, skew in SYSTEM_DEFAULT_SPREAD]
+        if not raw:
+            return []
         keys = [str(x.get("topologyKey") or "") for x in raw]
         has_all = np.ones(n, dtype=bool)
         if own:   # the scheduler requires every key of the pod's own constraints (not of the System defaults)
@@ -638,11 +709,13 @@ class Cycle:
             hard = action == DO_NOT_SCHEDULE
             s = Spread(key, int(x.get("maxSkew") or 1), hard, int(x.get("minDomains") or 1) if hard else 1,
                        selector, counts_pods, int(selector is not None and selector_matches(selector, pod.labels)),
-                       included, domain)
+                       included, domain, c.domain_arrays(key))
             s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
             s.eligible = eligible
+            s.node_domains = c.node_domains(key)
             s.domains = int(np.count_nonzero(eligible))
-            if s.matched.any():
+            s.any_matched = bool(s.matched.any())
+            if s.any_matched:
                 sel = included & s.has
                 s.counts = np.bincount(domain[sel], weights=s.matched[sel], minlength=max(len(values), 1)).astype(np.int64)
             else:
@@ -652,34 +725,57 @@ class Cycle:
 
     def _spread_ok(self, s: Spread) -> np.ndarray:
         """Rule R4: PodTopologySpread's filter for one DoNotSchedule constraint."""
-        low = 0 if s.domains < s.min_domains or s.domains == 0 else int(s.counts[s.eligible].min())
-        ok: np.ndarray = s.counts[s.dom0] <= s.max_skew + low - s.self_match
+        if not s.any_matched and s.max_skew >= s.self_match:
+            return s.has                  # no pod counted yet: every domain at 0, every node with the key passes
+        counts = s.counts
+        low = 0 if s.domains < s.min_domains or s.domains == 0 else \
+            int((counts if s.domains == len(counts) else counts[s.eligible]).min())
+        ok: np.ndarray = (counts if s.node_domains else counts[s.dom0]) <= s.max_skew + low - s.self_match
         return ok if s.every_node else ok & s.has
 
-    def _spread_score(self, feasible: np.ndarray) -> np.ndarray:
+    def _spread_score(self, chosen: np.ndarray) -> np.ndarray | None:
         """Rule R5: PodTopologySpread's score for the ScheduleAnyway constraints (or the System defaults): per
         node, the sum over constraints of matching pods in its domain x log(domains among the filtered nodes + 2)
         + maxSkew - 1, rounded; nodes without a key of the pod's own constraints score 0; the rest normalised
-        100 x (max + min - score) / max."""
-        scored = feasible & self.soft_keys if self.soft_keys is not None else feasible
-        if not scored.any():
-            return np.zeros(len(feasible), dtype=np.int64)
-        raw = np.zeros(len(feasible), dtype=np.float64)
+        100 x (max + min - score) / max. Computed for the feasible nodes ``chosen`` only (their scores, in that
+        order); None where every one of them scores the same."""
+        keyed = self.soft_keys[chosen] if self.soft_keys is not None else None
+        scored = chosen if keyed is None else chosen[keyed]
+        if not len(scored):
+            return None                                   # every feasible node scores 0
+        if not self.soft_counted and self.soft_uniform:
+            # no matching pod yet: every scored node's raw score is the same, so each normalises to 100
+            return None if keyed is None else keyed * MAX_SCORE
+        raw: Any = None
         for s in self.soft:
             if s.key == HOSTNAME:
-                size = int(np.count_nonzero(scored))
-                cnt = s.matched
-            else:
+                size = len(scored)
+                cnt = s.matched[scored]
+            elif s.every_node:          # no node without the key: its domains among the scored nodes
+                d = s.dom0[scored]
+                size = int(np.count_nonzero(np.bincount(d)))
+                cnt = s.counts[d]
+            else:                       # nodes without the key count as one more domain
                 size = int(np.count_nonzero(np.bincount(s.domain[scored] + 1, minlength=len(s.counts) + 1)))
-                cnt = s.counts[s.dom0]
-            term = cnt * math.log(size + 2) + (s.max_skew - 1)
-            raw = raw + (term if s.every_node else term * s.has)
-        score = np.floor(raw + 0.5).astype(np.int64)
-        picked = score[scored]
-        hi, lo = int(picked.max()), int(picked.min())
-        if hi == 0:
-            return scored * MAX_SCORE
-        return scored * (MAX_SCORE * (hi + lo - score) // hi)
+                cnt = s.counts[s.dom0[scored]]
+            term = cnt * math.log(size + 2)
+            if s.max_skew != 1:
+                term = term + (s.max_skew - 1)
+            if not s.every_node:
+                term = term * s.has[scored]
+            raw = term if raw is None else raw + term
+        # rounded half up; where no term can be negative, truncation is the floor
+        score: np.ndarray = (raw + 0.5).astype(np.int64) if self.soft_nonnegative else \
+            np.floor(raw + 0.5).astype(np.int64)
+        hi, lo = int(score.max()), int(score.min())
+        if hi == lo:
+            return None if keyed is None else keyed * MAX_SCORE
+        normalised = MAX_SCORE * (hi + lo - score) // hi
+        if keyed is None:
+            return normalised
+        out = np.zeros(len(chosen), dtype=np.int64)
+        out[keyed] = normalised
+        return out
 
     # InterPodAffinity
     def _term_counts(self, term: PodTerm) -> tuple[np.ndarray, np.ndarray]:
@@ -756,30 +852,30 @@ class Cycle:
                 ok &= mask
         return ok
 
-    def scores(self, feasible: np.ndarray) -> np.ndarray:
-        """Rule R10: the weighted sum of the score plugins of :data:`SCORE_PLUGINS` on the feasible nodes (each
-        normalised as its plugin does); computed only when more than one node is feasible, as the scheduler does."""
+    def scores(self, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+        """Rule R10: the weighted sum of the score plugins of :data:`SCORE_PLUGINS` on the feasible nodes
+        ``chosen`` (each normalised as its plugin does), in that order; None where every one scores the same.
+        Computed only when more than one node is feasible, as the scheduler does."""
         total = None
         for _name, weight, plugin in SCORE_PLUGINS:
-            score = plugin(self, feasible)
+            score = plugin(self, feasible, chosen)
             if score is not None:
                 score = score if weight == 1 else weight * score
                 total = score if total is None else total + score
-        return total if total is not None else np.zeros(len(feasible), dtype=np.int64)
+        return total
 
     def bound(self, i: int) -> None:
         """Rule R9: what a bind changes for the next sibling: node i's fit and resource scores, and the counts of
         every constraint whose selector the pod matches (a node included by the constraint)."""
-        c, pod = self.c, self.pod
-        node = c.states[i]
-        self.fit[i] = fits(pod.requests, node.allocatable, node.requested, node.pods, node.allocatable.get("pods", 0))
-        alloc = (node.allocatable.get("cpu", 0), node.allocatable.get("memory", 0))
-        self.least[i] = _least_one(alloc, (node.nonzero.get("cpu", 0) + pod.fit_score.get("cpu", 0),
-                                           node.nonzero.get("memory", 0) + pod.fit_score.get("memory", 0)))
-        self.balanced[i] = _balanced_one((pod.requests.get("cpu", 0), pod.requests.get("memory", 0)),
-                                         (node.requested.get("cpu", 0), node.requested.get("memory", 0)), alloc)
+        c = self.c
+        _refresh_resources(c, self.pod, i, self.fit, self.least, self.balanced)
+        if self.resource_key is not None:      # the shape's cached arrays have seen every bind so far
+            c._resources[self.resource_key] = (self.fit, self.least, self.balanced, len(c.bind_log))
         for s in self.hard + self.soft:
             if s.counts_pods and s.self_match:
+                s.any_matched = True
+                if not s.hard:
+                    self.soft_counted = True
                 s.matched[i] += 1
                 if s.included[i] and s.domain[i] >= 0:
                     s.counts[s.domain[i]] += 1
@@ -819,35 +915,36 @@ class Cycle:
 # A score plugin returns None where it scores every node the same (the framework's Skip, or a constant): it cannot
 # change which node wins.
 
-def _taint_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
+def _taint_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
     """TaintToleration's score: fewer untolerated PreferNoSchedule taints is better (normalised, reversed)."""
-    return _default_normalize(cy.st.prefer, feasible, reverse=True) if cy.st.has_prefer else None
+    return _default_normalize(cy.st.prefer, feasible, reverse=True)[chosen] if cy.st.has_prefer else None
 
 
-def _node_affinity_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
+def _node_affinity_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
     """NodeAffinity's score: the summed weights of the matching preferred terms (normalised)."""
-    return _default_normalize(cy.st.preferred, feasible, reverse=False) if cy.st.has_preferred else None
+    return _default_normalize(cy.st.preferred, feasible, reverse=False)[chosen] if cy.st.has_preferred else None
 
 
-def _fit_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy.least
+def _fit_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    score: np.ndarray = cy.least[chosen]
+    return score
 
 
-def _balanced_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy.balanced
+def _balanced_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy.balanced[chosen] if cy.balances else None
 
 
-def _spread_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy._spread_score(feasible) if cy.soft else None
+def _spread_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy._spread_score(chosen) if cy.soft else None
 
 
-def _pod_affinity_score(cy: Cycle, feasible: np.ndarray) -> np.ndarray | None:
-    return cy._pod_affinity_score(feasible) if cy.pod.preferred_pod_terms else None
+def _pod_affinity_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
+    return cy._pod_affinity_score(feasible)[chosen] if cy.pod.preferred_pod_terms else None
 
 
 #: Rule R10: the score plugins of kube-scheduler 1.36's default profile and their weights. ImageLocality (weight 1)
 #: is not modelled: it scores 0 on every node here (no node reports images in the simulator's input).
-SCORE_PLUGINS: tuple[tuple[str, int, Callable[[Cycle, np.ndarray], np.ndarray | None]], ...] = (
+SCORE_PLUGINS: tuple[tuple[str, int, Callable[[Cycle, np.ndarray, np.ndarray], np.ndarray | None]], ...] = (
     ("TaintToleration", 3, _taint_score),
     ("NodeAffinity", 2, _node_affinity_score),
     ("NodeResourcesFit", 1, _fit_score),
