@@ -11,9 +11,9 @@ import yaml
 
 from policylib.check import check
 
-from .harness import ROOT, Cluster, build_harness, wait_for
+from .harness import NODE_GROUP_LABEL, ROOT, Cluster, bound, build_harness, node_list, scheduling_failures, wait_for
 
-GROUP = "e2e.policylib.io/group"
+GROUP = NODE_GROUP_LABEL
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 COSCHEDULING = "scheduler-plugins-scheduler"
 KOORD = "koord-scheduler"
@@ -28,18 +28,9 @@ NODE_GROUPS = {
 }
 
 
-def node_list() -> dict:
-    items = []
-    for group, cpus in NODE_GROUPS.items():
-        for i, cpu in enumerate(cpus):
-            items.append({"kind": "Node", "metadata": {"name": f"{group}-{i}", "labels": {GROUP: group}},
-                          "status": {"allocatable": {"cpu": str(cpu), "memory": "64Gi", "pods": "110"}}})
-    return {"apiVersion": "v1", "kind": "List", "items": items}
-
-
 def write_nodes(tmp: Path) -> Path:
     path = tmp / "nodes.yaml"
-    path.write_text(yaml.safe_dump(node_list()))
+    path.write_text(yaml.safe_dump(node_list(NODE_GROUPS)))
     return path
 
 
@@ -119,21 +110,9 @@ def job_pods(c: Cluster, ns: str, job: dict) -> list[dict]:
     return [p for p in c.list("pods", ns) if p["metadata"].get("labels", {}).get(key) == name]
 
 
-def bound(pods: list[dict]) -> list[str]:
-    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
-
-
 def wait_pods(c: Cluster, ns: str, job: dict, n: int, timeout: float = 120) -> list[dict]:
     return wait_for(f"the operator creates {n} pods of {ns}/{job['metadata']['name']}",
                     lambda: (lambda ps: ps if len(ps) == n else None)(job_pods(c, ns, job)), timeout=timeout)
-
-
-def scheduling_failures(c: Cluster, ns: str) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for e in c.list("events", ns):
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod":
-            out.setdefault(e["involvedObject"]["name"], []).append(e.get("message", ""))
-    return out
 
 
 def rejected_everyone(c: Cluster, ns: str, names: list[str], ever_bound: set[str], job: dict) -> bool:

@@ -23,7 +23,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import yaml
 
@@ -285,6 +285,48 @@ def deployment(name: str, namespace: str, replicas: int | None = 1, *, labels: d
     return body
 
 
+def schemaless_crds(group: str, kinds: tuple[tuple[str, str], ...]) -> list[dict]:
+    """Namespaced v1 CRDs of ``group``, one per (plural, Kind), whose schema keeps every field: kinds of a
+    component the harness does not run, installed so that objects of them reach the API server (their own
+    schemas are that component's to check)."""
+    return [
+        {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+         "metadata": {"name": f"{plural}.{group}"},
+         "spec": {"group": group, "scope": "Namespaced",
+                  "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
+                  "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                      "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
+        for plural, kind in kinds]
+
+
+#: The label that puts a Node in a node group (tests/e2e/nodes.yaml and the gang clusters).
+NODE_GROUP_LABEL = "e2e.policylib.io/group"
+
+
+def node_list(groups: dict[str, list[int]]) -> dict:
+    """A List of fake Nodes: per group, one Node per entry, named ``<group>-<i>``, with that many CPUs."""
+    items = []
+    for group, cpus in groups.items():
+        for i, cpu in enumerate(cpus):
+            items.append({"kind": "Node", "metadata": {"name": f"{group}-{i}", "labels": {NODE_GROUP_LABEL: group}},
+                          "status": {"allocatable": {"cpu": str(cpu), "memory": "64Gi", "pods": "110"}}})
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def bound(pods: list[dict]) -> list[str]:
+    """The names of the pods a scheduler has bound (spec.nodeName set), sorted."""
+    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
+
+
+def scheduling_failures(c: Cluster, ns: str) -> dict[str, list[str]]:
+    """FailedScheduling event messages by pod."""
+    out: dict[str, list[str]] = {}
+    for e in c.list("events", ns):
+        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod":
+            out.setdefault(e["involvedObject"]["name"], []).append(e.get("message", ""))
+    return out
+
+
 def b64(s: str) -> str:
     return base64.b64encode(s.encode()).decode()
 
@@ -372,3 +414,22 @@ class Controller:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+@contextlib.contextmanager
+def gang_webhook_and_controller(cluster: Cluster, config: dict, tmp: Path, identity: str,
+                                lease_namespace: str) -> Iterator[None]:
+    """The gang webhook (registered) and a controller that leads, both with ``config``; stopped on exit,
+    the controller first."""
+    hook: Webhook | None = None
+    ctl: Controller | None = None
+    try:
+        hook = Webhook(cluster, "gang", config, tmp).start()
+        hook.register()
+        ctl = leader = Controller(cluster, config, tmp, identity, lease_namespace)
+        wait_for("the controller leads", lambda: leader.status()["leader"], timeout=60)
+        yield
+    finally:
+        for proc in (ctl, hook):
+            if proc:
+                proc.stop()

@@ -15,17 +15,11 @@ import yaml
 from policylib.config import load_config
 
 from ..helmtool import CHART, MATRIX, by_kind_name, helm, render
-from .harness import KUBECTL, ROOT, Controller, wait_for
+from .harness import KUBECTL, ROOT, Controller, schemaless_crds, wait_for
 from .test_install import CERT_MANAGER_CRDS
 
-MONITORING_CRDS = [
-    {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-     "metadata": {"name": f"{plural}.monitoring.coreos.com"},
-     "spec": {"group": "monitoring.coreos.com", "scope": "Namespaced",
-              "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
-    for plural, kind in (("servicemonitors", "ServiceMonitor"), ("prometheusrules", "PrometheusRule"))]
+MONITORING_CRDS = schemaless_crds("monitoring.coreos.com",
+                                  (("servicemonitors", "ServiceMonitor"), ("prometheusrules", "PrometheusRule")))
 DRY_NS = "policylib-chart-dry"
 
 

@@ -17,12 +17,24 @@ import yaml
 
 from policylib.check import check
 
-from .harness import SHARED, Cluster, Controller, Timeout, Webhook, build_harness, refused, wait_for
+from .harness import (
+    NODE_GROUP_LABEL,
+    SHARED,
+    Cluster,
+    Timeout,
+    bound,
+    build_harness,
+    gang_webhook_and_controller,
+    node_list,
+    refused,
+    scheduling_failures,
+    wait_for,
+)
 
 PODGROUP_CRD = "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml"
 TFJOB_CRD = "schemas/kubeflow/kubeflow.org_tfjobs.yaml"
 SCHEDULER = "scheduler-plugins-scheduler"
-GROUP = "e2e.policylib.io/group"
+GROUP = NODE_GROUP_LABEL
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 LEASE_NS = "policylib-system"
 #: Short, so that the test sees a gang outlive its PodGroup's timeout.
@@ -38,15 +50,6 @@ NODE_GROUPS = {
 }
 
 
-def node_list() -> dict:
-    items = []
-    for group, cpus in NODE_GROUPS.items():
-        for i, cpu in enumerate(cpus):
-            items.append({"kind": "Node", "metadata": {"name": f"{group}-{i}", "labels": {GROUP: group}},
-                          "status": {"allocatable": {"cpu": str(cpu), "memory": "64Gi", "pods": "110"}}})
-    return {"apiVersion": "v1", "kind": "List", "items": items}
-
-
 @pytest.fixture(scope="module")
 def cosched(harness_built, tmp_path_factory):
     """Its own cluster with the Coscheduling scheduler; the gang webhook and the controller running."""
@@ -55,21 +58,14 @@ def cosched(harness_built, tmp_path_factory):
     build_harness("testcluster-coscheduling")   # a failed build fails the tests
     tmp = tmp_path_factory.mktemp("coscheduling")
     nodes = tmp / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(node_list()))
+    nodes.write_text(yaml.safe_dump(node_list(NODE_GROUPS)))
     c = Cluster(tmp / "c", nodes=nodes, extra_args=("--coscheduling", "--crd", str(SHARED / PODGROUP_CRD)))
-    hook = ctl = None
     try:
         c.install_crds(TFJOB_CRD)
         c.namespace(LEASE_NS)
-        hook = Webhook(c, "gang", CONFIG, tmp).start()
-        hook.register()
-        ctl = Controller(c, CONFIG, tmp, "cosched", LEASE_NS)
-        wait_for("the controller leads", lambda: ctl.status()["leader"], timeout=60)
-        yield c
+        with gang_webhook_and_controller(c, CONFIG, tmp, "cosched", LEASE_NS):
+            yield c
     finally:
-        for proc in (ctl, hook):
-            if proc:
-                proc.stop()
         assert c.stop() == 0
 
 
@@ -140,19 +136,6 @@ def create_pods(c: Cluster, pods: list[dict]) -> None:
 
 def pods_of(c: Cluster, ns: str, job: str) -> list[dict]:
     return c.list("pods", ns, selector=f"training.kubeflow.org/job-name={job}")
-
-
-def bound(pods: list[dict]) -> list[str]:
-    return sorted(p["metadata"]["name"] for p in pods if p["spec"].get("nodeName"))
-
-
-def scheduling_failures(c: Cluster, ns: str) -> dict[str, list[str]]:
-    """FailedScheduling event messages by pod."""
-    out: dict[str, list[str]] = {}
-    for e in c.list("events", ns):
-        if e.get("reason") == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod":
-            out.setdefault(e["involvedObject"]["name"], []).append(e.get("message", ""))
-    return out
 
 
 @pytest.mark.timeout(300)

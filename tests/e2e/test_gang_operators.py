@@ -22,7 +22,7 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import Controller, Webhook, wait_for
+from .harness import Controller, Webhook, gang_webhook_and_controller, wait_for
 
 PODGROUP = "podgroups.scheduling.x-k8s.io"
 CONFIG = {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins", "scheduleTimeoutSeconds": 5},
@@ -38,18 +38,11 @@ def sp(harness_built, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gang-operators")
     c = start_cluster(tmp, "--coscheduling", "--crd", str(podgroup_crd()), "--training-operator", "--mpi-operator",
                       targets=("testcluster-coscheduling", "testcluster-training-operator", "testcluster-mpi-operator"))
-    hook = ctl = None
     try:
         c.namespace(LEASE_NS)
-        hook = Webhook(c, "gang", CONFIG, tmp).start()
-        hook.register()
-        ctl = Controller(c, CONFIG, tmp, "gang-operators", LEASE_NS)
-        wait_for("the controller leads", lambda: ctl.status()["leader"], timeout=60)
-        yield c
+        with gang_webhook_and_controller(c, CONFIG, tmp, "gang-operators", LEASE_NS):
+            yield c
     finally:
-        for proc in (ctl, hook):
-            if proc:
-                proc.stop()
         assert c.stop() == 0
 
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from .harness import ROOT, deployment
+from .harness import ROOT, deployment, schemaless_crds
 
 NS = "policylib-system"
 WEBHOOK_SA = f"system:serviceaccount:{NS}:policylib-webhook"
@@ -16,14 +16,7 @@ CONTROLLER_SA = f"system:serviceaccount:{NS}:policylib-controller"
 
 #: cert-manager is not part of the harness: its two kinds are installed as schemaless CRDs so the
 #: overlay's objects reach the API server (their own schemas are cert-manager's to check).
-CERT_MANAGER_CRDS = [
-    {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-     "metadata": {"name": f"{plural}.cert-manager.io"},
-     "spec": {"group": "cert-manager.io", "scope": "Namespaced",
-              "names": {"plural": plural, "singular": kind.lower(), "kind": kind},
-              "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                  "type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]}}
-    for plural, kind in (("certificates", "Certificate"), ("issuers", "Issuer"))]
+CERT_MANAGER_CRDS = schemaless_crds("cert-manager.io", (("certificates", "Certificate"), ("issuers", "Issuer")))
 
 
 @pytest.fixture(scope="module")

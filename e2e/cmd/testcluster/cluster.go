@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -229,6 +230,27 @@ func (c *cluster) client() (*kubernetes.Clientset, error) {
 	}
 	rc.QPS, rc.Burst = 200, 400
 	return kubernetes.NewForConfig(rc)
+}
+
+// dynamicClient is a dynamic client of the cluster (CRDs and the objects of extra components).
+func (c *cluster) dynamicClient() (dynamic.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.NewForConfig(rc)
+}
+
+// kubeSchedulerConfig is a KubeSchedulerConfiguration of one profile for a scheduler run beside the
+// cluster: no leader election, the cluster's kubeconfig.
+func (c *cluster) kubeSchedulerConfig(profile map[string]interface{}) map[string]interface{} {
+	return map[string]interface{}{
+		"apiVersion":       "kubescheduler.config.k8s.io/v1",
+		"kind":             "KubeSchedulerConfiguration",
+		"leaderElection":   map[string]interface{}{"leaderElect": false},
+		"clientConnection": map[string]interface{}{"kubeconfig": c.kubeconfig},
+		"profiles":         []interface{}{profile},
+	}
 }
 
 // readSchedulerConfig checks that a --scheduler-config file is a KubeSchedulerConfiguration.

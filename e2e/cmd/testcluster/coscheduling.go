@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -108,11 +107,7 @@ func (c *cluster) installCRDs(ctx context.Context) error {
 	if len(c.crds) == 0 {
 		return nil
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := dynamic.NewForConfig(rc)
+	client, err := c.dynamicClient()
 	if err != nil {
 		return err
 	}
@@ -164,26 +159,20 @@ func isEstablished(crd *unstructured.Unstructured) bool {
 // scheduler-plugins-scheduler with Coscheduling at every extension point it implements and as the
 // only queue sort, as upstream's manifests/coscheduling/scheduler-config.yaml has it.
 func (c *cluster) coschedulingConfig() map[string]interface{} {
-	return map[string]interface{}{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"leaderElection":   map[string]interface{}{"leaderElect": false},
-		"clientConnection": map[string]interface{}{"kubeconfig": c.kubeconfig},
-		"profiles": []interface{}{map[string]interface{}{
-			"schedulerName": coschedulingSchedulerName,
-			"plugins": map[string]interface{}{
-				"multiPoint": map[string]interface{}{"enabled": []interface{}{map[string]interface{}{"name": "Coscheduling"}}},
-				"queueSort": map[string]interface{}{
-					"enabled":  []interface{}{map[string]interface{}{"name": "Coscheduling"}},
-					"disabled": []interface{}{map[string]interface{}{"name": "*"}},
-				},
+	return c.kubeSchedulerConfig(map[string]interface{}{
+		"schedulerName": coschedulingSchedulerName,
+		"plugins": map[string]interface{}{
+			"multiPoint": map[string]interface{}{"enabled": []interface{}{map[string]interface{}{"name": "Coscheduling"}}},
+			"queueSort": map[string]interface{}{
+				"enabled":  []interface{}{map[string]interface{}{"name": "Coscheduling"}},
+				"disabled": []interface{}{map[string]interface{}{"name": "*"}},
 			},
-			"pluginConfig": []interface{}{map[string]interface{}{
-				"name": "Coscheduling",
-				"args": map[string]interface{}{"permitWaitingTimeSeconds": permitWaitingTimeSeconds},
-			}},
+		},
+		"pluginConfig": []interface{}{map[string]interface{}{
+			"name": "Coscheduling",
+			"args": map[string]interface{}{"permitWaitingTimeSeconds": permitWaitingTimeSeconds},
 		}},
-	}
+	})
 }
 
 // startCoscheduling writes the config and starts the scheduler-plugins scheduler as a child

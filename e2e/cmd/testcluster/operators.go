@@ -37,7 +37,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -204,11 +203,7 @@ func (c *cluster) startOperators(ctx context.Context, client *kubernetes.Clients
 	if o == nil {
 		return nil
 	}
-	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
+	dyn, err := c.dynamicClient()
 	if err != nil {
 		return err
 	}
@@ -306,16 +301,11 @@ func (c *cluster) startTrainingOperator(ctx context.Context, client *kubernetes.
 		3*time.Minute, func() error { return c.exited(trainingOperatorName) }); err != nil {
 		return err
 	}
-	return c.waitTrainingOperatorAdmission(ctx, dynamicFor(c), 2*time.Minute)
-}
-
-func dynamicFor(c *cluster) dynamic.Interface {
-	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
+	dyn, err := c.dynamicClient()
 	if err != nil {
-		return nil
+		return err
 	}
-	d, _ := dynamic.NewForConfig(rc)
-	return d
+	return c.waitTrainingOperatorAdmission(ctx, dyn, 2*time.Minute)
 }
 
 func copyServingCert(p *pki, dir string) error {
@@ -437,29 +427,23 @@ func (c *cluster) koordSchedulerConfig() map[string]interface{} {
 		}
 		return map[string]interface{}{"enabled": list}
 	}
-	return map[string]interface{}{
-		"apiVersion":       "kubescheduler.config.k8s.io/v1",
-		"kind":             "KubeSchedulerConfiguration",
-		"leaderElection":   map[string]interface{}{"leaderElect": false},
-		"clientConnection": map[string]interface{}{"kubeconfig": c.kubeconfig},
-		"profiles": []interface{}{map[string]interface{}{
-			"schedulerName": koordSchedulerName,
-			"plugins": map[string]interface{}{
-				"preEnqueue": on("Coscheduling"),
-				"queueSort": map[string]interface{}{
-					"disabled": []interface{}{map[string]interface{}{"name": "*"}},
-					"enabled":  []interface{}{map[string]interface{}{"name": "PrioritySort"}},
-				},
-				"preFilter":  on("Coscheduling"),
-				"postFilter": on("Coscheduling"),
-				"preScore":   on("Coscheduling"),
-				"reserve":    on("Coscheduling"),
-				"permit":     on("Coscheduling"),
-				"preBind":    on("Coscheduling"),
-				"postBind":   on("Coscheduling"),
+	return c.kubeSchedulerConfig(map[string]interface{}{
+		"schedulerName": koordSchedulerName,
+		"plugins": map[string]interface{}{
+			"preEnqueue": on("Coscheduling"),
+			"queueSort": map[string]interface{}{
+				"disabled": []interface{}{map[string]interface{}{"name": "*"}},
+				"enabled":  []interface{}{map[string]interface{}{"name": "PrioritySort"}},
 			},
-		}},
-	}
+			"preFilter":  on("Coscheduling"),
+			"postFilter": on("Coscheduling"),
+			"preScore":   on("Coscheduling"),
+			"reserve":    on("Coscheduling"),
+			"permit":     on("Coscheduling"),
+			"preBind":    on("Coscheduling"),
+			"postBind":   on("Coscheduling"),
+		},
+	})
 }
 
 // startKoordScheduler runs koord-scheduler and waits for its /healthz.

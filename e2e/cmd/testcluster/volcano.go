@@ -26,7 +26,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 )
 
@@ -110,11 +109,7 @@ func checkVolcanoDir(dir string) error {
 // components and returns once its scheduler has made the default Queue, the queue controller has
 // opened it, and its webhooks mutate and validate a Job.
 func (c *cluster) startVolcano(ctx context.Context, client *kubernetes.Clientset) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", c.kubeconfig)
-	if err != nil {
-		return err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
+	dyn, err := c.dynamicClient()
 	if err != nil {
 		return err
 	}
