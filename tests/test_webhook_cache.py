@@ -270,3 +270,13 @@ def test_a_failed_read_falls_back_to_the_cache_and_is_counted(api, synced_empty_
     assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 1.0}
     assert "HPA read for Deployment ml/web failed, using the watch cache: HTTP 500 InternalError: etcd unavailable" \
         in caplog.text
+
+
+def test_read_hpas_on_create_false_reads_the_watch_only(api, synced_empty_cache):
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", [hpa("web", 6, "ml")], 500))
+    config = {"webhook": {"readHpasOnCreate": False}}
+    app = webhook.create_app(config, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    response = app.post("/mutate", json=review_of(deployment("web", "ml", replicas=3))).get_json()["response"]
+    assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
+    assert [r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH] == []
+    assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 0.0}
