@@ -214,6 +214,7 @@ def render() -> tuple[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    sys.path.insert(0, str(ROOT))  # this tree's policylib, whatever the environment has installed
     schema, doc = render()
     stale = [str(p.relative_to(ROOT)) for p, text in ((SCHEMA, schema), (DOC, doc))
              if not p.exists() or p.read_text() != text]

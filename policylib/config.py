@@ -82,6 +82,7 @@ class WebhookSettings:
 
     failureMode: str = "open"
     maxRequestBytes: int = 6 * 1024 * 1024
+    readHpasOnCreate: bool = True
 
 
 
@@ -313,6 +314,11 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                                "denies it with the error.", None, **{"x-invalid": "must be 'open' (admit unchanged "
                                                                     "with a warning) or 'closed' (deny)"}),
         "maxRequestBytes": _count(6 * 1024 * 1024, "The largest AdmissionReview body read.", None),
+        "readHpasOnCreate": _flag(True, "A Deployment CREATE whose HPA the webhook's watch does not have reads the "
+                                  "namespace's HPAs from the API server once, so an HPA applied just before its "
+                                  "Deployment always counts (about 1-2 ms per such create); false: the watch only, "
+                                  "and an HPA applied first may be missed (use the "
+                                  "policylib.io/autoscaling-min-replicas annotation).", "W4"),
     }),
     "volcano": ("Volcano Jobs: RestartPartition events, partitions, network topology, HyperNode discovery.", "V3", {
         "enabled": _flag(True, "Apply the Volcano Job policies.", "P2"),

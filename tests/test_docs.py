@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
@@ -468,3 +469,13 @@ def test_every_flag_quoted_in_the_docs_exists():
                 assert option in accepted[(program, command)], (
                     f"{page.relative_to(ROOT)}: `{program} {command}` has no option {option}")
     assert checked > 50
+
+
+def test_one_minimum_kubernetes_version():
+    """docs/install.md's minimum, README's, the Helm chart's kubeVersion and the version the manifests are
+    validated against are one version."""
+    from tests import test_manifests
+    install = re.search(r"Minimum Kubernetes: (\d+\.\d+)\.", (ROOT / "docs" / "install.md").read_text()).group(1)
+    readme = re.search(r"Minimum Kubernetes: (\d+\.\d+)\.", (ROOT / "README.md").read_text()).group(1)
+    chart = yaml.safe_load((ROOT / "charts" / "policylib" / "Chart.yaml").read_text())["kubeVersion"]
+    assert (readme, chart, test_manifests.K8S_VERSION) == (install, f">={install}.0-0", f"{install}.0")

@@ -211,3 +211,72 @@ def test_an_event_older_than_the_cached_hpa_is_ignored(api, tmp_path):
     finally:
         cache.stop()
         script.done.set()
+
+
+NAMESPACED_HPA_PATH = "/apis/autoscaling/v2/namespaces/ml/horizontalpodautoscalers"
+
+
+def confirming_reads(app) -> dict[str, float]:
+    """The confirming-read counter's values by result, from ``/metrics``."""
+    text = app.get("/metrics").get_data(as_text=True)
+    return {line.split('result="')[1].split('"')[0]: float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+            if line.startswith("policylib_webhook_hpa_confirming_reads_total{")}
+
+
+@pytest.fixture
+def synced_empty_cache(api, tmp_path):
+    """A cache whose watch has no HPA (it has not delivered the one the namespace list shows)."""
+    script = WatchScript([], [])
+    api.route("GET", HPA_PATH, script)
+    cache = cache_for(api, tmp_path).start()
+    wait_for(lambda: cache.ready)
+    yield cache
+    cache.stop()
+    script.done.set()
+
+
+def test_create_reads_the_namespace_when_the_watch_has_no_hpa_yet(api, synced_empty_cache):
+    """Rule W4: the HPA applied just before its Deployment, not yet in the watch: the Deployment is
+    still stored for the HPA's minimum, whatever the watch's timing."""
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler",
+                                                     [hpa("web", 6, "ml"), hpa("other", 9, "ml")], 500))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    response = app.post("/mutate", json=review_of(deployment("web", "ml", replicas=3)))
+    reasons = response.get_json()["response"]["auditAnnotations"]["reasons"]
+    assert reasons.startswith("effective replicas 6 (HorizontalPodAutoscaler web minReplicas 6)")
+    reads = [r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]
+    assert [r["query"].get("resourceVersion") for r in reads] == [None]   # a consistent read, not the cache's
+    assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 0.0}
+
+
+def test_create_without_any_hpa_reads_once_and_update_never(api, synced_empty_cache):
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", [hpa("other", 9, "ml")], 500))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    d = deployment("web", "ml", replicas=3)
+    created = app.post("/mutate", json=review_of(d)).get_json()["response"]
+    assert created["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
+    app.post("/mutate", json=review_of(d, operation="UPDATE", old=d))
+    assert len([r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]) == 1
+    assert confirming_reads(app) == {"found": 0.0, "none": 1.0, "error": 0.0}
+
+
+def test_a_failed_read_falls_back_to_the_cache_and_is_counted(api, synced_empty_cache, caplog):
+    api.route("GET", NAMESPACED_HPA_PATH, (500, {"kind": "Status", "apiVersion": "v1", "code": 500,
+                                                 "reason": "InternalError", "message": "etcd unavailable"}))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    response = app.post("/mutate", json=review_of(deployment("web", "ml", replicas=3))).get_json()["response"]
+    assert response["allowed"] is True
+    assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
+    assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 1.0}
+    assert "HPA read for Deployment ml/web failed, using the watch cache: HTTP 500 InternalError: etcd unavailable" \
+        in caplog.text
+
+
+def test_read_hpas_on_create_false_reads_the_watch_only(api, synced_empty_cache):
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", [hpa("web", 6, "ml")], 500))
+    config = {"webhook": {"readHpasOnCreate": False}}
+    app = webhook.create_app(config, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    response = app.post("/mutate", json=review_of(deployment("web", "ml", replicas=3))).get_json()["response"]
+    assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
+    assert [r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH] == []
+    assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 0.0}

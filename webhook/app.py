@@ -21,7 +21,7 @@ from werkzeug.wsgi import get_content_length
 import policylib
 
 from . import review
-from .cache import ObjectOnlyFacts
+from .cache import ObjectOnlyFacts, for_review
 from .metrics import Metrics, kind_label
 
 REVIEW_LOG = "webhook.review"
@@ -96,7 +96,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             start = time.perf_counter()
             with metrics.in_flight.track_inprogress():
                 req = review.parse_review(read_body(environ, limit))
-                answer = review.decide(req, config, facts)
+                answer = review.decide(req, config, reviewed_facts(req.operation))
                 try:
                     payload = orjson.dumps(review.response_review(req, answer))
                 except (TypeError, ValueError, OverflowError, RecursionError) as e:
@@ -118,6 +118,13 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             errors.exception("Exception on /mutate [POST]")
             metrics.server_errors.labels("/mutate").inc()
             return 500, orjson.dumps({"error": "internal error", "code": 500})
+
+    def count_hpa_read(result: str) -> None:
+        metrics.hpa_reads.labels(result).inc()
+
+    def reviewed_facts(operation: str) -> Any:
+        """Rule W4 unless ``webhook.readHpasOnCreate`` is false."""
+        return for_review(facts, operation, count_hpa_read) if config.webhook.readHpasOnCreate else facts
 
     def record(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> None:
         kind = kind_label(req.group, req.kind)  # a bounded label: never the request's free text

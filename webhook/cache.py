@@ -1,10 +1,15 @@
 """Cluster facts for the policies: a watch-backed HPA cache, or the object alone.
 
-A review never makes an API call: a background thread lists every
-HorizontalPodAutoscaler (``autoscaling/v2``) once, then watches for changes, with
-the controller's :class:`~webhook.informer.Reflector` and
-:class:`~webhook.informer.Store` (one list-watch in the project: resume from the
-last version seen, list[Any] again on 410 Gone, stale events ignored).
+A background thread lists every HorizontalPodAutoscaler (``autoscaling/v2``)
+once, then watches for changes, with the controller's
+:class:`~webhook.informer.Reflector` and :class:`~webhook.informer.Store` (one
+list-watch in the project: resume from the last version seen, list again on 410
+Gone, stale events ignored). Reviews read that cache, with one exception (rule
+W4): a Deployment CREATE for which the cache has no HPA reads the namespace's
+HPAs from the API server once (:class:`ConfirmedHpas`), because an HPA applied
+just before its Deployment (``kubectl apply`` of a file, HPA first) may not
+have reached the watch yet, and the Deployment would then be stored for its own
+``spec.replicas``: the stored result would depend on timing.
 
 Without cluster access (``make run`` on a laptop) :class:`ObjectOnlyFacts`
 stands in and policies fall back to what the object says (``spec.replicas``,
@@ -15,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from policylib.facts import ClusterFacts, hpa_target
 from policylib.shell import kube
@@ -28,6 +33,11 @@ OBJECT_ONLY, WATCH = "object-only", "watch"
 HPA_API_VERSION = "autoscaling/v2"
 WATCH_SECONDS = 300
 MAX_BACKOFF = 30.0
+#: The confirming read's (connect, read) timeout: well inside the webhook configuration's
+#: ``timeoutSeconds`` (3), so a slow API server costs a cache answer, never a failed admission.
+CONFIRM_TIMEOUT = (0.5, 1.0)
+#: ``result`` label values of the confirming reads' counter.
+CONFIRMED_FOUND, CONFIRMED_NONE, CONFIRMED_ERROR = "found", "none", "error"
 
 
 class ObjectOnlyFacts(ClusterFacts):
@@ -134,6 +144,45 @@ class HpaCache(ClusterFacts):
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class ConfirmedHpas(ClusterFacts):
+    """Rule W4: the facts of one Deployment CREATE. The cache answers when it knows an HPA for the
+    Deployment; otherwise one namespaced list from the API server (a consistent read: it includes
+    every HPA whose create returned before this request) confirms there is none, or finds the one
+    the watch has not delivered yet. A failed read falls back to the cache's answer, counted
+    and logged. ``counted(result)`` is called once per confirming read."""
+
+    def __init__(self, cache: "HpaCache", counted: Callable[[str], None]):
+        super().__init__()
+        self.cache, self.counted = cache, counted
+
+    @property
+    def ready(self) -> bool:
+        return self.cache.ready
+
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        """Rule W4: the cache's HPAs for the Deployment, else the API server's."""
+        cached = self.cache.hpas_for(namespace, name)
+        if cached or not namespace or not name:
+            return cached
+        try:
+            items, _ = self.cache.api.list(kube.HPAS, namespace, timeout=CONFIRM_TIMEOUT)
+        except Exception as e:  # noqa: BLE001 -- any failure of the read: the cache's answer stands
+            log.warning("HPA read for Deployment %s/%s failed, using the watch cache: %s", namespace, name, e)
+            self.counted(CONFIRMED_ERROR)
+            return cached
+        found = [slim_hpa(h) for h in items if hpa_target(h) == (namespace, name)]
+        self.counted(CONFIRMED_FOUND if found else CONFIRMED_NONE)
+        return found
+
+
+def for_review(facts: Any, operation: str, counted: Callable[[str], None]) -> Any:
+    """The facts a review reads: :class:`ConfirmedHpas` over a watch cache for a CREATE (rule W4),
+    else ``facts`` itself."""
+    if operation == "CREATE" and isinstance(facts, HpaCache):
+        return ConfirmedHpas(facts, counted)
+    return facts
 
 
 def facts_source(mode: str = "auto", kubeconfig: str | None = None) -> ObjectOnlyFacts | HpaCache:

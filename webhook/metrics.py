@@ -73,6 +73,10 @@ class Metrics:
                                       "(a client that reuses its connections makes few), by the protocol "
                                       "agreed by ALPN (none when the client offered none).", ["protocol"],
                                       registry=r)
+        self.hpa_reads = Counter(f"{PREFIX}_hpa_confirming_reads", "Deployment CREATEs for which the HPA "
+                                 "watch cache had no HPA, so the namespace's HPAs were read from the API "
+                                 "server (rule W4), by result (found: the watch had not caught up; none; "
+                                 "error: the cache's answer was used).", ["result"], registry=r)
         self.in_flight = Gauge(f"{PREFIX}_in_flight_requests", "Admission reviews being answered.",
                                multiprocess_mode="livesum", registry=r)
         self.cert_not_after = Gauge(f"{PREFIX}_certificate_not_after_seconds", "notAfter of the serving "
@@ -85,6 +89,8 @@ class Metrics:
             for mode in ("open", "closed"):
                 self.policy_failures.labels(kind, mode)
         self.server_errors.labels("/mutate")
+        for result in ("found", "none", "error"):
+            self.hpa_reads.labels(result)
 
     def review(self, kind: str, operation: str, outcome: str, seconds: float, patch_ops: int) -> None:
         """Count one answered review; the labelled children are looked up once per label set.

@@ -189,21 +189,24 @@ class Api:
         """An RFC 6902 JSON patch."""
         return self._one(res, self.request("PATCH", res.path(namespace, name), body=patch, content_type=JSON_PATCH))
 
-    def list(self, res: Resource, namespace: str | None = None) -> tuple[list[dict[str, Any]], str]:
+    def list(self, res: Resource, namespace: str | None = None,
+             timeout: float | tuple[float, float] | None = None) -> tuple[list[dict[str, Any]], str]:
         """Every object, page by page, and the list's resourceVersion (where a watch starts).
-        NotFound when the cluster does not serve the resource."""
+        NotFound when the cluster does not serve the resource. ``timeout`` bounds each page's request
+        (connect, read)."""
         items: list[dict[str, Any]] = []
-        for page in self.pages(res, namespace):
+        for page in self.pages(res, namespace, timeout=timeout):
             items += page["items"]
             version = page["resourceVersion"]
         return items, version
 
-    def pages(self, res: Resource, namespace: str | None = None) -> Iterator[dict[str, Any]]:
+    def pages(self, res: Resource, namespace: str | None = None,
+              timeout: float | tuple[float, float] | None = None) -> Iterator[dict[str, Any]]:
         """Pages ``{"items", "resourceVersion"}`` of ``res`` (``limit``/``continue``)."""
         token = None
         while True:
             query: list[tuple[str, Any]] = [("limit", PAGE)] + ([("continue", token)] if token else [])
-            body = self.request("GET", res.path(namespace), query=query)
+            body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
             items = [self._typed(res, item) for item in body.get("items") or []]
             meta = body.get("metadata") or {}
             yield {"items": items, "resourceVersion": meta.get("resourceVersion", "")}
