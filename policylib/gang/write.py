@@ -13,6 +13,7 @@ from .job import KubeflowJob
 from .metadata import check_emitted, desired_metadata
 from .podgroup import build_podgroups
 from .priority import and_list, priority_violation
+from .workload import workload_objects
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,7 @@ def write_gang(case: GangCase) -> Result:
         out.violation(violation, case.deny)
         desired = {k: ({}, {}) for k in desired}
     else:
-        podgroups = build_podgroups(job, plan, settings)
+        podgroups = build_podgroups(job, plan, settings) + workload_objects(job, plan, settings)
         out.reason(describe_plan(plan, settings))
         check_emitted(case.ref, job, desired, podgroups)
     draft = Draft(obj)
