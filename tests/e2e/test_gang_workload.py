@@ -1,0 +1,88 @@
+"""Gang method ``workload`` end to end (rules G16-G18): Kubernetes' own gang scheduling (1.36 alpha,
+``testcluster --feature-gates GangScheduling=true,GenericWorkload=true``) for a TFJob that training-operator
+(``--training-operator``) turns into pods. The test creates only the job: policylib's webhook labels its
+templates, the operator creates the pods, the webhook's gang-pods entry writes each pod's
+``spec.schedulingGroup``, policylib's controller creates the Workload and PodGroup, and the default
+kube-scheduler places the gang. Rows of docs/compatibility.md name these tests."""
+from __future__ import annotations
+
+import pytest
+
+from .gang_operators import LEASE_NS, bound, check_gang, create, job_pods, start_cluster, tfjob, wait_pods
+from .harness import gang_webhook_and_controller, wait_for
+
+GATES = "GangScheduling=true,GenericWorkload=true"
+LABEL = "policylib.io/scheduling-group"
+WORKLOAD = "workloads.scheduling.k8s.io"
+PODGROUP = "podgroups.scheduling.k8s.io"
+CONFIG = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}, "controller": {"leaseDurationSeconds": 6}}
+
+
+@pytest.fixture(scope="module")
+def native(harness_built, tmp_path_factory):
+    """training-operator (no gang mode of its own) on a cluster with the native gang gates; policylib's
+    webhook and controller with gang method workload."""
+    tmp = tmp_path_factory.mktemp("gang-workload")
+    c = start_cluster(tmp, "--training-operator", "--feature-gates", GATES, targets=("testcluster-training-operator",))
+    try:
+        c.namespace(LEASE_NS)
+        with gang_webhook_and_controller(c, CONFIG, tmp, "gang-workload", LEASE_NS):
+            yield c
+    finally:
+        assert c.stop() == 0
+
+
+def owner(obj: dict) -> list[tuple[str, str, bool]]:
+    return [(r["kind"], r["uid"], r.get("controller", False)) for r in obj["metadata"].get("ownerReferences") or []]
+
+
+@pytest.mark.timeout(300)
+def test_workload_method_tfjob_pods_carry_the_scheduling_group_and_bind_together(native):
+    """PS 1 + Worker 2 of 1 CPU on 3 CPUs: the templates carry the label, the operator's pods carry
+    spec.schedulingGroup (written by the webhook), the controller's Workload and PodGroup say minCount 3 and
+    are owned by the job, and kube-scheduler binds all three."""
+    ns = native.namespace("workload-fits", config="gang")
+    stored = create(native, tfjob("train", ns, "fits3", None))
+    specs = stored["spec"]["tfReplicaSpecs"]
+    assert {k: v["template"]["metadata"]["labels"] for k, v in specs.items()} == {
+        "PS": {LABEL: "train"}, "Worker": {LABEL: "train"}}
+    assert check_gang(CONFIG, native, stored, "fits3") == []
+    pg = wait_for("the controller creates the PodGroup", lambda: native.get_or_none(PODGROUP, "train", ns), timeout=90)
+    wl = native.get(WORKLOAD, "train", ns)
+    uid = stored["metadata"]["uid"]
+    assert owner(wl) == owner(pg) == [("TFJob", uid, True)]
+    # the API server stores schedulingConstraints as null (the template's field has no omitempty)
+    assert wl["spec"]["podGroupTemplates"] == [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": 3}},
+                                                "schedulingConstraints": None}]
+    assert wl["spec"]["controllerRef"] == {"apiGroup": "kubeflow.org", "kind": "TFJob", "name": "train"}
+    assert pg["spec"]["podGroupTemplateRef"] == {"workload": {"workloadName": "train", "podGroupTemplateName": "gang"}}
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
+    pods = wait_pods(native, ns, stored, 3)
+    assert {p["metadata"]["labels"].get(LABEL) for p in pods} == {"train"}
+    assert [p["spec"].get("schedulingGroup") for p in pods] == [{"podGroupName": "train"}] * 3
+    assert {p["spec"].get("schedulerName") for p in pods} == {"default-scheduler"}
+    wait_for("all 3 pods bound", lambda: len(bound(job_pods(native, ns, stored))) == 3, timeout=150)
+
+
+@pytest.mark.timeout(300)
+def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(native):
+    """PS 1 + Worker 3 on 3 CPUs: check predicts it; kube-scheduler judges every pod of the gang
+    unschedulable and binds none."""
+    ns = native.namespace("workload-short", config="gang")
+    stored = create(native, tfjob("train", ns, "short", None, workers=3))
+    assert check_gang(CONFIG, native, stored, "short") == [
+        f"TFJob {ns}/train: its gang needs 4 pods at once; the Nodes can hold 3 of them now: it would wait for its "
+        "scheduleTimeout and never start"]
+    pods = wait_pods(native, ns, stored, 4)
+    assert [p["spec"].get("schedulingGroup") for p in pods] == [{"podGroupName": "train"}] * 4
+    pg = wait_for("the controller creates the PodGroup", lambda: native.get_or_none(PODGROUP, "train", ns), timeout=90)
+    assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 4}}
+    ever: set[str] = set()
+
+    def all_unschedulable():
+        listed = job_pods(native, ns, stored)
+        ever.update(bound(listed))
+        conds = [c for p in listed for c in p["status"].get("conditions") or [] if c["type"] == "PodScheduled"]
+        return ever or (len(conds) == 4 and all(c["status"] == "False" for c in conds))
+    wait_for("every pod judged unschedulable", all_unschedulable, timeout=150)
+    assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
