@@ -205,7 +205,7 @@ def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> 
 
 
 def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
-    """Gang ``method: workload`` (rule G18): the job's ``scheduling.k8s.io/v1alpha2`` Workload, then its
+    """Gang ``method: workload`` (rule G19): the job's ``scheduling.k8s.io/v1alpha2`` Workload, then its
     PodGroup, must exist, owned by the job (garbage collection deletes them with it).
 
     Only a job that carries our scheduling-group label as the gang policy writes it gets them. A missing

@@ -353,7 +353,7 @@ def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     (most clusters serve neither, and there is nothing to write for them otherwise)."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
-    if config.gang.enabled and config.gang.method == "workload":   # rule G18: Kubernetes' own Workload, PodGroup
+    if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
         return base + kube.KUBEFLOW_JOBS + kube.NATIVE_GANG
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 
@@ -456,7 +456,7 @@ class Controller:
         self.undone: dict[Key, str | None] = {}
         #: Why this replica cannot lead, when it knows (shown by /readyz).
         self.not_leading = ""
-        #: Rule G18: the jobs (key, uid) already told by a Warning Event that the API server does not serve
+        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server does not serve
         #: scheduling.k8s.io/v1alpha2 (one Event per job, not one per resync).
         self.unserved_told: set[tuple[Key, str]] = set()
         #: Resyncs queued (counted by the resync's thread) and the count the worker last acted on.
@@ -696,7 +696,7 @@ class Controller:
         return any(r.get("name") == res.plural for r in (found or {}).get("resources") or [] if isinstance(r, dict))
 
     def api_not_served(self, key: Key, write: Write) -> None:
-        """Rule G18: a job of gang method workload on a cluster that does not serve
+        """Rule G20: a job of gang method workload on a cluster that does not serve
         scheduling.k8s.io/v1alpha2: an error in the log, and a Warning Event on the job naming the feature
         gates, once per job."""
         from policylib.gang.workload import API_NOT_SERVED
