@@ -298,3 +298,14 @@ def test_controller_warns_on_the_job_once_when_the_api_is_not_served(tmp_path, c
     assert "--feature-gates=GangScheduling=true,GenericWorkload=true" in API_NOT_SERVED
     assert "--runtime-config=scheduling.k8s.io/v1alpha2=true" in API_NOT_SERVED
     assert c.metrics.registry.get_sample_value("policylib_controller_errors_total", {"stage": "unserved"}) == 4
+
+
+# --- check (rule G20) ------------------------------------------------------------------------------------
+
+def test_check_says_when_the_cluster_does_not_serve_the_api():
+    from policylib.check import Finding, check_workload_api
+    config = load_config(WORKLOAD)
+    assert check_workload_api(config, False) == [
+        Finding("error", "gang.method", f"{API_NOT_SERVED}: no job's pods would be gang-scheduled")]
+    assert check_workload_api(config, True) == check_workload_api(config, None) == []
+    assert check_workload_api(load_config(None), False) == []   # another method: the API does not matter

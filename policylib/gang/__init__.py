@@ -83,6 +83,7 @@ from .keys import (
     SCHEDULING_GROUP_LABEL,
     SIGS_PREFIX,
     VOLCANO_GROUP_NAME,
+    WORKLOAD_API_VERSION,
     is_gang_key,
     is_kubeflow_job,
 )
@@ -103,7 +104,7 @@ from .operator import OPERATOR_PODGROUP, operator_gang_reason, operator_of, temp
 from .podgroup import build_podgroups
 from .priority import and_list, priority_conflict, priority_violation
 from .update import describe_shape, kept_or_dropped, read_old_job, update_gang
-from .workload import WORKLOAD_API_VERSION, is_pod, mutate_pod, workload_objects
+from .workload import is_pod, mutate_pod, workload_objects
 from .write import (
     GangCase,
     apply_metadata,

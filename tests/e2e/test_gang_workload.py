@@ -6,10 +6,17 @@ templates, the operator creates the pods, the webhook's gang-pods entry writes e
 kube-scheduler places the gang. Rows of docs/compatibility.md name these tests."""
 from __future__ import annotations
 
+import json
+import subprocess
+
 import pytest
+import yaml
+
+from policylib.gang.workload import API_NOT_SERVED
 
 from .gang_operators import LEASE_NS, bound, check_gang, create, job_pods, start_cluster, tfjob, wait_pods
 from .harness import gang_webhook_and_controller, wait_for
+from .util import POLICYLIB
 
 GATES = "GangScheduling=true,GenericWorkload=true"
 LABEL = "policylib.io/scheduling-group"
@@ -86,3 +93,45 @@ def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(n
         return ever or (len(conds) == 4 and all(c["status"] == "False" for c in conds))
     wait_for("every pod judged unschedulable", all_unschedulable, timeout=150)
     assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
+
+
+@pytest.fixture(scope="module")
+def no_gates(harness_built, tmp_path_factory):
+    """The same setup on a cluster without the gates: scheduling.k8s.io/v1alpha2 is not served."""
+    tmp = tmp_path_factory.mktemp("gang-workload-off")
+    c = start_cluster(tmp, "--training-operator", targets=("testcluster-training-operator",))
+    try:
+        c.namespace(LEASE_NS)
+        with gang_webhook_and_controller(c, CONFIG, tmp, "gang-workload-off", LEASE_NS):
+            yield c, tmp
+    finally:
+        assert c.stop() == 0
+
+
+@pytest.mark.timeout(300)
+def test_workload_method_without_the_gates_warns_on_the_job_and_check_says_so(no_gates):
+    """Rule G20 on a real API server that does not serve scheduling.k8s.io/v1alpha2: one Warning Event on the
+    job names the gates; `policylib check --cluster` says the same; the API server drops the pods'
+    schedulingGroup (the GenericWorkload gate is off), so they are scheduled one by one."""
+    c, tmp = no_gates
+    ns = c.namespace("workload-off", config="gang")
+    stored = create(c, tfjob("train", ns, "fits3", None))
+
+    def warnings():
+        events = c.list("events.events.k8s.io", ns)
+        found = [e for e in events if e.get("reason") == "WorkloadAPINotServed"]
+        return found or None
+    found = wait_for("the controller's Warning Event on the job", warnings, timeout=90)
+    assert [(e["type"], e["regarding"]["kind"], e["regarding"]["name"], e["regarding"]["uid"]) for e in found] == [
+        ("Warning", "TFJob", "train", stored["metadata"]["uid"])]
+    assert found[0]["note"] == f"TFJob {ns}/train: no Workload train made: {API_NOT_SERVED}"
+    cfg = tmp / "check-workload.yaml"
+    cfg.write_text(yaml.safe_dump(CONFIG))
+    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json"],
+                         capture_output=True, text=True, env=c.env, timeout=120)
+    assert run.returncode == 3, run.stderr
+    assert {"severity": "error", "key": "gang.method",
+            "message": f"{API_NOT_SERVED}: no job's pods would be gang-scheduled"} in json.loads(run.stdout)
+    pods = wait_pods(c, ns, stored, 3)
+    assert {p["metadata"]["labels"].get(LABEL) for p in pods} == {"train"}
+    assert [p["spec"].get("schedulingGroup") for p in pods] == [None] * 3
