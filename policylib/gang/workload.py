@@ -118,8 +118,10 @@ def mutate_pod(obj: dict[str, Any], config: Config | dict[str, Any] | None = Non
     if errors:
         out.warn(f"{label} is not a PodGroup name ({'; '.join(errors)}): spec.schedulingGroup not written")
         return out.result(obj)
-    spec = obj.get("spec")
-    spec = spec if isinstance(spec, dict) else {}
+    spec = obj.get("spec", {})
+    if not isinstance(spec, dict):
+        out.warn(f"{label}: spec is not an object: spec.schedulingGroup not written")
+        return out.result(obj)
     existing = spec.get("schedulingGroup")
     if existing is not None:
         have = existing.get("podGroupName") if isinstance(existing, dict) else existing
