@@ -309,3 +309,13 @@ def test_check_says_when_the_cluster_does_not_serve_the_api():
         Finding("error", "gang.method", f"{API_NOT_SERVED}: no job's pods would be gang-scheduled")]
     assert check_workload_api(config, True) == check_workload_api(config, None) == []
     assert check_workload_api(load_config(None), False) == []   # another method: the API does not matter
+
+
+def test_a_pod_without_a_spec_gets_one_and_a_bad_spec_is_left_alone():
+    bare = {k: v for k, v in pod().items() if k != "spec"}
+    assert mutate(bare, WORKLOAD).patch == [{"op": "add", "path": "/spec",
+                                              "value": {"schedulingGroup": {"podGroupName": "train"}}}]
+    bad = dict(pod(), spec=["x"])
+    result = mutate(bad, WORKLOAD)
+    assert result.patch == [] and result.warnings == [
+        f"{LABEL}=train: spec is not an object: spec.schedulingGroup not written"]
