@@ -14,7 +14,18 @@ import yaml
 
 from policylib.gang.workload import API_NOT_SERVED
 
-from .gang_operators import LEASE_NS, bound, check_gang, create, job_pods, start_cluster, tfjob, wait_pods
+from .gang_operators import (
+    LEASE_NS,
+    bound,
+    check_gang,
+    create,
+    job_pods,
+    mpijob,
+    pytorchjob,
+    start_cluster,
+    tfjob,
+    wait_pods,
+)
 from .harness import gang_webhook_and_controller, wait_for
 from .util import POLICYLIB
 
@@ -27,10 +38,11 @@ CONFIG = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}, "contro
 
 @pytest.fixture(scope="module")
 def native(harness_built, tmp_path_factory):
-    """training-operator (no gang mode of its own) on a cluster with the native gang gates; policylib's
-    webhook and controller with gang method workload."""
+    """training-operator and the MPI Operator (no gang mode of their own) on a cluster with the native gang
+    gates; policylib's webhook and controller with gang method workload."""
     tmp = tmp_path_factory.mktemp("gang-workload")
-    c = start_cluster(tmp, "--training-operator", "--feature-gates", GATES, targets=("testcluster-training-operator",))
+    c = start_cluster(tmp, "--training-operator", "--mpi-operator", "--feature-gates", GATES,
+                      targets=("testcluster-training-operator", "testcluster-mpi-operator"))
     try:
         c.namespace(LEASE_NS)
         with gang_webhook_and_controller(c, CONFIG, tmp, "gang-workload", LEASE_NS):
@@ -43,25 +55,32 @@ def owner(obj: dict) -> list[tuple[str, str, bool]]:
     return [(r["kind"], r["uid"], r.get("controller", False)) for r in obj["metadata"].get("ownerReferences") or []]
 
 
+JOBS = {"TFJob": (tfjob, "fits3", "tfReplicaSpecs", {"PS", "Worker"}),
+        "PyTorchJob": (pytorchjob, "fits3b", "pytorchReplicaSpecs", {"Master", "Worker"}),
+        "MPIJob": (mpijob, "fits3c", "mpiReplicaSpecs", {"Launcher", "Worker"})}
+
+
 @pytest.mark.timeout(300)
-def test_workload_method_tfjob_pods_carry_the_scheduling_group_and_bind_together(native):
-    """PS 1 + Worker 2 of 1 CPU on 3 CPUs: the templates carry the label, the operator's pods carry
-    spec.schedulingGroup (written by the webhook), the controller's Workload and PodGroup say minCount 3 and
-    are owned by the job, and kube-scheduler binds all three."""
-    ns = native.namespace("workload-fits", config="gang")
-    stored = create(native, tfjob("train", ns, "fits3", None))
-    specs = stored["spec"]["tfReplicaSpecs"]
-    assert {k: v["template"]["metadata"]["labels"] for k, v in specs.items()} == {
-        "PS": {LABEL: "train"}, "Worker": {LABEL: "train"}}
-    assert check_gang(CONFIG, native, stored, "fits3") == []
+@pytest.mark.parametrize("kind", sorted(JOBS))
+def test_workload_method_operator_pods_carry_the_scheduling_group_and_bind_together(native, kind):
+    """3 pods of 1 CPU on 3 CPUs (TFJob PS+Worker, PyTorchJob Master+Worker, MPIJob Launcher+Worker): the
+    templates carry the label, the operator's pods carry spec.schedulingGroup (written by the webhook), the
+    controller's Workload and PodGroup say minCount 3 and are owned by the job, and kube-scheduler binds all
+    three."""
+    build, group, specs_key, roles = JOBS[kind]
+    ns = native.namespace(f"workload-{kind.lower()}", config="gang")
+    stored = create(native, build("train", ns, group, None))
+    specs = stored["spec"][specs_key]
+    assert {k: v["template"]["metadata"]["labels"] for k, v in specs.items()} == {r: {LABEL: "train"} for r in roles}
+    assert check_gang(CONFIG, native, stored, group) == []
     pg = wait_for("the controller creates the PodGroup", lambda: native.get_or_none(PODGROUP, "train", ns), timeout=90)
     wl = native.get(WORKLOAD, "train", ns)
     uid = stored["metadata"]["uid"]
-    assert owner(wl) == owner(pg) == [("TFJob", uid, True)]
+    assert owner(wl) == owner(pg) == [(kind, uid, True)]
     # the API server stores schedulingConstraints as null (the template's field has no omitempty)
     assert wl["spec"]["podGroupTemplates"] == [{"name": "gang", "schedulingPolicy": {"gang": {"minCount": 3}},
                                                 "schedulingConstraints": None}]
-    assert wl["spec"]["controllerRef"] == {"apiGroup": "kubeflow.org", "kind": "TFJob", "name": "train"}
+    assert wl["spec"]["controllerRef"] == {"apiGroup": "kubeflow.org", "kind": kind, "name": "train"}
     assert pg["spec"]["podGroupTemplateRef"] == {"workload": {"workloadName": "train", "podGroupTemplateName": "gang"}}
     assert pg["spec"]["schedulingPolicy"] == {"gang": {"minCount": 3}}
     pods = wait_pods(native, ns, stored, 3)
