@@ -26,7 +26,7 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import gang_webhook_and_controller, wait_for
+from .harness import Controller, Webhook, gang_webhook_and_controller, wait_for
 from .util import POLICYLIB
 
 GATES = "GangScheduling=true,GenericWorkload=true"
@@ -37,18 +37,30 @@ CONFIG = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}, "contro
 
 
 @pytest.fixture(scope="module")
-def native(harness_built, tmp_path_factory):
+def native_setup(harness_built, tmp_path_factory):
     """training-operator and the MPI Operator (no gang mode of their own) on a cluster with the native gang
     gates; policylib's webhook and controller with gang method workload."""
     tmp = tmp_path_factory.mktemp("gang-workload")
     c = start_cluster(tmp, "--training-operator", "--mpi-operator", "--feature-gates", GATES,
                       targets=("testcluster-training-operator", "testcluster-mpi-operator"))
+    hook = ctl = None
     try:
         c.namespace(LEASE_NS)
-        with gang_webhook_and_controller(c, CONFIG, tmp, "gang-workload", LEASE_NS):
-            yield c
+        hook = Webhook(c, "gang", CONFIG, tmp).start()
+        hook.register()
+        ctl = leader = Controller(c, CONFIG, tmp, "gang-workload", LEASE_NS)
+        wait_for("the controller leads", lambda: leader.status()["leader"], timeout=60)
+        yield c, hook
     finally:
+        for proc in (ctl, hook):
+            if proc:
+                proc.stop()
         assert c.stop() == 0
+
+
+@pytest.fixture(scope="module")
+def native(native_setup):
+    return native_setup[0]
 
 
 def owner(obj: dict) -> list[tuple[str, str, bool]]:
@@ -154,3 +166,33 @@ def test_workload_method_without_the_gates_warns_on_the_job_and_check_says_so(no
     pods = wait_pods(c, ns, stored, 3)
     assert {p["metadata"]["labels"].get(LABEL) for p in pods} == {"train"}
     assert [p["spec"].get("schedulingGroup") for p in pods] == [None] * 3
+
+
+@pytest.mark.timeout(300)
+def test_workload_method_gang_pods_wait_while_the_webhook_is_down(native_setup):
+    """failurePolicy Fail of the gang-pods webhook (rule G17): while the webhook is down the API server
+    refuses the operator's labelled pods (none is admitted without its schedulingGroup, to run alone); the
+    operator retries, and once the webhook is back every pod carries it and the gang binds."""
+    c, hook = native_setup
+    ns = c.namespace("workload-down", config="gang")
+    job = tfjob("train", ns, "role", None, ps=1, workers=1)
+    job["spec"]["runPolicy"] = {"suspend": True}     # no pods until the webhook is down
+    stored = create(c, job)
+    wait_for("the controller creates the PodGroup", lambda: c.get_or_none(PODGROUP, "train", ns), timeout=90)
+    hook.stop()
+    try:
+        c.kubectl("patch", "tfjobs.kubeflow.org", "train", "-n", ns, "--type=merge",
+                  "-p", json.dumps({"spec": {"runPolicy": {"suspend": False}}}))
+
+        def refused():
+            events = [e for e in c.list("events", ns) if e.get("reason") == "FailedCreatePod"
+                      and e["involvedObject"]["name"] == "train"]
+            return events or None
+        events = wait_for("the operator's pod creates refused", refused, timeout=90)
+        assert 'failed calling webhook "gang-pods.gang.e2e.policylib.io"' in events[0]["message"], events[0]["message"]
+        assert job_pods(c, ns, stored) == []
+    finally:
+        hook.start()
+    pods = wait_pods(c, ns, stored, 2, timeout=150)
+    assert [p["spec"].get("schedulingGroup") for p in pods] == [{"podGroupName": "train"}] * 2
+    wait_for("both pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 2, timeout=150)
