@@ -63,6 +63,15 @@ def native(native_setup):
     return native_setup[0]
 
 
+def scheduled_condition(c, ns: str) -> tuple[str, str] | None:
+    """(status, reason) of the PodGroup's PodGroupScheduled condition, written by kube-scheduler's pod group
+    cycle (pkg/scheduler/schedule_one_podgroup.go), or None before it has one."""
+    pg = c.get_or_none(PODGROUP, "train", ns) or {}
+    found = [(x["status"], x["reason"]) for x in (pg.get("status") or {}).get("conditions") or []
+             if x["type"] == "PodGroupScheduled"]
+    return found[0] if found else None
+
+
 def owner(obj: dict) -> list[tuple[str, str, bool]]:
     return [(r["kind"], r["uid"], r.get("controller", False)) for r in obj["metadata"].get("ownerReferences") or []]
 
@@ -100,6 +109,8 @@ def test_workload_method_operator_pods_carry_the_scheduling_group_and_bind_toget
     assert [p["spec"].get("schedulingGroup") for p in pods] == [{"podGroupName": "train"}] * 3
     assert {p["spec"].get("schedulerName") for p in pods} == {"default-scheduler"}
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(native, ns, stored))) == 3, timeout=150)
+    assert wait_for("the PodGroup's condition", lambda: scheduled_condition(native, ns), timeout=60) == (
+        "True", "Scheduled")
 
 
 @pytest.mark.timeout(300)
@@ -124,6 +135,8 @@ def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(n
         return ever or (len(conds) == 4 and all(c["status"] == "False" for c in conds))
     wait_for("every pod judged unschedulable", all_unschedulable, timeout=150)
     assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
+    assert wait_for("the PodGroup's condition", lambda: scheduled_condition(native, ns), timeout=60) == (
+        "False", "Unschedulable")
 
 
 @pytest.fixture(scope="module")
