@@ -319,3 +319,16 @@ def test_a_pod_without_a_spec_gets_one_and_a_bad_spec_is_left_alone():
     result = mutate(bad, WORKLOAD)
     assert result.patch == [] and result.warnings == [
         f"{LABEL}=train: spec is not an object: spec.schedulingGroup not written"]
+
+
+def test_templates_scheduled_by_another_scheduler_warn():
+    job = tfjob()
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["schedulerName"] = "koord-scheduler"
+    job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    result = mutate(job, WORKLOAD)
+    assert result.warnings == [
+        "gang.method workload: replica templates are scheduled by 'koord-scheduler': only kube-scheduler's "
+        "GangScheduling plugin gangs pods by spec.schedulingGroup; unless that is a kube-scheduler profile, those "
+        "pods are not gang-scheduled"]
+    assert len(result.patch) == 2   # the label is still written: a kube-scheduler profile would read it
+    assert mutate(tfjob(), WORKLOAD).warnings == []

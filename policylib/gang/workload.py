@@ -26,6 +26,7 @@ from ..result import Outcome, Result, admission
 from .gangs import GangPlan
 from .job import KubeflowJob
 from .keys import SCHEDULING_GROUP_LABEL, WORKLOAD_API_VERSION
+from .operator import template_scheduler_names
 
 #: The one podGroupTemplate of a job's Workload (a DNS label, as the API requires of template names).
 TEMPLATE_NAME = "gang"
@@ -65,6 +66,24 @@ def workload_objects(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -
                                                                   "podGroupTemplateName": TEMPLATE_NAME}},
                              "schedulingPolicy": gang_policy(gang.min_available)}})
     return out
+
+
+#: The scheduler name of the default kube-scheduler's default profile.
+DEFAULT_SCHEDULER = "default-scheduler"
+
+
+def other_scheduler_warning(obj: dict[str, Any], settings: GangSettings) -> str | None:
+    """Rule G16: with method workload, a warning when replica templates name a scheduler other than the
+    default one: the gang is kube-scheduler's (its GangScheduling plugin); another scheduler ignores
+    ``spec.schedulingGroup`` (a kube-scheduler profile of that name with the plugin would not)."""
+    if settings.method != "workload":
+        return None
+    others = sorted(n for n in template_scheduler_names(obj) if n != DEFAULT_SCHEDULER)
+    if not others:
+        return None
+    return (f"gang.method workload: replica templates are scheduled by {', '.join(repr(n) for n in others)}: only "
+            "kube-scheduler's GangScheduling plugin gangs pods by spec.schedulingGroup; unless that is a "
+            "kube-scheduler profile, those pods are not gang-scheduled")
 
 
 def min_count(obj: dict[str, Any]) -> int | None:

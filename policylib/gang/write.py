@@ -13,7 +13,7 @@ from .job import KubeflowJob
 from .metadata import check_emitted, desired_metadata
 from .podgroup import build_podgroups
 from .priority import and_list, priority_violation
-from .workload import workload_objects
+from .workload import other_scheduler_warning, workload_objects
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,9 @@ def write_gang(case: GangCase) -> Result:
     violation), and the PodGroups beside the job."""
     obj, job, plan, settings, out = case.obj, case.job, case.plan, case.settings, case.out
     notes_on_job(job, obj, settings, out)
+    elsewhere = other_scheduler_warning(obj, settings)
+    if elsewhere:
+        out.warn(elsewhere)
     violation = priority_violation(job, plan)
     desired = desired_metadata(job, plan, settings)
     podgroups = []
