@@ -332,3 +332,10 @@ def test_templates_scheduled_by_another_scheduler_warn():
         "pods are not gang-scheduled"]
     assert len(result.patch) == 2   # the label is still written: a kube-scheduler profile would read it
     assert mutate(tfjob(), WORKLOAD).warnings == []
+
+
+@pytest.mark.parametrize("metadata", [["x"], {"labels": ["a"]}, None])
+def test_malformed_pod_metadata_is_left_alone(metadata):
+    bad = dict(pod(), metadata=metadata)
+    result = mutate(bad, WORKLOAD)
+    assert (result.patch, result.warnings, result.object) == ([], [], bad)

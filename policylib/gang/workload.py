@@ -22,6 +22,7 @@ from typing import Any
 
 from ..config import Config, GangSettings
 from ..labels import dns1123_subdomain_errors
+from ..patch import Draft, diff_owned
 from ..result import Outcome, Result, admission
 from .gangs import GangPlan
 from .job import KubeflowJob
@@ -103,7 +104,8 @@ def is_pod(obj: object) -> bool:
 
 
 def scheduling_group_label(pod: dict[str, Any]) -> object:
-    labels = (pod.get("metadata") or {}).get("labels")
+    meta = pod.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
     return labels.get(SCHEDULING_GROUP_LABEL) if isinstance(labels, dict) else None
 
 
@@ -150,9 +152,8 @@ def mutate_pod(obj: dict[str, Any], config: Config | dict[str, Any] | None = Non
             out.warn(f"spec.schedulingGroup.podGroupName is {have!r}, not {value!r} as {SCHEDULING_GROUP_LABEL} "
                      "says: left as it is (the field is the pod's own)")
         return out.result(obj)
-    group = {"podGroupName": value}
-    mutated = dict(obj, spec=dict(spec, schedulingGroup=group))
-    patch = [{"op": "add", "path": "/spec/schedulingGroup", "value": group}] if "spec" in obj \
-        else [{"op": "add", "path": "/spec", "value": {"schedulingGroup": group}}]
+    draft = Draft(obj)
+    draft.dict_at(("spec",))["schedulingGroup"] = {"podGroupName": value}
+    patch = diff_owned(obj, draft.root, [("spec", "schedulingGroup")])
     out.reason(f"spec.schedulingGroup.podGroupName {value} from {SCHEDULING_GROUP_LABEL} (gang method workload)")
-    return out.result(mutated, patch)
+    return out.result(draft.root, patch)
