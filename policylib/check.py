@@ -283,9 +283,20 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
     return out
 
 
+def check_workload_api(config: Config, served: bool | None) -> list[Finding]:
+    """Rule G20: with gang method workload, an error when the cluster does not serve
+    scheduling.k8s.io/v1alpha2 (``served`` False), naming the feature gates; nothing when unknown (None)."""
+    from .gang.workload import API_NOT_SERVED
+    if served is not False or not config.gang.enabled or config.gang.method != "workload":
+        return []
+    return [Finding("error", "gang.method", f"{API_NOT_SERVED}: no job's pods would be gang-scheduled")]
+
+
 def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]], objects: Iterable[dict[str, Any]] = (), *,
-          node_group_label: str | None = None, server_version: str | None = None) -> list[Finding]:
-    """Every finding for ``config`` on these Nodes (and workloads), errors first. Pure."""
+          node_group_label: str | None = None, server_version: str | None = None,
+          workload_api_served: bool | None = None) -> list[Finding]:
+    """Every finding for ``config`` on these Nodes (and workloads), errors first. Pure.
+    ``workload_api_served``: whether the cluster serves scheduling.k8s.io/v1alpha2 (None: not known)."""
     config = load_config(config)
     nodes = [n for n in nodes if isinstance(n, dict)]
     objects = [o for o in objects if isinstance(o, dict)]
@@ -293,7 +304,7 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
                 + check_match_label_keys(config, nodes, server_version)
                 + check_enforced_deployments(config, nodes, objects, node_group_label)
                 + check_drift(config, objects) + check_partitions(config, nodes) + check_gangs(config, nodes, objects))
-    findings += check_required_anti_affinity(config, objects)
+    findings += check_required_anti_affinity(config, objects) + check_workload_api(config, workload_api_served)
     findings += check_simulated(config, nodes, objects, findings) + check_pending_pods(objects)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 

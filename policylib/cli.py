@@ -287,6 +287,19 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     return nodes, pods + objects, version
 
 
+def _workload_api_served(args: argparse.Namespace) -> bool:
+    """Whether the live cluster serves scheduling.k8s.io/v1alpha2 (its discovery document answers; rule G20)."""
+    from .shell import kube
+    try:
+        api = kube.Api(kube.api_client(args.context, args.kubeconfig))
+        found = api.request("GET", f"/apis/{kube.WORKLOADS.group}/{kube.WORKLOADS.version}")
+    except kube.NotFound:
+        return False
+    except Exception as e:  # config, network or API errors: one clear line
+        raise InputError(f"cannot read the cluster: {e}") from None
+    return any(isinstance(r, dict) and r.get("name") == kube.WORKLOADS.plural for r in (found or {}).get("resources") or [])
+
+
 def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, workloads_from_cluster: bool = False,
                        docs: list[Document] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     """Nodes and other objects from ``-f``, ``--nodes`` and the cluster; the documents read
@@ -359,7 +372,9 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
     docs: list[Document] = []
     nodes, objects, version = _nodes_and_objects(args, stdin, stderr, workloads_from_cluster=True, docs=docs)
     try:
-        findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version)
+        findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version,
+                         workload_api_served=_workload_api_served(args) if args.cluster and config.gang.enabled
+                         and config.gang.method == "workload" else None)
     except PolicyError as e:
         raise locate(e, docs) from None
     if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads

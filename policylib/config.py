@@ -146,8 +146,9 @@ class ControllerSettings:
     leaseDurationSeconds: int = 15
 
 
-GANG_METHODS = ("labels", "podgroup", "koordinator")
-GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins")
+GANG_METHODS = ("labels", "podgroup", "koordinator", "workload")
+#: ``kube-scheduler``: the default scheduler, with Kubernetes' own gang scheduling (method workload, rule G16).
+GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins", "kube-scheduler")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
 ON_VIOLATION = ("warn", "deny")
 #: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
@@ -350,8 +351,9 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
     }),
     "gang": ("Gang metadata for Kubeflow jobs.", "G1", {
         "enabled": _flag(True, "Apply the gang policies.", "P2"),
-        "method": _choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, or Koordinator "
-                          "annotations.", "G4, G5"),
+        "method": _choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, Koordinator "
+                          "annotations, or Kubernetes' own Workload and PodGroup (scheduling.k8s.io/v1alpha2).",
+                          "G4, G5, G16"),
         "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6"),
         "scheduleTimeoutSeconds": _count(10, "How long a gang may wait for its minimum.", "G5"),
         "matchPolicy": _choice(MATCH_POLICIES, "none", "Which pods count toward the minimum.", "G12"),
@@ -617,6 +619,38 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
     if g.groupByRole and g.scheduler == "scheduler-plugins":
         errs.append(both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no "
                          "GangGroup (supported: false)", "groupByRole", "scheduler"))
+    return errs + workload_combination_errors(g)
+
+
+def workload_combination_errors(g: GangSettings) -> list[FieldError]:
+    """Rule G16: method workload is Kubernetes' own gang scheduling, which only the default kube-scheduler
+    does, and kube-scheduler reads no other method; what the 1.36 API cannot express is refused."""
+    def both(message: str, *keys: str) -> FieldError:
+        return forbidden(" and ".join(f"gang.{k}" for k in keys), message)
+    errs = []
+    if g.method == "workload" and g.scheduler != "kube-scheduler":
+        errs.append(both(f"gang.method 'workload' is not supported on scheduler {g.scheduler!r}: only the default "
+                         "kube-scheduler reads scheduling.k8s.io/v1alpha2 PodGroups (supported: kube-scheduler)",
+                         "method", "scheduler"))
+    if g.scheduler == "kube-scheduler" and g.method != "workload":
+        errs.append(both(f"gang.method {g.method!r} is not supported on scheduler 'kube-scheduler': the default "
+                         "scheduler gangs only pods whose spec.schedulingGroup names a scheduling.k8s.io PodGroup "
+                         "(supported there: workload)", "method", "scheduler"))
+    if g.method != "workload":
+        return errs
+    if g.matchPolicy != "none":
+        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method workload: a "
+                         "scheduling.k8s.io/v1alpha2 gang policy has only minCount (supported: none)",
+                         "matchPolicy", "method"))
+    if g.groupByRole:
+        errs.append(both("gang.groupByRole true is not supported with gang.method workload: Kubernetes 1.36 gangs "
+                         "each PodGroup on its own (the GangScheduling plugin's Permit counts one PodGroup's pods); "
+                         "nothing binds several PodGroups together as a GangGroup (supported: false)",
+                         "groupByRole", "method"))
+    if g.operatorGang != "none":
+        errs.append(both(f"gang.operatorGang {g.operatorGang!r} is not supported with gang.method workload: the "
+                         "operator's gang mode makes its own PodGroups for its own scheduler (supported: none)",
+                         "operatorGang", "method"))
     return errs
 
 

@@ -45,6 +45,16 @@ def is_podgroup(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "PodGroup" and obj.get("apiVersion") in PODGROUP_API_VERSIONS
 
 
+#: Kubernetes' own gang objects (gang method workload, rule G18).
+NATIVE_GANG_API_VERSION = "scheduling.k8s.io/v1alpha2"
+
+
+def is_native_gang_object(obj: object) -> bool:
+    """A ``scheduling.k8s.io/v1alpha2`` Workload or PodGroup."""
+    return isinstance(obj, dict) and obj.get("apiVersion") == NATIVE_GANG_API_VERSION \
+        and obj.get("kind") in ("Workload", "PodGroup")
+
+
 @dataclass
 class ClusterFacts:
     """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes, and
@@ -53,6 +63,8 @@ class ClusterFacts:
     hpas: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     podgroups: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    #: scheduling.k8s.io/v1alpha2 Workloads and PodGroups by (kind, namespace, name).
+    native: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> "ClusterFacts":
@@ -75,6 +87,9 @@ class ClusterFacts:
             meta = obj.get("metadata") or {}
             self.podgroups[(obj["apiVersion"], namespace_of(obj), meta.get("name", ""))] = obj
             return True
+        if is_native_gang_object(obj):
+            self.native[(obj["kind"], namespace_of(obj), (obj.get("metadata") or {}).get("name", ""))] = obj
+            return True
         return False
 
     def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
@@ -83,11 +98,15 @@ class ClusterFacts:
     def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.podgroups.get((api_version, namespace, name))
 
+    def native_gang_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The scheduling.k8s.io/v1alpha2 ``kind`` (Workload or PodGroup) ``namespace/name``, or None."""
+        return self.native.get((kind, namespace, name))
+
 
 NO_FACTS = ClusterFacts()
 
 
 def is_fact(obj: object) -> bool:
     """Objects that inform policies and are not themselves mutated or printed."""
-    return is_hpa(obj) or is_podgroup(obj) or \
+    return is_hpa(obj) or is_podgroup(obj) or is_native_gang_object(obj) or \
         (isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1")

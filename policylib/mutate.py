@@ -5,7 +5,7 @@ from typing import Any
 
 from .config import Config, load_config
 from .facts import ClusterFacts
-from .gang import is_kubeflow_job, mutate_kubeflow_job
+from .gang import is_kubeflow_job, is_pod, mutate_kubeflow_job, mutate_pod
 from .result import Result
 from .spread import is_deployment, mutate_deployment
 from .volcano import is_volcano_job, is_volcano_workload, mutate_other_volcano_kind, mutate_volcano_job
@@ -33,4 +33,6 @@ def mutate(obj: dict[str, Any], config: Config | dict[str, Any] | None = None, *
         if is_volcano_job(obj):
             return mutate_volcano_job(obj, config, old=old, facts=facts, namespace=namespace)
         return mutate_other_volcano_kind(obj)
+    if is_pod(obj):   # rule G17: only pods labelled for gang method workload change
+        return mutate_pod(obj, config, old=old, namespace=namespace)
     return Result(obj)

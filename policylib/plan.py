@@ -16,6 +16,7 @@ from .config import ON_NEXT_ROLLOUT, Config, load_config
 from .errors import PolicyError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
+from .gang.workload import min_count
 from .result import is_opted_out
 from .spread import (
     RECORD_ANNOTATIONS,
@@ -203,9 +204,45 @@ def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> 
     return writes or None
 
 
+def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
+    """Gang ``method: workload`` (rule G19): the job's ``scheduling.k8s.io/v1alpha2`` Workload, then its
+    PodGroup, must exist, owned by the job (garbage collection deletes them with it).
+
+    Only a job that carries our scheduling-group label as the gang policy writes it gets them. A missing
+    one is created with a controller ownerReference; one the job owns whose ``minCount`` differs from the
+    job's minimum is an error entry: the gang policy of both is immutable, so it is not patched (delete
+    both to have them made again); one owned by someone else is left alone.
+    """
+    if not config.gang.enabled or config.gang.method != "workload" or not is_kubeflow_job(job):
+        return None
+    ns = namespace_of(job)
+    result = mutate_kubeflow_job(job, config, namespace=ns)
+    if result.patch or result.denial or not result.extra_objects:
+        return None
+    ref = f"{job['kind']} {ns}/{(job.get('metadata') or {}).get('name')}"
+    writes = []
+    for want in result.extra_objects:
+        kind, name, count = want["kind"], want["metadata"]["name"], min_count(want)
+        existing = facts.native_gang_object(kind, ns, name)
+        if existing is None:
+            owner = owner_reference(job)
+            created = dict(want, metadata=dict(want["metadata"], **({"ownerReferences": [owner]} if owner else {})))
+            reasons = [f"{ref} carries gang {name} and has no {kind} (minCount {count})"]
+            if owner is None:
+                reasons.append("the job has no uid in this snapshot: the controller sets the ownerReference")
+            writes.append(Write(kind, ns, name, reasons, False, action="create", object=created,
+                                api_version=want["apiVersion"]))
+        elif owned_by(existing, job) and min_count(existing) != count:
+            writes.append(Write(kind, ns, name, [
+                f"{kind} {ns}/{name} has minCount {min_count(existing)} but the gang of {ref} needs {count}: its "
+                "gang policy is immutable; delete the Workload and PodGroup to have them made again"], False,
+                action="none", api_version=want["apiVersion"], error=True))
+    return writes or None
+
+
 Planner = Callable[[dict[str, Any], Config, ClusterFacts], "Write | list[Write] | None"]
 #: Every planner: what ``policylib plan`` prints and the controller writes.
-PLANNERS: tuple[Planner, ...] = (plan_deployment, plan_podgroups)
+PLANNERS: tuple[Planner, ...] = (plan_deployment, plan_podgroups, plan_workload)
 
 
 def plan(objects: Iterable[dict[str, Any]], config: Config | dict[str, Any] | None = None,

@@ -104,7 +104,7 @@ def test_defaults():
     o = by_kind_name(objs)
     hooks = webhooks(objs)
     assert [h["name"] for h in hooks] == ["deployments.policylib.io", "volcano-jobs.policylib.io",
-                                          "kubeflow-jobs.policylib.io"]
+                                          "kubeflow-jobs.policylib.io", "gang-pods.policylib.io"]
     assert all("caBundle" not in h["clientConfig"] for h in hooks)  # the controller writes it
     controller = o[("Deployment", "policylib-controller")]["spec"]["template"]["spec"]["containers"][0]
     assert controller["args"] == ["controller", "--config=/etc/policylib/config/config.yaml", "--port=8081",
@@ -128,8 +128,29 @@ def test_opt_in_mode_selects_only_labelled_namespaces():
 def test_every_family_off_leaves_no_webhook_configuration():
     kinds = {o["kind"] for o in render(MATRIX["families-off"])}
     assert "MutatingWebhookConfiguration" not in kinds and "Deployment" in kinds
-    one = render({"webhook": {"families": {"volcanoJobs": False, "kubeflowJobs": False}}})
+    one = render({"webhook": {"families": {"volcanoJobs": False, "kubeflowJobs": False, "gangPods": False}}})
     assert [h["name"] for h in webhooks(one)] == ["deployments.policylib.io"]
+
+
+def test_gang_pods_webhook_matches_the_manifests_and_keeps_the_users_object_selector():
+    """Rule G17: the chart's gang-pods webhook is the one manifests/base installs (Pods labelled
+    policylib.io/scheduling-group, CREATE, failurePolicy Fail), and the user's objectSelector still applies."""
+    base = {h["name"]: h for h in yaml.safe_load((ROOT / "manifests/base/mutatingwebhookconfiguration.yaml")
+                                                 .read_text())["webhooks"]}["gang-pods.policylib.io"]
+    hook = {h["name"]: h for h in webhooks(render())}["gang-pods.policylib.io"]
+    for key in ("rules", "failurePolicy", "sideEffects", "timeoutSeconds", "objectSelector", "reinvocationPolicy"):
+        assert hook[key] == base[key], key
+    custom = {h["name"]: h for h in webhooks(render({"webhook": {
+        "gangPodsFailurePolicy": "Ignore", "failurePolicy": "Fail",
+        "objectSelector": {"matchLabels": {"team": "a"}}}}))}
+    assert custom["gang-pods.policylib.io"]["failurePolicy"] == "Ignore"
+    assert custom["deployments.policylib.io"]["failurePolicy"] == "Fail"
+    skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}   # Helm merges the default in
+    assert custom["gang-pods.policylib.io"]["objectSelector"] == {
+        "matchLabels": {"team": "a"},
+        "matchExpressions": [{"key": "policylib.io/scheduling-group", "operator": "Exists"}, skip]}
+    assert custom["deployments.policylib.io"]["objectSelector"] == {"matchLabels": {"team": "a"},
+                                                                    "matchExpressions": [skip]}
 
 
 def test_ha_off_has_no_pod_disruption_budgets():

@@ -224,7 +224,7 @@ def test_volcano_version_errors(value, message):
     ({"method": "podgroup", "scheduler": "scheduler-plugins", "groupByRole": True},
      "gang.groupByRole and gang.scheduler: gang.groupByRole true is not supported on scheduler 'scheduler-plugins': "
      "it has no GangGroup (supported: false)"),
-    ({"method": "sometimes"}, "gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'"),
+    ({"method": "sometimes"}, "gang.method: must be one of labels, podgroup, koordinator, workload; got 'sometimes'"),
 ])
 def test_one_of_errors_name_the_value(gang, message):
     with pytest.raises(ConfigError) as e:
@@ -323,7 +323,7 @@ def test_a_config_with_three_mistakes_reports_all_three():
         ("volcano.restartPartitionEvents", "FieldValueInvalid"),
     ]
     assert str(e.value) == (
-        "gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'; "
+        "gang.method: must be one of labels, podgroup, koordinator, workload; got 'sometimes'; "
         "hostTopologySpread.maxSkew: must be an integer >= 1, got 0; "
         "hostTopologySpread.minDomain: unknown key; did you mean 'minDomains'?; "
         "volcano.restartPartitionEvents: Invalid value: [\"*\", \"PodFailed\"]: '*' covers every event and must "
@@ -357,7 +357,7 @@ def test_the_cli_prints_every_config_error(tmp_path):
     manifest.write_text("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {}\n")
     out, err = io.StringIO(), io.StringIO()
     assert main(["preview", "-f", str(manifest), "--config", str(bad)], stdout=out, stderr=err) == EXIT_ERROR
-    assert err.getvalue() == (f"policylib: error: {bad}: gang.method: must be one of labels, podgroup, koordinator; "
+    assert err.getvalue() == (f"policylib: error: {bad}: gang.method: must be one of labels, podgroup, koordinator, workload; "
                               "got 'sometimes'; hostTopologySpread.maxSkew: must be an integer >= 1, got 0\n")
 
 
@@ -371,5 +371,5 @@ def test_the_webhook_and_the_controller_print_every_config_error(tmp_path, comma
                          text=True, timeout=120, cwd=tmp_path)
     assert run.returncode == 2
     assert run.stderr.strip().splitlines()[-1] == (
-        f"webhook: error: {bad}: gang.method: must be one of labels, podgroup, koordinator; got 'sometimes'; "
+        f"webhook: error: {bad}: gang.method: must be one of labels, podgroup, koordinator, workload; got 'sometimes'; "
         "hostTopologySpread.maxSkew: must be an integer >= 1, got 0")

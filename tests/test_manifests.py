@@ -93,7 +93,19 @@ def test_cert_manager_overlay_validates_core_objects_and_wires_the_ca(cert_manag
 def test_webhook_configuration_cannot_block_the_cluster(base):
     config = one(base, "MutatingWebhookConfiguration")
     hooks = {w["name"]: w for w in config["webhooks"]}
-    assert set(hooks) == {"deployments.policylib.io", "volcano-jobs.policylib.io", "kubeflow-jobs.policylib.io"}
+    assert set(hooks) == {"deployments.policylib.io", "volcano-jobs.policylib.io", "kubeflow-jobs.policylib.io",
+                          "gang-pods.policylib.io"}
+    gang_pods = hooks.pop("gang-pods.policylib.io")
+    # Rule G17: only Pods labelled policylib.io/scheduling-group reach it, on CREATE; it fails closed (a gang
+    # pod admitted without its immutable schedulingGroup would be scheduled alone), which can block no other pod.
+    assert (gang_pods["failurePolicy"], gang_pods["sideEffects"], gang_pods["timeoutSeconds"]) == ("Fail", "None", 3)
+    assert [(r["apiGroups"], r["apiVersions"], r["resources"], r["operations"]) for r in gang_pods["rules"]] == [
+        ([""], ["v1"], ["pods"], ["CREATE"])]
+    assert gang_pods["objectSelector"] == {"matchExpressions": [
+        {"key": "policylib.io/scheduling-group", "operator": "Exists"},
+        {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}]}
+    assert gang_pods["namespaceSelector"] == hooks["deployments.policylib.io"]["namespaceSelector"]
+    assert gang_pods["clientConfig"] == hooks["deployments.policylib.io"]["clientConfig"]
     for hook in hooks.values():
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["sideEffects"] == "None"
@@ -136,6 +148,9 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
         {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"], "resources": ["podgroups"],
          "verbs": ["get", "list", "watch", "create", "patch"]},
+        # gang method workload (rule G18): Kubernetes' own Workload and PodGroup, created, never patched (their
+        # gang policy is immutable).
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["list", "watch", "create"]},
         # events.k8s.io/v1 Events (reason SpreadRewritten) on rewritten objects, in any namespace.
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
     role = one(base, "Role", f"{CONTROLLER}-lease")

@@ -416,6 +416,8 @@ def test_two_apps_in_one_process_keep_separate_metrics():
     ("training.volcano.sh", "HyperJob", "HyperJob"),
     ("batch", "Job", "other"),
     ("", "Deployment", "other"),
+    ("", "Pod", "Pod"),
+    ("apps", "Pod", "other"),
     ("example.com", "Deployment", "other"),
     ("kubeflow.org", "XGBoostJob", "other"),
     ("example.com", "HyperJob", "other"),
@@ -436,7 +438,7 @@ def test_random_kinds_share_one_metric_series(app):
     text = app.client.get("/metrics").get_data(as_text=True)
     # (HyperJob: policy_failures starts at 0 for every kind with a policy.)
     assert set(re.findall(r'kind="([^"]*)"', text)) == {"other", "Deployment", "Job", "TFJob", "PyTorchJob", "MPIJob",
-                                                       "HyperJob"}
+                                                       "HyperJob", "Pod"}
     assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="unchanged"}') == 50
     assert app.metric('policylib_webhook_review_duration_seconds_count{kind="other",operation="CREATE"}') == 50
 

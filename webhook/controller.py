@@ -119,6 +119,8 @@ def event_reason(write: Write) -> str:
     """``SpreadRewritten`` for a Deployment; ``PodGroupCreated`` / ``PodGroupUpdated`` for a PodGroup."""
     if write.kind == "PodGroup":
         return "PodGroupCreated" if write.action == "create" else "PodGroupUpdated"
+    if write.kind == "Workload" and write.action == "create":
+        return "WorkloadCreated"
     if write.kind == "Deployment" and write.pending:
         return "SpreadPending"
     if write.kind == "Deployment":
@@ -351,6 +353,8 @@ def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     (most clusters serve neither, and there is nothing to write for them otherwise)."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
+    if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
+        return base + kube.KUBEFLOW_JOBS + kube.NATIVE_GANG
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 
 
@@ -365,7 +369,7 @@ def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 def new_store(res: kube.Resource) -> Store:
     if res == kube.HPAS:
         return Store({"target": hpa_targets})
-    if res.kind == "PodGroup":
+    if res.kind in ("PodGroup", "Workload"):
         return Store({"owner": controller_owners})
     return Store()
 
@@ -387,6 +391,10 @@ class StoreFacts(ClusterFacts):
                 return store.get(namespace, name)
         return None
 
+    def native_gang_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        store = self.stores.get(kube.resource_for(kube.WORKLOADS.api_version, kind))
+        return store.get(namespace, name) if store else None
+
 
 def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Key]:
     """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
@@ -396,7 +404,7 @@ def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None)
         return [(DEPLOYMENT, "Deployment", ns, name)]
     if kind == "HorizontalPodAutoscaler":
         return [(DEPLOYMENT, "Deployment", *t) for hpa in (obj, old) for t in hpa_targets(hpa or {})]
-    if kind == "PodGroup":
+    if kind in ("PodGroup", "Workload"):
         return controller_owners(obj) + controller_owners(old or {})
     if is_kubeflow_kind(kind) and event_type != "DELETED":
         return [(str(obj.get("apiVersion")), str(kind), ns, name)]
@@ -448,6 +456,9 @@ class Controller:
         self.undone: dict[Key, str | None] = {}
         #: Why this replica cannot lead, when it knows (shown by /readyz).
         self.not_leading = ""
+        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server does not serve
+        #: scheduling.k8s.io/v1alpha2 (one Event per job, not one per resync).
+        self.unserved_told: set[tuple[Key, str]] = set()
         #: Resyncs queued (counted by the resync's thread) and the count the worker last acted on.
         self._resyncs = 0
         self._resyncs_seen = 0
@@ -649,6 +660,9 @@ class Controller:
             self.metrics.conflicts.inc()
             return self._refresh(res, write)
         except kube.NotFound:
+            if write.action == "create" and res in kube.NATIVE_GANG and not self.served(res):
+                self.api_not_served(key, write)
+                return "unserved"
             return "gone"
         except Exception as e:  # noqa: BLE001 -- any failure of the write: logged, retried with backoff
             self.metrics.errors.labels("write").inc()
@@ -670,6 +684,34 @@ class Controller:
             self.stores[res].apply("MODIFIED", body)
         self.record_event(write, body)
         return "written"
+
+    def served(self, res: kube.Resource) -> bool:
+        """Whether the API server serves ``res``'s group version (its discovery document answers)."""
+        try:
+            found = self.api.request("GET", f"/apis/{res.group}/{res.version}")
+        except kube.NotFound:
+            return False
+        except Exception:  # noqa: BLE001 -- discovery itself failed: do not claim the API is missing
+            return True
+        return any(r.get("name") == res.plural for r in (found or {}).get("resources") or [] if isinstance(r, dict))
+
+    def api_not_served(self, key: Key, write: Write) -> None:
+        """Rule G20: a job of gang method workload on a cluster that does not serve
+        scheduling.k8s.io/v1alpha2: an error in the log, and a Warning Event on the job naming the feature
+        gates, once per job."""
+        from policylib.gang.workload import API_NOT_SERVED
+        api_version, kind, ns, name = key
+        store = self._store_for(api_version, kind)
+        job = store.get(ns, name) if store else None
+        uid = ((job or {}).get("metadata") or {}).get("uid") or ""
+        message = f"{kind} {ns}/{name}: no {write.kind} {write.name} made: {API_NOT_SERVED}"
+        log.error(json.dumps({"msg": "API not served", "object": f"{kind} {ns}/{name}", "error": message}))
+        self.metrics.errors.labels("unserved").inc()
+        if (key, uid) in self.unserved_told:
+            return
+        self.unserved_told.add((key, uid))
+        self.record_event(Write(kind, ns, name, [message], False, action="none", api_version=api_version), job,
+                          reason="WorkloadAPINotServed", note=message, warning=True)
 
     def notice(self, key: Key, obj: dict[str, Any], writes: list[Write]) -> None:
         """Rules S19 and S20: keep the pending and unrecorded gauges, and record one Event per new state

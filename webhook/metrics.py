@@ -27,6 +27,7 @@ POLICY_KINDS = {
     "apps": frozenset({"Deployment"}),
     "batch.volcano.sh": frozenset({"Job"}),
     "kubeflow.org": frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
+    "": frozenset({"Pod"}),   # gang method workload: labelled Pods only (rule G17)
 }
 #: Volcano's HyperJob, in whichever ``*volcano.sh`` group (as policylib matches it).
 VOLCANO_GROUP_SUFFIX, HYPERJOB = "volcano.sh", "HyperJob"

@@ -16,6 +16,10 @@ template, in the keys and API group the configured scheduler reads
 ``koordinator``           annotations ``gang.scheduling.koordinator.sh/name``
                           and ``/min-available`` (+ ``/total-number`` and
                           ``/mode`` for scheduler koordinator)
+``workload``              label ``policylib.io/scheduling-group``; the webhook
+                          writes each Pod's ``spec.schedulingGroup`` from it;
+                          the Workload and PodGroup (scheduling.k8s.io/v1alpha2)
+                          are in ``Result.extra_objects`` (rules G16-G18)
 ========================  ==================================================
 
 The webhook has no side effects: PodGroups are shown by ``policylib preview``
@@ -76,8 +80,10 @@ from .keys import (
     PODGROUP_API_VERSION,
     PODGROUP_POD_LABEL,
     REPLICA_SPECS,
+    SCHEDULING_GROUP_LABEL,
     SIGS_PREFIX,
     VOLCANO_GROUP_NAME,
+    WORKLOAD_API_VERSION,
     is_gang_key,
     is_kubeflow_job,
 )
@@ -98,6 +104,7 @@ from .operator import OPERATOR_PODGROUP, operator_gang_reason, operator_of, temp
 from .podgroup import build_podgroups
 from .priority import and_list, priority_conflict, priority_violation
 from .update import describe_shape, kept_or_dropped, read_old_job, update_gang
+from .workload import is_pod, mutate_pod, workload_objects
 from .write import (
     GangCase,
     apply_metadata,
@@ -122,5 +129,6 @@ __all__ = [
     "group_findings", "unread_key_findings", "existing_metadata_findings", "GangCase", "describe_plan",
     "notes_on_job", "owned_paths", "apply_metadata", "write_gang", "leave_existing", "read_old_job", "update_gang",
     "kept_or_dropped", "describe_shape", "mutate_kubeflow_job", "training_operator_reason", "OPERATOR_PODGROUP",
-    "operator_gang_reason", "operator_of", "template_scheduler_names"
+    "operator_gang_reason", "operator_of", "template_scheduler_names", "WORKLOAD_API_VERSION", "SCHEDULING_GROUP_LABEL",
+    "is_pod", "mutate_pod", "workload_objects"
 ]

@@ -36,6 +36,12 @@ KOORD_MATCH_POLICY = f"{KOORD_PREFIX}/match-policy"
 KOORD_STRICT = "Strict"
 #: Volcano's pod group annotation (training-operator's Volcano gang mode, upstream examples).
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+#: Method workload (rule G16): the pod label naming the gang's scheduling.k8s.io/v1alpha2 PodGroup; the
+#: webhook copies it into ``spec.schedulingGroup.podGroupName`` on Pod CREATE (rule G17). A label because
+#: the Kubeflow operators' CRDs prune ``schedulingGroup`` from pod templates, and they copy template labels.
+SCHEDULING_GROUP_LABEL = "policylib.io/scheduling-group"
+#: Kubernetes' own Workload and PodGroup (1.36 alpha, feature gates GangScheduling and GenericWorkload).
+WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha2"
 
 #: The PodGroup API each scheduler watches: ACK >= 1.31 accepts only scheduling.x-k8s.io
 #: (rule G5); Koordinator still vendors scheduling.sigs.k8s.io.
@@ -54,16 +60,17 @@ PODGROUP_POD_LABEL = {
 #: Keys whose value names a gang, in the order Koordinator's GetGangNameByPod reads them,
 #: then scheduler-plugins' and Volcano's.
 NAME_KEYS = (("labels", LEGACY_POD_GROUP_LABEL), ("labels", NAME_LABEL), ("annotations", KOORD_NAME),
-             ("labels", POD_GROUP_LABEL), ("annotations", VOLCANO_GROUP_NAME))
+             ("labels", POD_GROUP_LABEL), ("annotations", VOLCANO_GROUP_NAME), ("labels", SCHEDULING_GROUP_LABEL))
 #: Which of the name keys each scheduler reads on a pod.
 NAME_KEYS_READ = {
     "ack": {NAME_LABEL, KOORD_NAME},
     "koordinator": {LEGACY_POD_GROUP_LABEL, NAME_LABEL, KOORD_NAME},
     "scheduler-plugins": {POD_GROUP_LABEL},
+    "kube-scheduler": {SCHEDULING_GROUP_LABEL},
 }
 MIN_KEYS = (("labels", MIN_AVAILABLE_LABEL), ("annotations", KOORD_MIN_AVAILABLE))
 GROUPS_KEYS = (("annotations", ACK_GROUPS), ("annotations", KOORD_GROUPS))
-_GANG_EXACT_KEYS = {LEGACY_POD_GROUP_LABEL, POD_GROUP_LABEL, VOLCANO_GROUP_NAME}
+_GANG_EXACT_KEYS = {LEGACY_POD_GROUP_LABEL, POD_GROUP_LABEL, VOLCANO_GROUP_NAME, SCHEDULING_GROUP_LABEL}
 _GANG_PREFIXES = (f"{SIGS_PREFIX}/", f"{KOORD_PREFIX}/")
 
 

@@ -21,6 +21,7 @@ from .keys import (
     NAME_LABEL,
     PODGROUP_POD_LABEL,
     REPLICA_SPECS,
+    SCHEDULING_GROUP_LABEL,
     is_gang_key,
     is_kubeflow_job,
 )
@@ -52,6 +53,9 @@ def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: in
     ``waiting-time`` annotation.
     """
     meta = Meta()
+    if settings.method == "workload":   # rule G16: the label the webhook turns into spec.schedulingGroup
+        meta.put("labels", SCHEDULING_GROUP_LABEL, gang.name)
+        return meta
     if settings.method == "podgroup":
         meta.put("labels", PODGROUP_POD_LABEL[settings.scheduler], gang.name)
         return meta

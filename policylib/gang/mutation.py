@@ -12,6 +12,7 @@ from .operator import operator_gang_reason
 from .podgroup import build_podgroups
 from .priority import priority_violation
 from .update import read_old_job, update_gang
+from .workload import workload_objects
 from .write import GangCase, describe_plan, leave_existing, write_gang
 
 
@@ -49,7 +50,7 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
     desired = desired_metadata(job, plan, settings)
     if current == desired and priority_violation(job, plan) is None:
         out.reason(f"gang metadata up to date: {describe_plan(plan, settings)}")
-        return out.result(obj, extra=build_podgroups(job, plan, settings))
+        return out.result(obj, extra=build_podgroups(job, plan, settings) + workload_objects(job, plan, settings))
     case = GangCase(obj, job, plan, current, settings, ref, out)
     old_job = read_old_job(old, namespace) if old is not None else None
     if old is not None and old_job is not None:

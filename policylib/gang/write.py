@@ -13,6 +13,7 @@ from .job import KubeflowJob
 from .metadata import check_emitted, desired_metadata
 from .podgroup import build_podgroups
 from .priority import and_list, priority_violation
+from .workload import other_scheduler_warning, workload_objects
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,9 @@ def write_gang(case: GangCase) -> Result:
     violation), and the PodGroups beside the job."""
     obj, job, plan, settings, out = case.obj, case.job, case.plan, case.settings, case.out
     notes_on_job(job, obj, settings, out)
+    elsewhere = other_scheduler_warning(obj, settings)
+    if elsewhere:
+        out.warn(elsewhere)
     violation = priority_violation(job, plan)
     desired = desired_metadata(job, plan, settings)
     podgroups = []
@@ -90,7 +94,7 @@ def write_gang(case: GangCase) -> Result:
         out.violation(violation, case.deny)
         desired = {k: ({}, {}) for k in desired}
     else:
-        podgroups = build_podgroups(job, plan, settings)
+        podgroups = build_podgroups(job, plan, settings) + workload_objects(job, plan, settings)
         out.reason(describe_plan(plan, settings))
         check_emitted(case.ref, job, desired, podgroups)
     draft = Draft(obj)

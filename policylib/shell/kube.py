@@ -52,15 +52,20 @@ MPIJOBS_V2 = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
 PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
              Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup"))
+#: Kubernetes' own Workload and PodGroup (1.36 alpha; gang method workload, rule G18).
+WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload")
+NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
+NATIVE_GANG = (WORKLOADS, NATIVE_PODGROUPS)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod")
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
-    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS}
+    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS
+    + NATIVE_GANG}
 
 
 def resource_for(api_version: str, kind: str) -> Resource:
