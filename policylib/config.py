@@ -146,7 +146,8 @@ class ControllerSettings:
 
 
 GANG_METHODS = ("labels", "podgroup", "koordinator")
-GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins")
+#: ``volcano`` (rule G20): method podgroup only; policylib's controller creates the Volcano PodGroup.
+GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins", "volcano")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
 ON_VIOLATION = ("warn", "deny")
 #: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
@@ -346,7 +347,7 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
         "enabled": _flag(True, "Apply the gang policies.", "P2"),
         "method": _choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, or Koordinator "
                           "annotations.", "G4, G5"),
-        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6"),
+        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G20"),
         "scheduleTimeoutSeconds": _count(10, "How long a gang may wait for its minimum.", "G5"),
         "matchPolicy": _choice(MATCH_POLICIES, "none", "Which pods count toward the minimum.", "G12"),
         "groupByRole": _flag(False, "One gang per replica type, bound together as a GangGroup.", "G1"),
@@ -601,7 +602,7 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
     if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
         errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': "
                          "its coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler"))
-    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
+    if g.matchPolicy == "waiting-running-succeed" and g.scheduler not in ("ack", "volcano"):
         errs.append(both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler "
                          f"{g.scheduler!r}: it is an ACK-only match policy (supported: none, only-waiting, "
                          "waiting-and-running, once-satisfied)", "matchPolicy", "scheduler"))
@@ -611,6 +612,28 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
     if g.groupByRole and g.scheduler == "scheduler-plugins":
         errs.append(both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no "
                          "GangGroup (supported: false)", "groupByRole", "scheduler"))
+    return errs + volcano_gang_errors(g)
+
+
+def volcano_gang_errors(g: GangSettings) -> list[FieldError]:
+    """Rule G20: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup
+    named by their annotation scheduling.k8s.io/group-name), no match policy, no GangGroup."""
+    if g.scheduler != "volcano":
+        return []
+    errs = []
+    if g.method != "podgroup":
+        errs.append(forbidden("gang.method and gang.scheduler",
+                              f"gang.method {g.method!r} is not supported on scheduler 'volcano': Volcano gangs only the "
+                              "pods of a Volcano PodGroup (scheduling.volcano.sh/v1beta1), named by their annotation "
+                              "scheduling.k8s.io/group-name (supported there: podgroup)"))
+    if g.matchPolicy != "none":
+        errs.append(forbidden("gang.matchPolicy and gang.scheduler",
+                              f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'volcano': its gang "
+                              "plugin counts every pod of the PodGroup (supported: none)"))
+    if g.groupByRole:
+        errs.append(forbidden("gang.groupByRole and gang.scheduler",
+                              "gang.groupByRole true is not supported on scheduler 'volcano': it has no GangGroup "
+                              "(supported: false)"))
     return errs
 
 

@@ -19,6 +19,7 @@ from policylib.shell.kube import (
     REGISTRY,
     SNAPSHOT_RESOURCES,
     TFJOBS,
+    VOLCANO_PODGROUPS,
     Api,
     ApiError,
     Conflict,
@@ -74,4 +75,5 @@ __all__ = [
     "snapshot",
     "SNAPSHOT_RESOURCES",
     "TFJOBS",
+    "VOLCANO_PODGROUPS",
 ]

@@ -19,6 +19,7 @@ from .keys import (
     MIN_AVAILABLE_LABEL,
     NAME_KEYS,
     NAME_LABEL,
+    PODGROUP_POD_ANNOTATION,
     PODGROUP_POD_LABEL,
     REPLICA_SPECS,
     is_gang_key,
@@ -52,6 +53,9 @@ def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: in
     ``waiting-time`` annotation.
     """
     meta = Meta()
+    if settings.method == "podgroup" and settings.scheduler in PODGROUP_POD_ANNOTATION:
+        meta.put("annotations", PODGROUP_POD_ANNOTATION[settings.scheduler], gang.name)   # rule G20
+        return meta
     if settings.method == "podgroup":
         meta.put("labels", PODGROUP_POD_LABEL[settings.scheduler], gang.name)
         return meta
