@@ -5,8 +5,10 @@ training-operator started with ``--gang-scheduler-name`` (and the MPI Operator w
 it, and points every pod at it (scheduler-plugins: the label ``scheduling.x-k8s.io/pod-group``
 overwritten on every pod; Volcano: the annotation ``scheduling.k8s.io/group-name``), setting
 ``schedulerName`` when the template has none (training-operator
-pkg/controller.v1/control/podgroup_control.go DecoratePodTemplateSpec). policylib must then write
-nothing: not a second PodGroup, not a label the operator overwrites.
+pkg/controller.v1/control/podgroup_control.go DecoratePodTemplateSpec); the MPI Operator v0.7.0
+overwrites ``schedulerName`` whatever the template says (pkg/controller/podgroup.go
+decoratePodTemplateSpec). policylib must then write nothing: not a second PodGroup, not a label
+the operator overwrites.
 """
 from __future__ import annotations
 
