@@ -23,6 +23,8 @@ NODE_GROUPS = {
     "fits3": [2, 1],          # exactly a 3-pod gang
     "fits3b": [2, 1],
     "fits3c": [2, 1],
+    "fits3d": [2, 1],
+    "fits3e": [2, 1],
     "short": [2, 1],          # 3 CPUs for a 4-pod gang
     "role": [2],              # a GangGroup whose second role does not fit, until room is added
 }
