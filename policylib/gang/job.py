@@ -150,10 +150,9 @@ def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
     if timeout is not None:
         errs += int32_errors(timeout, policy_path.child("scheduleTimeoutSeconds"), 1)
     queue = policy.get("queue") or None
-    if queue is not None:
-        if not isinstance(queue, str):
-            errs.append(invalid(policy_path.child("queue"), queue, "must be a string"))
-            queue = None
+    if queue is not None and not isinstance(queue, str):
+        errs.append(invalid(policy_path.child("queue"), queue, "must be a string"))
+        queue = None
     raise_if_any(ref, errs)
     assert isinstance(name, str)  # a missing name is an error raised above
     job = KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout, queue)

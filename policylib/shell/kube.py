@@ -63,7 +63,8 @@ PODS = Resource("", "v1", "pods", "Pod")
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
 
 REGISTRY: dict[tuple[str, str], Resource] = {
-    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)}
+    (r.api_version, r.kind): r
+    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)}
 
 
 def resource_for(api_version: str, kind: str) -> Resource:

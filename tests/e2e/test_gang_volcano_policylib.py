@@ -9,8 +9,18 @@ from __future__ import annotations
 
 import pytest
 
-from .gang_operators import LEASE_NS, bound, check_gang, create, job_pods, mpijob, pytorchjob, start_cluster, \
-    tfjob, wait_pods
+from .gang_operators import (
+    LEASE_NS,
+    bound,
+    check_gang,
+    create,
+    job_pods,
+    mpijob,
+    pytorchjob,
+    start_cluster,
+    tfjob,
+    wait_pods,
+)
 from .harness import gang_webhook_and_controller, wait_for
 
 VC_PODGROUP = "podgroups.scheduling.volcano.sh"
