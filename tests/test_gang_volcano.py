@@ -103,8 +103,9 @@ def test_check_warns_when_nobody_gangs_a_volcano_job_and_is_quiet_when_policylib
         ("warning", "gang.operatorGang")]
     assert [f for f in check(cfg(), [node], [job()]) if f.key.startswith("gang")] == []
     small = {"kind": "Node", "metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "2", "pods": "110"}}}
-    assert [(f.severity, f.key) for f in check(cfg(), [small], [job()]) if f.key.startswith("gang")] == [
-        ("error", "gang.method")]
+    assert [(f.severity, f.key, f.message) for f in check(cfg(), [small], [job()]) if f.key.startswith("gang")] == [
+        ("error", "gang.method", "TFJob ml/train: its gang needs 3 pods at once; the Nodes can hold 2 of them now: "
+                                 "Volcano would keep its PodGroup Unschedulable and start none of them")]
 
 
 @pytest.mark.parametrize("gang, message", [

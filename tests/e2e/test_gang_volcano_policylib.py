@@ -76,8 +76,8 @@ def test_policylib_volcano_podgroup_gang_that_cannot_fit_binds_nothing_as_check_
     ns = vcp.namespace("vcp-short", config="gang")
     stored = create(vcp, tfjob("train", ns, "short", "volcano", workers=3))
     assert check_gang(CONFIG, vcp, stored, "short") == [
-        f"TFJob {ns}/train: its gang needs 4 pods at once; the Nodes can hold 3 of them now: it would wait for its "
-        "scheduleTimeout and never start"]
+        f"TFJob {ns}/train: its gang needs 4 pods at once; the Nodes can hold 3 of them now: Volcano would keep its "
+        "PodGroup Unschedulable and start none of them"]
     pg = wait_for("the controller creates the Volcano PodGroup", lambda: vcp.get_or_none(VC_PODGROUP, "train", ns),
                   timeout=90)
     assert pg["spec"]["minMember"] == 4
