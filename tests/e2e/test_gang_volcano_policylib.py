@@ -21,7 +21,7 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import gang_webhook_and_controller, wait_for
+from .harness import gang_webhook_and_controller, refused, wait_for
 
 VC_PODGROUP = "podgroups.scheduling.volcano.sh"
 GROUP_NAME = "scheduling.k8s.io/group-name"
@@ -92,3 +92,20 @@ def test_policylib_volcano_podgroup_gang_that_cannot_fit_binds_nothing_as_check_
     assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
     assert bound(job_pods(vcp, ns, stored)) == []
     assert [g["metadata"]["name"] for g in vcp.list(VC_PODGROUP, ns)] == ["train"]
+
+
+@pytest.mark.parametrize("args, expected", [
+    (("--mpi-operator-gang", "volcano"), "--mpi-operator-gang needs --mpi-operator"),
+    (("--mpi-operator", "--mpi-operator-gang", "kueue"),
+     '--mpi-operator-gang "kueue": must be one of none, scheduler-plugins, volcano'),
+    (("--mpi-operator", "--mpi-operator-gang", "volcano"),
+     "--mpi-operator-gang volcano needs --volcano (the operator creates Volcano PodGroups)"),
+    (("--mpi-operator", "--mpi-operator-gang", "scheduler-plugins"),
+     "--mpi-operator-gang scheduler-plugins needs --coscheduling (the operator names its scheduler, "
+     "scheduler-plugins-scheduler)"),
+])
+def test_mpi_operator_gang_flag_is_checked(harness_built, tmp_path, args, expected):
+    """``testcluster --mpi-operator-gang`` (the MPI Operator's --gang-scheduling) is checked like
+    --training-operator-gang: exit 2 and one line naming the flag."""
+    line = refused("--dir", str(tmp_path / "c"), *args)
+    assert line.startswith("testcluster: error: ") and expected in line, line
