@@ -285,7 +285,7 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
         specs = (obj.get("spec") or {}).get(job.specs_key) or {}
         capacity = gang_capacity(job, specs, states, minimum)
         if capacity < minimum:
-            # rule G20: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
+            # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
             outcome = "Volcano would keep its PodGroup Unschedulable and start none of them" \
                 if policylib_gangs_volcano(config.gang) and not operator else \
                 "it would wait for its scheduleTimeout and never start"

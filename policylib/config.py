@@ -146,7 +146,7 @@ class ControllerSettings:
 
 
 GANG_METHODS = ("labels", "podgroup", "koordinator")
-#: ``volcano`` (rule G20): method podgroup only; policylib's controller creates the Volcano PodGroup.
+#: ``volcano`` (rule G21): method podgroup only; policylib's controller creates the Volcano PodGroup.
 GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins", "volcano")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
 ON_VIOLATION = ("warn", "deny")
@@ -347,7 +347,7 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
         "enabled": _flag(True, "Apply the gang policies.", "P2"),
         "method": _choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, or Koordinator "
                           "annotations.", "G4, G5"),
-        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G20"),
+        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G21"),
         "scheduleTimeoutSeconds": _count(10, "How long a gang may wait for its minimum.", "G5"),
         "matchPolicy": _choice(MATCH_POLICIES, "none", "Which pods count toward the minimum.", "G12"),
         "groupByRole": _flag(False, "One gang per replica type, bound together as a GangGroup.", "G1"),
@@ -616,7 +616,7 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
 
 
 def volcano_gang_errors(g: GangSettings) -> list[FieldError]:
-    """Rule G20: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup
+    """Rule G21: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup
     named by their annotation scheduling.k8s.io/group-name), no match policy, no GangGroup."""
     if g.scheduler != "volcano":
         return []

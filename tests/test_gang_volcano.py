@@ -1,4 +1,4 @@
-"""Rule G20: gang method podgroup on scheduler volcano. policylib writes the annotation
+"""Rule G21: gang method podgroup on scheduler volcano. policylib writes the annotation
 scheduling.k8s.io/group-name on every template and its controller creates the Volcano PodGroup
 (scheduling.volcano.sh/v1beta1), for when the operator's own Volcano gang mode is off. The e2e proof
 with the real training-operator and Volcano is tests/e2e/test_gang_volcano_operators.py."""
@@ -82,7 +82,7 @@ def test_a_template_not_scheduled_by_volcano_is_annotated_with_a_warning():
 
 
 def test_operator_volcano_mode_still_wins_over_the_volcano_podgroup_method():
-    """Rule G15 before G20: with the operator's Volcano gang mode named, policylib writes nothing."""
+    """Rule G15 before G21: with the operator's Volcano gang mode named, policylib writes nothing."""
     r = mutate_kubeflow_job(job(), cfg(operatorGang="volcano"))
     assert (r.patch, r.extra_objects, r.warnings) == ([], [], [])
     assert r.reasons[0].startswith("gang.operatorGang volcano: training-operator gangs the job itself")

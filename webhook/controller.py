@@ -351,7 +351,7 @@ def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     (most clusters serve neither, and there is nothing to write for them otherwise)."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
-    if podgroups and config.gang.scheduler == "volcano":   # rule G20
+    if podgroups and config.gang.scheduler == "volcano":   # rule G21
         return base + kube.KUBEFLOW_JOBS + (kube.VOLCANO_PODGROUPS,)
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 

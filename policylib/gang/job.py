@@ -30,7 +30,7 @@ class ReplicaType:
     replicas: int
     priority_class: str | None
     path: str
-    #: The template's ``schedulerName`` (None: the default scheduler); rule G20 reads it.
+    #: The template's ``schedulerName`` (None: the default scheduler); rule G21 reads it.
     scheduler_name: str | None = None
 
 
@@ -45,7 +45,7 @@ class KubeflowJob:
     types: tuple[ReplicaType, ...]
     min_available: int | None
     schedule_timeout: int | None
-    #: ``runPolicy.schedulingPolicy.queue``: the Volcano queue of its PodGroup (rule G20).
+    #: ``runPolicy.schedulingPolicy.queue``: the Volcano queue of its PodGroup (rule G21).
     queue: str | None = None
 
     @property

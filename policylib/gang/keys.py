@@ -46,7 +46,7 @@ PODGROUP_API_VERSION = {
     "volcano": "scheduling.volcano.sh/v1beta1",
 }
 #: Where each scheduler reads a pod's PodGroup when it is not a label: Volcano reads the annotation
-#: scheduling.k8s.io/group-name (rule G20; scheduler/api/job_info.go getJobID).
+#: scheduling.k8s.io/group-name (rule G21; scheduler/api/job_info.go getJobID).
 PODGROUP_POD_ANNOTATION = {"volcano": VOLCANO_GROUP_NAME}
 #: The pod label that points a pod at its PodGroup, per scheduler (rule G5;
 #: Koordinator coscheduling/util GetGangNameByPod; scheduler-plugins PodGroupLabel).

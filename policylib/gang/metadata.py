@@ -54,7 +54,7 @@ def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: in
     """
     meta = Meta()
     if settings.method == "podgroup" and settings.scheduler in PODGROUP_POD_ANNOTATION:
-        meta.put("annotations", PODGROUP_POD_ANNOTATION[settings.scheduler], gang.name)   # rule G20
+        meta.put("annotations", PODGROUP_POD_ANNOTATION[settings.scheduler], gang.name)   # rule G21
         return meta
     if settings.method == "podgroup":
         meta.put("labels", PODGROUP_POD_LABEL[settings.scheduler], gang.name)

@@ -46,13 +46,13 @@ def template_scheduler_names(obj: dict[str, Any]) -> set[str]:
 
 
 def policylib_gangs_volcano(settings: GangSettings) -> bool:
-    """Rule G20: policylib itself gangs pods scheduled by ``volcano`` (method podgroup, scheduler volcano)."""
+    """Rule G21: policylib itself gangs pods scheduled by ``volcano`` (method podgroup, scheduler volcano)."""
     return settings.method == "podgroup" and settings.scheduler == VOLCANO_SCHEDULER
 
 
 def volcano_without_gang(obj: dict[str, Any], settings: GangSettings) -> bool:
     """Rule G15: a template is scheduled by ``volcano``, no operator gang mode is named and policylib is not
-    set to make the Volcano PodGroup (G20): nobody may gang the job, which deserves a warning."""
+    set to make the Volcano PodGroup (G21): nobody may gang the job, which deserves a warning."""
     return (settings.operatorGang == "none" and not policylib_gangs_volcano(settings)
             and VOLCANO_SCHEDULER in template_scheduler_names(obj))
 
@@ -62,7 +62,7 @@ def operator_gang_reason(obj: dict[str, Any], settings: GangSettings) -> str | N
 
     The setting ``gang.operatorGang`` names the operator's gang mode. Without it, a
     template scheduled by ``volcano`` is left alone too unless policylib is set to
-    make the Volcano PodGroup itself (method podgroup, scheduler volcano: rule G20),
+    make the Volcano PodGroup itself (method podgroup, scheduler volcano: rule G21),
     since metadata for another scheduler would be read by none; the reason says
     that without the operator's Volcano gang mode Volcano's own controller makes a
     one-pod PodGroup per pod (no gang), and names the two settings that fix it.

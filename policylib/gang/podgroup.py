@@ -41,7 +41,7 @@ def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) ->
 
 
 def volcano_podgroup_spec(job: KubeflowJob, gang: Gang) -> dict[str, Any]:
-    """Rule G20: a Volcano PodGroup's spec (scheduling.volcano.sh/v1beta1 PodGroupSpec).
+    """Rule G21: a Volcano PodGroup's spec (scheduling.volcano.sh/v1beta1 PodGroupSpec).
 
     ``minMember`` is the gang's minimum; ``queue`` the job's
     ``runPolicy.schedulingPolicy.queue`` when set (else Volcano's admission

@@ -55,7 +55,7 @@ def notes_on_job(job: KubeflowJob, obj: dict[str, Any], settings: GangSettings, 
 
 
 def volcano_scheduler_warnings(job: KubeflowJob) -> list[str]:
-    """Rule G20: Volcano schedules (and gangs) only pods whose ``schedulerName`` is ``volcano``; a template
+    """Rule G21: Volcano schedules (and gangs) only pods whose ``schedulerName`` is ``volcano``; a template
     scheduled by another scheduler gets the annotation all the same, and a warning."""
     others = [f"{t.key} ({t.scheduler_name or 'default-scheduler'})" for t in job.types
               if t.replicas > 0 and t.scheduler_name != "volcano"]

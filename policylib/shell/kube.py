@@ -52,7 +52,7 @@ MPIJOBS_V2 = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
 PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
              Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup"))
-#: Volcano's PodGroups, which policylib makes for gang.scheduler volcano (rule G20); watched only then
+#: Volcano's PodGroups, which policylib makes for gang.scheduler volcano (rule G21); watched only then
 #: (Volcano's own controller makes one per pod of every other workload it schedules).
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")

@@ -1,6 +1,6 @@
 """Kubeflow jobs on Volcano with the operators' Volcano gang modes (``testcluster --volcano
 --training-operator --training-operator-gang volcano --mpi-operator --mpi-operator-gang volcano``): the
-operator creates the Volcano PodGroup and policylib, not set to make one (rule G20), steps aside (G15). Each test creates
+operator creates the Volcano PodGroup and policylib, not set to make one (rule G21), steps aside (G15). Each test creates
 only the job. Rows of docs/compatibility.md name these tests."""
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Kubeflow jobs on Volcano with the operators' own gang modes off (``testcluster --volcano
 --training-operator --mpi-operator``, no ``--training-operator-gang``): nobody but policylib makes a
-Volcano PodGroup, so policylib does (``gang.method: podgroup``, ``gang.scheduler: volcano``, rule G20):
+Volcano PodGroup, so policylib does (``gang.method: podgroup``, ``gang.scheduler: volcano``, rule G21):
 the webhook writes the annotation scheduling.k8s.io/group-name on every template and the controller
 creates the scheduling.volcano.sh/v1beta1 PodGroup owned by the job. Each test creates only the job; the
 real operator creates the pods and Volcano's scheduler places them. Rows of docs/compatibility.md name
