@@ -15,7 +15,15 @@ from typing import Any, Iterable
 from .config import Config, HostSpread, load_config
 from .errors import PolicyError
 from .facts import ClusterFacts, namespace_of
-from .gang import KubeflowJob, is_kubeflow_job, job_minimum, operator_gang_reason, read_job
+from .gang import (
+    KubeflowJob,
+    is_kubeflow_job,
+    job_minimum,
+    operator_gang_reason,
+    policylib_gangs_volcano,
+    read_job,
+    volcano_without_gang,
+)
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
 from .simulate import NodeState, PodShape, fits, is_bound_pod, node_states, simulate
@@ -271,15 +279,19 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
         job = read_job(obj, namespace_of(obj))
         operator = operator_gang_reason(obj, config.gang)
         if operator:
-            out.append(Finding("info", "gang.operatorGang", f"{job.kind} {job.namespace}/{job.name}: {operator}"))
+            out.append(Finding("warning" if volcano_without_gang(obj, config.gang) else "info", "gang.operatorGang",
+                               f"{job.kind} {job.namespace}/{job.name}: {operator}"))
         minimum = job_minimum(job)
         specs = (obj.get("spec") or {}).get(job.specs_key) or {}
         capacity = gang_capacity(job, specs, states, minimum)
         if capacity < minimum:
+            # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
+            outcome = "Volcano would keep its PodGroup Unschedulable and start none of them" \
+                if policylib_gangs_volcano(config.gang) and not operator else \
+                "it would wait for its scheduleTimeout and never start"
             out.append(Finding("error", "gang.method",
                                f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
-                               f"Nodes can hold {capacity} of them now: it would wait for its scheduleTimeout and "
-                               "never start"))
+                               f"Nodes can hold {capacity} of them now: {outcome}"))
     return out
 
 

@@ -148,7 +148,8 @@ class ControllerSettings:
 
 GANG_METHODS = ("labels", "podgroup", "koordinator", "workload")
 #: ``kube-scheduler``: the default scheduler, with Kubernetes' own gang scheduling (method workload, rule G16).
-GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins", "kube-scheduler")
+#: ``volcano`` (rule G21): method podgroup only; policylib's controller creates the Volcano PodGroup.
+GANG_SCHEDULERS = ("ack", "koordinator", "scheduler-plugins", "kube-scheduler", "volcano")
 MATCH_POLICIES = ("none", "only-waiting", "waiting-and-running", "waiting-running-succeed", "once-satisfied")
 ON_VIOLATION = ("warn", "deny")
 #: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
@@ -354,7 +355,7 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
         "method": _choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, Koordinator "
                           "annotations, or Kubernetes' own Workload and PodGroup (scheduling.k8s.io/v1alpha2).",
                           "G4, G5, G16"),
-        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6"),
+        "scheduler": _choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G16, G21"),
         "scheduleTimeoutSeconds": _count(10, "How long a gang may wait for its minimum.", "G5"),
         "matchPolicy": _choice(MATCH_POLICIES, "none", "Which pods count toward the minimum.", "G12"),
         "groupByRole": _flag(False, "One gang per replica type, bound together as a GangGroup.", "G1"),
@@ -609,7 +610,7 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
     if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
         errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': "
                          "its coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler"))
-    if g.matchPolicy == "waiting-running-succeed" and g.scheduler != "ack":
+    if g.matchPolicy == "waiting-running-succeed" and g.scheduler not in ("ack", "volcano"):
         errs.append(both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler "
                          f"{g.scheduler!r}: it is an ACK-only match policy (supported: none, only-waiting, "
                          "waiting-and-running, once-satisfied)", "matchPolicy", "scheduler"))
@@ -619,7 +620,7 @@ def gang_combination_errors(g: GangSettings) -> list[FieldError]:
     if g.groupByRole and g.scheduler == "scheduler-plugins":
         errs.append(both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no "
                          "GangGroup (supported: false)", "groupByRole", "scheduler"))
-    return errs + workload_combination_errors(g)
+    return errs + workload_combination_errors(g) + volcano_gang_errors(g)
 
 
 def workload_combination_errors(g: GangSettings) -> list[FieldError]:
@@ -628,7 +629,7 @@ def workload_combination_errors(g: GangSettings) -> list[FieldError]:
     def both(message: str, *keys: str) -> FieldError:
         return forbidden(" and ".join(f"gang.{k}" for k in keys), message)
     errs = []
-    if g.method == "workload" and g.scheduler != "kube-scheduler":
+    if g.method == "workload" and g.scheduler not in ("kube-scheduler", "volcano"):   # volcano: G21 says it
         errs.append(both(f"gang.method 'workload' is not supported on scheduler {g.scheduler!r}: only the default "
                          "kube-scheduler reads scheduling.k8s.io/v1alpha2 PodGroups (supported: kube-scheduler)",
                          "method", "scheduler"))
@@ -651,6 +652,28 @@ def workload_combination_errors(g: GangSettings) -> list[FieldError]:
         errs.append(both(f"gang.operatorGang {g.operatorGang!r} is not supported with gang.method workload: the "
                          "operator's gang mode makes its own PodGroups for its own scheduler (supported: none)",
                          "operatorGang", "method"))
+    return errs
+
+
+def volcano_gang_errors(g: GangSettings) -> list[FieldError]:
+    """Rule G21: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup
+    named by their annotation scheduling.k8s.io/group-name), no match policy, no GangGroup."""
+    if g.scheduler != "volcano":
+        return []
+    errs = []
+    if g.method != "podgroup":
+        errs.append(forbidden("gang.method and gang.scheduler",
+                              f"gang.method {g.method!r} is not supported on scheduler 'volcano': Volcano gangs only the "
+                              "pods of a Volcano PodGroup (scheduling.volcano.sh/v1beta1), named by their annotation "
+                              "scheduling.k8s.io/group-name (supported there: podgroup)"))
+    if g.matchPolicy != "none":
+        errs.append(forbidden("gang.matchPolicy and gang.scheduler",
+                              f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'volcano': its gang "
+                              "plugin counts every pod of the PodGroup (supported: none)"))
+    if g.groupByRole:
+        errs.append(forbidden("gang.groupByRole and gang.scheduler",
+                              "gang.groupByRole true is not supported on scheduler 'volcano': it has no GangGroup "
+                              "(supported: false)"))
     return errs
 
 

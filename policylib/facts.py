@@ -38,7 +38,8 @@ def hpa_target(hpa: dict[str, Any]) -> tuple[str, str] | None:
     return namespace_of(hpa), ref["name"]
 
 
-PODGROUP_API_VERSIONS = ("scheduling.x-k8s.io/v1alpha1", "scheduling.sigs.k8s.io/v1alpha1")
+PODGROUP_API_VERSIONS = ("scheduling.x-k8s.io/v1alpha1", "scheduling.sigs.k8s.io/v1alpha1",
+                         "scheduling.volcano.sh/v1beta1")
 
 
 def is_podgroup(obj: object) -> bool:

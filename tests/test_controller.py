@@ -228,6 +228,7 @@ def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
     from webhook.controller import watched_resources
     assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers"]
     assert len(watched_resources(load_config({"gang": {"method": "podgroup"}}))) == 8   # MPIJob v1 and v2beta1
+    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 7
 
 
 def test_compliant_cluster_sees_zero_writes(tmp_path):

@@ -53,13 +53,17 @@ def test_without_the_setting_the_podgroup_method_writes_as_before():
 
 
 def test_a_template_scheduled_by_volcano_is_detected_from_the_job():
-    """Volcano gangs only pods of a Volcano PodGroup, which only the operator's Volcano mode creates for a
-    Kubeflow job: metadata for scheduler-plugins would be read by nobody, so none is written."""
+    """Volcano gangs only pods of a Volcano PodGroup: metadata for scheduler-plugins would be read by nobody,
+    so none is written, and the warning names the two settings that gang the job (operator or policylib)."""
     obj = job(scheduler="volcano")
     r = mutate_kubeflow_job(obj, cfg())
-    assert (r.patch, r.extra_objects) == ([], [])
-    assert r.reasons[0].startswith("the pods are scheduled by 'volcano': only training-operator's Volcano gang mode "
-                                   "gangs them (PodGroup scheduling.volcano.sh/v1beta1 train)")
+    assert (r.patch, r.extra_objects, r.reasons) == ([], [], [])
+    assert r.warnings == [
+        "the pods are scheduled by 'volcano': policylib writes no gang metadata and no PodGroup for them. Only "
+        "training-operator run with --gang-scheduler-name=volcano gangs them (PodGroup scheduling.volcano.sh/v1beta1 "
+        "train; set gang.operatorGang: volcano to say so); without it Volcano makes a one-pod PodGroup per pod and "
+        "nothing gangs the job: set gang.method: podgroup and gang.scheduler: volcano for policylib to create the "
+        "Volcano PodGroup"]
     assert template_scheduler_names(obj) == {"volcano"}
     assert operator_gang_reason(job(scheduler="scheduler-plugins-scheduler"), cfg().gang) is None
 

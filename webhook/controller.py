@@ -355,6 +355,8 @@ def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
     if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
         return base + kube.KUBEFLOW_JOBS + kube.NATIVE_GANG
+    if podgroups and config.gang.scheduler == "volcano":   # rule G21
+        return base + kube.KUBEFLOW_JOBS + (kube.VOLCANO_PODGROUPS,)
     return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
 
 

@@ -21,6 +21,7 @@ from policylib.shell.kube import (
     REGISTRY,
     SNAPSHOT_RESOURCES,
     TFJOBS,
+    VOLCANO_PODGROUPS,
     WORKLOADS,
     Api,
     ApiError,
@@ -80,4 +81,5 @@ __all__ = [
     "NATIVE_GANG",
     "NATIVE_PODGROUPS",
     "WORKLOADS",
+    "VOLCANO_PODGROUPS",
 ]

@@ -78,6 +78,7 @@ from .keys import (
     NAME_LABEL,
     POD_GROUP_LABEL,
     PODGROUP_API_VERSION,
+    PODGROUP_POD_ANNOTATION,
     PODGROUP_POD_LABEL,
     REPLICA_SPECS,
     SCHEDULING_GROUP_LABEL,
@@ -100,7 +101,14 @@ from .metadata import (
     validate_gang_labels,
 )
 from .mutation import mutate_kubeflow_job, training_operator_reason
-from .operator import OPERATOR_PODGROUP, operator_gang_reason, operator_of, template_scheduler_names
+from .operator import (
+    OPERATOR_PODGROUP,
+    operator_gang_reason,
+    operator_of,
+    policylib_gangs_volcano,
+    template_scheduler_names,
+    volcano_without_gang,
+)
 from .podgroup import build_podgroups
 from .priority import and_list, priority_conflict, priority_violation
 from .update import describe_shape, kept_or_dropped, read_old_job, update_gang
@@ -120,6 +128,7 @@ __all__ = [
     "MIN_AVAILABLE_LABEL", "ACK_MATCH_POLICY", "ACK_GROUPS", "LEGACY_POD_GROUP_LABEL", "POD_GROUP_LABEL",
     "KOORD_PREFIX", "KOORD_NAME", "KOORD_MIN_AVAILABLE", "KOORD_TOTAL_NUMBER", "KOORD_MODE", "KOORD_WAITING_TIME",
     "KOORD_GROUPS", "KOORD_MATCH_POLICY", "KOORD_STRICT", "VOLCANO_GROUP_NAME", "PODGROUP_API_VERSION",
+    "PODGROUP_POD_ANNOTATION",
     "PODGROUP_POD_LABEL", "NAME_KEYS", "NAME_KEYS_READ", "MIN_KEYS", "GROUPS_KEYS", "is_kubeflow_job", "is_gang_key",
     "ReplicaType", "KubeflowJob", "replica_count", "read_job", "has_scheduling_policy", "MAX_GANG_NAME", "HASH_LEN",
     "Gang", "GangPlan", "gang_name", "role_gang_name", "job_minimum", "plan_gangs", "podgroup_timeout", "and_list",
@@ -130,5 +139,6 @@ __all__ = [
     "notes_on_job", "owned_paths", "apply_metadata", "write_gang", "leave_existing", "read_old_job", "update_gang",
     "kept_or_dropped", "describe_shape", "mutate_kubeflow_job", "training_operator_reason", "OPERATOR_PODGROUP",
     "operator_gang_reason", "operator_of", "template_scheduler_names", "WORKLOAD_API_VERSION", "SCHEDULING_GROUP_LABEL",
-    "is_pod", "mutate_pod", "workload_objects"
+    "is_pod", "mutate_pod", "workload_objects",
+    "policylib_gangs_volcano", "volcano_without_gang"
 ]

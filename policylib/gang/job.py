@@ -30,6 +30,8 @@ class ReplicaType:
     replicas: int
     priority_class: str | None
     path: str
+    #: The template's ``schedulerName`` (None: the default scheduler); rule G21 reads it.
+    scheduler_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class KubeflowJob:
     types: tuple[ReplicaType, ...]
     min_available: int | None
     schedule_timeout: int | None
+    #: ``runPolicy.schedulingPolicy.queue``: the Volcano queue of its PodGroup (rule G21).
+    queue: str | None = None
 
     @property
     def total(self) -> int:
@@ -89,7 +93,11 @@ def _replica_type(key: Any, rspec: Any, path: FieldPath, errs: list[FieldError])
     priority = pod_spec.get("priorityClassName") or None
     if priority is not None and not isinstance(priority, str):
         errs.append(invalid(path.child("template", "spec", "priorityClassName"), priority, "must be a string"))
-    return ReplicaType(key, count, priority, str(path))
+    scheduler = pod_spec.get("schedulerName") or None
+    if scheduler is not None and not isinstance(scheduler, str):
+        errs.append(invalid(path.child("template", "spec", "schedulerName"), scheduler, "must be a string"))
+        scheduler = None
+    return ReplicaType(key, count, priority, str(path), scheduler)
 
 
 def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
@@ -141,9 +149,13 @@ def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
     timeout = policy.get("scheduleTimeoutSeconds")
     if timeout is not None:
         errs += int32_errors(timeout, policy_path.child("scheduleTimeoutSeconds"), 1)
+    queue = policy.get("queue") or None
+    if queue is not None and not isinstance(queue, str):
+        errs.append(invalid(policy_path.child("queue"), queue, "must be a string"))
+        queue = None
     raise_if_any(ref, errs)
     assert isinstance(name, str)  # a missing name is an error raised above
-    job = KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout)
+    job = KubeflowJob(obj["kind"], name, namespace, specs_key, tuple(types), min_available, timeout, queue)
     if min_available is None and job.total > INT32_MAX:
         # the gang's minimum (minMember, min-available) is an int32 field
         raise_if_any(ref, [invalid(specs_path, job.total, f"the replicas add up to more than the {INT32_MAX} a "

@@ -49,7 +49,11 @@ PODGROUP_API_VERSION = {
     "ack": "scheduling.x-k8s.io/v1alpha1",
     "koordinator": "scheduling.sigs.k8s.io/v1alpha1",
     "scheduler-plugins": "scheduling.x-k8s.io/v1alpha1",
+    "volcano": "scheduling.volcano.sh/v1beta1",
 }
+#: Where each scheduler reads a pod's PodGroup when it is not a label: Volcano reads the annotation
+#: scheduling.k8s.io/group-name (rule G21; scheduler/api/job_info.go getJobID).
+PODGROUP_POD_ANNOTATION = {"volcano": VOLCANO_GROUP_NAME}
 #: The pod label that points a pod at its PodGroup, per scheduler (rule G5;
 #: Koordinator coscheduling/util GetGangNameByPod; scheduler-plugins PodGroupLabel).
 PODGROUP_POD_LABEL = {
@@ -67,6 +71,7 @@ NAME_KEYS_READ = {
     "koordinator": {LEGACY_POD_GROUP_LABEL, NAME_LABEL, KOORD_NAME},
     "scheduler-plugins": {POD_GROUP_LABEL},
     "kube-scheduler": {SCHEDULING_GROUP_LABEL},
+    "volcano": {VOLCANO_GROUP_NAME},
 }
 MIN_KEYS = (("labels", MIN_AVAILABLE_LABEL), ("annotations", KOORD_MIN_AVAILABLE))
 GROUPS_KEYS = (("annotations", ACK_GROUPS), ("annotations", KOORD_GROUPS))

@@ -19,6 +19,7 @@ from .keys import (
     MIN_AVAILABLE_LABEL,
     NAME_KEYS,
     NAME_LABEL,
+    PODGROUP_POD_ANNOTATION,
     PODGROUP_POD_LABEL,
     REPLICA_SPECS,
     SCHEDULING_GROUP_LABEL,
@@ -55,6 +56,9 @@ def pod_metadata(gang: Gang, plan: GangPlan, settings: GangSettings, timeout: in
     meta = Meta()
     if settings.method == "workload":   # rule G16: the label the webhook turns into spec.schedulingGroup
         meta.put("labels", SCHEDULING_GROUP_LABEL, gang.name)
+        return meta
+    if settings.method == "podgroup" and settings.scheduler in PODGROUP_POD_ANNOTATION:
+        meta.put("annotations", PODGROUP_POD_ANNOTATION[settings.scheduler], gang.name)   # rule G21
         return meta
     if settings.method == "podgroup":
         meta.put("labels", PODGROUP_POD_LABEL[settings.scheduler], gang.name)

@@ -8,7 +8,7 @@ from ..result import Outcome, Result, admission
 from .gangs import plan_gangs
 from .job import has_scheduling_policy, read_job
 from .metadata import current_metadata, desired_metadata, has_gang
-from .operator import operator_gang_reason
+from .operator import operator_gang_reason, volcano_without_gang
 from .podgroup import build_podgroups
 from .priority import priority_violation
 from .update import read_old_job, update_gang
@@ -40,7 +40,7 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
     job = read_job(obj, namespace)
     operator = operator_gang_reason(obj, settings)
     if operator:   # rule G15, once the job reads well (G7)
-        out.reason(operator)
+        (out.warn if volcano_without_gang(obj, settings) else out.reason)(operator)
         return out.result(obj)
     plan = plan_gangs(job, settings)
     if plan is None:

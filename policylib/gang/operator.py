@@ -5,8 +5,10 @@ training-operator started with ``--gang-scheduler-name`` (and the MPI Operator w
 it, and points every pod at it (scheduler-plugins: the label ``scheduling.x-k8s.io/pod-group``
 overwritten on every pod; Volcano: the annotation ``scheduling.k8s.io/group-name``), setting
 ``schedulerName`` when the template has none (training-operator
-pkg/controller.v1/control/podgroup_control.go DecoratePodTemplateSpec). policylib must then write
-nothing: not a second PodGroup, not a label the operator overwrites.
+pkg/controller.v1/control/podgroup_control.go DecoratePodTemplateSpec); the MPI Operator v0.7.0
+overwrites ``schedulerName`` whatever the template says (pkg/controller/podgroup.go
+decoratePodTemplateSpec). policylib must then write nothing: not a second PodGroup, not a label
+the operator overwrites.
 """
 from __future__ import annotations
 
@@ -43,23 +45,39 @@ def template_scheduler_names(obj: dict[str, Any]) -> set[str]:
     return names
 
 
+def policylib_gangs_volcano(settings: GangSettings) -> bool:
+    """Rule G21: policylib itself gangs pods scheduled by ``volcano`` (method podgroup, scheduler volcano)."""
+    return settings.method == "podgroup" and settings.scheduler == VOLCANO_SCHEDULER
+
+
+def volcano_without_gang(obj: dict[str, Any], settings: GangSettings) -> bool:
+    """Rule G15: a template is scheduled by ``volcano``, no operator gang mode is named and policylib is not
+    set to make the Volcano PodGroup (G21): nobody may gang the job, which deserves a warning."""
+    return (settings.operatorGang == "none" and not policylib_gangs_volcano(settings)
+            and VOLCANO_SCHEDULER in template_scheduler_names(obj))
+
+
 def operator_gang_reason(obj: dict[str, Any], settings: GangSettings) -> str | None:
     """Rule G15: why the job's gang belongs to its operator, or None when it does not.
 
-    The setting ``gang.operatorGang`` names the operator's gang mode; without it, a
-    template scheduled by ``volcano`` says the same: Volcano gangs only pods of a
-    Volcano PodGroup, which only the operator's Volcano gang mode creates for a
-    Kubeflow job (policylib writes none), so any metadata policylib wrote would be
-    read by no scheduler.
+    The setting ``gang.operatorGang`` names the operator's gang mode. Without it, a
+    template scheduled by ``volcano`` is left alone too unless policylib is set to
+    make the Volcano PodGroup itself (method podgroup, scheduler volcano: rule G21),
+    since metadata for another scheduler would be read by none; the reason says
+    that without the operator's Volcano gang mode Volcano's own controller makes a
+    one-pod PodGroup per pod (no gang), and names the two settings that fix it.
     """
     meta = obj.get("metadata")
     name = (meta.get("name") if isinstance(meta, dict) else None) or "<job name>"
     operator = operator_of(obj)
     mode = settings.operatorGang
-    if mode == "none" and VOLCANO_SCHEDULER in template_scheduler_names(obj):
-        return (f"the pods are scheduled by {VOLCANO_SCHEDULER!r}: only {operator}'s Volcano gang mode gangs them "
-                f"(PodGroup scheduling.volcano.sh/v1beta1 {name}); policylib writes no gang metadata and no PodGroup "
-                "for it (set gang.operatorGang: volcano to say so)")
+    if volcano_without_gang(obj, settings):
+        flag = "--gang-scheduling=volcano" if operator == "the MPI Operator" else "--gang-scheduler-name=volcano"
+        return (f"the pods are scheduled by {VOLCANO_SCHEDULER!r}: policylib writes no gang metadata and no PodGroup "
+                f"for them. Only {operator} run with {flag} gangs them (PodGroup scheduling.volcano.sh/v1beta1 "
+                f"{name}; set gang.operatorGang: volcano to say so); without it Volcano makes a one-pod PodGroup per "
+                "pod and nothing gangs the job: set gang.method: podgroup and gang.scheduler: volcano for policylib "
+                "to create the Volcano PodGroup")
     if mode == "none":
         return None
     api_version, key = OPERATOR_PODGROUP[mode]

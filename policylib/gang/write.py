@@ -48,9 +48,23 @@ def notes_on_job(job: KubeflowJob, obj: dict[str, Any], settings: GangSettings, 
     if job.min_available is not None and settings.groupByRole:
         out.warn(f"runPolicy.schedulingPolicy.minAvailable {job.min_available} is a job-wide minimum "
                             "and is not used with gang.groupByRole: each role's gang needs all its replicas")
+    if settings.method == "podgroup" and settings.scheduler == "volcano":
+        out.warn(*volcano_scheduler_warnings(job))
     if job.kind == "PyTorchJob" and (obj.get("spec") or {}).get("elasticPolicy") and job.min_available is None:
         out.reason("elastic PyTorchJob: the gang needs every current replica; set "
                            "runPolicy.schedulingPolicy.minAvailable to let it start with fewer")
+
+
+def volcano_scheduler_warnings(job: KubeflowJob) -> list[str]:
+    """Rule G21: Volcano schedules (and gangs) only pods whose ``schedulerName`` is ``volcano``; a template
+    scheduled by another scheduler gets the annotation all the same, and a warning."""
+    others = [f"{t.key} ({t.scheduler_name or 'default-scheduler'})" for t in job.types
+              if t.replicas > 0 and t.scheduler_name != "volcano"]
+    if not others:
+        return []
+    return [f"gang.scheduler volcano: the pods of {and_list(others)} are not scheduled by 'volcano', which alone "
+            "reads the Volcano PodGroup: they are not held as one gang (set spec.schedulerName: volcano in "
+            "their templates)"]
 
 
 def owned_paths(job: KubeflowJob) -> list[tuple[str, ...]]:

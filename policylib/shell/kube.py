@@ -56,15 +56,19 @@ PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"
 WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload")
 NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
 NATIVE_GANG = (WORKLOADS, NATIVE_PODGROUPS)
+#: Volcano's PodGroups, which policylib makes for gang.scheduler volcano (rule G21); watched only then
+#: (Volcano's own controller makes one per pod of every other workload it schedules).
+VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 PODS = Resource("", "v1", "pods", "Pod")
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + NATIVE_GANG
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
-    (r.api_version, r.kind): r for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS
+    (r.api_version, r.kind): r
+    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
 

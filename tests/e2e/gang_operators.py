@@ -23,8 +23,12 @@ NODE_GROUPS = {
     "fits3": [2, 1],          # exactly a 3-pod gang
     "fits3b": [2, 1],
     "fits3c": [2, 1],
+    "fits3d": [2, 1],
+    "fits3e": [2, 1],
     "short": [2, 1],          # 3 CPUs for a 4-pod gang
     "role": [2],              # a GangGroup whose second role does not fit, until room is added
+    "once": [1, 1, 1],        # match policies: a 3-pod gang, then two replacement pods with room for one
+    "war": [1, 1, 1],
 }
 
 

@@ -1,7 +1,8 @@
 """Koordinator's gang methods on koord-scheduler (``testcluster --koordinator``, built by ``make
 testcluster-koordinator``), the pods made by the real training-operator: the annotation method, the
-lightweight labels, a GangGroup across two roles, and mixed priorities refused before the scheduler sees
-them. Each test creates only the job. Rows of docs/compatibility.md name these tests."""
+lightweight labels, a GangGroup across two roles, mixed priorities refused before the scheduler sees
+them, and the match policies once-satisfied and waiting-and-running after members are deleted. Each
+test creates only the job. Rows of docs/compatibility.md name these tests."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,8 @@ CONFIGS = {
     "koordroles": {"gang": {"method": "koordinator", "scheduler": "koordinator", "groupByRole": True,
                             "scheduleTimeoutSeconds": 30}},
     "koorddeny": {"gang": {"method": "koordinator", "scheduler": "koordinator", "onViolation": "deny"}},
+    "once": {"gang": {"method": "koordinator", "scheduler": "koordinator", "matchPolicy": "once-satisfied"}},
+    "war": {"gang": {"method": "koordinator", "scheduler": "koordinator", "matchPolicy": "waiting-and-running"}},
 }
 
 
@@ -124,3 +127,72 @@ def test_mixed_priorities_are_refused_before_the_scheduler_sees_them(koord):
     assert "different priorityClassName" in run.stderr, run.stderr
     assert koord.get_or_none("tfjobs.kubeflow.org", "train", ns) is None
 
+
+
+def failed_scheduling_uids(c, ns: str) -> set[str]:
+    return {e["involvedObject"].get("uid") for e in c.list("events", ns)
+            if e.get("reason") == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod"}
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("policy, replacements_bound", [("once-satisfied", 1), ("waiting-and-running", 0)])
+def test_match_policy_after_members_are_deleted(koord, policy, replacements_bound):
+    """A 3-pod gang (min 3) runs on three 1-CPU Nodes; one Node is tainted, the members on it (B) and on
+    another Node (A) are deleted and training-operator recreates them, with room for one (A's Node).
+    once-satisfied (Koordinator's default) lets A's replacement bind: the job runs with 2 of its minimum 3
+    (koordinator issue 2244: the gang stays "once resource satisfied"); waiting-and-running counts the
+    running member plus the waiting ones, 2 < 3, and binds neither (coscheduling/core/gang.go
+    isGangValidForPermit).
+
+    Koordinator counts a member as bound until its pod is gone, terminating or not: if A's replacement
+    reached Permit while B was still terminating, 1 waiting + 2 "bound" would let it through under
+    waiting-and-running too (seen on the first run). So A is held by a finalizer until B is gone.
+
+    ``enableDynamicWorker: true``: training-operator v1.9.3 counts a Running pod with a deletionTimestamp
+    as failed (pkg/core/status.go UpdateJobReplicaStatuses), which fails a TFJob whatever its restartPolicy
+    (a Restarting condition is set only for pods in phase Failed) and a finished job is never reconciled
+    again, so without it no member is ever recreated; with it Worker failures do not fail the job."""
+    group = "once" if policy == "once-satisfied" else "war"
+    ns = koord.namespace(f"koord-{group}", config=group)
+    job = tfjob("train", ns, group, KOORD, ps=0, workers=3)
+    job["spec"]["enableDynamicWorker"] = True
+    stored = create(koord, job)
+    pods = wait_pods(koord, ns, stored, 3)
+    assert {annotations(p).get("gang.scheduling.koordinator.sh/match-policy") for p in pods} == {policy}
+    wait_for("all 3 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 3, timeout=150)
+    placed = {p["spec"]["nodeName"]: p for p in job_pods(koord, ns, stored)}
+    a, b = placed[f"{group}-1"], placed[f"{group}-2"]
+    old_uids = {a["metadata"]["uid"], b["metadata"]["uid"]}
+    names = {a["metadata"]["name"], b["metadata"]["name"]}
+    koord.kubectl("patch", "pod", a["metadata"]["name"], "-n", ns, "--type=merge", "-p",
+                  '{"metadata": {"finalizers": ["e2e.policylib.io/hold"]}}')
+    koord.kubectl("taint", "node", f"{group}-2", "e2e=full:NoSchedule")
+    for p in (b, a):
+        koord.kubectl("delete", "pod", p["metadata"]["name"], "-n", ns, "--wait=false")
+
+    def recreated(name: str):
+        return next((p for p in job_pods(koord, ns, stored) if p["metadata"]["name"] == name
+                     and p["metadata"]["uid"] not in old_uids), None)
+    wait_for("the operator recreates B", lambda: recreated(b["metadata"]["name"]), timeout=120)
+    koord.kubectl("patch", "pod", a["metadata"]["name"], "-n", ns, "--type=json", "-p",
+                  '[{"op": "remove", "path": "/metadata/finalizers"}]')
+
+    def replacements():
+        current = [p for p in job_pods(koord, ns, stored) if p["metadata"]["uid"] not in old_uids
+                   and p["metadata"]["name"] in names]
+        return current if len(current) == 2 and not any(p["metadata"].get("deletionTimestamp") for p in current) \
+            else None
+    new = wait_for("the operator recreates A", replacements, timeout=120)
+    new_uids = {p["metadata"]["uid"] for p in new}
+
+    def new_bound() -> int:
+        return len([p for p in job_pods(koord, ns, stored) if p["metadata"]["uid"] in new_uids
+                    and p["spec"].get("nodeName")])
+    if replacements_bound:
+        wait_for("A's replacement binds, B's is rejected",
+                 lambda: new_bound() == 1 and new_uids & failed_scheduling_uids(koord, ns), timeout=150)
+    else:
+        # A's replacement fits its Node: only the gang can reject it (a FailedScheduling of its new uid)
+        wait_for("both replacements rejected", lambda: new_uids <= failed_scheduling_uids(koord, ns), timeout=150)
+    assert new_bound() == replacements_bound
+    assert koord.get("tfjobs.kubeflow.org", "train", ns)["status"]["conditions"][-1]["type"] == "Running"

@@ -83,11 +83,13 @@ def test_operator_gang_that_cannot_fit_binds_nothing_as_check_predicted(sp):
 
 @pytest.fixture(scope="module")
 def sp_operator_gang(harness_built, tmp_path_factory):
-    """training-operator with ``--gang-scheduler-name scheduler-plugins-scheduler`` (it creates PodGroups)."""
+    """training-operator with ``--gang-scheduler-name scheduler-plugins-scheduler`` and the MPI Operator with
+    ``--gang-scheduling scheduler-plugins-scheduler`` (both create PodGroups)."""
     tmp = tmp_path_factory.mktemp("gang-operator-mode")
     c = start_cluster(tmp, "--coscheduling", "--crd", str(podgroup_crd()), "--training-operator",
-                      "--training-operator-gang", "scheduler-plugins",
-                      targets=("testcluster-coscheduling", "testcluster-training-operator"))
+                      "--training-operator-gang", "scheduler-plugins", "--mpi-operator", "--mpi-operator-gang",
+                      "scheduler-plugins", targets=("testcluster-coscheduling", "testcluster-training-operator",
+                                                    "testcluster-mpi-operator"))
     procs: list = []
     try:
         c.namespace(LEASE_NS)
@@ -152,5 +154,45 @@ def test_operator_gang_mode_told_to_policylib_leaves_the_job_alone(sp_operator_g
         assert POD_GROUP_LABEL not in (rspec["template"].get("metadata") or {}).get("labels", {})
     pg = wait_for("the operator creates the PodGroup", lambda: c.get_or_none(PODGROUP, "train", ns), timeout=90)
     assert [r["kind"] for r in pg["metadata"]["ownerReferences"]] == ["TFJob"]
+    wait_for("all 3 pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 3, timeout=150)
+    assert [g["metadata"]["name"] for g in c.list(PODGROUP, ns)] == ["train"]
+
+
+@pytest.mark.timeout(300)
+def test_mpi_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_operator_gang):
+    """The MPI Operator's --gang-scheduling with policylib's podgroup method on and not told: one PodGroup
+    (both owned by the MPIJob, so the operator adopts and rewrites whichever exists first), one label value,
+    the gang binds. The spec is the operator's (its scheduleTimeoutSeconds 0 when the job sets none,
+    minResources added): set gang.operatorGang (rule G15). The operator also overwrites schedulerName."""
+    c = sp_operator_gang
+    ns = c.namespace("mpimode-both", config="gang")
+    stored = create(c, mpijob("train", ns, "fits3d", None))
+    assert {r["template"]["metadata"]["labels"][POD_GROUP_LABEL] for r in stored["spec"]["mpiReplicaSpecs"].values()} \
+        == {"train"}
+    wait_for("a PodGroup exists", lambda: c.get_or_none(PODGROUP, "train", ns), timeout=90)
+    pods = wait_pods(c, ns, stored, 3)
+    assert {p["metadata"]["labels"].get(POD_GROUP_LABEL) for p in pods} == {"train"}
+    assert {p["spec"]["schedulerName"] for p in pods} == {COSCHEDULING}
+    wait_for("all 3 pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 3, timeout=150)
+    groups = c.list(PODGROUP, ns)
+    assert [g["metadata"]["name"] for g in groups] == ["train"]
+    assert [r["kind"] for r in groups[0]["metadata"]["ownerReferences"]] == ["MPIJob"]
+    assert groups[0]["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 0, "minResources": {"cpu": "3"}}
+
+
+@pytest.mark.timeout(300)
+def test_mpi_operator_gang_mode_told_to_policylib_leaves_the_job_alone(sp_operator_gang):
+    """``gang.operatorGang: scheduler-plugins`` with the MPI Operator's --gang-scheduling: the webhook
+    writes nothing; the operator's PodGroup (minMember = workers + 1) is the only one, all 3 bind."""
+    c = sp_operator_gang
+    ns = c.namespace("mpimode-told", config="operator")
+    stored = create(c, mpijob("train", ns, "fits3e", None))
+    for rspec in stored["spec"]["mpiReplicaSpecs"].values():
+        assert POD_GROUP_LABEL not in (rspec["template"].get("metadata") or {}).get("labels", {})
+    pg = wait_for("the operator creates the PodGroup", lambda: c.get_or_none(PODGROUP, "train", ns), timeout=90)
+    assert pg["spec"]["minMember"] == 3
+    assert [r["kind"] for r in pg["metadata"]["ownerReferences"]] == ["MPIJob"]
+    pods = wait_pods(c, ns, stored, 3)
+    assert {p["metadata"]["labels"].get(POD_GROUP_LABEL) for p in pods} == {"train"}
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 3, timeout=150)
     assert [g["metadata"]["name"] for g in c.list(PODGROUP, ns)] == ["train"]

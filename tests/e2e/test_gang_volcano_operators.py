@@ -1,12 +1,12 @@
-"""Kubeflow jobs on Volcano with training-operator's Volcano gang mode (``testcluster --volcano
---training-operator --training-operator-gang volcano``): the operator creates the Volcano PodGroup and
-policylib, which writes no Volcano PodGroup for Kubeflow jobs, steps aside (rule G15). Each test creates
+"""Kubeflow jobs on Volcano with the operators' Volcano gang modes (``testcluster --volcano
+--training-operator --training-operator-gang volcano --mpi-operator --mpi-operator-gang volcano``): the
+operator creates the Volcano PodGroup and policylib, not set to make one (rule G21), steps aside (G15). Each test creates
 only the job. Rows of docs/compatibility.md name these tests."""
 from __future__ import annotations
 
 import pytest
 
-from .gang_operators import bound, create, job_pods, pytorchjob, start_cluster, tfjob, wait_pods
+from .gang_operators import bound, create, job_pods, mpijob, pytorchjob, start_cluster, tfjob, wait_pods
 from .harness import Webhook, wait_for
 
 VC_PODGROUP = "podgroups.scheduling.volcano.sh"
@@ -18,7 +18,8 @@ CONFIG = {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}
 def vc(harness_built, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gang-volcano-operators")
     c = start_cluster(tmp, "--volcano", "--training-operator", "--training-operator-gang", "volcano",
-                      targets=("testcluster-volcano", "testcluster-training-operator"))
+                      "--mpi-operator", "--mpi-operator-gang", "volcano",
+                      targets=("testcluster-volcano", "testcluster-training-operator", "testcluster-mpi-operator"))
     hook = None
     try:
         hook = Webhook(c, "gang", CONFIG, tmp).start()
@@ -31,15 +32,17 @@ def vc(harness_built, tmp_path_factory):
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob"])
+@pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob", "MPIJob"])
 def test_operator_volcano_mode_podgroup_and_gang_binds(vc, kind):
     """policylib's webhook sees the job (templates scheduled by volcano) and writes nothing; the operator's
-    Volcano PodGroup (minMember 3) is the only one; all 3 pods bind."""
-    build, group = {"TFJob": (tfjob, "fits3"), "PyTorchJob": (pytorchjob, "fits3b")}[kind]
+    Volcano PodGroup (minMember 3) is the only one; all 3 pods bind. MPIJob: the MPI Operator's
+    --gang-scheduling=volcano (minMember = workers + 1)."""
+    build, group = {"TFJob": (tfjob, "fits3"), "PyTorchJob": (pytorchjob, "fits3b"), "MPIJob": (mpijob, "fits3c")}[kind]
     ns = vc.namespace(f"vc-{kind.lower()}", config="gang")
     job = build("train", ns, group, "volcano")
     stored = create(vc, job)
-    specs = stored["spec"][{"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs"}[kind]]
+    specs = stored["spec"][{"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs",
+                            "MPIJob": "mpiReplicaSpecs"}[kind]]
     assert [r["template"].get("metadata") for r in specs.values()] == [None, None]   # policylib wrote nothing
     pg = wait_for("the operator creates the Volcano PodGroup", lambda: vc.get_or_none(VC_PODGROUP, "train", ns),
                   timeout=90)

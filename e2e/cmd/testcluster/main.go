@@ -5,7 +5,8 @@
 //	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
-//	            [--mpi-operator] [--koordinator] [--feature-gates GATES]
+//	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
+//	            [--feature-gates GATES]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
@@ -35,7 +36,8 @@ import (
 
 const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
-	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] [--mpi-operator] [--koordinator] " +
+	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
+	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
 	"[--feature-gates GATES]"
 
 type options struct {
@@ -51,6 +53,7 @@ type options struct {
 	trainingOperator     bool
 	trainingOperatorGang string
 	mpiOperator          bool
+	mpiOperatorGang      string
 	koordinator          bool
 	featureGates         string
 }
@@ -84,6 +87,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.trainingOperator, "training-operator", false, "also run Kubeflow training-operator (TFJob, PyTorchJob)")
 	fs.StringVar(&o.trainingOperatorGang, "training-operator-gang", "", "with --training-operator: its gang scheduler, volcano|scheduler-plugins|none")
 	fs.BoolVar(&o.mpiOperator, "mpi-operator", false, "also run the MPI Operator (MPIJob v2beta1)")
+	fs.StringVar(&o.mpiOperatorGang, "mpi-operator-gang", "", "with --mpi-operator: its gang scheduler (--gang-scheduling), volcano|scheduler-plugins|none")
 	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	if err := fs.Parse(args); err != nil {

@@ -8,7 +8,9 @@ package main
 //     volcano|scheduler-plugins|none is its --gang-scheduler-name (volcano needs --volcano,
 //     scheduler-plugins needs --coscheduling and names its profile, scheduler-plugins-scheduler);
 //   - --mpi-operator: the MPI Operator (kubeflow.org/v2beta1 MPIJob), from bin/mpi-operator/
-//     (make testcluster-mpi-operator), without gang scheduling of its own;
+//     (make testcluster-mpi-operator); --mpi-operator-gang volcano|scheduler-plugins|none is its
+//     --gang-scheduling (none, the default: no gang scheduling of its own; volcano needs --volcano,
+//     scheduler-plugins needs --coscheduling and names its profile);
 //   - --koordinator: koord-scheduler (scheduler name koord-scheduler) with its Coscheduling (gang)
 //     plugin and every CRD of Koordinator's release, from bin/koordinator/ (make
 //     testcluster-koordinator);
@@ -55,6 +57,28 @@ const (
 // trainingOperatorGangs are the values of --training-operator-gang.
 var trainingOperatorGangs = []string{"none", "scheduler-plugins", "volcano"}
 
+// gangFlag checks --<name>-gang (the MPI Operator's --gang-scheduling): it needs --<name>, and the
+// scheduler whose PodGroups it makes. "" is none.
+func gangFlag(name string, on bool, value string, o options) (string, error) {
+	if value != "" && !on {
+		return "", fmt.Errorf("--%s-gang needs --%s; %s", name, name, usage)
+	}
+	if value == "" {
+		value = "none"
+	}
+	if !contains(trainingOperatorGangs, value) {
+		return "", fmt.Errorf("--%s-gang %q: must be one of %s", name, value, strings.Join(trainingOperatorGangs, ", "))
+	}
+	if value == "volcano" && !o.volcano {
+		return "", fmt.Errorf("--%s-gang volcano needs --volcano (the operator creates Volcano PodGroups)", name)
+	}
+	if value == "scheduler-plugins" && !o.coscheduling {
+		return "", fmt.Errorf("--%s-gang scheduler-plugins needs --coscheduling (the operator names its scheduler, %s)",
+			name, coschedulingSchedulerName)
+	}
+	return value, nil
+}
+
 // component is one extra program: its directory (binary and crd/*.yaml) beside testcluster.
 type component struct {
 	name string // flag and directory
@@ -84,6 +108,7 @@ type operatorOptions struct {
 	trainingOperator *component
 	gang             string // --training-operator-gang: none, scheduler-plugins or volcano
 	mpiOperator      *component
+	mpiGang          string // --mpi-operator-gang: none, scheduler-plugins or volcano
 	koordinator      *component
 	featureGates     string
 }
@@ -91,6 +116,7 @@ type operatorOptions struct {
 // operatorFlags checks the flags of this file against each other and against --coscheduling and --volcano.
 func operatorFlags(o options) (*operatorOptions, error) {
 	out := &operatorOptions{gang: o.trainingOperatorGang, featureGates: o.featureGates}
+	var err error
 	if o.trainingOperatorGang != "" && !o.trainingOperator {
 		return nil, fmt.Errorf("--training-operator-gang needs --training-operator; %s", usage)
 	}
@@ -107,10 +133,12 @@ func operatorFlags(o options) (*operatorOptions, error) {
 		return nil, fmt.Errorf("--training-operator-gang scheduler-plugins needs --coscheduling (the operator names its scheduler, %s)",
 			coschedulingSchedulerName)
 	}
+	if out.mpiGang, err = gangFlag("mpi-operator", o.mpiOperator, o.mpiOperatorGang, o); err != nil {
+		return nil, err
+	}
 	if err := checkFeatureGates(o.featureGates); err != nil {
 		return nil, err
 	}
-	var err error
 	if o.trainingOperator {
 		if out.trainingOperator, err = findComponent(trainingOperatorName, "training-operator"); err != nil {
 			return nil, err
@@ -400,6 +428,18 @@ func (c *cluster) waitTrainingOperatorAdmission(ctx context.Context, dyn dynamic
 	return nil
 }
 
+// mpiGangArgs: the MPI Operator's --gang-scheduling for --mpi-operator-gang (volcano, or the name of
+// the scheduler-plugins scheduler, which it sets as every pod's schedulerName).
+func mpiGangArgs(gang string) []string {
+	switch gang {
+	case "volcano":
+		return []string{"--gang-scheduling=volcano"}
+	case "scheduler-plugins":
+		return []string{"--gang-scheduling=" + coschedulingSchedulerName}
+	}
+	return nil
+}
+
 // startMPIOperator runs the MPI Operator's v2beta1 controller (e2e/mpi-operator/main.go: upstream's
 // cmd serves /healthz on the fixed port 8080 and always elects a leader) and waits for its /healthz
 // (its informers synced).
@@ -408,10 +448,10 @@ func (c *cluster) startMPIOperator(ctx context.Context, client *kubernetes.Clien
 	if err != nil {
 		return err
 	}
-	c.launchEnv(mpiOperatorName, c.operators.mpiOperator.bin, []string{
+	c.launchEnv(mpiOperatorName, c.operators.mpiOperator.bin, append([]string{
 		"--kubeConfig=" + c.kubeconfig, "--healthz-address=127.0.0.1:" + strconv.Itoa(ports[0]),
 		"--threadiness=2", "--kube-api-qps=100", "--kube-api-burst=200",
-	})
+	}, mpiGangArgs(c.operators.mpiGang)...))
 	return waitURLHealthy(ctx, mpiOperatorName, fmt.Sprintf("http://127.0.0.1:%d/healthz", ports[0]), 3*time.Minute,
 		func() error { return c.exited(mpiOperatorName) })
 }
