@@ -286,13 +286,21 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
         capacity = gang_capacity(job, specs, states, minimum)
         if capacity < minimum:
             # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
-            outcome = "Volcano would keep its PodGroup Unschedulable and start none of them" \
-                if policylib_gangs_volcano(config.gang) and not operator else \
-                "it would wait for its scheduleTimeout and never start"
+            outcome = gang_stuck_outcome(config, operator)
             out.append(Finding("error", "gang.method",
                                f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
                                f"Nodes can hold {capacity} of them now: {outcome}"))
     return out
+
+
+def gang_stuck_outcome(config: Config, operator: str | None) -> str:
+    """What the scheduler does with a gang whose minimum the Nodes cannot hold: Volcano's PodGroup (rule G21)
+    and Kubernetes' own (G18, whose Permit wait is fixed) have no timeout of ours; the others time out."""
+    if policylib_gangs_volcano(config.gang) and not operator:
+        return "Volcano would keep its PodGroup Unschedulable and start none of them"
+    if config.gang.method == "workload":
+        return "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"
+    return "it would wait for its scheduleTimeout and never start"
 
 
 def check_workload_api(config: Config, served: bool | None) -> list[Finding]:

@@ -250,7 +250,8 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         from .shell import kube
         try:
             api = kube.Api(kube.api_client(args.context, args.kubeconfig))
-            objects = kube.snapshot(api, args.namespace, progress=_progress(stderr))
+            objects = kube.snapshot(api, args.namespace, resources=kube.snapshot_resources(config),
+                                    progress=_progress(stderr))
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None
         if stderr.isatty():
@@ -275,11 +276,12 @@ EXIT_PENDING = 3
 def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
     from .shell import kube  # the CLI's network edge, in the shell: policylib itself does no I/O
+    resources = kube.snapshot_resources(load_config(args.config))
     try:
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         nodes = kube.snapshot(api, resources=(kube.NODES,))
         pods = kube.snapshot(api, resources=(kube.PODS,))   # every Pod loads the Nodes
-        objects = kube.snapshot(api, args.namespace, resources=kube.SNAPSHOT_RESOURCES,
+        objects = kube.snapshot(api, args.namespace, resources=resources,
                                 progress=_progress(stderr)) if workloads else []
         version = kube.server_version(api)
     except Exception as e:  # config, network or API errors: one clear line

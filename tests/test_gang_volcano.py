@@ -142,3 +142,21 @@ def test_workload_on_volcano_is_one_error_not_two():
     with pytest.raises(ConfigError) as e:
         load_config({"gang": {"enabled": True, "method": "workload", "scheduler": "volcano"}})
     assert str(e.value).count("gang.method 'workload' is not supported on scheduler 'volcano'") == 1
+
+
+@pytest.mark.parametrize("gang, extra", [
+    ({}, set()),
+    ({"enabled": True, "method": "podgroup", "scheduler": "scheduler-plugins"}, set()),
+    ({"enabled": True, "method": "podgroup", "scheduler": "volcano"}, {"scheduling.volcano.sh/v1beta1 PodGroup"}),
+    ({"enabled": True, "method": "workload", "scheduler": "kube-scheduler"},
+     {"scheduling.k8s.io/v1alpha2 Workload", "scheduling.k8s.io/v1alpha2 PodGroup"}),
+])
+def test_cluster_reads_list_only_the_podgroups_the_settings_use(gang, extra):
+    """plan/check --cluster read Volcano's and Kubernetes' own gang objects only when the settings use them: a
+    Volcano cluster has a PodGroup per pod, and a namespaced user's role may not cover those groups."""
+    from policylib.shell.kube import snapshot_resources
+    always = {"apps/v1 Deployment", "autoscaling/v2 HorizontalPodAutoscaler", "kubeflow.org/v1 TFJob",
+              "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob", "kubeflow.org/v2beta1 MPIJob",
+              "scheduling.x-k8s.io/v1alpha1 PodGroup", "scheduling.sigs.k8s.io/v1alpha1 PodGroup"}
+    listed = {f"{r.api_version} {r.kind}" for r in snapshot_resources(load_config({"gang": gang}))}
+    assert listed == always | extra

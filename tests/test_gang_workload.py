@@ -339,3 +339,15 @@ def test_malformed_pod_metadata_is_left_alone(metadata):
     bad = dict(pod(), metadata=metadata)
     result = mutate(bad, WORKLOAD)
     assert (result.patch, result.warnings, result.object) == ([], [], bad)
+
+
+@pytest.mark.parametrize("gang, outcome", [
+    ({"method": "workload", "scheduler": "kube-scheduler"},
+     "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"),
+    ({"method": "podgroup", "scheduler": "volcano"}, "Volcano would keep its PodGroup Unschedulable and start none of them"),
+    ({"method": "podgroup", "scheduler": "scheduler-plugins"}, "it would wait for its scheduleTimeout and never start"),
+])
+def test_check_says_what_each_scheduler_does_with_a_gang_that_cannot_fit(gang, outcome):
+    """Kubernetes' own gang and Volcano's have no timeout of ours (G18, G21): check says what happens instead."""
+    from policylib.check import gang_stuck_outcome
+    assert gang_stuck_outcome(load_config({"gang": {"enabled": True, **gang}}), None) == outcome

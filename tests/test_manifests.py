@@ -146,7 +146,7 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "watch", "patch"]},
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
-        {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io"], "resources": ["podgroups"],
+        {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh"], "resources": ["podgroups"],
          "verbs": ["get", "list", "watch", "create", "patch"]},
         # gang method workload (rule G18): Kubernetes' own Workload and PodGroup, created, never patched (their
         # gang policy is immutable).
@@ -163,6 +163,22 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         name = CONTROLLER if kind == "ClusterRoleBinding" else f"{CONTROLLER}-lease"
         assert one(base, kind, name)["subjects"] == [{"kind": "ServiceAccount", "name": CONTROLLER,
                                                       "namespace": NAMESPACE}]
+
+
+GANG_CONFIGS = [{"method": "podgroup", "scheduler": "scheduler-plugins"}, {"method": "podgroup", "scheduler": "koordinator"},
+                {"method": "podgroup", "scheduler": "volcano"}, {"method": "workload", "scheduler": "kube-scheduler"}]
+
+
+@pytest.mark.parametrize("gang", GANG_CONFIGS, ids=lambda g: f"{g['method']}-{g['scheduler']}")
+def test_controller_rbac_covers_every_resource_it_watches(base, gang):
+    """Whatever the gang settings, the ClusterRole lets the controller list and watch what it watches (the
+    e2e harness runs the controller as cluster-admin, so only this catches a missing rule)."""
+    from webhook.controller import watched_resources
+    rules = one(base, "ClusterRole", CONTROLLER)["rules"]
+    config = policylib.load_config({"gang": {"enabled": True, **gang}})
+    for res in watched_resources(config):
+        granted = {v for r in rules if res.group in r["apiGroups"] and res.plural in r["resources"] for v in r["verbs"]}
+        assert {"list", "watch"} <= granted, f"{res.group}/{res.plural}: the ClusterRole grants only {sorted(granted)}"
 
 
 def test_controller_deployment_is_leader_elected_and_locked_down(base):
@@ -450,3 +466,15 @@ def test_kustomize_edit_set_image_as_documented(tmp_path):
     subprocess.run(["kustomize", "edit", "set", "image", "policylib-webhook=registry.example.com/policylib:1.2.3"],
                    cwd=mine, check=True, capture_output=True)
     assert images(render(mine)) == {SERVICE: USERS_IMAGE, CONTROLLER: USERS_IMAGE}
+
+
+def test_alerts_and_dashboard_name_every_webhook_of_ours(base):
+    """The API server's fail-open and rejection metrics are labelled by webhook name: every query that
+    selects ours by name names all of them (a webhook left out fails open, or closed, unseen)."""
+    names = {w["name"].removesuffix(".policylib.io") for w in one(base, "MutatingWebhookConfiguration")["webhooks"]}
+    files = [REPO / "manifests/components/prometheus-rule/prometheusrule.yaml",
+             REPO / "charts/policylib/files/prometheus-rules.yaml", REPO / "charts/policylib/files/dashboard.json"]
+    for path in files:
+        selections = re.findall(r'name=~\\*"\(([a-z|-]+)\)', path.read_text())
+        assert selections, path
+        assert all(set(s.split("|")) == names for s in selections), (path, selections, names)

@@ -280,3 +280,18 @@ def test_read_hpas_on_create_false_reads_the_watch_only(api, synced_empty_cache)
     assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
     assert [r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH] == []
     assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 0.0}
+
+
+def test_the_read_is_one_request_and_past_its_page_the_watch_answers(api, synced_empty_cache):
+    """More HPAs in the namespace than one page holds: one request only (its timeout bounds the review);
+    the HPA on the first page is found, one past it is left to the watch (counted as an error)."""
+    many = [hpa(f"d{i}", 2, "ml") for i in range(600)]
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", many, 500))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    first = app.post("/mutate", json=review_of(deployment("d7", "ml", replicas=1))).get_json()["response"]
+    assert first["auditAnnotations"]["reasons"].startswith("effective replicas 2 (HorizontalPodAutoscaler d7")
+    past = app.post("/mutate", json=review_of(deployment("d550", "ml", replicas=1))).get_json()["response"]
+    assert past["auditAnnotations"]["reasons"].startswith("effective replicas 1 (spec.replicas 1)")
+    reads = [r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]
+    assert [(r["query"]["limit"], r["query"].get("continue")) for r in reads] == [("500", None), ("500", None)]
+    assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 1.0}

@@ -36,6 +36,8 @@ MAX_BACKOFF = 30.0
 #: The confirming read's (connect, read) timeout: well inside the webhook configuration's
 #: ``timeoutSeconds`` (3), so a slow API server costs a cache answer, never a failed admission.
 CONFIRM_TIMEOUT = (0.5, 1.0)
+#: The confirming read is one request: the first this many HPAs of the namespace.
+CONFIRM_LIMIT = 500
 #: ``result`` label values of the confirming reads' counter.
 CONFIRMED_FOUND, CONFIRMED_NONE, CONFIRMED_ERROR = "found", "none", "error"
 
@@ -167,12 +169,19 @@ class ConfirmedHpas(ClusterFacts):
         if cached or not namespace or not name:
             return cached
         try:
-            items, _ = self.cache.api.list(kube.HPAS, namespace, timeout=CONFIRM_TIMEOUT)
+            page = self.cache.api.request("GET", kube.HPAS.path(namespace), query=[("limit", CONFIRM_LIMIT)],
+                                          timeout=CONFIRM_TIMEOUT)
         except Exception as e:  # noqa: BLE001 -- any failure of the read: the cache's answer stands
             log.warning("HPA read for Deployment %s/%s failed, using the watch cache: %s", namespace, name, e)
             self.counted(CONFIRMED_ERROR)
             return cached
-        found = [slim_hpa(h) for h in items if hpa_target(h) == (namespace, name)]
+        found = [slim_hpa(h) for h in page.get("items") or [] if hpa_target(h) == (namespace, name)]
+        if not found and (page.get("metadata") or {}).get("continue"):
+            # One request only, so the read stays within its timeout: past the first page, the watch's answer.
+            log.warning("HPA read for Deployment %s/%s: more than %d HPAs in the namespace, using the watch cache",
+                        namespace, name, CONFIRM_LIMIT)
+            self.counted(CONFIRMED_ERROR)
+            return cached
         self.counted(CONFIRMED_FOUND if found else CONFIRMED_NONE)
         return found
 

@@ -259,6 +259,21 @@ class Api:
         return obj
 
 
+def snapshot_resources(config: Any) -> tuple[Resource, ...]:
+    """What ``plan --cluster`` and ``check --cluster`` read for ``config`` (a :class:`policylib.Config`):
+    Deployments, HPAs, Kubeflow jobs and scheduler-plugins' PodGroups always; Volcano's PodGroups only for
+    gang method podgroup on scheduler volcano (rule G21; a Volcano cluster has one per pod), Kubernetes' own
+    Workloads and PodGroups only for method workload (G18). A user who may read only some groups then
+    needs no more than the settings use."""
+    gang = config.gang
+    extra: tuple[Resource, ...] = ()
+    if gang.enabled and gang.method == "podgroup" and gang.scheduler == "volcano":
+        extra = (VOLCANO_PODGROUPS,)
+    elif gang.enabled and gang.method == "workload":
+        extra = NATIVE_GANG
+    return (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + extra
+
+
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
              progress: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
     """Every object the planners read, listed page by page; resources the cluster does not serve

@@ -120,8 +120,8 @@ def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(n
     ns = native.namespace("workload-short", config="gang")
     stored = create(native, tfjob("train", ns, "short", None, workers=3))
     assert check_gang(CONFIG, native, stored, "short") == [
-        f"TFJob {ns}/train: its gang needs 4 pods at once; the Nodes can hold 3 of them now: it would wait for its "
-        "scheduleTimeout and never start"]
+        f"TFJob {ns}/train: its gang needs 4 pods at once; the Nodes can hold 3 of them now: kube-scheduler would "
+        "keep its PodGroup Unschedulable and bind none of them"]
     pods = wait_pods(native, ns, stored, 4)
     assert [p["spec"].get("schedulingGroup") for p in pods] == [{"podGroupName": "train"}] * 4
     pg = wait_for("the controller creates the PodGroup", lambda: native.get_or_none(PODGROUP, "train", ns), timeout=90)
