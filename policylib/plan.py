@@ -185,14 +185,8 @@ def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> 
         name = pg["metadata"]["name"]
         existing = facts.podgroup(pg["apiVersion"], ns, name)
         if existing is None:
-            owner = owner_reference(job)
-            created = dict(pg, metadata=dict(pg["metadata"], **({"ownerReferences": [owner]} if owner else {})))
-            reasons = [f"{job['kind']} {ns}/{job['metadata'].get('name')} carries gang {name} and has no PodGroup "
-                       f"(minMember {pg['spec']['minMember']})"]
-            if owner is None:
-                reasons.append("the job has no uid in this snapshot: the controller sets the ownerReference")
-            writes.append(Write("PodGroup", ns, name, reasons, False, action="create", object=created,
-                                api_version=pg["apiVersion"]))
+            writes.append(create_owned(job, pg, f"{job['kind']} {ns}/{job['metadata'].get('name')} carries gang "
+                                                f"{name} and has no PodGroup (minMember {pg['spec']['minMember']})"))
         elif owned_by(existing, job) and (existing.get("spec") or {}).get("minMember") != pg["spec"]["minMember"]:
             old = (existing.get("spec") or {}).get("minMember")
             writes.append(Write("PodGroup", ns, name, [f"minMember {old} -> {pg['spec']['minMember']}: the job's "
@@ -202,6 +196,19 @@ def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> 
                                 api_version=pg["apiVersion"],
                                 resource_version=(existing.get("metadata") or {}).get("resourceVersion")))
     return writes or None
+
+
+def create_owned(job: dict[str, Any], obj: dict[str, Any], reason: str) -> Write:
+    """The create of a gang object the job lacks (a PodGroup, a Workload), with a controller
+    ownerReference to the job so garbage collection deletes it with the job."""
+    owner = owner_reference(job)
+    meta = obj["metadata"]
+    created = dict(obj, metadata=dict(meta, **({"ownerReferences": [owner]} if owner else {})))
+    reasons = [reason]
+    if owner is None:
+        reasons.append("the job has no uid in this snapshot: the controller sets the ownerReference")
+    return Write(obj["kind"], meta["namespace"], meta["name"], reasons, False, action="create", object=created,
+                 api_version=obj["apiVersion"])
 
 
 def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
@@ -225,13 +232,7 @@ def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> l
         kind, name, count = want["kind"], want["metadata"]["name"], min_count(want)
         existing = facts.native_gang_object(kind, ns, name)
         if existing is None:
-            owner = owner_reference(job)
-            created = dict(want, metadata=dict(want["metadata"], **({"ownerReferences": [owner]} if owner else {})))
-            reasons = [f"{ref} carries gang {name} and has no {kind} (minCount {count})"]
-            if owner is None:
-                reasons.append("the job has no uid in this snapshot: the controller sets the ownerReference")
-            writes.append(Write(kind, ns, name, reasons, False, action="create", object=created,
-                                api_version=want["apiVersion"]))
+            writes.append(create_owned(job, want, f"{ref} carries gang {name} and has no {kind} (minCount {count})"))
         elif owned_by(existing, job) and min_count(existing) != count:
             writes.append(Write(kind, ns, name, [
                 f"{kind} {ns}/{name} has minCount {min_count(existing)} but the gang of {ref} needs {count}: its "
