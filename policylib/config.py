@@ -796,6 +796,52 @@ def config_document(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], lis
     return body, errors, ".".join(HELM_NESTING) + "." if nested else ""
 
 
+#: The top-level keys of the Helm chart's values (charts/policylib/values.yaml), and the keys of its
+#: ``controller:`` section (the Deployment's, not the config's ``controller`` settings).
+CHART_VALUES_KEYS = frozenset({"config", "image", "commonLabels", "webhook", "controller", "certificates",
+                               "networkPolicy", "serviceMonitor", "prometheusRule", "grafanaDashboard"})
+CHART_CONTROLLER_KEYS = frozenset({"enabled", "replicas", "podDisruptionBudget", "resources", "priorityClassName",
+                                   "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
+                                   "podAnnotations", "podLabels"})
+
+
+def config_keys() -> frozenset[str]:
+    """The top-level keys of a configuration (its sections, scalars, and the LRS operator's nesting)."""
+    return frozenset(_SECTION_PROPERTIES) | frozenset(_SCALARS) | {HELM_NESTING[0]}
+
+
+def chart_values_config(data: Any) -> tuple[Any, bool]:
+    """Rule C8: a ``--config`` document told apart: the policylib chart's values file (its ``config:``
+    section is the configuration) or a configuration. Returns (the configuration, whether it came from
+    chart values). A chart values file has ``config:`` or keys only the chart has (``webhook``,
+    ``image``, ...); a configuration has only configuration keys; ``controller`` alone is told by its
+    keys. A document with both kinds of top-level key is refused, naming them."""
+    if not isinstance(data, Mapping):
+        return data, False
+    keys = {str(k) for k in data}
+    config_only = sorted(keys & (config_keys() - CHART_VALUES_KEYS))
+    chart_only = sorted(keys & (CHART_VALUES_KEYS - config_keys()))
+    if chart_only and config_only:
+        raise ConfigError(config_only[0], f"is a configuration key beside the chart values key(s) {', '.join(chart_only)}:"
+                          " in a chart values file the settings go under config:, in a configuration file "
+                          "there is no " + chart_only[0] + ":")
+    if not chart_only and "controller" in keys and isinstance(data.get("controller"), Mapping):
+        sub = {str(k) for k in data["controller"]}
+        ours = set(_SECTION_PROPERTIES["controller"][2])
+        if sub and sub <= CHART_CONTROLLER_KEYS and not sub & ours:
+            chart_only = ["controller"]
+        elif sub & CHART_CONTROLLER_KEYS and sub & ours:
+            raise ConfigError("controller", f"mixes the chart's controller keys ({', '.join(sorted(sub & CHART_CONTROLLER_KEYS))}) "
+                              f"with the configuration's ({', '.join(sorted(sub & ours))}): in a chart values file "
+                              "the configuration's go under config.controller")
+    if not chart_only:
+        return data, False
+    body = data.get("config")
+    if body is not None and not isinstance(body, Mapping):
+        raise ConfigError("config", f"must be a mapping (the chart's config: section), got {type(body).__name__}")
+    return body or {}, True
+
+
 def raise_config_errors(errors: Sequence[FieldError], prefix: str = "") -> None:
     """One :class:`ConfigError` listing every error, when there is one."""
     if errors:
