@@ -271,7 +271,7 @@ def resolve_config(args: argparse.Namespace, stderr: TextIO) -> Config:
             raise InputError(f"cannot read the cluster: {e}") from None
         if found is None:
             if getattr(args, "release", None):
-                raise InputError(f"{where}: give -n NAMESPACE of the release, or --config FILE")
+                raise InputError(f"{where}: check the name (helm list -A), or give --config FILE")
             config, what = load_config(None), f"the defaults ({where}; give --config FILE to use another)"
         else:
             text = (found.get("data") or {}).get(kube.CONFIG_KEY)

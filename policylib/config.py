@@ -797,12 +797,18 @@ def config_document(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], lis
 
 
 #: The top-level keys of the Helm chart's values (charts/policylib/values.yaml), and the keys of its
-#: ``controller:`` section (the Deployment's, not the config's ``controller`` settings).
+#: ``controller:`` and ``webhook:`` sections (the Deployments', not the config's sections of those names).
 CHART_VALUES_KEYS = frozenset({"config", "image", "commonLabels", "webhook", "controller", "certificates",
                                "networkPolicy", "serviceMonitor", "prometheusRule", "grafanaDashboard"})
 CHART_CONTROLLER_KEYS = frozenset({"enabled", "replicas", "podDisruptionBudget", "resources", "priorityClassName",
                                    "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
                                    "podAnnotations", "podLabels"})
+CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families", "gangPodsFailurePolicy",
+                                "matchConditions", "namespaceMode", "namespaceSelector", "nodeSelector",
+                                "objectSelector", "podAnnotations", "podDisruptionBudget", "podLabels",
+                                "priorityClassName", "replicas", "resources", "timeoutSeconds", "tolerations",
+                                "topologySpreadConstraints", "workers"})
+_CHART_SECTIONS = {"controller": CHART_CONTROLLER_KEYS, "webhook": CHART_WEBHOOK_KEYS}
 
 
 def config_keys() -> frozenset[str]:
@@ -813,27 +819,31 @@ def config_keys() -> frozenset[str]:
 def chart_values_config(data: Any) -> tuple[Any, bool]:
     """Rule C8: a ``--config`` document told apart: the policylib chart's values file (its ``config:``
     section is the configuration) or a configuration. Returns (the configuration, whether it came from
-    chart values). A chart values file has ``config:`` or keys only the chart has (``webhook``,
-    ``image``, ...); a configuration has only configuration keys; ``controller`` alone is told by its
-    keys. A document with both kinds of top-level key is refused, naming them."""
+    chart values). A chart values file has ``config:`` or keys only the chart has (``image``,
+    ``certificates``, ...); a configuration has only configuration keys; ``controller`` and ``webhook``,
+    which both have, are told by the keys under them. A document with both kinds of key is refused,
+    naming them."""
     if not isinstance(data, Mapping):
         return data, False
     keys = {str(k) for k in data}
     config_only = sorted(keys & (config_keys() - CHART_VALUES_KEYS))
     chart_only = sorted(keys & (CHART_VALUES_KEYS - config_keys()))
+    for name, chart in _CHART_SECTIONS.items():
+        if not isinstance(data.get(name), Mapping):
+            continue
+        sub, ours = {str(k) for k in data[name]}, set(_SECTION_PROPERTIES[name][2])
+        if sub & chart and sub & ours:
+            raise ConfigError(name, f"mixes the chart's {name} keys ({', '.join(sorted(sub & chart))}) with the "
+                              f"configuration's ({', '.join(sorted(sub & ours))}): in a chart values file the "
+                              f"configuration's go under config.{name}")
+        if sub & chart:
+            chart_only.append(name)
+        elif sub & ours:
+            config_only.append(name)
     if chart_only and config_only:
         raise ConfigError(config_only[0], f"is a configuration key beside the chart values key(s) {', '.join(chart_only)}:"
                           " in a chart values file the settings go under config:, in a configuration file "
                           "there is no " + chart_only[0] + ":")
-    if not chart_only and "controller" in keys and isinstance(data.get("controller"), Mapping):
-        sub = {str(k) for k in data["controller"]}
-        ours = set(_SECTION_PROPERTIES["controller"][2])
-        if sub and sub <= CHART_CONTROLLER_KEYS and not sub & ours:
-            chart_only = ["controller"]
-        elif sub & CHART_CONTROLLER_KEYS and sub & ours:
-            raise ConfigError("controller", f"mixes the chart's controller keys ({', '.join(sorted(sub & CHART_CONTROLLER_KEYS))}) "
-                              f"with the configuration's ({', '.join(sorted(sub & ours))}): in a chart values file "
-                              "the configuration's go under config.controller")
     if not chart_only:
         return data, False
     body = data.get("config")

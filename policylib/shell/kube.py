@@ -355,7 +355,10 @@ def installed_scope(api: Api, name: str, release_namespace: str | None = None) -
     except NotFound:
         scope = default_scope(release_namespace or "policylib-system",
                               f"no MutatingWebhookConfiguration {name} is installed")
-    namespaces, _ = api.list(NAMESPACES)
+    try:
+        namespaces, _ = api.list(NAMESPACES)
+    except NotFound:   # no Namespace list served: each has only the name label the API server sets
+        namespaces = []
     return scope, namespace_labels(namespaces)
 
 
@@ -385,7 +388,11 @@ def installed_config(api: Api, release: str | None = None,
         for cm in _configmap_volumes(d):
             found[(ns, cm)] = f"mounted by Deployment {ns}/{d['metadata'].get('name')}"
     if not found:
-        for cm in labelled(api, CONFIGMAPS, CONFIG_LABELS + instance):
+        try:
+            configmaps = labelled(api, CONFIGMAPS, CONFIG_LABELS + instance)
+        except NotFound:
+            configmaps = []
+        for cm in configmaps:
             meta = cm.get("metadata") or {}
             if str(meta.get("name", "")).startswith("policylib-config") and CONFIG_KEY in (cm.get("data") or {}):
                 found[(meta.get("namespace") or "default", meta["name"])] = "labelled " + CONFIG_LABELS
