@@ -306,7 +306,7 @@ def cluster_scope(args: argparse.Namespace, stderr: TextIO) -> Callable[[dict[st
         group = str(obj.get("apiVersion") or "").rpartition("/")[0]
         if (group, obj.get("kind")) not in RESOURCES or obj.get("kind") == "Pod":
             return True   # context (HPAs, PodGroups, Pods as load): read whatever the scope
-        return scope.admits(obj, labels)
+        return bool(scope.admits(obj, labels))
     return admitted
 
 

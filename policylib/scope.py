@@ -10,7 +10,7 @@ everything and a missing one (``None``) matches nothing. A webhook's missing ``n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .errors import InputError
 
@@ -193,7 +193,7 @@ def default_scope(release_namespace: str = "policylib-system", why: str = "") ->
                  f"the default selectors of manifests/base ({why})" if why else "the default selectors of manifests/base")
 
 
-def namespace_labels(namespaces: list[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+def namespace_labels(namespaces: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
     """Namespace name -> its labels, with the name label the API server sets on every Namespace."""
     out: dict[str, dict[str, str]] = {}
     for ns in namespaces:

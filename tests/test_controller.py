@@ -16,6 +16,7 @@ from policylib import load_config, mutate
 from policylib.plan import plan
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
 from tests.helpers import deployment, hpa, legacy_anti_affinity
+from tests.test_scope import MANIFEST
 from webhook.controller import Controller, Options, RolloutGate, lease_decision, micro_time, rollout_complete, serve_health
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -568,15 +569,11 @@ def test_event_for_a_long_name_and_identity_stays_within_the_apis_limits():
 # --- the scope: what the installed webhook configuration sends (rules W5, W6) ----------------------
 
 def opt_in_configuration(rv="3") -> dict:
-    import yaml
-
-    from tests.test_scope import MANIFEST
     configuration = copy.deepcopy(MANIFEST)
     configuration["metadata"]["resourceVersion"] = rv
     for hook in configuration["webhooks"]:
         hook["namespaceSelector"]["matchExpressions"].insert(
             0, {"key": "policylib.io/enabled", "operator": "In", "values": ["true"]})
-    assert yaml.safe_dump(configuration)   # a plain document, as the API answers it
     return configuration
 
 
@@ -610,7 +607,7 @@ def test_a_change_of_the_webhook_configuration_replans_every_key(tmp_path):
         c.try_lead()
         c.resync()
         assert cluster.patches() == []
-        from tests.test_scope import MANIFEST   # back to opt-out: ml is in scope
+        # back to opt-out: ml is in scope
         c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook",
                                                                      "resourceVersion": "4"}))
         assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]

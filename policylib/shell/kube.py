@@ -82,7 +82,8 @@ SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
-    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
+    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
+    + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
 
@@ -392,9 +393,9 @@ def installed_config(api: Api, release: str | None = None,
             configmaps = labelled(api, CONFIGMAPS, CONFIG_LABELS + instance)
         except NotFound:
             configmaps = []
-        for cm in configmaps:
-            meta = cm.get("metadata") or {}
-            if str(meta.get("name", "")).startswith("policylib-config") and CONFIG_KEY in (cm.get("data") or {}):
+        for configmap in configmaps:
+            meta = configmap.get("metadata") or {}
+            if str(meta.get("name", "")).startswith("policylib-config") and CONFIG_KEY in (configmap.get("data") or {}):
                 found[(meta.get("namespace") or "default", meta["name"])] = "labelled " + CONFIG_LABELS
     if len(found) > 1 and namespace:
         found = {k: v for k, v in found.items() if k[0] == namespace} or found
