@@ -592,6 +592,9 @@ def test_outside_the_webhooks_scope_nothing_is_written_or_reported(tmp_path):
         c.resync()
         assert cluster.patches() == [] and posted == []       # ml is not opted in: no write, no Event
         assert c.metrics.unrecorded._value.get() == 0
+        # the one configuration, by name: RBAC's resourceNames can then name it
+        assert [r["query"].get("fieldSelector") for r in api.requests if r["path"] == WEBHOOK_CONFIGURATIONS] == \
+            ["metadata.name=policylib-webhook"]
         # the namespace opts in: its Deployments are planned again and written
         c.handle("MODIFIED", dict(namespace("ml", rv="2", **{"policylib.io/enabled": "true"}),
                                   apiVersion="v1", kind="Namespace"))
