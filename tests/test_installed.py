@@ -218,3 +218,22 @@ def test_check_cluster_reads_the_installed_config_and_scope(tmp_path):
     assert drift.startswith("reconcileDrift is on and 1 Deployment would roll, 1 for legacy anti-affinity; "
                             "1 Deployment without policylib's record (admitted while the webhook was unreachable?) "
                             "(ml/a): ")
+
+
+def test_simulate_cluster_reads_the_installed_config(tmp_path):
+    node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "topology.kubernetes.io/zone": "z1"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
+    (tmp_path / "d.yaml").write_text(yaml.safe_dump(deployment("web", replicas=2)))
+    with FakeAPI() as api:
+        install(api, {"rel": ("policylib", {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule",
+                                                                   "hardMinReplicas": 2}})}, [], NAMESPACES)
+        api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.33.0"}))
+        code, out, err = cli(["simulate", "-f", str(tmp_path / "d.yaml"), "--cluster", "--kubeconfig",
+                              api.kubeconfig(tmp_path / "k"), "-o", "json"])
+    assert err.splitlines()[0] == "policylib: config: ConfigMap rel/policylib-config (the installed controller's)"
+    # the installed config enforces the host spread from 2 replicas: one node holds one of them
+    assert code == 3, err
+    [placement] = yaml.safe_load(out)
+    assert (placement["placed"], placement["pending"]) == ({"n1": 1}, 1), placement
