@@ -145,3 +145,34 @@ def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, sce
     finally:
         ctl.stop()
         cluster.kubectl("delete", "mutatingwebhookconfiguration", hooks_name, "--ignore-not-found")
+
+
+def test_the_controllers_role_reads_the_one_webhook_configuration_and_the_namespaces(cluster, ns):
+    """The ClusterRole manifests/ ships lets the controller list and watch exactly what the scope needs: the
+    webhook configuration named by ``fieldSelector=metadata.name`` (RBAC's resourceNames), and Namespaces."""
+    from .harness import ROOT
+    [role] = [d for d in yaml.safe_load_all((ROOT / "manifests/base/controller.yaml").read_text())
+              if d and d["kind"] == "ClusterRole"]
+    name = f"policylib-controller-{ns}"
+    role["metadata"]["name"] = name
+    cluster.namespace(ns)
+    cluster.apply(role, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "ctl", "namespace": ns}},
+                  {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding", "metadata": {"name": name},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                   "subjects": [{"kind": "ServiceAccount", "name": "ctl", "namespace": ns}]})
+    try:
+        hooks = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
+
+        def raw(path: str) -> subprocess.CompletedProcess:
+            return cluster.kubectl("get", "--raw", path, f"--as=system:serviceaccount:{ns}:ctl", check=False)
+        by_name = "fieldSelector=metadata.name%3Dpolicylib-webhook"
+        wait_for("the binding takes effect", lambda: raw(f"{hooks}?{by_name}&limit=500").returncode == 0, timeout=60)
+        assert raw(f"{hooks}?{by_name}&watch=1&timeoutSeconds=1").returncode == 0
+        got = raw(f"{hooks}/policylib-webhook")   # get: allowed (NotFound when absent, never Forbidden)
+        assert got.returncode == 0 or "notfound" in got.stderr.lower().replace(" ", ""), got.stderr
+        assert "forbidden" in raw(f"{hooks}?limit=500").stderr.lower()   # every configuration: not allowed
+        assert raw("/api/v1/namespaces?limit=500").returncode == 0
+        assert raw("/api/v1/namespaces?watch=1&timeoutSeconds=1").returncode == 0
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding", name, "--ignore-not-found")
+        cluster.kubectl("delete", "clusterrole", name, "--ignore-not-found")
