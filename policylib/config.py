@@ -523,6 +523,13 @@ NETWORK_TOPOLOGY_RULES: tuple[dict[str, Any], ...] = (
                         {"required": ["highestTierName"], "properties": {"highestTierName": {"type": "string"}}}]}},
 )
 
+#: Rule V3 on ``volcano.restartPartitionEvents``, as validate_restart_partition_events checks it.
+RESTART_EVENT_RULES: tuple[dict[str, Any], ...] = (
+    {"description": "Rule V3: each event at most once.", "uniqueItems": True},
+    {"description": "Rule V3: '*' covers every event and stands alone.",
+     "if": {"type": "array", "contains": {"const": "*"}}, "then": {"maxItems": 1}},
+)
+
 #: Rules V5 and V20 on the ``volcano`` section, as check_volcano checks them.
 VOLCANO_RULES: tuple[dict[str, Any], ...] = (
     {"description": "Rules V5, C5: with partitionSize set, the network topology may not be soft.",
@@ -556,7 +563,7 @@ def config_schema(combinations: bool = True) -> dict[str, Any]:
 
     Rule C8: with ``combinations`` (the default) it also carries the checks across settings as ``allOf``
     lists of ``if``/``then`` (:data:`GANG_COMBINATIONS`, :data:`VOLCANO_RULES`, :data:`NETWORK_TOPOLOGY_RULES`,
-    the spreads' topology keys), so a validator of this schema alone (``helm install`` with the chart's values
+    :data:`RESTART_EVENT_RULES`, the spreads' topology keys), so a validator of this schema alone (``helm install`` with the chart's values
     schema) refuses what loading refuses. Loading validates without them and reports each with its own
     message (:func:`config_from_dict`)."""
     properties: dict[str, Any] = {}
@@ -577,6 +584,7 @@ def config_schema(combinations: bool = True) -> dict[str, Any]:
         properties["gang"]["allOf"] = [combination_schema(c) for c in GANG_COMBINATIONS]
         properties["volcano"]["allOf"] = copy.deepcopy(list(VOLCANO_RULES))
         properties["volcano"]["properties"]["networkTopology"]["allOf"] = copy.deepcopy(list(NETWORK_TOPOLOGY_RULES))
+        properties["volcano"]["properties"]["restartPartitionEvents"]["allOf"] = copy.deepcopy(list(RESTART_EVENT_RULES))
         schema["allOf"] = [_spread_key_rule("hostTopologySpread", "zoneTopologySpread"),
                            _spread_key_rule("zoneTopologySpread", "hostTopologySpread")]
     return schema

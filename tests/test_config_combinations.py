@@ -121,6 +121,12 @@ def test_each_volcano_rule_both_ways(volcano, accepted):
     assert agree({"volcano": volcano}) is accepted
 
 
+@pytest.mark.parametrize("events", [[], None, ["PodFailed"], ["PodEvicted", "PodFailed"], ["PodFailed", "PodFailed"],
+                                    ["*"], ["*", "PodFailed"], ["*", "*"], ["PodEvicted", "*"]])
+def test_restart_partition_events_agree(events):
+    agree({"volcano": {"restartPartitionEvents": events}})
+
+
 def test_the_tier_name_version_pattern_is_the_release_rule():
     import re
     pattern = re.compile(UNENFORCED_TIER_NAME_VERSION)

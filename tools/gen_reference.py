@@ -353,7 +353,7 @@ def chart_generator() -> Any:
 
 def cross_key_rules(schema: dict[str, Any], path: str = "config") -> list[tuple[str, str]]:
     """(where, description) of every ``if``/``then`` rule of the config schema, as the chart's schema holds them."""
-    rules = [(path, str(r["description"])) for r in schema.get("allOf", []) if "if" in r]
+    rules = [(path, str(r["description"])) for r in schema.get("allOf", []) if "description" in r]
     for name, prop in (schema.get("properties") or {}).items():
         if isinstance(prop, dict):
             rules += cross_key_rules(prop, f"{path}.{name}")
