@@ -564,8 +564,8 @@ def config_schema(combinations: bool = True) -> dict[str, Any]:
     Rule C8: with ``combinations`` (the default) it also carries the checks across settings as ``allOf``
     lists of ``if``/``then`` (:data:`GANG_COMBINATIONS`, :data:`VOLCANO_RULES`, :data:`NETWORK_TOPOLOGY_RULES`,
     :data:`RESTART_EVENT_RULES`, the spreads' topology keys), so a validator of this schema alone
-    (``helm install`` with the chart's values schema) refuses what loading refuses. Loading validates without them and reports each with its own
-    message (:func:`config_from_dict`)."""
+    (``helm install`` with the chart's values schema) refuses what loading refuses. Loading validates
+    without them and reports each with its own message (:func:`config_from_dict`)."""
     properties: dict[str, Any] = {}
     for name, (description, rule, props) in _SECTION_PROPERTIES.items():
         if name in _SCALARS:
