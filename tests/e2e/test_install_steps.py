@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import ssl
 import subprocess
 import sys
@@ -52,8 +53,9 @@ def installed(cluster, tmp_path_factory):
         pytest.skip("../shared/ (upstream CRDs and examples) is not beside the project")
     cluster.install_crds(*CRDS)
     work = tmp_path_factory.mktemp("install-steps")
-    for name in ("manifests", ".venv"):        # the paths the steps name, relative to a checkout
-        (work / name).symlink_to(ROOT / name)
+    # The paths the steps name, relative to a checkout: a copy of the manifests, the project's environment.
+    shutil.copytree(ROOT / "manifests", work / "manifests")
+    (work / ".venv").symlink_to(ROOT / ".venv")
     env = dict(cluster.env, PATH=f"{E2E / 'bin'}{os.pathsep}{os.environ['PATH']}")
     steps = subprocess.run(["bash", "-euo", "pipefail", "-c", documented_install_steps()], cwd=work, env=env,
                            capture_output=True, text=True, timeout=300)
