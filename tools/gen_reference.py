@@ -329,6 +329,14 @@ def config_page() -> str:
             rule = _rules(section.get("x-rule"), anchors)
             lines += [section["description"] + (f" (rule {rule})" if rule else ""), ""]
         lines += head + config_rows(section["properties"], f"{name}.", anchors) + [""]
+    rules = cross_key_rules(schema, "")
+    if rules:
+        lines += ["## Rules across settings", "",
+                  "Checked when the config is loaded (the webhook and the controller refuse to start, exit 2, naming "
+                  "the keys) and carried by the schema as `if`/`then` (rule C8), so the Helm chart's values schema "
+                  "refuses them too. A setting left out counts as its default.", "",
+                  "| where | rule |", "| --- | --- |"]
+        lines += [f"| `{where.lstrip('.') or '(top level)'}` | {_cell(description)} |" for where, description in rules]
     return "\n".join(lines).rstrip() + "\n"
 
 
