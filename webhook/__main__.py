@@ -46,8 +46,7 @@ def cmd_certs(args: argparse.Namespace) -> int:
           f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=sys.stderr)
     print(state.ca_bundle, flush=True)
     if args.patch_configuration:
-        from policylib.shell import kube
-
+        from . import kube
         from .certs import patch_configuration
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         names, changed = patch_configuration(api, args.patch_configuration, state.ca_bundle)
