@@ -338,9 +338,9 @@ def _ref(obj: dict[str, Any]) -> str:
 
 def check_required_anti_affinity(config: Config, objects: list[dict[str, Any]]) -> list[Finding]:
     """Rule S18's finding: the Deployments whose required self anti-affinity the spread replaces (or
-    replaced: a stored object's record says so) with a host spread that is only a preference, named
-    in one warning with the setting that keeps the rule hard."""
-    if config.host.enforceForRequiredAntiAffinity:
+    replaced: a stored object's record says so) with a host spread that is only a preference, every one
+    named in one warning with the setting that keeps the rule hard (rule S10's)."""
+    if config.host.enforceForRequiredAntiAffinity and config.host.enabled:
         return []
     facts = ClusterFacts.from_objects(objects)
     weakened = []
@@ -359,10 +359,12 @@ def check_required_anti_affinity(config: Config, objects: list[dict[str, Any]]) 
             weakened.append(_ref(d))
     if not weakened:
         return []
+    fix = ("set hostTopologySpread.enforceForRequiredAntiAffinity: true" if config.host.enabled
+           else "enable hostTopologySpread")
     return [Finding("warning", "hostTopologySpread.enforceForRequiredAntiAffinity",
                     f"{len(weakened)} Deployment(s) lose a required pod anti-affinity to a host spread that is only a "
-                    f"preference ({_names(weakened)}): their replicas may share a node; set "
-                    "hostTopologySpread.enforceForRequiredAntiAffinity: true to keep the rule hard (DoNotSchedule)")]
+                    f"preference ({', '.join(weakened)}): their replicas may share a node; {fix} to keep the rule "
+                    "hard (DoNotSchedule)")]
 
 
 def check_simulated(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],

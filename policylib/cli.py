@@ -42,6 +42,8 @@ from .result import Result
 from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
+#: ``preview --exit-code``: a warning was printed (rule D4), and nothing was denied.
+EXIT_WARNED = 4
 
 
 def _refs(obj: dict[str, Any]) -> set[str]:
@@ -110,10 +112,15 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
     ordered = [d.obj for d in docs]
+    input_warnings = _input_warnings(docs)
+    warned = bool(input_warnings)
     for position, doc in enumerate(docs):
+        for w in input_warnings.get(id(doc), []):
+            stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
         if is_fact(doc.obj):
             continue
         result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
+        warned = warned or bool(result.warnings)
         changed = changed or result.changed
         note = None if args.old else apply_order_note(ordered, position, config)
         if note:
@@ -128,6 +135,9 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
             stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
         for w in result.warnings:
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
+        gang_note = _gang_note(doc.obj, result, config)
+        if gang_note:
+            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {gang_note}\n")
         if args.verbose:
             for r in result.reasons:
                 stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
@@ -144,7 +154,42 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
         stdout.write(separator.join(outputs))
     if denied or (args.exit_code and rejected):
         return EXIT_DENIED
+    if args.exit_code and warned:
+        return EXIT_WARNED
     return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
+
+
+def _input_warnings(docs: Sequence[Document]) -> dict[int, list[str]]:
+    """Rules D1 and D2: per document (by ``id``), the warnings about the input itself: an HPA whose target
+    is not in the input, fields the Kubernetes API does not declare."""
+    from .notices import hpa_target_warnings, schema_key, unknown_field_warning, unknown_fields
+    from .shell import schemas
+    out: dict[int, list[str]] = {}
+    by_obj = {id(d.obj): d for d in docs}
+    for doc in docs:
+        key = schema_key(doc.obj)
+        schema = schemas.kind_schema(*key) if key else None
+        if schema is None:
+            continue
+        paths = unknown_fields(doc.obj, schema, schemas.definitions())
+        if paths:
+            out.setdefault(id(doc), []).append(unknown_field_warning(paths, schemas.kubernetes_version(), schema,
+                                                                     schemas.definitions()))
+    for hpa, message in hpa_target_warnings([d.obj for d in docs]):
+        out.setdefault(id(by_obj[id(hpa)]), []).append(message)
+    return out
+
+
+def _gang_note(obj: dict[str, Any], result: Result, config: Config) -> str | None:
+    """Rule D3: a Kubeflow job that got gang metadata for a scheduler its templates do not name."""
+    from .gang.keys import is_kubeflow_job
+    from .notices import gang_scheduler_note
+    if not is_kubeflow_job(obj) or not (result.changed or result.extra_objects) or result.denial:
+        return None
+    try:
+        return gang_scheduler_note(obj, config.gang.scheduler)
+    except PolicyError:
+        return None   # the policy reported what it could not read
 
 
 def scheduler_admission_errors(obj: dict[str, Any], config: Config) -> list[str]:
