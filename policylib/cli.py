@@ -347,6 +347,15 @@ def _workload_api_served(args: argparse.Namespace) -> bool:
     return any(isinstance(r, dict) and r.get("name") == kube.WORKLOADS.plural for r in (found or {}).get("resources") or [])
 
 
+def _served_apis(args: argparse.Namespace) -> list[str]:
+    """``group/version`` of every API group the live cluster serves (its ``/apis`` discovery document)."""
+    from .shell import kube
+    try:
+        return kube.served_api_groups(kube.Api(kube.api_client(args.context, args.kubeconfig)))
+    except Exception as e:  # config, network or API errors: one clear line
+        raise InputError(f"cannot read the cluster: {e}") from None
+
+
 def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, workloads_from_cluster: bool = False,
                        docs: list[Document] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     """Nodes and other objects from ``-f``, ``--nodes`` and the cluster; the documents read
@@ -421,7 +430,8 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
     try:
         findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version,
                          workload_api_served=_workload_api_served(args) if args.cluster and config.gang.enabled
-                         and config.gang.method == "workload" else None)
+                         and config.gang.method == "workload" else None,
+                         served_apis=_served_apis(args) if args.cluster else None)
     except PolicyError as e:
         raise locate(e, docs) from None
     if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads

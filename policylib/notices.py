@@ -119,7 +119,7 @@ def schema_key(obj: dict[str, Any]) -> tuple[str, str] | None:
 #: The gang schedulers ``gang.scheduler`` names: what each is, and the ``schedulerName`` its pods set
 #: (the name upstream's install gives the scheduler profile; the empty string is the default scheduler).
 GANG_SCHEDULERS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ack": ("ACK's scheduler (the default scheduler of an Alibaba Cloud ACK cluster)", ()),
+    "ack": ("ACK's scheduler", ()),
     "koordinator": ("Koordinator's koord-scheduler", ("koord-scheduler",)),
     "scheduler-plugins": ("scheduler-plugins' Coscheduling scheduler", ("scheduler-plugins-scheduler",)),
     "kube-scheduler": ("kube-scheduler with Kubernetes' own gang scheduling", ("default-scheduler",)),
@@ -140,8 +140,10 @@ def gang_scheduler_note(job: dict[str, Any], scheduler: str) -> str | None:
     if scheduler != "ack" and used and all(u in names for u in used):
         return None
     if scheduler == "ack":
-        needs = "an ACK cluster"
-    else:
-        needs = f"spec.schedulerName: {names[0]} in the replica templates (they name {', '.join(used)})"
-    return (f"the gang metadata written is read only by {what} (gang.scheduler: {scheduler}); it needs {needs}, "
-            "else the pods start one by one; `policylib check --cluster` names the gang schedulers a cluster runs")
+        return ("gang.scheduler ack: the gang metadata written is read only by ACK's scheduler, the default scheduler "
+                "of an Alibaba Cloud ACK cluster, which no input names: on any other cluster no scheduler reads it "
+                "and the job's pods start one by one (`policylib check --cluster` names the gang schedulers a "
+                "cluster runs)")
+    return (f"gang.scheduler {scheduler}: the gang metadata written is read only by {what}, and the replica "
+            f"templates name {', '.join(used)}, not {names[0]}: the job's pods start one by one (set "
+            f"spec.schedulerName: {names[0]} in the templates, or the gang settings for the scheduler they name)")
