@@ -17,8 +17,10 @@ subdirectories, as kubectl does.
 This module is the imperative shell: it reads files, calls the pure policy
 functions and prints. User errors print one line on stderr and exit 2 (input
 with no Kubernetes objects is one); with ``--exit-code`` the exit status is 1
-when any object would change (like ``kubectl diff``), and 3 when an object it
-returns would still be denied by Volcano's job admission.
+when any object would change (like ``kubectl diff``), 4 when a warning was printed
+(an unknown field, an HPA whose target is not in the input, a softened required
+anti-affinity...), and 3 when an object it returns would still be denied by
+Volcano's job admission.
 """
 from __future__ import annotations
 
@@ -103,6 +105,8 @@ def _format(doc: Document, result: Result, output: str) -> str:
 
 
 def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """What the webhook would do to the input: the objects on stdout; warnings about the input (rules D1, D2)
+    and the policies', notes (D3) on stderr; the exit status of rule D4."""
     config = load_config(args.config)
     docs = read_documents(args.filename, stdin, args.recursive, require_objects=True)
     facts = ClusterFacts.from_objects(d.obj for d in docs)
@@ -496,7 +500,10 @@ EXIT_STATUS: dict[str, dict[int, str]] = {
                 EXIT_CHANGED: "with --exit-code: some object would change",
                 EXIT_ERROR: "bad input or config: one line on stderr naming the file, object and field",
                 EXIT_DENIED: "a policy denies an object (gang.onViolation: deny), or, with --exit-code, an "
-                             "object it returns would still be denied by Volcano's job admission"},
+                             "object it returns would still be denied by Volcano's job admission",
+                EXIT_WARNED: "with --exit-code: a warning was printed on stderr (an unknown field, an HPA whose "
+                             "target is not in the input, a required anti-affinity softened, ...) and nothing was "
+                             "denied; objects may also change"},
     "hypernodes": {EXIT_OK: "success",
                    EXIT_ERROR: "bad input or config, or no Node carries the configured tier labels"},
     "plan": {EXIT_OK: "success (the planned writes are printed, none is made)",
@@ -531,8 +538,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "patch}, created objects as an add of the whole object; diff: unified diff per object "
                         "(created objects from /dev/null) with reasons")
     p.add_argument("--exit-code", action="store_true",
-                   help="exit 1 when any object would change, 3 when an object it returns would still be denied "
-                        "by Volcano's job admission (for CI gates)")
+                   help="exit 1 when any object would change, 4 when a warning was printed (an unknown field, an "
+                        "HPA whose target is not in the input, a softened required anti-affinity), 3 when an object "
+                        "it returns would still be denied by Volcano's job admission (for CI gates)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
     p.set_defaults(func=preview)
     h = sub.add_parser("hypernodes", help="build the HyperNodes Volcano's label discovery makes from Nodes",

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import re
-from importlib import resources
 from functools import cache
+from importlib import resources
 from typing import Any
 
 from kubernetes_validate import utils
