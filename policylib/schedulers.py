@@ -33,9 +33,9 @@ ACK_NODE_LABEL = "alibabacloud.com/nodepool-id"
 SETTINGS_FOR = {
     "ack": "gang.scheduler: ack",
     "koordinator": "gang.scheduler: koordinator",
-    "scheduler-plugins": "gang.method: podgroup and gang.scheduler: scheduler-plugins",
-    "kube-scheduler": "gang.method: workload and gang.scheduler: kube-scheduler",
-    "volcano": "gang.method: podgroup and gang.scheduler: volcano",
+    "scheduler-plugins": "gang.method: podgroup, gang.scheduler: scheduler-plugins",
+    "kube-scheduler": "gang.method: workload, gang.scheduler: kube-scheduler",
+    "volcano": "gang.method: podgroup, gang.scheduler: volcano",
 }
 
 
@@ -90,7 +90,7 @@ def gang_scheduler_findings(config: Config, running: dict[str, list[str]]) -> li
         return out
     key = "gang.operatorGang" if config.gang.operatorGang != "none" else "gang.scheduler"
     what = GANG_SCHEDULERS[target][0] if target in GANG_SCHEDULERS else target
-    instead = (f"set {' or '.join(SETTINGS_FOR[s] for s in running)}" if running
+    instead = ("set " + "; or ".join(f"for {s}, {SETTINGS_FOR[s]}" for s in running) if running
                else "install a gang scheduler, or set gang.enabled: false")
     out.append(("warning", f"{key}: {target} targets {what}, which this cluster does not run: the gang metadata "
                            f"written for Kubeflow jobs is read by no scheduler and their pods start one by one; "

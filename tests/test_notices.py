@@ -211,7 +211,7 @@ def test_check_on_a_cluster_warns_when_the_configured_gang_scheduler_is_absent()
     assert found == [
         ("warning", "gang.scheduler", "gang.scheduler: ack targets ACK's scheduler, which this cluster does not run: the "
                                       "gang metadata written for Kubeflow jobs is read by no scheduler and their pods "
-                                      "start one by one; set gang.method: podgroup and gang.scheduler: volcano"),
+                                      "start one by one; set for volcano, gang.method: podgroup, gang.scheduler: volcano"),
         ("info", "gang.scheduler", "gang schedulers this cluster runs: volcano (API scheduling.volcano.sh served)")]
     volcano = load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}})
     assert [f.severity for f in check(volcano, nodes, [], served_apis=served) if f.key.startswith("gang.")] == ["info"]
