@@ -223,3 +223,37 @@ def test_check_on_a_cluster_warns_when_the_configured_gang_scheduler_is_absent()
                    "their pods start one by one; install a gang scheduler, or set gang.enabled: false")
     assert gang_scheduler_findings(load_config({"gang": {"enabled": False}}), {}) == [
         ("info", "gang schedulers this cluster runs: none")]
+
+
+def test_check_cluster_reads_the_served_api_groups_and_the_scheduler_pods(tmp_path):
+    """The CLI path of rule D5 against a recorded API: /apis, every Pod, the Nodes."""
+    import json
+    import os
+
+    from tests.fakeapi import FakeAPI, paged_list
+    node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1", "topology.kubernetes.io/zone": "a"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
+    scheduler = pod("koord-scheduler-6d9-x", "ghcr.io/koordinator-sh/koord-scheduler:v1.6.0", namespace="koordinator")
+    for o in (node, scheduler):
+        o.pop("apiVersion", None), o.pop("kind", None)   # list items come without them
+    groups = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [
+        {"name": "apps", "versions": [{"groupVersion": "apps/v1", "version": "v1"}]},
+        {"name": "scheduling.x-k8s.io", "versions": [{"groupVersion": "scheduling.x-k8s.io/v1alpha1",
+                                                      "version": "v1alpha1"}]}]}
+    with FakeAPI() as api:
+        api.route("GET", "/apis", (200, groups))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.36.3"}))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 10))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [scheduler], 10))
+        env = dict(os.environ, KUBECONFIG=api.kubeconfig(tmp_path / "kubeconfig"))
+        run = subprocess.run([POLICYLIB, "check", "--cluster", "-o", "json"], capture_output=True, text=True, env=env,
+                             timeout=60)
+    assert run.returncode == 0, run.stderr
+    gang = [(f["severity"], f["message"]) for f in json.loads(run.stdout) if f["key"] == "gang.scheduler"]
+    assert gang == [
+        ("warning", "gang.scheduler: ack targets ACK's scheduler, which this cluster does not run: the gang metadata "
+                    "written for Kubeflow jobs is read by no scheduler and their pods start one by one; set for "
+                    "koordinator, gang.scheduler: koordinator; or for scheduler-plugins, gang.method: podgroup, "
+                    "gang.scheduler: scheduler-plugins"),
+        ("info", "gang schedulers this cluster runs: koordinator (Pod koordinator/koord-scheduler-6d9-x running); "
+                 "scheduler-plugins (API scheduling.x-k8s.io served)")]
