@@ -66,7 +66,7 @@ class HostSpread:
     #: ``OnNextRollout`` records them as pending until the pod template changes for another reason.
     rewrite: str = ON_COUNT_CHANGE
     #: Rule S18: a Deployment whose removed self anti-affinity was required gets a DoNotSchedule host spread.
-    enforceForRequiredAntiAffinity: bool = False
+    enforceForRequiredAntiAffinity: bool = True
 
 
 FAILURE_MODES = ("open", "closed")
@@ -207,8 +207,10 @@ class Config:
         host = asdict(self.host)
         host.pop("reconcileDrift")
         host.pop("rewrite")  # decides when to write, not what
-        if not host["enforceForRequiredAntiAffinity"]:
-            host.pop("enforceForRequiredAntiAffinity")  # the default keeps existing records' fingerprints
+        if host["enforceForRequiredAntiAffinity"]:
+            # The default (true; rule S18) keeps the fingerprints of records written before the
+            # setting existed: the spread of a Deployment without a required anti-affinity is the same.
+            host.pop("enforceForRequiredAntiAffinity")
         data = {"zone": asdict(self.zone), "host": host, "removePodAntiAffinity": self.removePodAntiAffinity}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
@@ -397,10 +399,11 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                            "OnNextRollout holds it in the policylib.io/spread-pending annotation until the template "
                            "changes for another reason (no rollout).", "S19",
                            **{"x-invalid": "must be one of OnCountChange, OnNextRollout"}),
-        "enforceForRequiredAntiAffinity": _flag(False, "A Deployment whose replaced self anti-affinity was "
-                                                "requiredDuringScheduling gets a DoNotSchedule host spread at any "
-                                                "effective count; false: the host spread as configured (a "
-                                                "preference by default).", "S18"),
+        "enforceForRequiredAntiAffinity": _flag(True, "A Deployment whose replaced self anti-affinity was "
+                                                "requiredDuringScheduling (a rule its author made hard) gets a "
+                                                "DoNotSchedule host spread at any effective count; false: the host "
+                                                "spread as configured (a preference by default), with a warning.",
+                                                "S18"),
     }),
     "removePodAntiAffinity": ("", None, {}),  # a scalar, filled in below
     "webhook": ("How the admission webhook treats a policy failure and big bodies.", None, {
