@@ -19,7 +19,7 @@ from policylib import load_config
 from policylib.plan import plan
 
 from .harness import SHARED, Cluster, Controller, Webhook, deployment, wait_for
-from .util import replicasets, wait_rolled_out
+from .util import managed, preview, replicasets, wait_rolled_out
 
 METHODS = ("client-side apply", "server-side apply", "kubectl replace")
 APPLIES = 5
@@ -179,6 +179,9 @@ def run_scenarios(cluster: Cluster, base: str, hook: Webhook, enforce: bool, dri
             TABLE[(enforce, drift, m)] = (len(replicasets(cluster, spaces[m], "web")), d["metadata"]["generation"],
                                           ",".join(words[m]))
             no_diff(cluster, m, paths[m])
+        # policylib preview --old (the stored object) -f (the manifest) says what the API server stored
+        shown = preview([manifest(spaces[METHODS[0]])], config, tmp, old=[stored[0]])
+        assert [managed(d) for d in shown] == [managed(stored[0])]
         if controller is not None:
             writes = [e for e in controller.log_entries("write") if e.get("namespace") in spaces.values()]
             assert writes == [], json.dumps(writes)[:2000]
