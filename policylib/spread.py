@@ -1,4 +1,4 @@
-"""Zone and host topology spread for Deployments (rules S1-S17).
+"""Zone and host topology spread for Deployments (rules S1-S22).
 
 Each function decides one rule and cites its number in ``docs/specification.md``. The
 entry point :func:`mutate_deployment` edits a copy of the Deployment and
@@ -496,6 +496,7 @@ def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out
     if not recorded_keys(old):
         keep_unwritten_placement(draft, old, ctx, out)
         return
+    remove_restored_anti_affinity(draft, old, ctx, out)
     keys = managed_keys(ctx.config, old, draft.original)
     current = _constraints_of(draft.root)
     others, ours_new = _split(current, keys)
@@ -520,6 +521,76 @@ def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out
             else:
                 target.pop(k, None)
         draft.prune_empty(ANNOTATIONS)
+
+
+def restored_anti_affinity(obj: dict[str, Any], old: dict[str, Any], ctx: SpreadInputs) -> dict[str, list[Any]]:
+    """Rule S22: the pod anti-affinity terms the spread replaces that ``obj`` has and the stored
+    Deployment ``old``, which policylib wrote (S15's record), does not: terms an UPDATE brings back.
+    With both spreads off nothing is replaced, and so nothing is brought back."""
+    config = ctx.config
+    if not recorded_keys(old) or not (config.zone.enabled or config.host.enabled):
+        return {}
+    mode = config.removePodAntiAffinity
+    new_terms = managed_anti_affinity(_affinity_of(obj), ctx.pod_labels, ctx.namespace, mode)
+    old_terms = managed_anti_affinity(_affinity_of(old), ctx.pod_labels, ctx.namespace, mode)
+    out: dict[str, list[Any]] = {}
+    for key, terms in new_terms.items():
+        back = [t for t in terms if t not in old_terms.get(key, [])]
+        if back:
+            out[key] = back
+    return out
+
+
+def _affinity_of(obj: dict[str, Any]) -> Any:
+    return (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("affinity")
+
+
+def without_terms(affinity: dict[str, Any], terms: dict[str, list[Any]]) -> dict[str, Any] | None:
+    """``affinity`` without ``terms`` (by field), emptied maps removed (None when nothing is left)."""
+    anti = dict(affinity["podAntiAffinity"])
+    for key, gone in terms.items():
+        kept = [t for t in anti.get(key) or [] if t not in gone]
+        if kept:
+            anti[key] = kept
+        else:
+            anti.pop(key, None)
+    new = {k: v for k, v in affinity.items() if k != "podAntiAffinity"}
+    if anti:
+        new["podAntiAffinity"] = anti
+    return new or None
+
+
+def remove_restored_anti_affinity(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out: Outcome) -> int:
+    """Rule S22: the anti-affinity the spread replaces gets the CREATE treatment on an UPDATE of a
+    Deployment policylib wrote (S15's record), so a re-applied manifest changes nothing.
+
+    ``kubectl apply``'s three-way merge puts back a term the webhook removed (the last-applied
+    annotation has it, the live object does not); server-side apply and ``kubectl replace`` send the
+    manifest, which has it. Removed again, the stored pod template (and its hash) stays the same.
+    Terms the stored object still has are its own placement and stay (S12). Returns how many terms
+    went; a required one under a host spread that is only a preference warns as on CREATE (S10)."""
+    terms = restored_anti_affinity(draft.root, old, ctx)
+    if not terms:
+        return 0
+    affinity = without_terms(draft.get(AFFINITY), terms)
+    draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
+    removed = sum(len(t) for t in terms.values())
+    scope = "" if ctx.config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
+    out.reason(f"removed {removed} pod anti-affinity term(s){scope} that the update brought back: "
+               "the spread replaced them when it was written")
+    host = next((c for c in _constraints_of(old) if isinstance(c, dict)
+                 and c.get("topologyKey") == ctx.config.host.topologyKey), None)
+    if terms.get(REQUIRED_ANTI_AFFINITY) and (host is None or host.get("whenUnsatisfiable") != DO_NOT_SCHEDULE):
+        out.warn(weakened_anti_affinity_warning(ctx.config, ctx.effective.replicas))
+    return removed
+
+
+def brings_new_required_anti_affinity(obj: dict[str, Any], old: dict[str, Any], ctx: SpreadInputs) -> bool:
+    """Rule S22: an UPDATE of a Deployment policylib wrote brings a required self anti-affinity that the
+    record does not say the spread replaced (S18): a change of the user's, written as on CREATE."""
+    if replaced_required_before(old):
+        return False
+    return bool(restored_anti_affinity(obj, old, ctx).get(REQUIRED_ANTI_AFFINITY))
 
 
 def keep_unwritten_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out: Outcome) -> None:
@@ -577,7 +648,7 @@ def _old_effective(old: dict[str, Any], facts: ClusterFacts, namespace: str) -> 
 
 def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
-    """Rules P4, S2-S17: apply the spread rules to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
+    """Rules P4, S2-S22: apply the spread rules to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
     req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
@@ -592,6 +663,8 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
         _checked_old(old, req.ref)
         trigger = update_trigger(ctx.effective, _old_effective(old, req.facts, req.namespace), recorded_replicas(old))
         held = hold_for_next_rollout(obj, old, ctx) if trigger else None
+        if not trigger and brings_new_required_anti_affinity(obj, old, ctx):
+            trigger = "the update adds a required anti-affinity the spread replaces: written as on CREATE"
         if held is not None:
             out.reason(trigger or "", held.reasons[-1])
             draft = held.draft

@@ -11,7 +11,8 @@ rescheduled together inside one HyperNode. This policy writes, on CREATE:
   event the task does not already handle, on every task with a partitionPolicy.
 
 Volcano's Job webhook rejects any change to ``policies`` or
-``partitionPolicy`` on UPDATE, so UPDATE gets no patch. A job-level
+``partitionPolicy`` on UPDATE, so UPDATE gets no patch, except one that re-applies the
+manifest the stored Job came from: it gets the CREATE treatment back (rule V17). A job-level
 RestartPartition policy is moved to the partitioned tasks (Volcano's
 ValidatingAdmissionPolicy denies it at job level; where the VAP is off it acts
 there as on a task, and without a partitioned task it does nothing); other
@@ -326,14 +327,14 @@ def _feasibility(tasks: list[dict[str, Any]], config: Config, facts: ClusterFact
 def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                        facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
     """Apply the partition rules (V13-V17) to a ``batch.volcano.sh/v1alpha1`` Job on CREATE; UPDATE
-    gets no patch."""
+    gets no patch unless it re-applies the stored Job's manifest (V17)."""
     req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
     config = req.config
     tasks = _checked_tasks(obj, req.ref)
     if old is not None:
-        return Result(obj, reasons=["UPDATE: Volcano rejects changes to policies and partitionPolicy; not mutated"])
+        return reapplied_job(obj, old, req.config, req.facts, req.namespace)
     notes = Outcome()
     before = validate_volcano_job(obj, config.volcano.version)
     notes.reason(*(f"as submitted: {e}" for e in before))
@@ -362,6 +363,42 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
         return notes.result(obj)
     _feasibility(final, config, req.facts, notes)
     return notes.result(result_obj, patch)
+
+
+def policy_fields(job: dict[str, Any]) -> tuple[Any, list[tuple[Any, Any, Any]]]:
+    """The fields this policy writes on a Job: the job-level policies, and per task its name,
+    partitionPolicy and policies."""
+    spec = job.get("spec") or {}
+    tasks = spec.get("tasks")
+    if not isinstance(tasks, list):
+        tasks = []
+    return spec.get("policies"), [(t.get("name"), t.get("partitionPolicy"), t.get("policies")) if isinstance(t, dict)
+                                  else (None, None, None) for t in tasks]
+
+
+def reapplied_job(obj: dict[str, Any], old: dict[str, Any], config: Config, facts: ClusterFacts,
+                  namespace: str) -> Result:
+    """Rule V17: an UPDATE is patched only when it re-applies the manifest the stored Job came from.
+
+    ``kubectl apply`` of a custom resource replaces a changed list whole (a JSON merge patch): the
+    manifest's tasks come back without the partitionPolicy and RestartPartition policies written on
+    CREATE, and its job-level RestartPartition comes back; ``kubectl replace`` and server-side apply
+    send the manifest itself. When the CREATE treatment of the incoming Job gives exactly the stored
+    Job's policies and partitionPolicy, that treatment is the patch, so the stored Job is unchanged
+    (Volcano's webhook rejects any change to those fields on UPDATE). Any other UPDATE is never
+    patched: a change to those fields is the user's, for Volcano to judge."""
+    kept = Result(obj, reasons=["UPDATE: Volcano rejects changes to policies and partitionPolicy; not mutated"])
+    if policy_fields(obj) == policy_fields(old):
+        return kept
+    try:
+        created = mutate_volcano_job(obj, config, facts=facts, namespace=namespace)
+    except PolicyError:
+        return kept
+    if not created.patch or policy_fields(created.object) != policy_fields(old):
+        return kept
+    reason = ("UPDATE re-applies what CREATE wrote (policies, partitionPolicy): written again as on CREATE, "
+              "the stored Job is unchanged")
+    return Result(created.object, created.patch, [reason, *created.reasons], created.warnings)
 
 
 def mutate_other_volcano_kind(obj: dict[str, Any]) -> Result:

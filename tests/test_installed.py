@@ -1,5 +1,5 @@
 """The CLI reads what is installed: ``--config`` takes a configuration or the chart's values file (rule
-C8), and with ``--cluster`` the config the controller reads (rule C9) and the scope its webhook
+C9), and with ``--cluster`` the config the controller reads (rule C10) and the scope its webhook
 configuration gives (rules W5, W6)."""
 import copy
 import io
@@ -26,7 +26,7 @@ def cli(argv, stdin=""):
     return code, out.getvalue(), err.getvalue()
 
 
-# --- --config: a configuration or the chart's values (rule C8) ---------------------------------------
+# --- --config: a configuration or the chart's values (rule C9) ---------------------------------------
 
 def test_the_chart_keys_are_the_charts():
     assert set(VALUES) == CHART_VALUES_KEYS
@@ -211,6 +211,7 @@ def test_check_cluster_reads_the_installed_config_and_scope(tmp_path):
         api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 500))
         api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
         api.route("GET", "/version", (200, {"gitVersion": "v1.33.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": []}))
         code, out, err = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"])
     assert code == 0, err
     assert err.splitlines()[0] == "policylib: config: ConfigMap rel/policylib-config (the installed controller's)"

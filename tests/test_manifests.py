@@ -124,7 +124,7 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
              for name, hook in hooks.items()}
     assert rules == {
         "deployments.policylib.io": [(["apps"], ["v1"], ["deployments"], ["CREATE", "UPDATE"])],
-        "volcano-jobs.policylib.io": [(["batch.volcano.sh"], ["v1alpha1"], ["jobs"], ["CREATE"])],
+        "volcano-jobs.policylib.io": [(["batch.volcano.sh"], ["v1alpha1"], ["jobs"], ["CREATE", "UPDATE"])],
         "kubeflow-jobs.policylib.io": [(["kubeflow.org"], ["v1", "v2beta1"], ["tfjobs", "pytorchjobs", "mpijobs"],
                                         ["CREATE", "UPDATE"])],
     }

@@ -21,7 +21,7 @@ from ..errors import ConfigError, InputError
 def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
     """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
 
-    A file may be a configuration or the chart's values file (its ``config:`` section; rule C8).
+    A file may be a configuration or the chart's values file (its ``config:`` section; rule C9).
     Raises :class:`ConfigError` naming the file, and each key path and what is allowed.
     """
     if source is None or isinstance(source, (Config, Mapping)):
@@ -31,7 +31,7 @@ def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -
 
 def load_config_file(source: str | Path) -> tuple[Config, str]:
     """The configuration in a file, and what the file was (``config file PATH`` or ``the config: section of
-    the chart values file PATH``; rule C8)."""
+    the chart values file PATH``; rule C9)."""
     path = Path(source)
     try:
         text = path.read_text(encoding="utf-8")

@@ -315,6 +315,13 @@ def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, 
     return objects
 
 
+def served_api_groups(api: Api) -> list[str]:
+    """``group/version`` of every version of every API group the server serves (``/apis``, an APIGroupList)."""
+    found = api.request("GET", "/apis") or {}
+    return [str(v.get("groupVersion")) for g in found.get("groups") or [] if isinstance(g, dict)
+            for v in g.get("versions") or [] if isinstance(v, dict) and v.get("groupVersion")]
+
+
 def server_version(api: Api) -> str:
     """The API server's ``gitVersion`` (``/version``)."""
     return str(api.request("GET", "/version").get("gitVersion", ""))
@@ -377,7 +384,7 @@ def _configmap_volumes(deployment: dict[str, Any]) -> list[str]:
 
 def installed_config(api: Api, release: str | None = None,
                      namespace: str | None = None) -> tuple[dict[str, Any] | None, str]:
-    """Rule C9: the ConfigMap holding the config the installed controller reads (the one its Deployment
+    """Rule C10: the ConfigMap holding the config the installed controller reads (the one its Deployment
     mounts; else the chart's labelled ``policylib-config``), as (the ConfigMap, its namespace/name), or
     (None, why none) when nothing is installed. ``release`` keeps the objects of that Helm release
     (``app.kubernetes.io/instance``); ``namespace`` prefers, then requires, that namespace when more

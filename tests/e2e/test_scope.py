@@ -95,7 +95,7 @@ def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, sce
         cluster.namespace(release_ns)
     objs = [legacy("web", n) for n in names.values()] + [legacy("skipped", names["in"], SKIP)]
     cluster.apply(*objs)
-    # the chart's ConfigMap, found by its labels and the release name (rule C9)
+    # the chart's ConfigMap, found by its labels and the release name (rule C10)
     cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
         "name": "policylib-config", "namespace": release_ns,
         "labels": {"app.kubernetes.io/name": "policylib-webhook", "app.kubernetes.io/instance": tag}},
