@@ -28,7 +28,7 @@ import argparse
 import difflib
 import json
 import sys
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO, cast
 
 from . import __version__
 from .config import Config
@@ -41,7 +41,14 @@ from .nodes import check_nodes
 from .order import apply_order_note, stored_in_order
 from .plan import PLANNERS, Write, plan, summarize
 from .result import Result
-from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
+from .shell.files import (  # noqa: F401 -- CLI names
+    MANIFEST_EXTENSIONS,
+    load_config,
+    load_config_file,
+    load_config_text,
+    read_documents,
+    source_files,
+)
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
 #: ``preview --exit-code``: a warning was printed (rule D4), and nothing was denied.
@@ -291,10 +298,74 @@ def _table(writes: list[Write]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n" + summarize(writes) + "\n"
 
 
+def resolve_config(args: argparse.Namespace, stderr: TextIO) -> Config:
+    """Rule C10: the config a command uses. ``--config`` (a configuration or the chart's values file, rule
+    C9); else, with ``--cluster``, the installed one the controller reads (its ConfigMap, found by the
+    chart's labels, or of ``--release``); else the defaults. With ``--cluster`` one stderr line says which."""
+    cached = getattr(args, "_config", None)
+    if cached is not None:
+        return cast(Config, cached)
+    cluster = getattr(args, "cluster", False)
+    release_namespace = None
+    if args.config is not None:
+        config, what = load_config_file(args.config)
+    elif cluster:
+        from .shell import kube
+        try:
+            api = kube.Api(kube.api_client(args.context, args.kubeconfig))
+            found, where = kube.installed_config(api, getattr(args, "release", None), args.namespace)
+        except ValueError as e:
+            raise InputError(str(e)) from None
+        except Exception as e:  # config, network or API errors: one clear line
+            raise InputError(f"cannot read the cluster: {e}") from None
+        if found is None:
+            if getattr(args, "release", None):
+                raise InputError(f"{where}: check the name (helm list -A), or give --config FILE")
+            config, what = load_config(None), f"the defaults ({where}; give --config FILE to use another)"
+        else:
+            text = (found.get("data") or {}).get(kube.CONFIG_KEY)
+            if text is None:
+                raise InputError(f"ConfigMap {where}: no {kube.CONFIG_KEY} key: give --config FILE")
+            config, _ = load_config_text(text, f"ConfigMap {where}")
+            release_namespace = where.split("/")[0]
+            what = f"ConfigMap {where} (the installed controller's)"
+    else:
+        config, what = load_config(None), "the defaults"
+    if cluster:
+        stderr.write(f"policylib: config: {what}\n")
+    args._config, args._release_namespace = config, release_namespace
+    return config
+
+
+def cluster_scope(args: argparse.Namespace, stderr: TextIO) -> Callable[[dict[str, Any]], bool]:
+    """Rules W5, W6 for ``--cluster``: whether the installed webhook configuration sends an object to the
+    webhook (never in the release's namespace); one stderr line says which configuration was read."""
+    from .scope import RESOURCES
+    from .shell import kube
+    try:
+        api = kube.Api(kube.api_client(args.context, args.kubeconfig))
+        scope, labels = kube.installed_scope(api, args.webhook_configuration, getattr(args, "_release_namespace", None))
+    except PolicylibError:
+        raise
+    except Exception as e:  # config, network or API errors: one clear line
+        raise InputError(f"cannot read the cluster: {e}") from None
+    stderr.write(f"policylib: scope: {scope.source}; never namespace(s) {', '.join(sorted(scope.excluded_namespaces))}\n")
+
+    def admitted(obj: dict[str, Any]) -> bool:
+        group = str(obj.get("apiVersion") or "").rpartition("/")[0]
+        if (group, obj.get("kind")) not in RESOURCES or obj.get("kind") == "Pod":
+            return True   # context (HPAs, PodGroups, Pods as load): read whatever the scope
+        return bool(scope.admits(obj, labels))
+    return admitted
+
+
 def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-    """What the controller would write: for a snapshot, or the live cluster."""
-    config = load_config(args.config)
+    """What the controller would write: for a snapshot, or the live cluster (only the objects the
+    installed webhook configuration sends to the webhook, as the controller; rules W5, W6)."""
+    config = resolve_config(args, stderr)
+    only = None
     if args.cluster:
+        only = cluster_scope(args, stderr)
         # The one network edge of the CLI, in the webhook package: policylib itself does no I/O.
         from .shell import kube
         try:
@@ -307,7 +378,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
             stderr.write("\n")
     else:
         objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
-    writes = plan(objects, config, planners=PLANNERS)
+    writes = plan(objects, config, planners=PLANNERS, only=only)
     if args.output == "json":
         stdout.write(json_array([w.as_dict() for w in writes]))
     else:
@@ -325,7 +396,7 @@ EXIT_PENDING = 3
 def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
     from .shell import kube  # the CLI's network edge, in the shell: policylib itself does no I/O
-    resources = kube.snapshot_resources(load_config(args.config))
+    resources = kube.snapshot_resources(resolve_config(args, stderr))
     try:
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         nodes = kube.snapshot(api, resources=(kube.NODES,))
@@ -394,7 +465,7 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
     """Where every replica would land, and which stay Pending."""
     from .render import placements_svg, placements_table
     from .simulate import simulate
-    config = load_config(args.config)
+    config = resolve_config(args, stderr)
     docs: list[Document] = []
     nodes, objects, _ = _nodes_and_objects(args, stdin, stderr, docs=docs)
     try:
@@ -428,9 +499,12 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
     """The settings advice: findings for this config on these Nodes and workloads."""
     from .check import check
     from .render import table
-    config = load_config(args.config)
+    config = resolve_config(args, stderr)
     docs: list[Document] = []
     nodes, objects, version = _nodes_and_objects(args, stdin, stderr, workloads_from_cluster=True, docs=docs)
+    if args.cluster:   # rules W5, W6: the workloads the webhook is sent, as the controller
+        admitted = cluster_scope(args, stderr)
+        objects = [o for o in objects if admitted(o)]
     try:
         findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version,
                          workload_api_served=_workload_api_served(args) if args.cluster and config.gang.enabled
@@ -449,8 +523,8 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
     return EXIT_PENDING if any(f.severity == "error" for f in findings) else EXIT_OK
 
 
-def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> None:
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
+def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool, scoped: bool = False) -> None:
+    p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("-f", "--filename", metavar="FILE", action="append",
                    help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
                         "repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
@@ -465,6 +539,21 @@ def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool) -> Non
                                                         "~/.kube/config, or in-cluster)")
     p.add_argument("-n", "--namespace", help="only this namespace's workloads (with --cluster; Nodes and the Pods "
                                              "that load them are always read whole)")
+    _add_installed(p, scoped)
+
+
+CONFIG_HELP = ("policy config: a config file, or the chart's values file (its config: section); default with "
+               "--cluster: the installed controller's ConfigMap (see docs/configuration.md)")
+
+
+def _add_installed(p: argparse.ArgumentParser, scoped: bool = True) -> None:
+    p.add_argument("--release", metavar="NAME", help="with --cluster and no --config: the config of this Helm release "
+                                                     "(app.kubernetes.io/instance), in -n NAMESPACE when several")
+    if not scoped:
+        return
+    p.add_argument("--webhook-configuration", metavar="NAME", default="policylib-webhook",
+                   help="with --cluster: the MutatingWebhookConfiguration whose selectors say which objects are in "
+                        "scope (default policylib-webhook)")
 
 
 def _add_kustomize(p: argparse.ArgumentParser) -> None:
@@ -524,7 +613,8 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Dry-run the policies on objects from files. HorizontalPodAutoscalers "
                                    "and Nodes in the input are cluster context: they inform the policies "
                                    "and are not printed.")
-    p.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
+    p.add_argument("--config", metavar="FILE", help="policy config: a config file, or the chart's values file (its "
+                                                    "config: section; see docs/configuration.md)")
     p.add_argument("-f", "--filename", metavar="FILE", action="append",
                    help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
     _add_kustomize(p)
@@ -561,7 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl = sub.add_parser("plan", help="the writes the controller would make to existing objects",
                         description="Plan the controller's writes for a snapshot (kubectl get deploy,hpa -A -o yaml "
                                     "works as is) or the live cluster: which Deployments would roll, and why.")
-    pl.add_argument("--config", metavar="FILE", help="policy config (YAML or Helm values; see docs/configuration.md)")
+    pl.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     src = pl.add_mutually_exclusive_group(required=True)
     src.add_argument("-f", "--filename", metavar="SNAPSHOT", action="append",
                      help="YAML or JSON, multi-document, kind: List; '-' for stdin; " + DIR_HELP + ". Repeatable")
@@ -573,6 +663,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("-n", "--namespace", help="only this namespace (with --cluster)")
     pl.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (with --cluster; default $KUBECONFIG, "
                                                          "~/.kube/config, or in-cluster)")
+    _add_installed(pl)
     pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
                     help="table: readable, with counts; json: an array of writes")
     pl.set_defaults(func=plan_command)
@@ -587,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck = sub.add_parser("check", help="settings advice for these Nodes (and workloads)",
                         description="The specification's rules for choosing settings, checked against the Nodes and "
                                     "workloads. Exit 3 when a finding is an error, 2 on bad input, 0 otherwise.")
-    _add_cluster_source(ck, files_required=False)
+    _add_cluster_source(ck, files_required=False, scoped=True)
     ck.add_argument("--node-group-label", metavar="LABEL",
                     help="the Node label naming node groups (default: the first of the common cloud labels present)")
     ck.add_argument("-o", "--output", choices=("table", "json"), default="table")

@@ -906,6 +906,62 @@ def config_document(data: Mapping[str, Any] | None) -> tuple[dict[str, Any], lis
     return body, errors, ".".join(HELM_NESTING) + "." if nested else ""
 
 
+#: The top-level keys of the Helm chart's values (charts/policylib/values.yaml), and the keys of its
+#: ``controller:`` and ``webhook:`` sections (the Deployments', not the config's sections of those names).
+CHART_VALUES_KEYS = frozenset({"config", "image", "commonLabels", "webhook", "controller", "certificates",
+                               "networkPolicy", "serviceMonitor", "prometheusRule", "grafanaDashboard"})
+CHART_CONTROLLER_KEYS = frozenset({"enabled", "replicas", "podDisruptionBudget", "resources", "priorityClassName",
+                                   "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
+                                   "podAnnotations", "podLabels"})
+CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families", "gangPodsFailurePolicy",
+                                "matchConditions", "namespaceMode", "namespaceSelector", "nodeSelector",
+                                "objectSelector", "podAnnotations", "podDisruptionBudget", "podLabels",
+                                "priorityClassName", "replicas", "resources", "timeoutSeconds", "tolerations",
+                                "topologySpreadConstraints", "workers"})
+_CHART_SECTIONS = {"controller": CHART_CONTROLLER_KEYS, "webhook": CHART_WEBHOOK_KEYS}
+
+
+def config_keys() -> frozenset[str]:
+    """The top-level keys of a configuration (its sections, scalars, and the LRS operator's nesting)."""
+    return frozenset(_SECTION_PROPERTIES) | frozenset(_SCALARS) | {HELM_NESTING[0]}
+
+
+def chart_values_config(data: Any) -> tuple[Any, bool]:
+    """Rule C9: a ``--config`` document told apart: the policylib chart's values file (its ``config:``
+    section is the configuration) or a configuration. Returns (the configuration, whether it came from
+    chart values). A chart values file has ``config:`` or keys only the chart has (``image``,
+    ``certificates``, ...); a configuration has only configuration keys; ``controller`` and ``webhook``,
+    which both have, are told by the keys under them. A document with both kinds of key is refused,
+    naming them."""
+    if not isinstance(data, Mapping):
+        return data, False
+    keys = {str(k) for k in data}
+    config_only = sorted(keys & (config_keys() - CHART_VALUES_KEYS))
+    chart_only = sorted(keys & (CHART_VALUES_KEYS - config_keys()))
+    for name, chart in _CHART_SECTIONS.items():
+        if not isinstance(data.get(name), Mapping):
+            continue
+        sub, ours = {str(k) for k in data[name]}, set(_SECTION_PROPERTIES[name][2])
+        if sub & chart and sub & ours:
+            raise ConfigError(name, f"mixes the chart's {name} keys ({', '.join(sorted(sub & chart))}) with the "
+                              f"configuration's ({', '.join(sorted(sub & ours))}): in a chart values file the "
+                              f"configuration's go under config.{name}")
+        if sub & chart:
+            chart_only.append(name)
+        elif sub & ours:
+            config_only.append(name)
+    if chart_only and config_only:
+        raise ConfigError(config_only[0], f"is a configuration key beside the chart values key(s) {', '.join(chart_only)}:"
+                          " in a chart values file the settings go under config:, in a configuration file "
+                          "there is no " + chart_only[0] + ":")
+    if not chart_only:
+        return data, False
+    body = data.get("config")
+    if body is not None and not isinstance(body, Mapping):
+        raise ConfigError("config", f"must be a mapping (the chart's config: section), got {type(body).__name__}")
+    return body or {}, True
+
+
 def raise_config_errors(errors: Sequence[FieldError], prefix: str = "") -> None:
     """One :class:`ConfigError` listing every error, when there is one."""
     if errors:

@@ -129,7 +129,9 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
                  resource_version=meta.get("resourceVersion"), legacy_anti_affinity=legacy, unrecorded=unrecorded)
 
 
-#: Namespaces the webhook configuration never sends (manifests/base/mutatingwebhookconfiguration.yaml).
+#: Namespaces the webhook configuration never sends (manifests/base/mutatingwebhookconfiguration.yaml), for
+#: a snapshot planned without one; the controller and ``plan --cluster`` plan only what the installed
+#: configuration sends (``only``: :meth:`policylib.scope.Scope.admits`, rules W5, W6).
 UNWATCHED_NAMESPACES = frozenset({"kube-system", "kube-node-lease", "policylib-system"})
 UNRECORDED_REASON = ("no policylib record: admitted while the webhook was unreachable (failurePolicy Ignore), or "
                      "created before policylib was installed")

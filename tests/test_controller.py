@@ -16,12 +16,15 @@ from policylib import load_config, mutate
 from policylib.plan import plan
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
 from tests.helpers import deployment, hpa, legacy_anti_affinity
+from tests.test_scope import MANIFEST
 from webhook.controller import Controller, Options, RolloutGate, lease_decision, micro_time, rollout_complete, serve_health
 
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.timezone.utc)
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/policylib-system/leases/policylib-controller"
 DEPLOYS = "/apis/apps/v1/deployments"
 HPAS = "/apis/autoscaling/v2/horizontalpodautoscalers"
+NAMESPACES = "/api/v1/namespaces"
+WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
 def lease(holder, renewed, rv="7", duration=15):
@@ -91,9 +94,11 @@ def legacy(name, rv="1"):
 class Cluster:
     """Routes for a cluster with the given Deployments and HPAs; PATCH applies the JSON patch."""
 
-    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0):
+    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0, namespaces=(), configurations=()):
         self.api, self.conflicts = api, conflicts
         self.deployments = {d["metadata"]["name"]: copy.deepcopy(d) for d in deployments}
+        api.route("GET", NAMESPACES, paged_list("Namespace", list(namespaces), 500))
+        api.route("GET", WEBHOOK_CONFIGURATIONS, paged_list("MutatingWebhookConfiguration", list(configurations), 500))
         api.route("GET", DEPLOYS, lambda req: paged_list("Deployment", strip_type(self.deployments.values()), 500)(req))
         api.route("GET", HPAS, paged_list("HorizontalPodAutoscaler", strip_type(hpas), 500))
         api.route("GET", LEASE, (404, {"kind": "Status", "code": 404}))
@@ -559,3 +564,67 @@ def test_event_for_a_long_name_and_identity_stays_within_the_apis_limits():
     assert event["regarding"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d" * 253, "namespace": "ml"}
     cut = event_for(Write("Deployment", "ml", "d" * 248 + "-abc", ["r"], True), None, "me", NOW, 0xabc)
     assert cut["metadata"]["name"] == "d" * 248 + ".abc"   # a DNS label never ends with '-'
+
+
+# --- the scope: what the installed webhook configuration sends (rules W5, W6) ----------------------
+
+def opt_in_configuration(rv="3") -> dict:
+    configuration = copy.deepcopy(MANIFEST)
+    configuration["metadata"]["resourceVersion"] = rv
+    for hook in configuration["webhooks"]:
+        hook["namespaceSelector"]["matchExpressions"].insert(
+            0, {"key": "policylib.io/enabled", "operator": "In", "values": ["true"]})
+    return configuration
+
+
+def namespace(name, rv="1", **labels):
+    return {"metadata": {"name": name, "resourceVersion": rv,
+                         "labels": {"kubernetes.io/metadata.name": name, **labels}}}
+
+
+def test_outside_the_webhooks_scope_nothing_is_written_or_reported(tmp_path):
+    objs = [with_uid(legacy("a"), "uid-a"), with_uid(legacy("b"), "uid-b")]
+    with FakeAPI() as api:
+        cluster = Cluster(api, objs, namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
+        posted = record_events(api)
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+        assert cluster.patches() == [] and posted == []       # ml is not opted in: no write, no Event
+        assert c.metrics.unrecorded._value.get() == 0
+        # the one configuration, by name: RBAC's resourceNames can then name it
+        assert [r["query"].get("fieldSelector") for r in api.requests if r["path"] == WEBHOOK_CONFIGURATIONS] == \
+            ["metadata.name=policylib-webhook"]
+        # the namespace opts in: its Deployments are planned again and written
+        c.handle("MODIFIED", dict(namespace("ml", rv="2", **{"policylib.io/enabled": "true"}),
+                                  apiVersion="v1", kind="Namespace"))
+        assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
+        assert sorted(e["reason"] for e in posted) == ["AdmittedWithoutPolicy", "AdmittedWithoutPolicy",
+                                                       "SpreadRewritten", "SpreadRewritten"]
+
+
+def test_a_change_of_the_webhook_configuration_replans_every_key(tmp_path):
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a")], namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+        assert cluster.patches() == []
+        # back to opt-out: ml is in scope
+        c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook",
+                                                                     "resourceVersion": "4"}))
+        assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
+
+
+def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
+    with FakeAPI() as api:   # no configuration installed: the manifests' default selectors, and never ml
+        cluster = Cluster(api, [with_uid(legacy("a"), "uid-a")])
+        lease_path = LEASE.replace("/policylib-system/", "/ml/")
+        api.route("GET", lease_path, (404, {"kind": "Status", "code": 404}))
+        api.route("POST", lease_path.rsplit("/", 1)[0], lambda req: (201, req["body"]))
+        posted = record_events(api)
+        c = controller(api, tmp_path, DRIFT, namespace="ml")
+        assert c.try_lead()
+        c.resync()
+        assert c.scope().excluded_namespaces == {"ml"}
+    assert cluster.patches() == [] and posted == []

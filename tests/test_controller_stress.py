@@ -108,6 +108,9 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
     store = c.stores[kube.DEPLOYMENTS]
     for d in deployments:
         store.apply("ADDED", d)
+    for reflector in c.reflectors:   # the scope's (rule W5) listed: no configuration, no Namespace
+        if reflector.res in c.scope_resources:
+            reflector.synced.set()
     stop = threading.Event()
 
     def deliver(obj):

@@ -152,7 +152,11 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         # gang policy is immutable).
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["list", "watch", "create"]},
         # events.k8s.io/v1 Events (reason SpreadRewritten) on rewritten objects, in any namespace.
-        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        # its scope (rule W5): the webhook configuration's selectors, by name, and the Namespaces' labels
+        {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+         "resourceNames": ["policylib-webhook"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]}]
     role = one(base, "Role", f"{CONTROLLER}-lease")
     assert role["metadata"]["namespace"] == NAMESPACE
     assert role["rules"] == [

@@ -111,7 +111,8 @@ def cmd_controller(args: argparse.Namespace) -> int:
     namespace = args.namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
     return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
                           context=args.context, host=args.host, port=args.port,
-                          certificates=certificate_settings(args, namespace))
+                          certificates=certificate_settings(args, namespace),
+                          webhook_configuration=args.webhook_configuration)
 
 
 def sample_path(name: str = SAMPLE) -> Path:
@@ -242,6 +243,9 @@ def parser() -> argparse.ArgumentParser:
     ctl.add_argument("--context", help="kubeconfig context")
     ctl.add_argument("--host", default="0.0.0.0", help="address of /healthz, /readyz, /metrics (default 0.0.0.0)")
     ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
+    ctl.add_argument("--webhook-configuration", default="policylib-webhook",
+                     help="the MutatingWebhookConfiguration whose namespaceSelector and objectSelector say which "
+                          "objects the controller acts on (default policylib-webhook; docs/controller.md, \"Scope\")")
     ctl.add_argument("--certificates", choices=["none", "self"], default="none",
                      help="self: the leader creates and rotates the webhook's CA and serving certificate Secrets and "
                           "the webhook configuration's caBundle (docs/operations.md, \"Certificates\")")

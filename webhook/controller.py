@@ -46,6 +46,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 import policylib
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
+from policylib.scope import NAMESPACE_NAME_LABEL, WEBHOOK_CONFIGURATION, Scope, default_scope, scope_from_configuration
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
@@ -422,6 +423,8 @@ class Options:
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{int(time.time() * 1000) % 100000}")
     dry_run: bool = False
     planners: tuple[Any, ...] = ()
+    #: Rule W5: the MutatingWebhookConfiguration whose selectors say which objects the controller acts on.
+    webhook_configuration: str = WEBHOOK_CONFIGURATION
 
 
 class Controller:
@@ -438,11 +441,14 @@ class Controller:
         self.clock = clock or (lambda: dt.datetime.now(dt.timezone.utc))
         self.metrics = ControllerMetrics()
         self.resources = watched_resources(self.config)
-        self.stores: dict[kube.Resource, Store] = {res: new_store(res) for res in self.resources}
+        #: Rules W5, W6: the webhook configuration and the Namespaces, for the scope.
+        self.scope_resources = (kube.NAMESPACES, kube.webhook_configuration(options.webhook_configuration))
+        self.stores: dict[kube.Resource, Store] = {res: new_store(res)
+                                                   for res in self.resources + self.scope_resources}
         self.facts = StoreFacts(self.stores)
         self.reflectors = [Reflector(api, res, self.stores[res], self._handler(res), self.metrics,
                                      watch_seconds=min(self.config.controller.resyncSeconds, 300))
-                           for res in self.resources]
+                           for res in self.resources + self.scope_resources]
         self.queue = WorkQueue()
         self.rollouts = Rollouts(self.config.controller.maxConcurrentRollouts)
         self.stop = threading.Event()
@@ -464,6 +470,8 @@ class Controller:
         #: Resyncs queued (counted by the resync's thread) and the count the worker last acted on.
         self._resyncs = 0
         self._resyncs_seen = 0
+        #: The scope as last built, and the webhook configuration's resourceVersion it was built from.
+        self._scope: tuple[str | None, Scope] | None = None
 
     @property
     def leading(self) -> bool:
@@ -548,8 +556,16 @@ class Controller:
 
     def on_event(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
         """Queue the keys an event touches: the object itself, an HPA's targets (old and new), a
-        PodGroup's owning job. Runs on the reflector threads: it writes nothing but the queue."""
-        if self.leading:
+        PodGroup's owning job; for the scope (rule W5) every key when the webhook configuration changes,
+        a Namespace's keys when its labels change. Runs on the reflector threads: it writes nothing but
+        the queue."""
+        kind = obj.get("kind")
+        if kind == "MutatingWebhookConfiguration" and self.leading:
+            self.enqueue_all("scope")
+        elif kind == "Namespace" and self.leading and old is not None and event_type == "MODIFIED" and \
+                (old.get("metadata") or {}).get("labels") != (obj.get("metadata") or {}).get("labels"):
+            self.enqueue_namespace((obj.get("metadata") or {}).get("name", ""))
+        elif self.leading:
             for key in event_keys(event_type, obj, old):
                 self.queue.add(key)
         self.metrics.queue_depth.set(len(self.queue))
@@ -563,6 +579,48 @@ class Controller:
                 for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
                     self.queue.add((res.api_version, res.kind, ns, name))
         self.metrics.queue_depth.set(len(self.queue))
+
+    def enqueue_namespace(self, namespace: str) -> None:
+        """Queue every Deployment and job of one namespace (its labels changed: the scope may have)."""
+        for res, store in self.stores.items():
+            if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
+                for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
+                    if ns == namespace:
+                        self.queue.add((res.api_version, res.kind, ns, name))
+        self.metrics.queue_depth.set(len(self.queue))
+
+    # the scope (rules W5, W6) -------------------------------------------------------------
+    @property
+    def scope_synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors if r.res in self.scope_resources)
+
+    def scope(self) -> Scope:
+        """Rule W5: the scope of the installed webhook configuration, or the default selectors of
+        manifests/ when there is none; never the controller's own namespace (rule W6)."""
+        name = self.options.webhook_configuration
+        configuration = self.stores[self.scope_resources[1]].get("", name)
+        version = (configuration or {}).get("metadata", {}).get("resourceVersion") if configuration else None
+        if self._scope is not None and self._scope[0] == version:
+            return self._scope[1]
+        if configuration is None:
+            scope = default_scope(self.options.namespace, f"no MutatingWebhookConfiguration {name} is installed")
+        else:
+            try:
+                scope = scope_from_configuration(configuration, {self.options.namespace})
+            except policylib.PolicylibError as e:   # a selector the API server would refuse: act on nothing
+                log.error(json.dumps({"msg": "cannot read the webhook configuration's selectors", "error": str(e)}))
+                scope = Scope((), frozenset({self.options.namespace}), f"unreadable MutatingWebhookConfiguration {name}")
+        log.info(json.dumps({"msg": "scope", "source": scope.source, "excluded": sorted(scope.excluded_namespaces)}))
+        self._scope = (version, scope)
+        return scope
+
+    def in_scope(self, obj: dict[str, Any]) -> bool:
+        """Rules W5, W6: whether the API server sends ``obj`` to the webhook (its Namespace's labels from
+        the Namespace store; one not there has only its name label)."""
+        ns = namespace_of(obj)
+        namespace = self.stores[kube.NAMESPACES].get("", ns)
+        labels = {NAMESPACE_NAME_LABEL: ns, **(((namespace or {}).get("metadata") or {}).get("labels") or {})}
+        return self.scope().admits(obj, {ns: labels})
 
     # reconciling one key ----------------------------------------------------------------
     def _store_for(self, api_version: str, kind: str) -> Store | None:
@@ -579,9 +637,12 @@ class Controller:
         if not self.observe(key, obj) or obj is None:
             self.queue.forget(key)
             return []
+        if not self.scope_synced:
+            return []   # the scope is not known yet: the pass that follows the sync plans it
         self.metrics.reconciles.labels("key").inc()
         made, failed = [], False
-        writes = plan([obj], self.config, planners=self.planners, facts=self.facts)
+        # rules W5, W6: outside the scope nothing is planned, written or noticed
+        writes = plan([obj], self.config, planners=self.planners, facts=self.facts, only=self.in_scope)
         if kind == "Deployment":
             self.notice(key, obj, writes)
         for write in writes:
@@ -905,7 +966,8 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
 
 def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
                    kubeconfig: str | None = None, context: str | None = None, host: str = "0.0.0.0",
-                   port: int = 8081, certificates: Any = None) -> int:
+                   port: int = 8081, certificates: Any = None,
+                   webhook_configuration: str = WEBHOOK_CONFIGURATION) -> int:
     """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT. ``certificates``:
     a :class:`webhook.certrotator.Settings` to rotate the webhook's certificates while leading."""
     import os
@@ -916,7 +978,8 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     namespace = namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
     identity = os.environ.get("POD_NAME") or Options(config).identity
     api = kube.Api(kube.api_client(context, kubeconfig))
-    c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run))
+    c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run,
+                                webhook_configuration=webhook_configuration))
     server = serve_health(c, host, port)
     if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
         from . import certrotator

@@ -21,23 +21,45 @@ from ..errors import ConfigError, InputError
 def load_config(source: str | Path | Mapping[str, Any] | Config | None = None) -> Config:
     """Rule C1: load settings from a YAML/JSON file path, a dict, or ``None`` (the defaults).
 
+    A file may be a configuration or the chart's values file (its ``config:`` section; rule C9).
     Raises :class:`ConfigError` naming the file, and each key path and what is allowed.
     """
     if source is None or isinstance(source, (Config, Mapping)):
         return _config.load_config(source)
+    return load_config_file(source)[0]
+
+
+def load_config_file(source: str | Path) -> tuple[Config, str]:
+    """The configuration in a file, and what the file was (``config file PATH`` or ``the config: section of
+    the chart values file PATH``; rule C9)."""
     path = Path(source)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError("", f"cannot read config file: {e.strerror or e}", source=str(path)) from None
+    return load_config_text(text, str(path))
+
+
+def load_config_text(text: str, where: str) -> tuple[Config, str]:
+    """The configuration in YAML ``text`` read from ``where`` (a file, a ConfigMap), and what it was."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=str(path)) from None
+        raise ConfigError("", f"invalid YAML: {yaml_problem(e)}", source=where) from None
     try:
-        return _config.config_from_dict(data)
+        body, values = _config.chart_values_config(data)
     except ConfigError as e:
-        raise ConfigError(e.path, e.message, source=str(path), errors=e.errors) from None
+        raise ConfigError(e.path, e.message, source=where) from None
+    prefix = "config." if values else ""
+    try:
+        config = _config.config_from_dict(body)
+    except ConfigError as e:
+        if e.errors:
+            raised = ConfigError.from_errors(e.errors, prefix + (e.path[:-len(e.errors[0].field)]
+                                                                 if e.path.endswith(e.errors[0].field) else ""))
+            raise ConfigError(raised.path, raised.message, source=where, errors=e.errors) from None
+        raise ConfigError(prefix + e.path if e.path else e.path, e.message, source=where, errors=e.errors) from None
+    return config, (f"the config: section of the chart values file {where}" if values else f"config file {where}")
 
 
 def _read_source(path: str, stdin: TextIO) -> str:

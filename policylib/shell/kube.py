@@ -29,6 +29,8 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    #: A ``fieldSelector`` every list and watch carries (``metadata.name=X``: RBAC may then name the object).
+    field_selector: str = ""
 
     @property
     def api_version(self) -> str:
@@ -62,13 +64,26 @@ VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "P
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                             "MutatingWebhookConfiguration", namespaced=False)
+
+
+def webhook_configuration(name: str) -> Resource:
+    """The one MutatingWebhookConfiguration ``name``, listed and watched by name (rule W5)."""
+    return Resource(MUTATING_WEBHOOKS.group, MUTATING_WEBHOOKS.version, MUTATING_WEBHOOKS.plural,
+                    MUTATING_WEBHOOKS.kind, namespaced=False, field_selector=f"metadata.name={name}")
+
+
 PODS = Resource("", "v1", "pods", "Pod")
 #: What ``policylib plan --cluster`` reads.
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
-    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
+    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
+    + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
 
@@ -215,6 +230,8 @@ class Api:
         token = None
         while True:
             query: list[tuple[str, Any]] = [("limit", PAGE)] + ([("continue", token)] if token else [])
+            if res.field_selector:
+                query.append(("fieldSelector", res.field_selector))
             body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
             items = [self._typed(res, item) for item in body.get("items") or []]
             meta = body.get("metadata") or {}
@@ -228,14 +245,20 @@ class Api:
         ``timeout`` seconds. BOOKMARK events carry only a resourceVersion. Raises Gone when the version
         is too old (at the start, or as an ERROR event), another ApiError for other failures."""
         from kubernetes import watch
-        from kubernetes.client import CustomObjectsApi
+        from kubernetes.client import CoreV1Api, CustomObjectsApi
         from kubernetes.client.exceptions import ApiException
-        if not res.group:
+        options: dict[str, Any] = dict(resource_version=resource_version, allow_watch_bookmarks=True,
+                                       timeout_seconds=timeout,
+                                       _request_timeout=(CONNECT_SECONDS, timeout + READ_MARGIN_SECONDS))
+        if res.field_selector:
+            options["field_selector"] = res.field_selector
+        if res == NAMESPACES:
+            stream = watch.Watch().stream(CoreV1Api(self.client).list_namespace, **options)
+        elif not res.group:
             raise ValueError(f"{res.plural}: watching the core group is not supported here")
-        stream = watch.Watch().stream(
-            CustomObjectsApi(self.client).list_cluster_custom_object, res.group, res.version, res.plural,
-            resource_version=resource_version, allow_watch_bookmarks=True, timeout_seconds=timeout,
-            _request_timeout=(CONNECT_SECONDS, timeout + READ_MARGIN_SECONDS))
+        else:
+            stream = watch.Watch().stream(
+                CustomObjectsApi(self.client).list_cluster_custom_object, res.group, res.version, res.plural, **options)
         try:
             for event in stream:  # custom objects come back as plain dicts
                 kind, obj = event.get("type"), event.get("raw_object")
@@ -311,3 +334,84 @@ def resource_version(obj: dict[str, Any]) -> int | None:
         return int(value)  # type: ignore[arg-type]  # None and junk raise, caught below
     except (TypeError, ValueError):
         return None
+
+
+# --- what the controller uses: its webhook configuration's scope, its config -----------------------
+
+def labelled(api: Api, res: Resource, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Every object of ``res`` carrying the labels ``selector`` (a label selector string)."""
+    items: list[dict[str, Any]] = []
+    token = None
+    while True:
+        query: list[tuple[str, Any]] = [("labelSelector", selector), ("limit", PAGE)]
+        body = api.request("GET", res.path(namespace), query=query + ([("continue", token)] if token else []))
+        items += [Api._typed(res, item) for item in body.get("items") or []]
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def installed_scope(api: Api, name: str, release_namespace: str | None = None) -> tuple[Any, dict[str, dict[str, str]]]:
+    """Rule W5 for ``plan``/``check --cluster``: the :class:`policylib.scope.Scope` of the installed
+    MutatingWebhookConfiguration ``name`` (the default selectors of manifests/ when there is none) and
+    every Namespace's labels. ``release_namespace`` is never in scope (rule W6)."""
+    from ..scope import default_scope, namespace_labels, scope_from_configuration
+    excluded = {release_namespace} if release_namespace else set()
+    try:
+        configuration = api.get(MUTATING_WEBHOOKS, None, name)
+        scope = scope_from_configuration(configuration, excluded)
+    except NotFound:
+        scope = default_scope(release_namespace or "policylib-system",
+                              f"no MutatingWebhookConfiguration {name} is installed")
+    try:
+        namespaces, _ = api.list(NAMESPACES)
+    except NotFound:   # no Namespace list served: each has only the name label the API server sets
+        namespaces = []
+    return scope, namespace_labels(namespaces)
+
+
+#: The labels the chart and manifests/ put on the controller's Deployment and on the config's ConfigMap.
+CONTROLLER_LABELS = "app.kubernetes.io/name=policylib-controller"
+CONFIG_LABELS = "app.kubernetes.io/name=policylib-webhook"
+CONFIG_KEY = "config.yaml"
+
+
+def _configmap_volumes(deployment: dict[str, Any]) -> list[str]:
+    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return [v["configMap"]["name"] for v in spec.get("volumes") or []
+            if isinstance(v, dict) and isinstance(v.get("configMap"), dict) and v["configMap"].get("name")]
+
+
+def installed_config(api: Api, release: str | None = None,
+                     namespace: str | None = None) -> tuple[dict[str, Any] | None, str]:
+    """Rule C10: the ConfigMap holding the config the installed controller reads (the one its Deployment
+    mounts; else the chart's labelled ``policylib-config``), as (the ConfigMap, its namespace/name), or
+    (None, why none) when nothing is installed. ``release`` keeps the objects of that Helm release
+    (``app.kubernetes.io/instance``); ``namespace`` prefers, then requires, that namespace when more
+    than one is found. Raises :class:`ValueError` naming the candidates when it cannot choose."""
+    instance = f",app.kubernetes.io/instance={release}" if release else ""
+    found: dict[tuple[str, str], str] = {}
+    for d in labelled(api, DEPLOYMENTS, CONTROLLER_LABELS + instance):
+        ns = (d.get("metadata") or {}).get("namespace") or "default"
+        for cm in _configmap_volumes(d):
+            found[(ns, cm)] = f"mounted by Deployment {ns}/{d['metadata'].get('name')}"
+    if not found:
+        try:
+            configmaps = labelled(api, CONFIGMAPS, CONFIG_LABELS + instance)
+        except NotFound:
+            configmaps = []
+        for configmap in configmaps:
+            meta = configmap.get("metadata") or {}
+            if str(meta.get("name", "")).startswith("policylib-config") and CONFIG_KEY in (configmap.get("data") or {}):
+                found[(meta.get("namespace") or "default", meta["name"])] = "labelled " + CONFIG_LABELS
+    if len(found) > 1 and namespace:
+        found = {k: v for k, v in found.items() if k[0] == namespace} or found
+    if len(found) > 1:
+        names = ", ".join(f"{ns}/{name}" for ns, name in sorted(found))
+        raise ValueError(f"more than one installed policylib config ({names}): name one with --release "
+                         "(and -n NAMESPACE), or give --config FILE")
+    if not found:
+        return None, (f"no policylib controller or config of release {release!r} found" if release else
+                      "no policylib controller or config found")
+    (ns, name), _how = next(iter(found.items()))
+    return api.get(CONFIGMAPS, ns, name), f"{ns}/{name}"

@@ -1,0 +1,204 @@
+"""The webhook's scope (pure): which objects the installed MutatingWebhookConfiguration sends to the
+webhook, so that the controller and ``plan``/``check --cluster`` act on exactly those (rules W5, W6).
+
+Label selectors are evaluated as ``k8s.io/apimachinery``'s ``metav1.LabelSelectorAsSelector`` does:
+``matchLabels`` entries are ``key = value`` requirements, ``matchExpressions`` are ``In``, ``NotIn``,
+``Exists`` and ``DoesNotExist``, every requirement must hold, an empty selector (``{}``) matches
+everything and a missing one (``None``) matches nothing. A webhook's missing ``namespaceSelector`` or
+``objectSelector`` is defaulted to ``{}`` by the API server, and so is here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+from .errors import InputError
+
+#: The label the API server sets on every Namespace (NamespaceDefaultLabelName, Kubernetes 1.21+).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+#: The MutatingWebhookConfiguration the chart and manifests/ install.
+WEBHOOK_CONFIGURATION = "policylib-webhook"
+OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+#: The plural resource of each kind policylib's webhooks receive and its controller writes (the rules of a
+#: webhook name resources, objects name kinds).
+RESOURCES = {
+    ("apps", "Deployment"): "deployments",
+    ("batch.volcano.sh", "Job"): "jobs",
+    ("kubeflow.org", "TFJob"): "tfjobs",
+    ("kubeflow.org", "PyTorchJob"): "pytorchjobs",
+    ("kubeflow.org", "MPIJob"): "mpijobs",
+    ("", "Pod"): "pods",
+}
+
+
+class SelectorError(InputError):
+    """A label selector the API server would refuse; names the field and the value."""
+
+
+def _requirements(selector: Mapping[str, Any], where: str) -> list[tuple[str, str, frozenset[str]]]:
+    """The selector as (key, operator, values) requirements, checked as the API server validates them."""
+    if not isinstance(selector, Mapping):
+        raise SelectorError(f"{where}: must be a mapping, got {type(selector).__name__}")
+    out: list[tuple[str, str, frozenset[str]]] = []
+    match_labels = selector.get("matchLabels") or {}
+    if not isinstance(match_labels, Mapping):
+        raise SelectorError(f"{where}.matchLabels: must be a mapping of label to value")
+    for key, value in match_labels.items():
+        if not isinstance(value, str):
+            raise SelectorError(f"{where}.matchLabels.{key}: value must be a string, got {value!r}")
+        out.append((str(key), "In", frozenset({value})))
+    expressions = selector.get("matchExpressions") or []
+    if not isinstance(expressions, list):
+        raise SelectorError(f"{where}.matchExpressions: must be a list")
+    for i, expr in enumerate(expressions):
+        at = f"{where}.matchExpressions[{i}]"
+        if not isinstance(expr, Mapping) or not isinstance(expr.get("key"), str) or not expr.get("key"):
+            raise SelectorError(f"{at}.key: required")
+        op, values = expr.get("operator"), expr.get("values") or []
+        if op not in OPERATORS:
+            raise SelectorError(f"{at}.operator: unsupported value {op!r}: supported values: {', '.join(OPERATORS)}")
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise SelectorError(f"{at}.values: must be a list of strings")
+        if op in ("In", "NotIn") and not values:
+            raise SelectorError(f"{at}.values: must be specified when operator is {op}")
+        if op in ("Exists", "DoesNotExist") and values:
+            raise SelectorError(f"{at}.values: may not be specified when operator is {op}")
+        out.append((expr["key"], op, frozenset(values)))
+    return out
+
+
+def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str] | None,
+                     where: str = "selector") -> bool:
+    """Whether ``labels`` satisfy ``selector`` (``LabelSelectorAsSelector(selector).Matches(labels)``):
+    ``None`` matches nothing, ``{}`` everything. Raises :class:`SelectorError` for an invalid selector."""
+    if selector is None:
+        return False
+    labels = labels or {}
+    for key, op, values in _requirements(selector, where):
+        if op == "In" and labels.get(key) not in values:
+            return False
+        if op == "NotIn" and key in labels and labels[key] in values:
+            return False
+        if op == "Exists" and key not in labels:
+            return False
+        if op == "DoesNotExist" and key in labels:
+            return False
+    return True
+
+
+def _group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def _rule_covers(rule: Mapping[str, Any], group: str, resource: str) -> bool:
+    """A webhook rule that sends CREATE or UPDATE of ``group``/``resource`` (any version: the chart and
+    manifests use ``matchPolicy: Equivalent``)."""
+    groups, resources = rule.get("apiGroups") or [], rule.get("resources") or []
+    operations = rule.get("operations") or []
+    return ((group in groups or "*" in groups) and (resource in resources or "*" in resources)
+            and any(op in ("CREATE", "UPDATE", "*") for op in operations)
+            and rule.get("scope", "*") in ("*", "Namespaced"))
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One webhook of the configuration: its name, rules and selectors (``{}`` where the API defaults)."""
+
+    name: str
+    rules: tuple[Mapping[str, Any], ...]
+    namespace_selector: Mapping[str, Any]
+    object_selector: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Rules W5, W6: what the installed webhook configuration sends to the webhook, and the namespaces
+    never acted on (the release's own). ``source`` says where it was read, for messages."""
+
+    hooks: tuple[Hook, ...]
+    excluded_namespaces: frozenset[str] = frozenset()
+    source: str = ""
+
+    def hooks_for(self, obj: Mapping[str, Any]) -> list[Hook]:
+        """The webhooks whose rules cover ``obj``'s kind."""
+        group = _group(str(obj.get("apiVersion") or ""))
+        resource = RESOURCES.get((group, str(obj.get("kind") or "")))
+        if resource is None:
+            return []
+        return [h for h in self.hooks if any(_rule_covers(r, group, resource) for r in h.rules)]
+
+    def admits(self, obj: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+        """Rules W5, W6: whether the API server would send ``obj`` to the webhook: one webhook whose rules
+        cover its kind, whose ``namespaceSelector`` matches its Namespace's labels and whose
+        ``objectSelector`` matches its own labels; never in an excluded namespace. A Namespace not in
+        ``namespace_labels`` has the one label the API server always sets, its name."""
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        if ns in self.excluded_namespaces:
+            return False
+        labels = (namespace_labels or {}).get(ns)
+        if labels is None:
+            labels = {NAMESPACE_NAME_LABEL: ns}
+        own = meta.get("labels") or {}
+        return any(selector_matches(h.namespace_selector, labels, f"{h.name}.namespaceSelector")
+                   and selector_matches(h.object_selector, own, f"{h.name}.objectSelector")
+                   for h in self.hooks_for(obj))
+
+
+def scope_from_configuration(configuration: Mapping[str, Any], excluded: frozenset[str] | set[str] = frozenset(),
+                             source: str = "") -> Scope:
+    """Rule W5: the scope of a MutatingWebhookConfiguration (as the API server stores it, or as
+    rendered). The namespace of every webhook's service (the release's) is excluded too (rule W6).
+    Raises :class:`SelectorError` for a selector the API server would refuse."""
+    name = (configuration.get("metadata") or {}).get("name", WEBHOOK_CONFIGURATION)
+    hooks, excluded = [], set(excluded)
+    for i, hook in enumerate(configuration.get("webhooks") or []):
+        if not isinstance(hook, Mapping):
+            raise SelectorError(f"MutatingWebhookConfiguration {name}: webhooks[{i}]: must be a mapping")
+        label = f"MutatingWebhookConfiguration {name}: {hook.get('name') or f'webhooks[{i}]'}"
+        service = (hook.get("clientConfig") or {}).get("service") or {}
+        if isinstance(service.get("namespace"), str):
+            excluded.add(service["namespace"])
+        h = Hook(label, tuple(r for r in hook.get("rules") or [] if isinstance(r, Mapping)),
+                 hook.get("namespaceSelector") or {}, hook.get("objectSelector") or {})
+        _requirements(h.namespace_selector, f"{label}.namespaceSelector")   # refuse a bad one now, not per object
+        _requirements(h.object_selector, f"{label}.objectSelector")
+        hooks.append(h)
+    return Scope(tuple(hooks), frozenset(excluded), source or f"MutatingWebhookConfiguration {name}")
+
+
+def default_configuration(release_namespace: str = "policylib-system") -> dict[str, Any]:
+    """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
+    but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
+    no object labelled so), for Deployments and Kubeflow jobs: the scope when no configuration is
+    installed."""
+    skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
+    namespaces = {"matchExpressions": [
+        {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
+         "values": list(dict.fromkeys(["kube-system", "kube-node-lease", release_namespace]))}, skip]}
+    rules = [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+              "operations": ["CREATE", "UPDATE"]},
+             {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1", "v2beta1"],
+              "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "operations": ["CREATE", "UPDATE"]}]
+    return {"metadata": {"name": WEBHOOK_CONFIGURATION},
+            "webhooks": [{"name": "default", "rules": rules, "namespaceSelector": namespaces,
+                          "objectSelector": {"matchExpressions": [skip]}}]}
+
+
+def default_scope(release_namespace: str = "policylib-system", why: str = "") -> Scope:
+    """Rule W5 without an installed configuration: the selectors manifests/ ships (:func:`default_configuration`)."""
+    scope = scope_from_configuration(default_configuration(release_namespace), {release_namespace})
+    return Scope(scope.hooks, scope.excluded_namespaces,
+                 f"the default selectors of manifests/base ({why})" if why else "the default selectors of manifests/base")
+
+
+def namespace_labels(namespaces: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Namespace name -> its labels, with the name label the API server sets on every Namespace."""
+    out: dict[str, dict[str, str]] = {}
+    for ns in namespaces:
+        meta = ns.get("metadata") or {}
+        name = meta.get("name")
+        if isinstance(name, str):
+            out[name] = {NAMESPACE_NAME_LABEL: name, **(meta.get("labels") or {})}
+    return out
