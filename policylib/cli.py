@@ -450,6 +450,7 @@ EXIT_STATUS: dict[str, dict[int, str]] = {
                  EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
     "check": {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
               EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"},
+    "completion": {EXIT_OK: "the script is printed"},
 }
 
 
