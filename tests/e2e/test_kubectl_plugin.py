@@ -43,6 +43,9 @@ def test_kubectl_plugin_list_shows_it_and_preview_runs_through_kubectl(plugin_en
     gate = subprocess.run([str(KUBECTL), "policylib", *args, "--exit-code"], capture_output=True, text=True,
                           timeout=120, env=plugin_env, cwd=ROOT)
     assert gate.returncode == 1
+    # kubectl's own rule, as docs/integrations.md says: no flag before the plugin's name
+    before = kubectl("-n", "ml", "policylib", "--version", env=plugin_env)
+    assert before.returncode == 1 and "flags cannot be placed before plugin name: -n" in before.stderr
 
 
 def test_kubectl_policylib_honours_kubeconfig_context_and_namespace(cluster, ns, plugin_env, tmp_path):
