@@ -33,6 +33,28 @@ def test_the_public_names_are_the_all_of_the_public_modules_and_each_exists():
     assert not any(n.startswith(("policylib.gang.", "policylib.simulate.")) for n in objects)
 
 
+def test_every_public_callable_is_annotated():
+    """What a downstream mypy needs (py.typed): every parameter and the return of each public function, method
+    and constructor has an annotation (an ``__init__`` returns None without one, as mypy reads it)."""
+    import inspect
+    unannotated = []
+    for qualified, obj in API.public_objects().items():
+        members = [(qualified, obj)]
+        if inspect.isclass(obj):
+            members = [(f"{qualified}.__init__", obj.__init__)] if "__init__" in vars(obj) else []
+            members += [(f"{qualified}.{n}", m) for n, m in vars(obj).items()
+                        if not n.startswith("_") and inspect.isfunction(m)]
+        for name, function in members:
+            if not callable(function):
+                continue
+            sig = inspect.signature(function)
+            params = [p for p in sig.parameters.values() if p.name not in ("self", "cls")]
+            returns = sig.return_annotation is not sig.empty or name.endswith(".__init__")
+            if not returns or any(p.annotation is p.empty for p in params):
+                unannotated.append(name)
+    assert unannotated == []
+
+
 def test_the_recorded_signatures_are_the_codes_and_every_change_has_a_changelog_entry():
     current, recorded = API.signatures(), API.read_snapshot()
     changed = API.changed_names(recorded, current)
