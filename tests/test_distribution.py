@@ -64,6 +64,10 @@ def requirements() -> list[str]:
 
 @pytest.fixture(scope="session")
 def wheelhouse() -> Path:
+    return fill_wheelhouse()
+
+
+def fill_wheelhouse() -> Path:
     """Every package the build and the webhook extra need, at constraints.txt's pins, as wheels in
     .venv/wheelhouse: filled from the index the first time, then only read (``--no-index``) while it
     has them all."""

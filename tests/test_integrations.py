@@ -15,6 +15,7 @@ import yaml
 
 from policylib.cli import build_parser, completion_script, kubectl_argv, main, pre_commit_argv
 from tests.helpers import REPO
+from tests.test_distribution import fill_wheelhouse
 
 BIN = Path(sys.executable).parent
 
@@ -176,3 +177,29 @@ def test_the_documented_pre_commit_config_is_valid_and_uses_the_hook(tmp_path):
     (entry,) = yaml.safe_load(block)["repos"]
     assert entry["hooks"][0]["id"] in {h["id"] for h in HOOKS}
     assert entry["hooks"][0]["args"][0] == "--config"
+
+
+@pytest.fixture(scope="module")
+def wheelhouse() -> Path:
+    """tests/test_distribution.py's wheelhouse (.venv/wheelhouse), filled if it is not."""
+    return fill_wheelhouse()
+
+
+@pytest.mark.timeout(600)
+def test_pre_commit_try_repo_installs_this_repository_and_runs_the_hook(tmp_path, wheelhouse):
+    """The hook exactly as a user's pre-commit runs it (``language: python``): pre-commit clones this
+    repository, installs it into a virtualenv of its own (from the wheelhouse of tests/test_distribution.py,
+    offline) and runs the entry on the files given."""
+    repo = tmp_path / "repo"
+    (repo / "deploy").mkdir(parents=True)
+    assert git(repo, "init", "-q").returncode == 0
+    shutil.copy(REPO / "docs" / "examples" / "web.yaml", repo / "deploy" / "web.yaml")
+    git(repo, "add", ".")
+    env = dict(os.environ, PRE_COMMIT_HOME=str(tmp_path / "home"), PIP_NO_INDEX="1", PIP_FIND_LINKS=str(wheelhouse),
+               PIP_CONSTRAINT=str(REPO / "constraints.txt"))
+    out = subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "policylib-preview", "--files",
+                          "deploy/web.yaml"], cwd=repo, capture_output=True, text=True, timeout=540, env=env)
+    said = out.stdout + out.stderr
+    assert out.returncode == 1, said
+    assert "policylib preview" in said and "Failed" in said and "exit code: 1" in said
+    assert "--- a/Deployment ml/web" in said and "# effective replicas 12 (HorizontalPodAutoscaler web minReplicas 12)" in said
