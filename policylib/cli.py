@@ -575,7 +575,7 @@ def kubectl_argv(argv: Sequence[str]) -> list[str]:
     moved: list[str] = []
     rest = list(argv)
     while rest and rest[0].startswith("-"):
-        flag, eq, value = rest[0].partition("=")
+        flag, eq, _ = rest[0].partition("=")
         if flag not in KUBECTL_FLAGS:
             break
         if eq:
