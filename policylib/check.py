@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from .config import Config, HostSpread, load_config
 from .errors import PolicyError
@@ -312,11 +312,25 @@ def check_workload_api(config: Config, served: bool | None) -> list[Finding]:
     return [Finding("error", "gang.method", f"{API_NOT_SERVED}: no job's pods would be gang-scheduled")]
 
 
+def check_gang_schedulers(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
+                          served_apis: Sequence[str] | None) -> list[Finding]:
+    """Rule D5, on a live cluster only (``served_apis`` given): the gang schedulers it runs, and a warning
+    when the configured gang method targets one that is absent."""
+    from .schedulers import gang_scheduler_findings, running_gang_schedulers
+    if served_apis is None or not config.gang.enabled:
+        return []
+    running = running_gang_schedulers(objects, nodes, served_apis)
+    key = "gang.operatorGang" if config.gang.operatorGang != "none" else "gang.scheduler"
+    return [Finding(severity, key, message) for severity, message in gang_scheduler_findings(config, running)]
+
+
 def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]], objects: Iterable[dict[str, Any]] = (), *,
           node_group_label: str | None = None, server_version: str | None = None,
-          workload_api_served: bool | None = None) -> list[Finding]:
+          workload_api_served: bool | None = None, served_apis: Sequence[str] | None = None) -> list[Finding]:
     """Every finding for ``config`` on these Nodes (and workloads), errors first. Pure.
-    ``workload_api_served``: whether the cluster serves scheduling.k8s.io/v1alpha2 (None: not known)."""
+    ``workload_api_served``: whether the cluster serves scheduling.k8s.io/v1alpha2 (None: not known).
+    ``served_apis``: the ``group/version`` of every API the live cluster serves (None: not a live cluster),
+    for the gang schedulers it runs."""
     config = load_config(config)
     nodes = [n for n in nodes if isinstance(n, dict)]
     objects = [o for o in objects if isinstance(o, dict)]
@@ -326,6 +340,7 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
                 + check_drift(config, objects) + check_partitions(config, nodes) + check_gangs(config, nodes, objects))
     findings += check_required_anti_affinity(config, objects) + check_workload_api(config, workload_api_served)
     findings += check_simulated(config, nodes, objects, findings) + check_pending_pods(objects)
+    findings += check_gang_schedulers(config, nodes, objects, served_apis)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 
 
@@ -338,9 +353,9 @@ def _ref(obj: dict[str, Any]) -> str:
 
 def check_required_anti_affinity(config: Config, objects: list[dict[str, Any]]) -> list[Finding]:
     """Rule S18's finding: the Deployments whose required self anti-affinity the spread replaces (or
-    replaced: a stored object's record says so) with a host spread that is only a preference, named
-    in one warning with the setting that keeps the rule hard."""
-    if config.host.enforceForRequiredAntiAffinity:
+    replaced: a stored object's record says so) with a host spread that is only a preference, every one
+    named in one warning with the setting that keeps the rule hard (rule S10's)."""
+    if config.host.enforceForRequiredAntiAffinity and config.host.enabled:
         return []
     facts = ClusterFacts.from_objects(objects)
     weakened = []
@@ -359,10 +374,12 @@ def check_required_anti_affinity(config: Config, objects: list[dict[str, Any]]) 
             weakened.append(_ref(d))
     if not weakened:
         return []
+    fix = ("set hostTopologySpread.enforceForRequiredAntiAffinity: true" if config.host.enabled
+           else "enable hostTopologySpread")
     return [Finding("warning", "hostTopologySpread.enforceForRequiredAntiAffinity",
                     f"{len(weakened)} Deployment(s) lose a required pod anti-affinity to a host spread that is only a "
-                    f"preference ({_names(weakened)}): their replicas may share a node; set "
-                    "hostTopologySpread.enforceForRequiredAntiAffinity: true to keep the rule hard (DoNotSchedule)")]
+                    f"preference ({', '.join(weakened)}): their replicas may share a node; {fix} to keep the rule "
+                    "hard (DoNotSchedule)")]
 
 
 def check_simulated(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],

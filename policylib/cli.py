@@ -17,8 +17,10 @@ subdirectories, as kubectl does.
 This module is the imperative shell: it reads files, calls the pure policy
 functions and prints. User errors print one line on stderr and exit 2 (input
 with no Kubernetes objects is one); with ``--exit-code`` the exit status is 1
-when any object would change (like ``kubectl diff``), and 3 when an object it
-returns would still be denied by Volcano's job admission.
+when any object would change (like ``kubectl diff``), 4 when a warning was printed
+(an unknown field, an HPA whose target is not in the input, a softened required
+anti-affinity...), and 3 when an object it returns would still be denied by
+Volcano's job admission.
 """
 from __future__ import annotations
 
@@ -42,6 +44,8 @@ from .result import Result
 from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
 
 EXIT_OK, EXIT_CHANGED, EXIT_ERROR, EXIT_DENIED = 0, 1, 2, 3
+#: ``preview --exit-code``: a warning was printed (rule D4), and nothing was denied.
+EXIT_WARNED = 4
 
 
 def _refs(obj: dict[str, Any]) -> set[str]:
@@ -101,6 +105,8 @@ def _format(doc: Document, result: Result, output: str) -> str:
 
 
 def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """What the webhook would do to the input: the objects on stdout; warnings about the input (rules D1, D2)
+    and the policies', notes (D3) on stderr; the exit status of rule D4."""
     config = load_config(args.config)
     docs = read_documents(args.filename, stdin, args.recursive, require_objects=True)
     facts = ClusterFacts.from_objects(d.obj for d in docs)
@@ -110,10 +116,15 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
     ordered = [d.obj for d in docs]
+    input_warnings = _input_warnings(docs)
+    warned = bool(input_warnings)
     for position, doc in enumerate(docs):
+        for w in input_warnings.get(id(doc), []):
+            stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
         if is_fact(doc.obj):
             continue
         result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
+        warned = warned or bool(result.warnings)
         changed = changed or result.changed
         note = None if args.old else apply_order_note(ordered, position, config)
         if note:
@@ -128,6 +139,9 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
             stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
         for w in result.warnings:
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
+        gang_note = _gang_note(doc.obj, result, config)
+        if gang_note:
+            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {gang_note}\n")
         if args.verbose:
             for r in result.reasons:
                 stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
@@ -144,7 +158,42 @@ def preview(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: Tex
         stdout.write(separator.join(outputs))
     if denied or (args.exit_code and rejected):
         return EXIT_DENIED
+    if args.exit_code and warned:
+        return EXIT_WARNED
     return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
+
+
+def _input_warnings(docs: Sequence[Document]) -> dict[int, list[str]]:
+    """Rules D1 and D2: per document (by ``id``), the warnings about the input itself: an HPA whose target
+    is not in the input, fields the Kubernetes API does not declare."""
+    from .notices import hpa_target_warnings, schema_key, unknown_field_warning, unknown_fields
+    from .shell import schemas
+    out: dict[int, list[str]] = {}
+    by_obj = {id(d.obj): d for d in docs}
+    for doc in docs:
+        key = schema_key(doc.obj)
+        schema = schemas.kind_schema(*key) if key else None
+        if schema is None:
+            continue
+        paths = unknown_fields(doc.obj, schema, schemas.definitions())
+        if paths:
+            out.setdefault(id(doc), []).append(unknown_field_warning(paths, schemas.kubernetes_version(), schema,
+                                                                     schemas.definitions()))
+    for hpa, message in hpa_target_warnings([d.obj for d in docs]):
+        out.setdefault(id(by_obj[id(hpa)]), []).append(message)
+    return out
+
+
+def _gang_note(obj: dict[str, Any], result: Result, config: Config) -> str | None:
+    """Rule D3: a Kubeflow job that got gang metadata for a scheduler its templates do not name."""
+    from .gang.keys import is_kubeflow_job
+    from .notices import gang_scheduler_note
+    if not is_kubeflow_job(obj) or not (result.changed or result.extra_objects) or result.denial:
+        return None
+    try:
+        return gang_scheduler_note(obj, config.gang.scheduler)
+    except PolicyError:
+        return None   # the policy reported what it could not read
 
 
 def scheduler_admission_errors(obj: dict[str, Any], config: Config) -> list[str]:
@@ -302,6 +351,15 @@ def _workload_api_served(args: argparse.Namespace) -> bool:
     return any(isinstance(r, dict) and r.get("name") == kube.WORKLOADS.plural for r in (found or {}).get("resources") or [])
 
 
+def _served_apis(args: argparse.Namespace) -> list[str]:
+    """``group/version`` of every API group the live cluster serves (its ``/apis`` discovery document)."""
+    from .shell import kube
+    try:
+        return kube.served_api_groups(kube.Api(kube.api_client(args.context, args.kubeconfig)))
+    except Exception as e:  # config, network or API errors: one clear line
+        raise InputError(f"cannot read the cluster: {e}") from None
+
+
 def _nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, workloads_from_cluster: bool = False,
                        docs: list[Document] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str | None]:
     """Nodes and other objects from ``-f``, ``--nodes`` and the cluster; the documents read
@@ -376,7 +434,8 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
     try:
         findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version,
                          workload_api_served=_workload_api_served(args) if args.cluster and config.gang.enabled
-                         and config.gang.method == "workload" else None)
+                         and config.gang.method == "workload" else None,
+                         served_apis=_served_apis(args) if args.cluster else None)
     except PolicyError as e:
         raise locate(e, docs) from None
     if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
@@ -441,7 +500,10 @@ EXIT_STATUS: dict[str, dict[int, str]] = {
                 EXIT_CHANGED: "with --exit-code: some object would change",
                 EXIT_ERROR: "bad input or config: one line on stderr naming the file, object and field",
                 EXIT_DENIED: "a policy denies an object (gang.onViolation: deny), or, with --exit-code, an "
-                             "object it returns would still be denied by Volcano's job admission"},
+                             "object it returns would still be denied by Volcano's job admission",
+                EXIT_WARNED: "with --exit-code: a warning was printed on stderr (an unknown field, an HPA whose "
+                             "target is not in the input, a required anti-affinity softened, ...) and nothing was "
+                             "denied; objects may also change"},
     "hypernodes": {EXIT_OK: "success",
                    EXIT_ERROR: "bad input or config, or no Node carries the configured tier labels"},
     "plan": {EXIT_OK: "success (the planned writes are printed, none is made)",
@@ -477,8 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "patch}, created objects as an add of the whole object; diff: unified diff per object "
                         "(created objects from /dev/null) with reasons")
     p.add_argument("--exit-code", action="store_true",
-                   help="exit 1 when any object would change, 3 when an object it returns would still be denied "
-                        "by Volcano's job admission (for CI gates)")
+                   help="exit 1 when any object would change, 4 when a warning was printed (an unknown field, an "
+                        "HPA whose target is not in the input, a softened required anti-affinity), 3 when an object "
+                        "it returns would still be denied by Volcano's job admission (for CI gates)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
     p.set_defaults(func=preview)
     h = sub.add_parser("hypernodes", help="build the HyperNodes Volcano's label discovery makes from Nodes",

@@ -66,7 +66,7 @@ class HostSpread:
     #: ``OnNextRollout`` records them as pending until the pod template changes for another reason.
     rewrite: str = ON_COUNT_CHANGE
     #: Rule S18: a Deployment whose removed self anti-affinity was required gets a DoNotSchedule host spread.
-    enforceForRequiredAntiAffinity: bool = False
+    enforceForRequiredAntiAffinity: bool = True
 
 
 FAILURE_MODES = ("open", "closed")
@@ -207,14 +207,108 @@ class Config:
         host = asdict(self.host)
         host.pop("reconcileDrift")
         host.pop("rewrite")  # decides when to write, not what
-        if not host["enforceForRequiredAntiAffinity"]:
-            host.pop("enforceForRequiredAntiAffinity")  # the default keeps existing records' fingerprints
+        if host["enforceForRequiredAntiAffinity"]:
+            # The default (true; rule S18) keeps the fingerprints of records written before the
+            # setting existed: the spread of a Deployment without a required anti-affinity is the same.
+            host.pop("enforceForRequiredAntiAffinity")
         data = {"zone": asdict(self.zone), "host": host, "removePodAntiAffinity": self.removePodAntiAffinity}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
 
 HELM_NESTING = ("lrs-operator", "operator", "config")
+
+
+# --- combinations refused, as data (rule C8): the checks below and the schema's if/then read them -----
+
+@dataclass(frozen=True)
+class Combination:
+    """Rule C8: a combination of one section's settings the configuration refuses, as data: when each
+    ``when`` setting has one of its values, ``key`` must have one of ``allowed`` (a setting left out has
+    its default). :func:`combination_errors` checks it and :func:`combination_schema` writes it as a JSON
+    Schema ``if``/``then``, so ``config_schema()`` (and the Helm chart's values schema made from it) refuses
+    what loading refuses. ``message`` names the values (``str.format`` over the section's settings)."""
+
+    rule: str
+    section: str
+    when: tuple[tuple[str, tuple[Any, ...]], ...]
+    key: str
+    allowed: tuple[Any, ...]
+    #: The settings the error names, in the order it names them.
+    names: tuple[str, ...]
+    message: str
+
+    def refuses(self, values: Mapping[str, Any]) -> bool:
+        return all(values[k] in vs for k, vs in self.when) and values[self.key] not in self.allowed
+
+    def error(self, values: Mapping[str, Any]) -> FieldError:
+        return forbidden(" and ".join(f"{self.section}.{k}" for k in self.names), self.message.format(**values))
+
+
+def _others(choices: tuple[str, ...], *left_out: str) -> tuple[str, ...]:
+    return tuple(c for c in choices if c not in left_out)
+
+
+def _gang(rule: str, when: dict[str, tuple[Any, ...]], key: str, allowed: tuple[Any, ...], names: tuple[str, ...],
+          message: str) -> Combination:
+    return Combination(rule, "gang", tuple(when.items()), key, allowed, names, message)
+
+
+#: Rules G6, G16 and G21: the gang combinations a scheduler does not support, in the order they are reported.
+GANG_COMBINATIONS: tuple[Combination, ...] = (
+    _gang("G6", {"method": ("labels",)}, "scheduler", _others(GANG_SCHEDULERS, "scheduler-plugins"),
+          ("method", "scheduler"),
+          "gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
+          "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported there: podgroup)"),
+    _gang("G6", {"method": ("koordinator",)}, "scheduler", _others(GANG_SCHEDULERS, "scheduler-plugins"),
+          ("method", "scheduler"),
+          "gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not read "
+          "gang.scheduling.koordinator.sh annotations (supported there: podgroup)"),
+    _gang("G6", {"scheduler": ("scheduler-plugins",)}, "matchPolicy", ("none",), ("matchPolicy", "scheduler"),
+          "gang.matchPolicy {matchPolicy!r} is not supported on scheduler 'scheduler-plugins': its coscheduling has "
+          "no match policy (supported: none)"),
+    _gang("G6", {"matchPolicy": ("waiting-running-succeed",)}, "scheduler", ("ack", "volcano"),
+          ("matchPolicy", "scheduler"),
+          "gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler {scheduler!r}: it is an ACK-only "
+          "match policy (supported: none, only-waiting, waiting-and-running, once-satisfied)"),
+    _gang("G6", {"method": ("koordinator",), "scheduler": ("ack",)}, "matchPolicy", ("none", "once-satisfied"),
+          ("matchPolicy", "method"),
+          "gang.matchPolicy {matchPolicy!r} is not supported with gang.method koordinator on scheduler ack "
+          "(supported: once-satisfied)"),
+    _gang("G6", {"scheduler": ("scheduler-plugins",)}, "groupByRole", (False,), ("groupByRole", "scheduler"),
+          "gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no GangGroup "
+          "(supported: false)"),
+    # Rule G16: method workload is Kubernetes' own gang scheduling, which only the default kube-scheduler does,
+    # and kube-scheduler reads no other method; what the 1.36 API cannot express is refused.
+    _gang("G16", {"method": ("workload",)}, "scheduler", ("kube-scheduler", "volcano"),   # volcano: G21 says it
+          ("method", "scheduler"),
+          "gang.method 'workload' is not supported on scheduler {scheduler!r}: only the default kube-scheduler reads "
+          "scheduling.k8s.io/v1alpha2 PodGroups (supported: kube-scheduler)"),
+    _gang("G16", {"scheduler": ("kube-scheduler",)}, "method", ("workload",), ("method", "scheduler"),
+          "gang.method {method!r} is not supported on scheduler 'kube-scheduler': the default scheduler gangs only "
+          "pods whose spec.schedulingGroup names a scheduling.k8s.io PodGroup (supported there: workload)"),
+    _gang("G16", {"method": ("workload",)}, "matchPolicy", ("none",), ("matchPolicy", "method"),
+          "gang.matchPolicy {matchPolicy!r} is not supported with gang.method workload: a scheduling.k8s.io/v1alpha2 "
+          "gang policy has only minCount (supported: none)"),
+    _gang("G16", {"method": ("workload",)}, "groupByRole", (False,), ("groupByRole", "method"),
+          "gang.groupByRole true is not supported with gang.method workload: Kubernetes 1.36 gangs each PodGroup on "
+          "its own (the GangScheduling plugin's Permit counts one PodGroup's pods); nothing binds several PodGroups "
+          "together as a GangGroup (supported: false)"),
+    _gang("G16", {"method": ("workload",)}, "operatorGang", ("none",), ("operatorGang", "method"),
+          "gang.operatorGang {operatorGang!r} is not supported with gang.method workload: the operator's gang mode "
+          "makes its own PodGroups for its own scheduler (supported: none)"),
+    # Rule G21: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup named by
+    # their annotation scheduling.k8s.io/group-name), no match policy, no GangGroup.
+    _gang("G21", {"scheduler": ("volcano",)}, "method", ("podgroup",), ("method", "scheduler"),
+          "gang.method {method!r} is not supported on scheduler 'volcano': Volcano gangs only the pods of a Volcano "
+          "PodGroup (scheduling.volcano.sh/v1beta1), named by their annotation scheduling.k8s.io/group-name "
+          "(supported there: podgroup)"),
+    _gang("G21", {"scheduler": ("volcano",)}, "matchPolicy", ("none",), ("matchPolicy", "scheduler"),
+          "gang.matchPolicy {matchPolicy!r} is not supported on scheduler 'volcano': its gang plugin counts every "
+          "pod of the PodGroup (supported: none)"),
+    _gang("G21", {"scheduler": ("volcano",)}, "groupByRole", (False,), ("groupByRole", "scheduler"),
+          "gang.groupByRole true is not supported on scheduler 'volcano': it has no GangGroup (supported: false)"),
+)
 
 
 # --- the schema: the one description of the configuration's shape (rule C6) --------------------
@@ -305,10 +399,11 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                            "OnNextRollout holds it in the policylib.io/spread-pending annotation until the template "
                            "changes for another reason (no rollout).", "S19",
                            **{"x-invalid": "must be one of OnCountChange, OnNextRollout"}),
-        "enforceForRequiredAntiAffinity": _flag(False, "A Deployment whose replaced self anti-affinity was "
-                                                "requiredDuringScheduling gets a DoNotSchedule host spread at any "
-                                                "effective count; false: the host spread as configured (a "
-                                                "preference by default).", "S18"),
+        "enforceForRequiredAntiAffinity": _flag(True, "A Deployment whose replaced self anti-affinity was "
+                                                "requiredDuringScheduling (a rule its author made hard) gets a "
+                                                "DoNotSchedule host spread at any effective count; false: the host "
+                                                "spread as configured (a preference by default), with a warning.",
+                                                "S18"),
     }),
     "removePodAntiAffinity": ("", None, {}),  # a scalar, filled in below
     "webhook": ("How the admission webhook treats a policy failure and big bodies.", None, {
@@ -341,8 +436,9 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
                                         "highestTierAllowed": {"type": ["integer", "null"], "minimum": 1,
                                                                "maximum": INT32_MAX, "description": "The highest tier "
                                                                "a job may span."},
-                                        "highestTierName": {"type": ["string", "null"], "description": "The "
-                                                            "highest tier, by name (Volcano v1.15.0 and later)."}},
+                                        "highestTierName": {"type": ["string", "null"], "minLength": 1, "description": "The "
+                                                            "highest tier, by name (Volcano v1.15.0 and later).",
+                                                            "x-invalid": "must be a non-empty tier name"}},
                                     **{"x-invalid": "must be a mapping like {mode: hard, highestTierAllowed: 1}"}),
         "networkTopologyDiscovery": _setting(["array", "null"], [], "Volcano's default_controller_conf "
                                              "networkTopologyDiscovery list, verbatim: what `policylib hypernodes` "
@@ -386,11 +482,93 @@ _SCALARS: dict[str, dict[str, Any]] = {
 }
 
 
-def config_schema() -> dict[str, Any]:
+def _shown(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, bool) else str(value)
+
+
+def _has_one_of(pairs: Iterable[tuple[str, tuple[Any, ...]]], properties: Mapping[str, Any]) -> dict[str, Any]:
+    """A schema that holds when each setting has one of its values; a setting left out has its default, so it
+    is required only when its default is not one of them."""
+    pairs = list(pairs)
+    schema: dict[str, Any] = {"properties": {k: {"enum": list(vs)} for k, vs in pairs}}
+    required = [k for k, vs in pairs if properties[k]["default"] not in vs]
+    if required:
+        schema["required"] = required
+    return schema
+
+
+def combination_schema(c: Combination) -> dict[str, Any]:
+    """Rule C8: a :class:`Combination` as a JSON Schema ``if``/``then`` on its section."""
+    properties = _SECTION_PROPERTIES[c.section][2]
+    when = " and ".join(f"{c.section}.{k} is {' or '.join(_shown(v) for v in vs)}" for k, vs in c.when)
+    return {"description": f"Rule {c.rule}: when {when}, {c.section}.{c.key} is "
+                           f"{' or '.join(_shown(v) for v in c.allowed)}.",
+            "if": _has_one_of(c.when, properties), "then": _has_one_of(((c.key, c.allowed),), properties)}
+
+
+#: Volcano releases whose scheduler ignores a partition's highestTierName (rule V20): the supported ones
+#: before v1.15.0, that is v1.14.x (``volcano.version`` is v1.14.0 or newer; leading zeros read as numbers).
+UNENFORCED_TIER_NAME_VERSION = r"^v?0*1\.0*14\.[0-9]+$"
+
+_SOFT = {"type": "object", "required": ["mode"], "properties": {"mode": {"const": "soft"}}}
+_TIER_NAME = {"type": "object", "required": ["highestTierName"],
+              "properties": {"highestTierName": {"type": "string", "minLength": 1}}}
+
+#: Rule V4 on ``volcano.networkTopology``, as validate_network_topology checks it.
+NETWORK_TOPOLOGY_RULES: tuple[dict[str, Any], ...] = (
+    {"description": "Rule V4: highestTierAllowed and highestTierName are exclusive: set one.",
+     "if": {"required": ["highestTierAllowed"], "properties": {"highestTierAllowed": {"type": "integer"}}},
+     "then": {"properties": {"highestTierName": {"type": "null"}}}},
+    {"description": "Rule V4: hard mode (the default) needs highestTierAllowed or highestTierName; without one the "
+                    "Volcano scheduler does not enforce it.",
+     "if": {"properties": {"mode": {"const": "hard"}}},
+     "then": {"anyOf": [{"required": ["highestTierAllowed"], "properties": {"highestTierAllowed": {"type": "integer"}}},
+                        {"required": ["highestTierName"], "properties": {"highestTierName": {"type": "string"}}}]}},
+)
+
+#: Rule V3 on ``volcano.restartPartitionEvents``, as validate_restart_partition_events checks it.
+RESTART_EVENT_RULES: tuple[dict[str, Any], ...] = (
+    {"description": "Rule V3: each event at most once.", "uniqueItems": True},
+    {"description": "Rule V3: '*' covers every event and stands alone.",
+     "if": {"type": "array", "contains": {"const": "*"}}, "then": {"maxItems": 1}},
+)
+
+#: Rules V5 and V20 on the ``volcano`` section, as check_volcano checks them.
+VOLCANO_RULES: tuple[dict[str, Any], ...] = (
+    {"description": "Rules V5, C5: with partitionSize set, the network topology may not be soft.",
+     "if": {"required": ["partitionSize"], "properties": {"partitionSize": {"type": "integer"}}},
+     "then": {"properties": {"networkTopology": {"not": _SOFT}}}},
+    {"description": "Rule V20: with partitionSize set, a Volcano version before v1.15.0 ignores the network "
+                    "topology's highestTierName: use highestTierAllowed.",
+     "if": {"required": ["partitionSize", "version"],
+            "properties": {"partitionSize": {"type": "integer"},
+                           "version": {"type": "string", "pattern": UNENFORCED_TIER_NAME_VERSION}}},
+     "then": {"properties": {"networkTopology": {"not": _TIER_NAME}}}},
+)
+
+
+def _spread_key_rule(mine: str, other: str) -> dict[str, Any]:
+    """Both spreads on and ``other``'s topologyKey left at its default: ``mine`` may not take that default. (Two
+    keys given with the same value cannot be said in JSON Schema: the Helm chart's templates refuse them.)"""
+    default = _SECTION_PROPERTIES[other][2]["topologyKey"]["default"]
+    return {"description": f"{mine}.topologyKey must differ from {other}.topologyKey (default {default}) while both "
+                           "spreads are enabled.",
+            "if": {"properties": {mine: {"properties": {"enabled": {"const": True}}},
+                                  other: {"properties": {"enabled": {"const": True}, "topologyKey": False}}}},
+            "then": {"properties": {mine: {"properties": {"topologyKey": {"not": {"const": default}}}}}}}
+
+
+def config_schema(combinations: bool = True) -> dict[str, Any]:
     """Rule C6: the JSON Schema (draft 2020-12) of the configuration as ``--config`` takes it (the
     top-level form). Every setting has its type, default, description and ``x-rule`` (the rule numbers
     of docs/specification.md it implements, or null); unknown keys are errors. Validation
-    (:func:`config_errors`), the Helm chart's values schema and the settings reference all read it."""
+    (:func:`config_errors`), the Helm chart's values schema and the settings reference all read it.
+
+    Rule C8: with ``combinations`` (the default) it also carries the checks across settings as ``allOf``
+    lists of ``if``/``then`` (:data:`GANG_COMBINATIONS`, :data:`VOLCANO_RULES`, :data:`NETWORK_TOPOLOGY_RULES`,
+    :data:`RESTART_EVENT_RULES`, the spreads' topology keys), so a validator of this schema alone
+    (``helm install`` with the chart's values schema) refuses what loading refuses. Loading validates
+    without them and reports each with its own message (:func:`config_from_dict`)."""
     properties: dict[str, Any] = {}
     for name, (description, rule, props) in _SECTION_PROPERTIES.items():
         if name in _SCALARS:
@@ -398,12 +576,21 @@ def config_schema() -> dict[str, Any]:
             continue
         properties[name] = {"type": ["object", "null"], "default": {}, "description": description, "x-rule": rule,
                             "additionalProperties": False, "properties": copy.deepcopy(props)}
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema",
-            "$id": "https://policylib.io/schemas/config.json",
-            "title": "policylib configuration",
-            "description": "The settings of policylib, its webhook and its controller (docs/specification.md, C "
-                           "rules). Every missing key takes its default.",
-            "type": "object", "additionalProperties": False, "properties": properties}
+    schema: dict[str, Any] = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://policylib.io/schemas/config.json",
+        "title": "policylib configuration",
+        "description": "The settings of policylib, its webhook and its controller (docs/specification.md, C "
+                       "rules). Every missing key takes its default.",
+        "type": "object", "additionalProperties": False, "properties": properties}
+    if combinations:
+        properties["gang"]["allOf"] = [combination_schema(c) for c in GANG_COMBINATIONS]
+        properties["volcano"]["allOf"] = copy.deepcopy(list(VOLCANO_RULES))
+        properties["volcano"]["properties"]["networkTopology"]["allOf"] = copy.deepcopy(list(NETWORK_TOPOLOGY_RULES))
+        properties["volcano"]["properties"]["restartPartitionEvents"]["allOf"] = copy.deepcopy(list(RESTART_EVENT_RULES))
+        schema["allOf"] = [_spread_key_rule("hostTopologySpread", "zoneTopologySpread"),
+                           _spread_key_rule("zoneTopologySpread", "hostTopologySpread")]
+    return schema
 
 
 def section_classes() -> dict[str, type]:
@@ -536,7 +723,7 @@ def _setting_errors(error: ValidationError) -> list[FieldError]:
     return [SettingError(kind, path, error.instance, _schema_detail(error))]
 
 
-_VALIDATOR = Draft202012Validator(config_schema(), format_checker=_FORMATS)
+_VALIDATOR = Draft202012Validator(config_schema(combinations=False), format_checker=_FORMATS)
 
 
 def schema_errors(body: Mapping[str, Any]) -> list[FieldError]:
@@ -594,87 +781,10 @@ def check_volcano(v: VolcanoSettings) -> list[FieldError]:
 
 
 def gang_combination_errors(g: GangSettings) -> list[FieldError]:
-    """Rules G1-G6: combinations a scheduler does not support; each error names the values and what is
-    supported there."""
-    def both(message: str, *keys: str) -> FieldError:
-        return forbidden(" and ".join(f"gang.{k}" for k in keys), message)
-    errs = []
-    if g.method == "labels" and g.scheduler == "scheduler-plugins":
-        errs.append(both("gang.method 'labels' is not supported on scheduler 'scheduler-plugins': the lightweight "
-                         "pod-group.scheduling.sigs.k8s.io/name labels work on ACK and Koordinator only (supported "
-                         "there: podgroup)", "method", "scheduler"))
-    if g.method == "koordinator" and g.scheduler == "scheduler-plugins":
-        errs.append(both("gang.method 'koordinator' is not supported on scheduler 'scheduler-plugins': it does not "
-                         "read gang.scheduling.koordinator.sh annotations (supported there: podgroup)",
-                         "method", "scheduler"))
-    if g.matchPolicy != "none" and g.scheduler == "scheduler-plugins":
-        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'scheduler-plugins': "
-                         "its coscheduling has no match policy (supported: none)", "matchPolicy", "scheduler"))
-    if g.matchPolicy == "waiting-running-succeed" and g.scheduler not in ("ack", "volcano"):
-        errs.append(both(f"gang.matchPolicy 'waiting-running-succeed' is not supported on scheduler "
-                         f"{g.scheduler!r}: it is an ACK-only match policy (supported: none, only-waiting, "
-                         "waiting-and-running, once-satisfied)", "matchPolicy", "scheduler"))
-    if g.method == "koordinator" and g.scheduler == "ack" and g.matchPolicy not in ("none", "once-satisfied"):
-        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method koordinator on "
-                         "scheduler ack (supported: once-satisfied)", "matchPolicy", "method"))
-    if g.groupByRole and g.scheduler == "scheduler-plugins":
-        errs.append(both("gang.groupByRole true is not supported on scheduler 'scheduler-plugins': it has no "
-                         "GangGroup (supported: false)", "groupByRole", "scheduler"))
-    return errs + workload_combination_errors(g) + volcano_gang_errors(g)
-
-
-def workload_combination_errors(g: GangSettings) -> list[FieldError]:
-    """Rule G16: method workload is Kubernetes' own gang scheduling, which only the default kube-scheduler
-    does, and kube-scheduler reads no other method; what the 1.36 API cannot express is refused."""
-    def both(message: str, *keys: str) -> FieldError:
-        return forbidden(" and ".join(f"gang.{k}" for k in keys), message)
-    errs = []
-    if g.method == "workload" and g.scheduler not in ("kube-scheduler", "volcano"):   # volcano: G21 says it
-        errs.append(both(f"gang.method 'workload' is not supported on scheduler {g.scheduler!r}: only the default "
-                         "kube-scheduler reads scheduling.k8s.io/v1alpha2 PodGroups (supported: kube-scheduler)",
-                         "method", "scheduler"))
-    if g.scheduler == "kube-scheduler" and g.method != "workload":
-        errs.append(both(f"gang.method {g.method!r} is not supported on scheduler 'kube-scheduler': the default "
-                         "scheduler gangs only pods whose spec.schedulingGroup names a scheduling.k8s.io PodGroup "
-                         "(supported there: workload)", "method", "scheduler"))
-    if g.method != "workload":
-        return errs
-    if g.matchPolicy != "none":
-        errs.append(both(f"gang.matchPolicy {g.matchPolicy!r} is not supported with gang.method workload: a "
-                         "scheduling.k8s.io/v1alpha2 gang policy has only minCount (supported: none)",
-                         "matchPolicy", "method"))
-    if g.groupByRole:
-        errs.append(both("gang.groupByRole true is not supported with gang.method workload: Kubernetes 1.36 gangs "
-                         "each PodGroup on its own (the GangScheduling plugin's Permit counts one PodGroup's pods); "
-                         "nothing binds several PodGroups together as a GangGroup (supported: false)",
-                         "groupByRole", "method"))
-    if g.operatorGang != "none":
-        errs.append(both(f"gang.operatorGang {g.operatorGang!r} is not supported with gang.method workload: the "
-                         "operator's gang mode makes its own PodGroups for its own scheduler (supported: none)",
-                         "operatorGang", "method"))
-    return errs
-
-
-def volcano_gang_errors(g: GangSettings) -> list[FieldError]:
-    """Rule G21: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup
-    named by their annotation scheduling.k8s.io/group-name), no match policy, no GangGroup."""
-    if g.scheduler != "volcano":
-        return []
-    errs = []
-    if g.method != "podgroup":
-        errs.append(forbidden("gang.method and gang.scheduler",
-                              f"gang.method {g.method!r} is not supported on scheduler 'volcano': Volcano gangs only the "
-                              "pods of a Volcano PodGroup (scheduling.volcano.sh/v1beta1), named by their annotation "
-                              "scheduling.k8s.io/group-name (supported there: podgroup)"))
-    if g.matchPolicy != "none":
-        errs.append(forbidden("gang.matchPolicy and gang.scheduler",
-                              f"gang.matchPolicy {g.matchPolicy!r} is not supported on scheduler 'volcano': its gang "
-                              "plugin counts every pod of the PodGroup (supported: none)"))
-    if g.groupByRole:
-        errs.append(forbidden("gang.groupByRole and gang.scheduler",
-                              "gang.groupByRole true is not supported on scheduler 'volcano': it has no GangGroup "
-                              "(supported: false)"))
-    return errs
+    """Rules G6, G16 and G21: combinations a scheduler does not support (:data:`GANG_COMBINATIONS`); each error
+    names the values and what is supported there."""
+    values = asdict(g)
+    return [c.error(values) for c in GANG_COMBINATIONS if c.refuses(values)]
 
 
 def spread_key_errors(zone: ZoneSpread, host: HostSpread) -> list[FieldError]:

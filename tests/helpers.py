@@ -66,3 +66,13 @@ def by_key(obj: dict) -> dict:
 
 def frozen(obj: dict) -> dict:
     return copy.deepcopy(obj)
+
+
+def documented_install_steps(page: str = "docs/webhook.md",
+                             after: str = "**Self-managed certificate** (no extra software):") -> str:
+    """The shell block the docs give for the kustomize install with self-managed certificates, as written: the
+    first ``sh`` code block after ``after`` on ``page`` (tests run it, so a change to the docs is what they test)."""
+    text = (REPO / page).read_text()
+    start = text.index(after) + len(after)
+    block = text.index("```sh\n", start) + len("```sh\n")
+    return text[block:text.index("```", block)]

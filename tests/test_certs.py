@@ -427,3 +427,68 @@ def test_run_local_renews_certificates_made_for_a_cluster_and_says_why(tmp_path)
     assert line.startswith(f"Renewed the serving certificate in {tmp_path}/ (valid until ")
     assert line.endswith("it lacks localhost, 127.0.0.1.")
     assert "localhost" in sans(tmp_path / "tls.crt")[0]
+
+
+# --- --patch-configuration: the caBundle on every webhook of the configuration, by name ------------------------
+
+class FakeApi:
+    """The two calls patch_configuration makes, over one stored configuration; ``conflicts`` updates are
+    answered 409 first (someone else wrote in between)."""
+
+    def __init__(self, stored: dict | None, conflicts: int = 0):
+        self.stored, self.conflicts, self.updates = stored, conflicts, 0
+
+    def get(self, res, namespace, name):
+        from webhook import kube
+        if self.stored is None or self.stored["metadata"]["name"] != name:
+            raise kube.NotFound(404, f"{res.plural} {name!r} not found")
+        return self.stored
+
+    def update(self, res, namespace, name, body):
+        from webhook import kube
+        self.updates += 1
+        if self.conflicts:
+            self.conflicts -= 1
+            raise kube.Conflict(409, "the object has been modified")
+        self.stored = body
+        return body
+
+
+def shipped_configuration() -> dict:
+    import yaml
+    return yaml.safe_load((REPO / "manifests" / "base" / "mutatingwebhookconfiguration.yaml").read_text())
+
+
+def test_patch_configuration_sets_the_ca_bundle_on_every_webhook_by_name_and_is_idempotent():
+    from webhook.certs import patch_configuration
+    shipped = shipped_configuration()
+    names = [h["name"] for h in shipped["webhooks"]]
+    assert len(names) == 4 and "gang-pods.policylib.io" in names
+    api = FakeApi(shipped, conflicts=1)
+    assert patch_configuration(api, "policylib-webhook", "Q0E=") == (names, names)
+    assert [h["clientConfig"]["caBundle"] for h in api.stored["webhooks"]] == ["Q0E="] * 4
+    assert [h["clientConfig"]["service"] for h in api.stored["webhooks"]] == \
+        [h["clientConfig"]["service"] for h in shipped["webhooks"]]
+    assert api.updates == 2       # one conflict, then written
+    assert patch_configuration(api, "policylib-webhook", "Q0E=") == (names, [])
+    assert api.updates == 2       # nothing to change: nothing written
+
+
+def test_patch_configuration_names_what_is_missing():
+    from webhook.certs import patch_configuration
+    with pytest.raises(CertError, match="mutatingwebhookconfiguration 'other' not found: apply the manifests first"):
+        patch_configuration(FakeApi(shipped_configuration()), "other", "Q0E=")
+    empty = {"metadata": {"name": "empty"}, "webhooks": []}
+    with pytest.raises(CertError, match="'empty' has no webhooks"):
+        patch_configuration(FakeApi(empty), "empty", "Q0E=")
+    with pytest.raises(CertError, match=r"kept changing .* \(5 conflicts\)"):
+        patch_configuration(FakeApi(shipped_configuration(), conflicts=9), "policylib-webhook", "Q0E=")
+
+
+def test_cli_patch_configuration_without_a_kubeconfig_is_one_line_and_exit_2(tmp_path):
+    run = certs_cli("--out", str(tmp_path / "c"), "--patch-configuration", "policylib-webhook",
+                    "--kubeconfig", str(tmp_path / "missing"))
+    assert run.returncode == 2, run.stderr
+    assert base64.b64decode(run.stdout.strip()) == (tmp_path / "c" / "ca.crt").read_bytes()
+    assert run.stderr.splitlines()[-1].startswith("webhook: error: no kubeconfig found at ")
+    assert "Traceback" not in run.stderr

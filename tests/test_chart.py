@@ -279,3 +279,67 @@ def test_config_schema_and_cli_agree(config, accepted):
     assert valid is accepted
     run = render({"config": config}, check=False)
     assert isinstance(run, list) is accepted, run
+
+
+# --- rules across settings (rule C8): refused by helm before anything renders ------------------------------
+
+def _cross_key_cases() -> list:
+    from policylib.config import GANG_COMBINATIONS
+
+    from .test_config_combinations import _accepted_with
+    cases = []
+    for c in GANG_COMBINATIONS:
+        label = f"{c.rule}-{c.key}-when-" + "-".join(f"{k}={vs[0]}" for k, vs in c.when)
+        cases.append(pytest.param({"gang": _accepted_with(c, False)}, False, id=f"{label}-refused"))
+        cases.append(pytest.param({"gang": _accepted_with(c, True)}, True, id=f"{label}-accepted"))
+    same = {"zoneTopologySpread": {"topologyKey": "example.com/rack"},
+            "hostTopologySpread": {"topologyKey": "example.com/rack"}}
+    cases += [
+        pytest.param({"gang": {"method": "workload"}}, False, id="workload-on-the-default-scheduler"),
+        pytest.param({"gang": {"method": "workload", "scheduler": "kube-scheduler"}}, True, id="workload-on-kube-scheduler"),
+        pytest.param({"volcano": {"partitionSize": 2, "networkTopology": {"mode": "soft"}}}, False, id="V5-refused"),
+        pytest.param({"volcano": {"networkTopology": {"mode": "soft"}}}, True, id="V5-accepted"),
+        pytest.param({"volcano": {"networkTopology": {"highestTierAllowed": 1, "highestTierName": "x"}}}, False,
+                     id="V4-exclusive-refused"),
+        pytest.param({"volcano": {"networkTopology": {"mode": "hard"}}}, False, id="V4-no-tier-refused"),
+        pytest.param({"volcano": {"networkTopology": {"highestTierName": "x"}}}, True, id="V4-accepted"),
+        pytest.param({"volcano": {"partitionSize": 2, "version": "v1.14.2", "networkTopology": {"highestTierName": "x"}}},
+                     False, id="V20-refused"),
+        pytest.param({"volcano": {"partitionSize": 2, "version": "v1.15.0", "networkTopology": {"highestTierName": "x"}}},
+                     True, id="V20-accepted"),
+        pytest.param({"hostTopologySpread": {"topologyKey": "topology.kubernetes.io/zone"}}, False,
+                     id="host-key-is-the-zone-default-refused"),
+        pytest.param({"zoneTopologySpread": {"topologyKey": "kubernetes.io/hostname"}}, False,
+                     id="zone-key-is-the-host-default-refused"),
+        pytest.param({"zoneTopologySpread": {"topologyKey": "kubernetes.io/hostname", "enabled": False}}, True,
+                     id="same-key-zone-off-accepted"),
+        pytest.param(same, False, id="two-keys-given-alike-refused-by-the-templates"),
+        pytest.param({**same, "hostTopologySpread": {"topologyKey": "example.com/rack", "enabled": False}}, True,
+                     id="two-keys-given-alike-host-off-accepted"),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize("config, accepted", _cross_key_cases())
+def test_rules_across_settings_are_refused_by_helm_as_the_webhook_refuses_them(config, accepted):
+    assert _cli_accepts(config) is accepted
+    for form in (config, {"lrs-operator": {"operator": {"config": config}}}):
+        run = render({"config": form}, check=False)
+        assert isinstance(run, list) is accepted, (form, run)
+        if not accepted:
+            assert run.returncode == 1, run.stderr
+            assert ("values don't meet the specifications of the schema" in run.stderr
+                    or "hostTopologySpread.topologyKey must differ" in run.stderr), run.stderr
+
+
+def test_lint_refuses_gang_method_workload_on_the_default_scheduler_and_the_webhook_exits_2_with_it(tmp_path):
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": {"gang": {"method": "workload"}}}))
+    run = helm("lint", "--strict", str(CHART), "--namespace", NAMESPACE, "-f", str(values), check=False)
+    assert run.returncode == 1 and "1 chart(s) failed" in run.stdout + run.stderr, run.stdout + run.stderr
+    assert "/config/gang" in run.stdout + run.stderr, run.stdout + run.stderr
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"gang": {"method": "workload"}}))
+    start = subprocess.run([sys.executable, "-m", "webhook", "run-local", "--config", str(config), "--cert-dir",
+                            str(tmp_path / "certs")], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert start.returncode == 2 and "gang.method 'workload' is not supported on scheduler 'ack'" in start.stderr

@@ -42,14 +42,23 @@ def write_config(tmp_path: Path, data: dict, name="c.yaml") -> str:
     return write(tmp_path / name, data)
 
 
-def tf_job():
+def tf_job(scheduler_name: str | None = None):
     job = bare_seed_job()
     job["metadata"]["namespace"] = "ml"
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        if scheduler_name:
+            spec["template"]["spec"]["schedulerName"] = scheduler_name
     return job
+
+
+#: Pods that scheduler-plugins' scheduler gangs: no note that the templates name another (rule D3).
+PLUGINS = "scheduler-plugins-scheduler"
 
 
 # --- 5: an error in an HPA names the HPA's file --------------------------------------------------
 
+HPA_WITHOUT_TARGET = ("HorizontalPodAutoscaler ml/web: spec.scaleTargetRef: Deployment ml/web is not in the input: its "
+                      "minReplicas sets the replica count of no object here")
 BAD_HPA = 'HorizontalPodAutoscaler ml/web: spec.minReplicas: Invalid value: "twelve": must be an integer'
 
 
@@ -134,8 +143,10 @@ def test_a_directory_without_objects_is_an_error(tmp_path):
 
 
 def test_only_context_objects_are_not_empty_input(tmp_path):
-    """HPAs and Nodes are objects: preview prints nothing for them, and that is not an error."""
-    assert cli("preview", "-f", write(tmp_path / "h.yaml", hpa("web", 3))) == (0, "", "")
+    """HPAs and Nodes are objects: preview prints nothing for them, and that is not an error (an HPA
+    without its Deployment is a warning, rule D1)."""
+    f = write(tmp_path / "h.yaml", hpa("web", 3))
+    assert cli("preview", "-f", f) == (0, "", f"policylib: warning: {f}: {HPA_WITHOUT_TARGET}\n")
 
 
 def test_simulate_and_check_keep_their_own_empty_input_behaviour(tmp_path):
@@ -301,7 +312,7 @@ def test_patch_list_is_one_json_document_naming_every_object(tmp_path):
 
 
 def test_patch_list_includes_the_podgroup_a_policy_creates(tmp_path):
-    job = tf_job()
+    job = tf_job(PLUGINS)
     result = mutate(job, load_config(PODGROUP_CONFIG))
     [pg] = result.extra_objects
     rc, out, err = cli("preview", "--config", write_config(tmp_path, PODGROUP_CONFIG), "-f",
@@ -315,11 +326,12 @@ def test_patch_list_includes_the_podgroup_a_policy_creates(tmp_path):
 
 
 def test_patch_list_of_context_only_input_is_an_empty_list(tmp_path):
-    assert cli("preview", "-f", write(tmp_path / "h.yaml", hpa("web", 3)), "-o", "patch-list") == (0, "[]\n", "")
+    f = write(tmp_path / "h.yaml", hpa("web", 3))
+    assert cli("preview", "-f", f, "-o", "patch-list") == (0, "[]\n", f"policylib: warning: {f}: {HPA_WITHOUT_TARGET}\n")
 
 
 def test_patch_keeps_its_format_one_line_per_input_object(tmp_path):
-    job = tf_job()
+    job = tf_job(PLUGINS)
     result = mutate(job, load_config(PODGROUP_CONFIG))
     rc, out, err = cli("preview", "--config", write_config(tmp_path, PODGROUP_CONFIG), "-f",
                        write(tmp_path / "job.yaml", job, CM), "-o", "patch")
@@ -328,7 +340,7 @@ def test_patch_keeps_its_format_one_line_per_input_object(tmp_path):
 
 
 def test_diff_names_each_object_and_adds_the_podgroup_as_a_new_document(tmp_path):
-    job = tf_job()
+    job = tf_job(PLUGINS)
     result = mutate(job, load_config(PODGROUP_CONFIG))
     rc, out, err = cli("preview", "--config", write_config(tmp_path, PODGROUP_CONFIG), "-f",
                        write(tmp_path / "job.yaml", job, CM), "-o", "diff")

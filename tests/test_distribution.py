@@ -33,7 +33,7 @@ SERVER_DISTRIBUTIONS = {"flask", "gunicorn", "gevent", "kubernetes", "cryptograp
                         "werkzeug"}
 #: What ``import policylib`` must not import: the server, the cluster client, and numpy (imported on first use).
 NOT_IMPORTED = {"flask", "gunicorn", "gevent", "kubernetes", "cryptography", "prometheus_client", "orjson", "werkzeug",
-                "webhook", "numpy", "urllib3", "policylib.shell.kube", "policylib.cli"}
+                "webhook", "numpy", "urllib3", "kubernetes_validate", "policylib.shell.kube", "policylib.cli"}
 PIP = ("-m", "pip", "--disable-pip-version-check", "--no-input")
 
 
@@ -166,7 +166,7 @@ def test_the_version_comes_from_setup_cfg_alone(wheel: Path):
 
 def test_the_base_install_has_the_library_and_none_of_the_server(base: Path):
     installed = distributions(base)
-    assert {"policylib", "pyyaml", "jsonschema", "numpy", "shtab"} <= installed
+    assert {"policylib", "pyyaml", "jsonschema", "numpy", "kubernetes-validate", "shtab"} <= installed
     assert installed & SERVER_DISTRIBUTIONS == set()
     pip(base, "check")
 

@@ -54,13 +54,39 @@ def test_site_builds_in_strict_mode(tmp_path):
     assert (tmp_path / "site" / "reference" / "cli" / "index.html").is_file()
 
 
-def test_nav_hook_drops_missing_pages_and_lists_unlisted_ones(tmp_path):
+def test_nav_hook_refuses_missing_pages_and_lists_unlisted_ones(tmp_path):
+    from mkdocs.exceptions import PluginError
+
     hooks = _load_tool("mkdocs_hooks")
     (tmp_path / "a.md").write_text("# a\n")
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "c.md").write_text("# c\n")
-    nav = [{"A": "a.md"}, {"Group": [{"B": "b.md"}]}, "missing.md"]
-    assert hooks.nav_for(nav, tmp_path) == [{"A": "a.md"}, {"More": ["sub/c.md"]}]
+    assert hooks.nav_for([{"A": "a.md"}], tmp_path) == [{"A": "a.md"}, {"More": ["sub/c.md"]}]
+    nav = [{"A": "a.md"}, {"Group": [{"B": "b.md"}]}, "missing.md", {"Site": "https://example.com/"}]
+    with pytest.raises(PluginError) as refused:
+        hooks.nav_for(nav, tmp_path)
+    assert "2 page(s) that do not exist" in str(refused.value) and "b.md, missing.md" in str(refused.value)
+
+
+def test_a_nav_entry_without_its_page_fails_the_build(tmp_path):
+    """The strict build with this project's hook: a nav entry whose page is missing is an error, not dropped."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# home\n")
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump({
+        "site_name": "t", "docs_dir": "docs", "strict": True, "hooks": [str(ROOT / "tools" / "mkdocs_hooks.py")],
+        "nav": [{"Home": "index.md"}, {"Reference": [{"Helm values": "reference/helm-values.md"}]}]}))
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, NO_MKDOCS_2_WARNING="1"))
+    assert out.returncode != 0, out.stdout + out.stderr
+    assert "nav lists 1 page(s) that do not exist" in out.stderr and "reference/helm-values.md" in out.stderr, out.stderr
+
+
+def test_every_nav_entry_of_the_site_exists():
+    hooks = _load_tool("mkdocs_hooks")
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    assert hooks.missing_pages(nav, ROOT / "docs") == []
+    assert "reference/helm-values.md" in hooks.listed_pages(nav)
 
 
 # --- generated reference pages ---------------------------------------------------------------------

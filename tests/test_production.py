@@ -14,6 +14,7 @@ HOST = "kubernetes.io/hostname"
 ENFORCE = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
 NEXT = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "rewrite": "OnNextRollout"}}
 REQUIRED = {"hostTopologySpread": {"enforceForRequiredAntiAffinity": True}}
+SOFT = {"hostTopologySpread": {"enforceForRequiredAntiAffinity": False}}
 
 
 def host(d):
@@ -32,18 +33,20 @@ def scaled(d, replicas):
 
 # --- settings -----------------------------------------------------------------------------------
 
-def test_the_new_settings_default_to_todays_behaviour_and_reject_unknown_values():
+def test_the_new_settings_defaults_and_reject_unknown_values():
     config = load_config(None)
-    assert (config.host.rewrite, config.host.enforceForRequiredAntiAffinity) == ("OnCountChange", False)
+    assert (config.host.rewrite, config.host.enforceForRequiredAntiAffinity) == ("OnCountChange", True)
     assert load_config(NEXT).host.rewrite == "OnNextRollout"
     with pytest.raises(ConfigError, match=r"hostTopologySpread.rewrite: must be one of OnCountChange, OnNextRollout; "
                                           r"got 'Never'"):
         load_config({"hostTopologySpread": {"rewrite": "Never"}})
     with pytest.raises(ConfigError, match="hostTopologySpread.enforceForRequiredAntiAffinity: must be true or false"):
         load_config({"hostTopologySpread": {"enforceForRequiredAntiAffinity": "yes"}})
-    # rewrite decides when, not what: the record's fingerprint stays; the default keeps today's fingerprint
+    # rewrite decides when, not what: the record's fingerprint stays; the default (true) keeps the fingerprint
+    # records had before the setting existed, and false is a setting of its own
     assert load_config(NEXT).spread_fingerprint() == load_config(ENFORCE).spread_fingerprint()
-    assert load_config(REQUIRED).spread_fingerprint() != config.spread_fingerprint()
+    assert load_config(REQUIRED).spread_fingerprint() == config.spread_fingerprint() == "5c0d6e4e4f28"
+    assert load_config(SOFT).spread_fingerprint() != config.spread_fingerprint()
 
 
 # --- rule S19: rewrite ----------------------------------------------------------------------------
@@ -161,9 +164,10 @@ def test_the_record_keeps_it_enforced_when_a_later_count_change_rewrites_it():
     assert (host(r.object)["whenUnsatisfiable"], host(r.object)["maxSkew"]) == ("DoNotSchedule", 2)
 
 
-def test_preferred_anti_affinity_and_the_default_keep_todays_preference():
+def test_preferred_anti_affinity_keeps_the_preference_and_false_softens_a_required_one():
     assert host(mutate(legacy(4, preferred=True), load_config(REQUIRED)).object)["whenUnsatisfiable"] == "ScheduleAnyway"
-    r = mutate(legacy(4), load_config(None))
+    assert host(mutate(legacy(4), load_config(None)).object)["whenUnsatisfiable"] == "DoNotSchedule"   # the default
+    r = mutate(legacy(4), load_config(SOFT))
     assert host(r.object)["whenUnsatisfiable"] == "ScheduleAnyway"
     assert r.warnings == ["required anti-affinity removed; host spread only preferred: set "
                           "hostTopologySpread.enforceForRequiredAntiAffinity: true"]
@@ -254,11 +258,12 @@ def test_check_names_the_deployments_that_lose_a_required_anti_affinity():
         "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}} for i in range(4)]
     a, b = legacy(2), legacy(4, preferred=True)
     b["metadata"]["name"] = "b"
-    findings = [f for f in check(None, nodes, [a, b]) if f.key == "hostTopologySpread.enforceForRequiredAntiAffinity"]
+    findings = [f for f in check(SOFT, nodes, [a, b]) if f.key == "hostTopologySpread.enforceForRequiredAntiAffinity"]
     assert [f.severity for f in findings] == ["warning"]
     assert findings[0].message.startswith("1 Deployment(s) lose a required pod anti-affinity to a host spread that "
                                           "is only a preference (ml/web)")
     assert not [f for f in check(REQUIRED, nodes, [a, b]) if f.key.endswith("enforceForRequiredAntiAffinity")]
+    assert not [f for f in check(None, nodes, [a, b]) if f.key.endswith("enforceForRequiredAntiAffinity")]
 
 
 def test_check_on_a_cluster_names_pending_pods_and_the_rule_that_holds_them():

@@ -217,7 +217,8 @@ def test_check_drift_partitions_and_gangs():
     legacy = deploy(replicas=4)
     legacy["spec"]["template"]["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
-    drift = check({"hostTopologySpread": {"reconcileDrift": True}}, THREE, [legacy])
+    drift = check({"hostTopologySpread": {"reconcileDrift": True, "enforceForRequiredAntiAffinity": False}}, THREE,
+                  [legacy])
     assert [f.key for f in drift if f.severity == "warning"] == ["hostTopologySpread.reconcileDrift",
                                                                  "hostTopologySpread.enforceForRequiredAntiAffinity"]
     assert "1 Deployment would roll, 1 for legacy anti-affinity" in drift[0].message

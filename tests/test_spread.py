@@ -411,7 +411,10 @@ def test_drift_legacy_anti_affinity_at_or_above_hard_min():
     drift = spread_drift(d)
     assert drift.needs_rewrite
     assert drift.reasons[0] == "has pod anti-affinity that the spread replaces"
-    assert f"missing spread on {HOST} (ScheduleAnyway, maxSkew 1)" in drift.reasons
+    # the anti-affinity is required: its spread is enforced (rule S18's default)
+    assert f"missing spread on {HOST} (DoNotSchedule, maxSkew 1, minDomains 3)" in drift.reasons
+    soft = load_config({"hostTopologySpread": {"enforceForRequiredAntiAffinity": False}})
+    assert f"missing spread on {HOST} (ScheduleAnyway, maxSkew 1)" in spread_drift(d, soft).reasons
 
 
 def test_drift_below_hard_min_is_left_alone():
@@ -542,14 +545,16 @@ def test_update_keeping_its_own_rules_is_left_alone():
 def test_removing_a_required_anti_affinity_under_a_preference_warns():
     legacy = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],
                                               "affinity": legacy_anti_affinity({"app": "web"})})
-    r = mutate(legacy, load_config(None))
+    assert mutate(legacy, load_config(None)).warnings == []   # the default keeps it hard (rule S18)
+    soft = {"enforceForRequiredAntiAffinity": False}
+    r = mutate(legacy, load_config({"hostTopologySpread": soft}))
     assert r.warnings == ["required anti-affinity removed; host spread only preferred: set "
                           "hostTopologySpread.enforceForRequiredAntiAffinity: true"]
-    enforced = mutate(legacy, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}))
+    enforced = mutate(legacy, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", **soft}}))
     assert enforced.warnings == []
     small = deployment(replicas=2, pod_spec=pod_spec(legacy))   # enforced only from hardMinReplicas 3
-    assert mutate(small, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}})).warnings == [
-        "required anti-affinity removed; host spread only preferred: set hostTopologySpread.hardMinReplicas <= 2"]
+    assert mutate(small, load_config({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", **soft}})).warnings \
+        == ["required anti-affinity removed; host spread only preferred: set hostTopologySpread.hardMinReplicas <= 2"]
     assert mutate(legacy, load_config({"hostTopologySpread": {"enabled": False}})).warnings == [
         "required anti-affinity removed; host spread only preferred: enable hostTopologySpread"]
     preferred = deployment(replicas=4, pod_spec={"containers": [{"name": "app", "image": "x"}],

@@ -329,6 +329,14 @@ def config_page() -> str:
             rule = _rules(section.get("x-rule"), anchors)
             lines += [section["description"] + (f" (rule {rule})" if rule else ""), ""]
         lines += head + config_rows(section["properties"], f"{name}.", anchors) + [""]
+    rules = cross_key_rules(schema, "")
+    if rules:
+        lines += ["## Rules across settings", "",
+                  "Checked when the config is loaded (the webhook and the controller refuse to start, exit 2, naming "
+                  "the keys) and carried by the schema as `if`/`then` (rule C8), so the Helm chart's values schema "
+                  "refuses them too. A setting left out counts as its default.", "",
+                  "| where | rule |", "| --- | --- |"]
+        lines += [f"| `{where.lstrip('.') or '(top level)'}` | {_cell(description)} |" for where, description in rules]
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -336,6 +344,54 @@ def has_config_schema() -> bool:
     from policylib import config
 
     return hasattr(config, "config_schema")
+
+
+# --- the Helm chart's values ------------------------------------------------------------------------
+
+def chart_generator() -> Any:
+    """charts/generate.py, the one reader of the chart's values.yaml and maker of its values.schema.json."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("chart_generate", ROOT / "charts" / "generate.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)   # its dataclasses look their module up
+    spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[spec.name]
+
+
+def cross_key_rules(schema: dict[str, Any], path: str = "config") -> list[tuple[str, str]]:
+    """(where, description) of every ``if``/``then`` rule of the config schema, as the chart's schema holds them."""
+    rules = [(path, str(r["description"])) for r in schema.get("allOf", []) if "description" in r]
+    for name, prop in (schema.get("properties") or {}).items():
+        if isinstance(prop, dict):
+            rules += cross_key_rules(prop, f"{path}.{name}")
+    return rules
+
+
+def helm_values_page() -> str:
+    gen = chart_generator()
+    values = gen.documented_values(gen.VALUES.read_text(encoding="utf-8"))
+    schema = gen.values_schema(values)
+    config = next((s for s in schema["properties"]["config"].get("anyOf", []) if "lrs-operator" not in
+                   s.get("properties", {})), {})
+    lines = [HEADER + "# Helm values reference", "",
+             "Every value of the chart `charts/policylib`, from the `# --` comments of its `values.yaml` and the "
+             "`values.schema.json` made from them (`python charts/generate.py`). Installing and upgrading with "
+             "Helm: [Helm](../helm.md). `config:` is policylib's configuration; its keys: the "
+             "[configuration reference](config.md).", "",
+             "## Values", "", gen.values_table(values, schema), ""]
+    rules = cross_key_rules(config)
+    if rules:
+        lines += ["## Rules across settings of `config:`", "",
+                  "`values.schema.json` carries these checks across settings as `if`/`then` (generated from the "
+                  "same config schema, `policylib.config.config_schema()`), so `helm install`, `helm upgrade`, "
+                  "`helm template` and `helm lint` refuse a `config:` that the webhook and the controller would "
+                  "refuse at start, before anything is applied. A setting left out counts as its default. Two "
+                  "topology keys given with the same value cannot be said in JSON Schema; the chart's templates "
+                  "refuse them.", "",
+                  "| where | rule |", "| --- | --- |"]
+        lines += [f"| `{where}` | {_cell(description)} |" for where, description in rules]
+    return "\n".join(lines).rstrip() + "\n"
 
 
 # --- the end-to-end harness (Go) -------------------------------------------------------------------
@@ -375,6 +431,7 @@ def pages() -> dict[str, Callable[[], str]]:
                  "testcluster.md": testcluster_page}
     if has_config_schema():
         generated["config.md"] = config_page
+    generated["helm-values.md"] = helm_values_page
     return generated
 
 

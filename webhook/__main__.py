@@ -40,7 +40,8 @@ def ca_change_note(directory: str, state: CertState) -> str:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    """Make or keep the certificates; status on stderr, the caBundle alone on stdout."""
+    """Make or keep the certificates; status on stderr, the caBundle alone on stdout. With
+    ``--patch-configuration``, also put the caBundle on every webhook of that configuration."""
     state = ensure_certs(args.out, args.service, args.namespace, days=args.days, renew=args.renew, local=args.local)
     if state.replaced_ca:
         print(ca_change_note(args.out, state), file=sys.stderr)
@@ -48,7 +49,15 @@ def cmd_certs(args: argparse.Namespace) -> int:
         "new serving certificate" if state.new_serving else "kept both certificates"
     print(f"{args.out}: {what} ({state.reason}); serving certificate for {', '.join(state.sans)} valid until "
           f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=sys.stderr)
-    print(state.ca_bundle)
+    print(state.ca_bundle, flush=True)
+    if args.patch_configuration:
+        from . import kube
+        from .certs import patch_configuration
+        api = kube.Api(kube.api_client(args.context, args.kubeconfig))
+        names, changed = patch_configuration(api, args.patch_configuration, state.ca_bundle)
+        done = f"set on {len(changed)} of them" if changed else "already on every one"
+        print(f"mutatingwebhookconfiguration/{args.patch_configuration}: the caBundle is {done} "
+              f"({len(names)} webhooks: {', '.join(names)})", file=sys.stderr)
     return 0
 
 
@@ -215,6 +224,11 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--local", action="store_true",
                    help="also issue the loopback SANs localhost and 127.0.0.1 (a webhook reached on this machine); "
                         "without it the SANs are the Service's names only")
+    c.add_argument("--patch-configuration", metavar="NAME",
+                   help="also set this caBundle on every webhook of the MutatingWebhookConfiguration NAME (by name, "
+                        "whatever their number or order), through the API with the kubeconfig kubectl uses")
+    c.add_argument("--kubeconfig", help="with --patch-configuration: kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
+    c.add_argument("--context", help="with --patch-configuration: kubeconfig context")
     c.set_defaults(func=cmd_certs)
 
     s = sub.add_parser("serve", help="serve the webhook over TLS with gunicorn")

@@ -292,6 +292,13 @@ def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, 
     return objects
 
 
+def served_api_groups(api: Api) -> list[str]:
+    """``group/version`` of every version of every API group the server serves (``/apis``, an APIGroupList)."""
+    found = api.request("GET", "/apis") or {}
+    return [str(v.get("groupVersion")) for g in found.get("groups") or [] if isinstance(g, dict)
+            for v in g.get("versions") or [] if isinstance(v, dict) and v.get("groupVersion")]
+
+
 def server_version(api: Api) -> str:
     """The API server's ``gitVersion`` (``/version``)."""
     return str(api.request("GET", "/version").get("gitVersion", ""))

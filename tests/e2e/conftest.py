@@ -18,7 +18,8 @@ CONFIGS = {
     "flat": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "enableReplicaDerivedMaxSkewRule": False}},
     "drift": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "reconcileDrift": True}},
     "nextrollout": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "rewrite": "OnNextRollout"}},
-    "required": {"hostTopologySpread": {"enforceForRequiredAntiAffinity": True}},
+    "required": {"hostTopologySpread": {"enforceForRequiredAntiAffinity": True}},   # the default, stated
+    "soft": {"hostTopologySpread": {"enforceForRequiredAntiAffinity": False}},
     "failopen": {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "reconcileDrift": True}},
     "gang": {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"},
              "volcano": {"partitionSize": 2}},

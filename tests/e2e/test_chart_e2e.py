@@ -224,3 +224,24 @@ def test_kustomize_components_opt_in_and_alerts(crds, tmp_path):
     assert "Warning" not in run.stderr, run.stderr
     assert "prometheusrule.monitoring.coreos.com/policylib" in run.stdout.split()
     assert len(run.stdout.split()) == len(moved)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"gang": {"method": "workload"}}, "values don't meet the specifications of the schema"),
+    ({"zoneTopologySpread": {"topologyKey": "example.com/rack"}, "hostTopologySpread": {"topologyKey": "example.com/rack"}},
+     "hostTopologySpread.topologyKey must differ from zoneTopologySpread.topologyKey"),
+], ids=["gang-workload-on-the-default-scheduler", "two-equal-topology-keys"])
+def test_helm_install_refuses_a_config_the_webhook_refuses_at_start_before_anything_is_applied(cluster, tmp_path,
+                                                                                                config, message):
+    """Rule C8: what the webhook and the controller refuse at start (exit 2), `helm install` refuses first."""
+    from policylib import ConfigError
+    with pytest.raises(ConfigError):
+        load_config(config)
+    namespace = "policylib-refused"
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"config": config}))
+    run = helm("install", "refused", str(CHART), "-n", namespace, "--create-namespace", "-f", str(values),
+               env=helm_env(cluster, tmp_path), check=False)
+    assert run.returncode == 1 and message in run.stderr, run.stdout + run.stderr
+    assert cluster.get_or_none("namespace", namespace) is None
+    assert cluster.list("configmaps", None, "app.kubernetes.io/instance=refused") == []

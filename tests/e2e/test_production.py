@@ -188,11 +188,11 @@ def test_apply_order(cluster, mode, ns, order, tmp_path):
 def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhooks, ns):
     """enforceForRequiredAntiAffinity: 3 replicas whose required anti-affinity goes, pinned to the two
     nodes of group "two": DoNotSchedule maxSkew 1 keeps one per node (one Pending), as the anti-affinity
-    did; the default (a preference) crowds them."""
+    did (the default); with it false (a preference) they crowd."""
     spec = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"labelSelector": {"matchLabels": {"app": "web"}}, "topologyKey": "kubernetes.io/hostname"}]}}
     placed = {}
-    for config in ("required", "default"):
+    for config in ("required", "soft"):
         webhooks(config)
         space = cluster.namespace(f"{ns}-{config}", config=config)
         d = deployment("web", space, 3, node_selector={"e2e.policylib.io/group": "two"})
@@ -220,9 +220,9 @@ def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhoo
     assert pending["message"].startswith(f"Deployment {ns}-required/web: 1 Pod(s) Pending now, held by a DoNotSchedule "
                                          "topology spread (hostTopologySpread), the pod's node affinity/selector")
     assert "2 node(s) didn't match pod topology spread constraints" in pending["message"]
-    wait_for("the default places all three", lambda: len([p for p in pods_of(cluster, f"{ns}-default", "web")
-                                                          if p["spec"].get("nodeName")]) == 3, timeout=120)
-    cluster.kubectl("delete", "namespace", f"{ns}-required", f"{ns}-default", "--timeout=180s", timeout=240)
+    wait_for("the preference places all three", lambda: len([p for p in pods_of(cluster, f"{ns}-soft", "web")
+                                                             if p["spec"].get("nodeName")]) == 3, timeout=120)
+    cluster.kubectl("delete", "namespace", f"{ns}-required", f"{ns}-soft", "--timeout=180s", timeout=240)
 
 
 def test_a_deployment_admitted_while_the_webhook_is_down_is_noticed_and_brought_right(cluster, webhooks, ns,

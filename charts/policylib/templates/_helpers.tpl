@@ -59,6 +59,17 @@ matchExpressions:
 {{- if and (eq .Values.certificates.mode "self") (not .Values.controller.enabled) -}}
 {{- fail "certificates.mode self needs controller.enabled: the controller's leader makes and rotates the certificates" -}}
 {{- end -}}
+{{- /* The one check across config keys JSON Schema cannot say (values.schema.json has the others, generated from
+policylib's config schema): two topology keys given with the same value while both spreads are on. */ -}}
+{{- $c := .Values.config | default dict -}}
+{{- if hasKey $c "lrs-operator" -}}
+{{- $c = ((index $c "lrs-operator" | default dict).operator | default dict).config | default dict -}}
+{{- end -}}
+{{- $zone := $c.zoneTopologySpread | default dict -}}
+{{- $host := $c.hostTopologySpread | default dict -}}
+{{- if and (hasKey $zone "topologyKey") (hasKey $host "topologyKey") (ne (toString $zone.enabled) "false") (ne (toString $host.enabled) "false") (eq (toString $zone.topologyKey) (toString $host.topologyKey)) -}}
+{{- fail (printf "config: hostTopologySpread.topologyKey must differ from zoneTopologySpread.topologyKey (both are %q) while both spreads are enabled" $zone.topologyKey) -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The Lease's name: config controller.leaseName (top-level or Helm-nested form), else the default. */}}
