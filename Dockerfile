@@ -18,8 +18,9 @@ WORKDIR /src
 COPY pyproject.toml setup.cfg constraints.txt README.md ./
 COPY policylib ./policylib
 COPY webhook ./webhook
+# The webhook extra: the server, the controller and the Kubernetes client (setup.cfg).
 # PIP_BUILD_CONSTRAINT for pip releases that stop applying PIP_CONSTRAINT to the build backend.
-RUN PIP_CONSTRAINT=/src/constraints.txt PIP_BUILD_CONSTRAINT=/src/constraints.txt pip install . \
+RUN PIP_CONSTRAINT=/src/constraints.txt PIP_BUILD_CONSTRAINT=/src/constraints.txt pip install '.[webhook]' \
     && pip check && rm -rf /src
 
 WORKDIR /

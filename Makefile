@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
+.PHONY: run test dist docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,14 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# A release: the sdist, and the wheel built from it, by python -m build in an isolated environment
+# (the build backend at constraints.txt's pins), then twine check. The version is setup.cfg's alone.
+# tests/test_distribution.py does the same in a temporary directory and installs the wheel.
+dist: $(STAMP)
+	rm -rf dist
+	PIP_CONSTRAINT=$(CURDIR)/constraints.txt $(BIN)/python -m build --outdir dist .
+	$(BIN)/python -m twine check --strict dist/*
 
 # The reference pages generated from the code (docs/reference/), then the site into site/, strictly
 # (tests/test_docs.py does the same in a temporary directory, and fails on a stale page).
@@ -41,7 +49,7 @@ bench-apiserver: $(STAMP) testcluster noop-webhook
 	$(BIN)/python bench/bench_apiserver.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site
+	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site dist build
 
 # The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores

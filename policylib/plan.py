@@ -315,3 +315,7 @@ def summarize(writes: list[Write]) -> str:
         parts.append(f"{len(errors)} object{'s' if len(errors) != 1 else ''} could not be planned")
     return "; ".join(parts)
 
+
+
+#: The public names of this module (docs/library.md).
+__all__ = ["Write", "plan"]

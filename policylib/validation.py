@@ -615,3 +615,7 @@ def validate_volcano_job(job: dict[str, Any], version: str = DEFAULT_VOLCANO_VER
     errs += validate_task_dependencies(tasks)
     errs += validate_pod_names(job, tasks)
     return errs
+
+
+#: The public names of this module (docs/library.md).
+__all__ = ["validate_volcano_job"]

@@ -21,12 +21,25 @@ ROOT = Path(__file__).resolve().parent.parent
 
 #: Third-party packages the core may use: parsing and data, no I/O.
 #: numpy: the simulator's per-node arrays (pure computation, no I/O).
-CORE_THIRD_PARTY = {"yaml", "jsonschema", "jsonpatch", "numpy"}
+CORE_THIRD_PARTY = {"yaml", "jsonschema", "numpy"}
 #: Standard-library modules that do I/O (files, network, processes, the terminal, threads).
 IO_STDLIB = {"os", "sys", "io", "pathlib", "socket", "ssl", "http", "urllib", "subprocess", "shutil", "tempfile",
              "glob", "select", "selectors", "signal", "threading", "asyncio", "multiprocessing", "logging",
              "fileinput", "mmap", "sqlite3", "smtplib", "ftplib", "webbrowser", "builtins", "importlib"}
 IO_CALLS = {"open", "print", "input", "exec", "eval", "__import__"}
+
+
+def test_the_cores_third_party_packages_are_requirements_of_the_base_install():
+    """The core runs from ``pip install policylib`` (no extra): what it may import is installed there."""
+    import configparser
+
+    from packaging.requirements import Requirement
+    setup = configparser.ConfigParser()
+    setup.read(ROOT / "setup.cfg")
+    base = {Requirement(line).name.lower() for line in setup["options"]["install_requires"].splitlines()
+            if line.strip() and not line.strip().startswith("#")}
+    distribution = {"yaml": "pyyaml"}
+    assert {distribution.get(m, m) for m in CORE_THIRD_PARTY} <= base
 
 
 def module_name(path: Path) -> str:

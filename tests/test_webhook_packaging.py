@@ -18,10 +18,15 @@ from packaging.version import Version
 from tests.helpers import REPO
 
 
+def _requirements(text: str) -> list[Requirement]:
+    return [Requirement(line) for line in text.split("\n") if line.strip() and not line.strip().startswith("#")]
+
+
 def install_requires() -> list[Requirement]:
+    """What the image installs: ``pip install '.[webhook]'``, the base requirements and the webhook extra's."""
     setup = configparser.ConfigParser()
     setup.read(REPO / "setup.cfg")
-    return [Requirement(line) for line in setup["options"]["install_requires"].split("\n") if line.strip()]
+    return _requirements(setup["options"]["install_requires"]) + _requirements(setup["options.extras_require"]["webhook"])
 
 
 def build_requires() -> list[Requirement]:
@@ -72,6 +77,7 @@ def test_the_dockerfile_installs_exactly_the_constraints_on_a_fixed_python():
     assert re.search(r"^COPY .*\bconstraints\.txt\b", dockerfile, re.M)
     (run,) = [line for line in dockerfile.splitlines() if "pip install" in line]
     assert "PIP_CONSTRAINT=/src/constraints.txt" in run and "PIP_BUILD_CONSTRAINT=/src/constraints.txt" in run
+    assert "pip install '.[webhook]'" in run   # the server: the webhook extra
     (image,) = re.findall(r"^ARG PYTHON_IMAGE=(\S+)$", dockerfile, re.M)
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm(@sha256:[0-9a-f]{64})?", image)
     assert re.search(r"^FROM \$\{PYTHON_IMAGE\}$", dockerfile, re.M)

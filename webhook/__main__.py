@@ -12,7 +12,12 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
+try:
+    from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
+except ModuleNotFoundError as missing:   # the base install (rule L1): one line naming the extra, exit 2
+    sys.stderr.write(f"python -m webhook: error: the server needs the webhook extra ({missing.name} is not "
+                     "installed): pip install 'policylib[webhook]'\n")
+    raise SystemExit(2) from None
 
 if TYPE_CHECKING:
     from .server import ServeOptions
