@@ -453,6 +453,9 @@ class Controller:
         #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
         #: its Event recorded once per state; the gauges count these.
         self.notices: dict[Key, dict[str, str]] = {}
+        #: How many of ``notices`` hold each kind of notice, kept as they change (the gauges' values: a sum
+        #: over every notice per key made the initial sync quadratic in the Deployments).
+        self.notice_counts: dict[str, int] = {"pending": 0, "unrecorded": 0}
         #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
         #: until the object changes or the next resync).
         self.undone: dict[Key, str | None] = {}
@@ -623,8 +626,7 @@ class Controller:
             self.queue.add(deferred)
         if obj is None:
             self.undone.pop(key, None)
-            if self.notices.pop(key, None) is not None:
-                self._set_notice_gauges()
+            self._set_notices(key, {})
             return True
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if key in self.undone and self.undone[key] == version:
@@ -727,11 +729,7 @@ class Controller:
                 now["pending"] = w.pending
             if w.unrecorded:
                 now["unrecorded"] = (obj.get("metadata") or {}).get("uid", "") or "yes"
-        if now:
-            self.notices[key] = now
-        else:
-            self.notices.pop(key, None)
-        self._set_notice_gauges()
+        self._set_notices(key, now)
         if "unrecorded" in now and before.get("unrecorded") != now["unrecorded"]:
             self.metrics.unrecorded_seen.inc()
         if self.dry_run or not self.leading:
@@ -742,9 +740,15 @@ class Controller:
             if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
                 self.record_event(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
 
-    def _set_notice_gauges(self) -> None:
-        self.metrics.pending.set(sum("pending" in n for n in self.notices.values()))
-        self.metrics.unrecorded.set(sum("unrecorded" in n for n in self.notices.values()))
+    def _set_notices(self, key: Key, now: dict[str, str]) -> None:
+        """Store ``key``'s notices and move the gauges by the change alone (constant work per key)."""
+        before = self.notices.pop(key, {})
+        if now:
+            self.notices[key] = now
+        for kind in self.notice_counts:
+            self.notice_counts[kind] += (kind in now) - (kind in before)
+        self.metrics.pending.set(self.notice_counts["pending"])
+        self.metrics.unrecorded.set(self.notice_counts["unrecorded"])
 
     def record_event(self, write: Write, written: dict[str, Any] | None, reason: str | None = None,
                      note: str | None = None, warning: bool = False) -> None:
