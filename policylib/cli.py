@@ -38,6 +38,7 @@ from .mutate import mutate
 from .nodes import check_nodes
 from .order import apply_order_note, stored_in_order
 from .plan import PLANNERS, Write, plan, summarize
+from .projection import project, strip
 from .result import Result
 from .shell.files import MANIFEST_EXTENSIONS, load_config, read_documents, source_files  # noqa: F401 -- CLI names
 
@@ -251,7 +252,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         try:
             api = kube.Api(kube.api_client(args.context, args.kubeconfig))
             objects = kube.snapshot(api, args.namespace, resources=kube.snapshot_resources(config),
-                                    progress=_progress(stderr))
+                                    progress=_progress(stderr), project=project)
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None
         if stderr.isatty():
@@ -279,10 +280,10 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     resources = kube.snapshot_resources(load_config(args.config))
     try:
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
-        nodes = kube.snapshot(api, resources=(kube.NODES,))
-        pods = kube.snapshot(api, resources=(kube.PODS,))   # every Pod loads the Nodes
+        nodes = kube.snapshot(api, resources=(kube.NODES,), project=strip)
+        pods = kube.snapshot(api, resources=(kube.PODS,), project=strip)   # every Pod loads the Nodes
         objects = kube.snapshot(api, args.namespace, resources=resources,
-                                progress=_progress(stderr)) if workloads else []
+                                progress=_progress(stderr), project=strip) if workloads else []
         version = kube.server_version(api)
     except Exception as e:  # config, network or API errors: one clear line
         raise InputError(f"cannot read the cluster: {e}") from None

@@ -19,16 +19,18 @@ from webhook.controller import Controller, Options
 
 
 class ListApi:
-    """The calls an initial sync makes, in memory: one list per resource, Events created."""
+    """The calls an initial sync makes, in memory: a paginated list per resource, Events created."""
 
     def __init__(self, deployments: list[dict[str, Any]], hpas: list[dict[str, Any]]):
         self.objects = {kube.DEPLOYMENTS: deployments, kube.HPAS: hpas}
         self.events = 0
 
-    def list(self, res, namespace=None, timeout=None):
+    def pages(self, res, namespace=None, timeout=None):
         if res not in self.objects:
             raise kube.NotFound(404, "not served")
-        return [dict(o) for o in self.objects[res]], "1"
+        items = self.objects[res]
+        for start in range(0, len(items), kube.PAGE):
+            yield {"items": [dict(o) for o in items[start:start + kube.PAGE]], "resourceVersion": "1"}
 
     def create(self, res, namespace, body):
         self.events += 1

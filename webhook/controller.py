@@ -46,6 +46,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 import policylib
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
+from policylib.projection import project
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
@@ -369,11 +370,12 @@ def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def new_store(res: kube.Resource) -> Store:
+    """The store of one watched resource, holding only what the planners read (rule W5)."""
     if res == kube.HPAS:
-        return Store({"target": hpa_targets})
+        return Store({"target": hpa_targets}, project=project)
     if res.kind in ("PodGroup", "Workload"):
-        return Store({"owner": controller_owners})
-    return Store()
+        return Store({"owner": controller_owners}, project=project)
+    return Store(project=project)
 
 
 class StoreFacts(ClusterFacts):
