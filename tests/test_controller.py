@@ -347,6 +347,39 @@ def test_watched_hpa_change_rewrites_its_target(tmp_path):
     assert (host["whenUnsatisfiable"], host["maxSkew"]) == ("DoNotSchedule", 3)
 
 
+def test_readyz_is_503_until_the_first_sync_is_done_and_says_how_far(tmp_path):
+    """Rule W6: listed, then planned key by key; ready only when every key queued on leading is planned."""
+    with FakeAPI() as api:
+        Cluster(api, [legacy(n) for n in ("a", "b", "c")])
+        c = controller(api, tmp_path)
+        server = serve_health(c, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
+
+        def readyz():
+            try:
+                return 200, json.loads(urllib.request.urlopen(url).read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+        try:
+            code, standby = readyz()
+            assert (code, standby["leader"], standby["synced"]) == (503, False, False)   # not listed yet
+            for reflector in c.reflectors:
+                reflector.list()
+            code, standby = readyz()
+            assert (code, standby["listed"]["deployments"], standby["firstSync"]) == (200, 3, False)
+            c.try_lead()
+            c.enqueue_all("leader")
+            code, state = readyz()
+            assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (503, 0, 3, False)
+            c.process_next(timeout=0)
+            assert readyz()[1]["planned"] == 1
+            c.drain()
+            code, state = readyz()
+            assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (200, 3, 3, True)
+        finally:
+            server.shutdown()
+
+
 def test_health_endpoints(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])

@@ -466,6 +466,11 @@ class Controller:
         #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server does not serve
         #: scheduling.k8s.io/v1alpha2 (one Event per job, not one per resync).
         self.unserved_told: set[tuple[Key, str]] = set()
+        #: The first sync (rule W6): every key queued on taking the lead planned once. ``to_plan`` keys
+        #: were queued then, ``planned`` of them are done; /readyz reports both.
+        self.first_sync = threading.Event()
+        self.to_plan = 0
+        self.planned = 0
         #: Resyncs queued (counted by the resync's thread) and the count the worker last acted on.
         self._resyncs = 0
         self._resyncs_seen = 0
@@ -563,11 +568,22 @@ class Controller:
         """Queue every Deployment and job (a resync), without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
         self._resyncs += 1    # the worker forgets undone writes when it sees this (observe)
+        queued = 0
         for res, store in self.stores.items():
             if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
                 for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
                     self.queue.add((res.api_version, res.kind, ns, name))
+                    queued += 1
         self.metrics.queue_depth.set(len(self.queue))
+        if not self.first_sync.is_set():
+            self.to_plan, self.planned = queued, 0
+            if not queued:
+                self.first_sync.set()
+
+    def sync_progress(self) -> dict[str, Any]:
+        """Rule W6: how far the first sync is: objects listed per resource, keys planned of those queued."""
+        return {"firstSync": self.first_sync.is_set(), "planned": self.planned, "toPlan": self.to_plan,
+                "listed": {r.res.plural: r.listed for r in self.reflectors if r.served}}
 
     # reconciling one key ----------------------------------------------------------------
     def _store_for(self, api_version: str, kind: str) -> Store | None:
@@ -797,6 +813,10 @@ class Controller:
             self.queue.done(key)
             self.metrics.latency.observe(time.perf_counter() - started)
             self.metrics.queue_depth.set(len(self.queue))
+            if self.to_plan and not self.first_sync.is_set():
+                self.planned += 1
+                if not len(self.queue):
+                    self.first_sync.set()
         return True
 
     def drain(self) -> None:
@@ -877,16 +897,19 @@ class Controller:
 # --- health and metrics endpoints --------------------------------------------------------------------
 
 def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPServer:
-    """``/healthz`` (alive), ``/readyz`` (listed once, or standing by), ``/metrics``."""
+    """``/healthz`` (alive), ``/readyz``, ``/metrics``. Rule W6: ``/readyz`` answers 503 until the
+    leader's first sync is done (a standby's: until it has listed), with how far it is: objects listed
+    per resource, keys planned of those queued."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/healthz":
                 code, body, ctype = 200, b"ok", "text/plain"
             elif self.path == "/readyz":
-                ready = controller.synced or not controller.leading
+                # rule W6: a leader is ready once its first sync is done, a standby once it has listed
+                ready = controller.first_sync.is_set() if controller.leading else controller.synced
                 code = 200 if ready else 503
                 state: dict[str, object] = {"leader": controller.leading, "synced": controller.synced,
-                                            "dryRun": controller.dry_run}
+                                            "dryRun": controller.dry_run, **controller.sync_progress()}
                 if not controller.leading and controller.not_leading:
                     state["reason"] = controller.not_leading
                 body = json.dumps(state).encode()
