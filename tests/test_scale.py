@@ -25,12 +25,12 @@ class ListApi:
         self.objects = {kube.DEPLOYMENTS: deployments, kube.HPAS: hpas}
         self.events = 0
 
-    def pages(self, res, namespace=None, timeout=None):
+    def pages(self, res, namespace=None, timeout=None, limit=kube.PAGE):
         if res not in self.objects:
             raise kube.NotFound(404, "not served")
         items = self.objects[res]
-        for start in range(0, len(items), kube.PAGE):
-            yield {"items": [dict(o) for o in items[start:start + kube.PAGE]], "resourceVersion": "1"}
+        for start in range(0, len(items), limit):
+            yield {"items": [dict(o) for o in items[start:start + limit]], "resourceVersion": "1"}
 
     def create(self, res, namespace, body):
         self.events += 1

@@ -227,11 +227,11 @@ class Api:
         return items, version
 
     def pages(self, res: Resource, namespace: str | None = None,
-              timeout: float | tuple[float, float] | None = None) -> Iterator[dict[str, Any]]:
+              timeout: float | tuple[float, float] | None = None, limit: int = PAGE) -> Iterator[dict[str, Any]]:
         """Pages ``{"items", "resourceVersion"}`` of ``res`` (``limit``/``continue``)."""
         token = None
         while True:
-            query: list[tuple[str, Any]] = [("limit", PAGE)] + ([("continue", token)] if token else [])
+            query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", token)] if token else [])
             body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
             items = [self._typed(res, item) for item in body.get("items") or []]
             meta = body.get("metadata") or {}
