@@ -55,6 +55,9 @@ from bench.scale_objects import (  # noqa: E402
 )
 
 KIB, MIB = 1024, 1024 * 1024
+#: Whose code the measured processes run (``--repo``: another checkout, for a before/after).
+CODE = REPO
+POLICYLIB = "import sys; from policylib.cli import main; sys.exit(main(sys.argv[1:]))"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -82,7 +85,7 @@ def free_port() -> int:
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     """(wall s, CPU s, peak RSS KiB) of one command, its output discarded."""
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=CODE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
     if os.waitstatus_to_exitcode(status) not in (0, 1):
@@ -221,7 +224,7 @@ def controller(kubeconfig: Path, tmp: Path, timeout: float) -> dict[str, float]:
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "webhook", "controller", "--dry-run", "--kubeconfig",
                                  str(kubeconfig), "--namespace", "default", "--host", "127.0.0.1", "--port", str(port)],
-                                stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=env)
+                                stdout=log, stderr=subprocess.STDOUT, cwd=CODE, env=env)
         try:
             state: dict[str, Any] = {}
             while time.monotonic() - start < timeout:
@@ -264,13 +267,13 @@ def webhook_cache(kubeconfig: Path) -> dict[str, float]:
             "assert facts.ready\n"
             "print([l.split()[1] for l in pathlib.Path('/proc/self/status').read_text().splitlines() "
             "if l.startswith('VmRSS:')][0])\n")
-    out = subprocess.run([sys.executable, "-c", code, str(kubeconfig)], capture_output=True, text=True, cwd=REPO,
+    out = subprocess.run([sys.executable, "-c", code, str(kubeconfig)], capture_output=True, text=True, cwd=CODE,
                          timeout=900, check=True)
     return {"rss": int(out.stdout.split()[-1]) * KIB}
 
 
 def plan_cluster(kubeconfig: Path) -> dict[str, float]:
-    wall, cpu, peak = timed([str(Path(sys.executable).parent / "policylib"), "plan", "--cluster", "--kubeconfig",
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "plan", "--cluster", "--kubeconfig",
                              str(kubeconfig), "-o", "json"], dict(os.environ))
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
@@ -281,7 +284,7 @@ def plan_file(n: int, tmp: Path) -> dict[str, float]:
         items = [deployment_as_stored(i) for i in range(n)] + [hpa_as_stored(i) for i in range(0, n, 4)]
         json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
         del items
-    wall, cpu, peak = timed([str(Path(sys.executable).parent / "policylib"), "plan", "-f", str(path), "-o", "json"],
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "plan", "-f", str(path), "-o", "json"],
                             dict(os.environ))
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
@@ -320,7 +323,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", choices=("harness", "recorded"), default="harness")
     p.add_argument("--timeout", type=float, default=3600, help="seconds the controller's first sync may take")
     p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--repo", type=Path, default=REPO, help="the checkout whose controller, webhook and CLI are measured")
     args = p.parse_args(argv)
+    global CODE
+    CODE = args.repo.resolve()
     rows = []
     for n in [0] + [int(s) for s in args.sizes.split(",") if s]:
         rows.append(measure(n, args.server, args.timeout))

@@ -592,3 +592,20 @@ def test_event_for_a_long_name_and_identity_stays_within_the_apis_limits():
     assert event["regarding"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "d" * 253, "namespace": "ml"}
     cut = event_for(Write("Deployment", "ml", "d" * 248 + "-abc", ["r"], True), None, "me", NOW, 0xabc)
     assert cut["metadata"]["name"] == "d" * 248 + ".abc"   # a DNS label never ends with '-'
+
+
+def test_memory_gauges_read_the_process_and_its_cgroup_limit(tmp_path):
+    from prometheus_client import generate_latest
+
+    from webhook.controller import ControllerMetrics, memory_limit_bytes
+    text = generate_latest(ControllerMetrics().registry).decode()
+    [resident] = [line for line in text.splitlines() if line.startswith("policylib_controller_memory_bytes ")]
+    assert float(resident.split()[1]) > 10 * 2 ** 20      # a Python process holds more than 10 MiB
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")
+    assert memory_limit_bytes((str(v2), str(v1))) == 0.0       # cgroup v2 without a limit
+    v2.write_text("536870912\n")
+    assert memory_limit_bytes((str(v2), str(v1))) == 536870912.0
+    v1.write_text("9223372036854771712\n")                    # cgroup v1's "no limit"
+    assert memory_limit_bytes((str(tmp_path / "none"), str(v1))) == 0.0
+    assert memory_limit_bytes((str(tmp_path / "none"),)) == 0.0

@@ -302,6 +302,31 @@ class Rollouts:
 
 # --- metrics -----------------------------------------------------------------------------------
 
+def resident_bytes() -> float:
+    """This process's resident memory (``/proc/self/statm``), 0 where there is none to read."""
+    import os
+    try:
+        with open("/proc/self/statm") as f:
+            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def memory_limit_bytes(paths: tuple[str, ...] = ("/sys/fs/cgroup/memory.max",
+                                                 "/sys/fs/cgroup/memory/memory.limit_in_bytes")) -> float:
+    """The container's memory limit (cgroup v2, then v1); 0 when unlimited or unknown."""
+    for path in paths:
+        try:
+            with open(path) as f:
+                raw = f.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 2 ** 60:   # v1 writes a huge number for "no limit", v2 "max"
+            return float(raw)
+        return 0.0
+    return 0.0
+
+
 class ControllerMetrics(ReflectorMetrics):
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -336,6 +361,12 @@ class ControllerMetrics(ReflectorMetrics):
                                 "Managed Deployments without policylib's record annotations: admitted while the "
                                 "webhook was unreachable (fail-open), or created before the install",
                                 registry=self.registry)
+        self.memory = Gauge("policylib_controller_memory_bytes", "Resident memory of this replica (VmRSS)",
+                            registry=self.registry)
+        self.memory.set_function(resident_bytes)
+        self.memory_limit = Gauge("policylib_controller_memory_limit_bytes",
+                                  "This replica's memory limit (its cgroup's; 0 without one)", registry=self.registry)
+        self.memory_limit.set_function(memory_limit_bytes)
         self.unrecorded_seen = Counter("policylib_controller_unrecorded_detected",
                                        "Managed Deployments found without policylib's record (each once)",
                                        registry=self.registry)
