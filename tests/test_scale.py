@@ -72,3 +72,29 @@ def test_initial_sync_work_per_object_does_not_grow_with_the_objects():
     # 8x the objects: the same work per object, give or take the fixed costs spread thinner (a quadratic
     # sync does 8x the per-key scan here: about +30% per object at these sizes)
     assert per_large <= per_small * 1.05, (per_small, per_large)
+
+
+def test_a_list_is_projected_page_by_page_never_held_whole():
+    """Rule W5: each page's objects are projected into the store before the next page is read, so a
+    list's memory is the store plus one page."""
+    from policylib.projection import project
+    from webhook.informer import LIST_PAGE, Reflector, Store
+    seen: list[tuple[str, int]] = []
+    api = cluster(2 * LIST_PAGE + 10)
+
+    class Recording(ListApi):
+        def pages(self, res, namespace=None, timeout=None, limit=kube.PAGE):
+            for i, page in enumerate(super().pages(res, namespace, timeout, limit)):
+                seen.append(("page", i))
+                yield page
+
+    def projecting(obj):
+        seen.append(("project", 0))
+        return project(obj)
+    recording = Recording(api.objects[kube.DEPLOYMENTS], [])
+    store = Store(project=projecting)
+    Reflector(recording, kube.DEPLOYMENTS, store, lambda *event: None).list()
+    pages = [i for i, event in enumerate(seen) if event[0] == "page"]
+    assert len(pages) == 3 and len(store) == 2 * LIST_PAGE + 10
+    assert pages == [0, LIST_PAGE + 1, 2 * LIST_PAGE + 2]   # every object of a page projected before the next
+    assert "managedFields" not in store.values()[0]["metadata"]
