@@ -10,7 +10,8 @@ each in its own process, its CPU from /proc and its memory as VmRSS / VmHWM (pea
 - ``python -m webhook serve``'s HPA cache: one worker's RSS with the N/4 HPAs cached, against none
   (in-process: the cache's reflector and store, as a worker runs them);
 - ``policylib plan --cluster``: wall and peak RSS; ``policylib plan -f`` of the same objects, as the
-  server returns them, for the sync's yardstick (rule: the sync within 3x of it).
+  server returns them, for the sync's yardstick (rule: the sync within 3x of it);
+- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes, from files.
 
 Two API servers:
 
@@ -293,6 +294,23 @@ def plan_file(n: int, tmp: Path) -> dict[str, float]:
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
 
+def simulate(n: int, tmp: Path, nodes: int = 5000) -> dict[str, float]:
+    """``policylib simulate`` of N/10 of the Deployments on ``nodes`` Nodes (16 CPUs, 64 GiB, three zones),
+    from files: the scheduler's replay, which reads containers and Nodes whole."""
+    deployments, node_file = tmp / "simulate-deployments.json", tmp / "simulate-nodes.json"
+    deployments.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                       "items": [deployment_manifest(i) for i in range(n // 10)]}))
+    node_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": f"node-{i:05d}", "labels": {"kubernetes.io/hostname": f"node-{i:05d}",
+                                                          "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
+         "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                    "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}} for i in range(nodes)]}))
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "simulate", "-f", str(deployments), "--nodes",
+                             str(node_file), "-o", "json"], dict(os.environ))
+    return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
+
+
 #: ``plan -f`` reads its file whole (about 60 KiB per Deployment at its peak): past this it is not run.
 PLAN_FILE_MAX = 10_000
 
@@ -305,14 +323,20 @@ def measure(n: int, server: str, timeout: float) -> dict[str, Any]:
             out: dict[str, Any] = {"n": n, "controller": controller(kubeconfig, tmp, timeout),
                                    "webhook": webhook_cache(kubeconfig), "plan_cluster": plan_cluster(kubeconfig)}
         out["plan_file"] = plan_file(n, tmp) if n and n <= PLAN_FILE_MAX else {}
+        out["simulate"] = simulate(n, tmp) if n else {}
         return out
+
+
+def simulated(s: dict[str, float] | None) -> str:
+    return f"{s['wall']:.1f} s / {s['peak'] / MIB:.0f} MiB" if s else ""
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     idle = rows[0]
     lines = ["| Deployments (HPAs) | controller RSS after sync / peak | per Deployment above idle | sync wall / CPU | "
-             "per Deployment (CPU) | webhook worker RSS | per HPA cached | plan --cluster wall / peak | plan -f wall |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "per Deployment (CPU) | webhook worker RSS | per HPA cached | plan --cluster wall / peak | plan -f wall | "
+             "simulate N/10 on 5,000 Nodes wall / peak |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         n, c, w, p, f = r["n"], r["controller"], r["webhook"], r["plan_cluster"], r["plan_file"]
         per = (c["rss"] - idle["controller"]["rss"]) / n / KIB if n else 0
@@ -321,7 +345,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                      f"{per:.1f} KiB | {c['wall']:.1f} s / {c['cpu']:.1f} s | "
                      f"{(c['cpu'] - idle['controller']['cpu']) / n * 1000 if n else 0:.2f} ms | "
                      f"{w['rss'] / MIB:.0f} MiB | {per_hpa:.2f} KiB | {p['wall']:.1f} s / {p['peak'] / MIB:.0f} MiB | "
-                     f"{'%.1f s' % f['wall'] if f else 'not run'} |")
+                     f"{'%.1f s' % f['wall'] if f else 'not run'} | "
+                     f"{simulated(r.get('simulate'))} |")
     return "\n".join(lines)
 
 
