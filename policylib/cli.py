@@ -252,7 +252,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         try:
             api = kube.Api(kube.api_client(args.context, args.kubeconfig))
             objects = kube.snapshot(api, args.namespace, resources=kube.snapshot_resources(config),
-                                    progress=_progress(stderr), project=project)
+                                    progress=_progress(stderr), project=project, limit=kube.PROJECTED_PAGE)
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None
         if stderr.isatty():
@@ -280,10 +280,11 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     resources = kube.snapshot_resources(load_config(args.config))
     try:
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
-        nodes = kube.snapshot(api, resources=(kube.NODES,), project=strip)
-        pods = kube.snapshot(api, resources=(kube.PODS,), project=strip)   # every Pod loads the Nodes
+        page = kube.PROJECTED_PAGE
+        nodes = kube.snapshot(api, resources=(kube.NODES,), project=strip, limit=page)
+        pods = kube.snapshot(api, resources=(kube.PODS,), project=strip, limit=page)   # every Pod loads the Nodes
         objects = kube.snapshot(api, args.namespace, resources=resources,
-                                progress=_progress(stderr), project=strip) if workloads else []
+                                progress=_progress(stderr), project=strip, limit=page) if workloads else []
         version = kube.server_version(api)
     except Exception as e:  # config, network or API errors: one clear line
         raise InputError(f"cannot read the cluster: {e}") from None

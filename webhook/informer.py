@@ -23,11 +23,8 @@ from policylib.shell import kube
 log = logging.getLogger("webhook.informer")
 
 Key = tuple[str, str]  # (namespace, name)
-#: Objects per page of a reflector's list. A page is decoded whole before it is projected, and the memory
-#: it took stays with the process (fragmented between the projections kept): measured with realistic
-#: Deployments, 500 a page leaves about 48 MiB behind, 100 about 13 MiB, for the same ~3 KiB held per
-#: Deployment (docs/figures.md, "Scale").
-LIST_PAGE = 100
+#: Objects per page of a reflector's list (rule W5: projected page by page).
+LIST_PAGE = kube.PROJECTED_PAGE
 Indexer = Callable[[dict[str, Any]], Iterable[Hashable]]
 Handler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]  # (event type, object, the object it replaced)
 
