@@ -26,7 +26,7 @@ import argparse
 import difflib
 import json
 import sys
-from typing import Any, Callable, Sequence, TextIO
+from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from . import __version__
 from .config import Config
@@ -220,6 +220,16 @@ def json_array(items: list[dict[str, Any]]) -> str:
     return "[\n" + ",\n".join(json.dumps(i, separators=(",", ":")) for i in items) + "\n]\n"
 
 
+def write_json_array(out: TextIO, items: Iterable[dict[str, Any]]) -> None:
+    """:func:`json_array`'s output, written item by item: a plan of a big cluster never holds its whole
+    output as one string."""
+    first = True
+    for item in items:
+        out.write(("[\n" if first else ",\n") + json.dumps(item, separators=(",", ":")))
+        first = False
+    out.write("[]\n" if first else "\n]\n")
+
+
 def _progress(stderr: TextIO) -> Callable[[str, int], None]:
     """A one-line progress indicator on stderr (redrawn in place on a terminal)."""
     tty = stderr.isatty()
@@ -260,8 +270,9 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     else:
         objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
     writes = plan(objects, config, planners=PLANNERS)
+    del objects   # the plan is made: what it read can go before the output is written
     if args.output == "json":
-        stdout.write(json_array([w.as_dict() for w in writes]))
+        write_json_array(stdout, (w.as_dict() for w in writes))
     else:
         stdout.write(_table(writes))
     return EXIT_UNPLANNED if any(w.error for w in writes) else EXIT_OK
