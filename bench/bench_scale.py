@@ -58,7 +58,15 @@ from bench.scale_objects import (  # noqa: E402
 KIB, MIB = 1024, 1024 * 1024
 #: Whose code the measured processes run (``--repo``: another checkout, for a before/after).
 CODE = REPO
-POLICYLIB = "import sys; from policylib.cli import main; sys.exit(main(sys.argv[1:]))"
+#: The CLI, reporting its own peak RSS (VmHWM) at exit to $BENCH_HWM: the kernel's ru_maxrss of a child
+#: counts the parent's memory shared before the exec, so it would report the benchmark's own size.
+POLICYLIB = ("import atexit, os, sys\n"
+             "def hwm():\n"
+             "    peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
+             "    open(os.environ['BENCH_HWM'], 'w').write(peak)\n"
+             "atexit.register(hwm)\n"
+             "from policylib.cli import main\n"
+             "sys.exit(main(sys.argv[1:]))\n")
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -84,7 +92,11 @@ def free_port() -> int:
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    """(wall s, CPU s, peak RSS KiB) of one command, its output discarded."""
+    """(wall s, CPU s, peak RSS KiB) of one command, its output discarded; the peak as the command
+    reports it (``POLICYLIB``)."""
+    hwm = tempfile.NamedTemporaryFile(prefix="bench-hwm-", delete=False)  # noqa: SIM115 -- read after the run
+    hwm.close()
+    env = dict(env, BENCH_HWM=hwm.name)
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=CODE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -92,7 +104,9 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     if os.waitstatus_to_exitcode(status) not in (0, 1):
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    peak = int(Path(hwm.name).read_text() or 0)
+    os.unlink(hwm.name)
+    return wall, usage.ru_utime + usage.ru_stime, peak
 
 
 # --- the recorded server ------------------------------------------------------------------------------
