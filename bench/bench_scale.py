@@ -11,7 +11,9 @@ each in its own process, its CPU from /proc and its memory as VmRSS / VmHWM (pea
   (in-process: the cache's reflector and store, as a worker runs them);
 - ``policylib plan --cluster``: wall and peak RSS; ``policylib plan -f`` of the same objects, as the
   server returns them, for the sync's yardstick (rule: the sync within 3x of it);
-- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes, from files.
+- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes, from files;
+- CPU per watch event at steady state (in-process, dry-run: 1,000 HPA changes after the sync; in the
+  JSON only).
 
 Two API servers:
 
@@ -325,6 +327,41 @@ def simulate(n: int, tmp: Path, nodes: int = 5000) -> dict[str, float]:
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
 
+def event_cpu(n: int, events: int = 1000) -> dict[str, float]:
+    """CPU per watch event at steady state, in-process: the controller synced on the N Deployments (a stub
+    answering its lists), then ``events`` HPA changes (minReplicas moved) each stored, queued and planned
+    (dry-run)."""
+    import copy
+
+    from policylib import load_config
+    from webhook import kube
+    from webhook.controller import Controller, Options
+
+    class Lists:
+        def __init__(self) -> None:
+            self.items = {kube.DEPLOYMENTS: [deployment_as_stored(i) for i in range(n)],
+                          kube.HPAS: [hpa_as_stored(i) for i in range(0, n, 4)]}
+
+        def pages(self, res: Any, namespace: Any = None, timeout: Any = None, limit: int = 500) -> Iterator[dict[str, Any]]:
+            if res not in self.items:
+                raise kube.NotFound(404, "not served")
+            for start in range(0, len(self.items[res]), limit):
+                yield {"items": [dict(o, apiVersion=res.api_version, kind=res.kind)
+                                 for o in self.items[res][start:start + limit]], "resourceVersion": "1"}
+    lists = Lists()
+    c = Controller(lists, Options(load_config(None), identity="bench", dry_run=True))  # type: ignore[arg-type]
+    c._set_leading(True, time.monotonic() + 3600)
+    c.resync()
+    hpas = [dict(h, apiVersion="autoscaling/v2", kind="HorizontalPodAutoscaler") for h in lists.items[kube.HPAS]]
+    start = time.process_time()
+    for e in range(events):
+        h = copy.deepcopy(hpas[e % len(hpas)])
+        h["metadata"]["resourceVersion"] = str(10 ** 6 + e)
+        h["spec"]["minReplicas"] = 3 + e % 4
+        c.handle("MODIFIED", h)
+    return {"cpu_per_event": (time.process_time() - start) / events}
+
+
 #: ``plan -f`` reads its file whole (about 60 KiB per Deployment at its peak): past this it is not run.
 PLAN_FILE_MAX = 10_000
 
@@ -338,6 +375,7 @@ def measure(n: int, server: str, timeout: float) -> dict[str, Any]:
                                    "webhook": webhook_cache(kubeconfig), "plan_cluster": plan_cluster(kubeconfig)}
         out["plan_file"] = plan_file(n, tmp) if n and n <= PLAN_FILE_MAX else {}
         out["simulate"] = simulate(n, tmp) if n else {}
+        out["events"] = event_cpu(n) if n else {}
         return out
 
 
