@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
 
-.PHONY: run test dist docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
+.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -47,6 +47,11 @@ bench-webhook: $(STAMP)
 # KYVERNO=path/to/kyverno). Builds what it needs; docs/performance.md has the figures.
 bench-apiserver: $(STAMP) testcluster noop-webhook
 	$(BIN)/python bench/bench_apiserver.py $(BENCH_ARGS)
+
+# Memory and time as the cluster grows (controller, webhook HPA cache, plan --cluster), through the
+# harness's real API server; BENCH_ARGS="--sizes 1000,10000,50000" (docs/figures.md, "Scale").
+bench-scale: $(STAMP) testcluster
+	$(BIN)/python bench/bench_scale.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site dist build

@@ -28,7 +28,7 @@ import argparse
 import difflib
 import json
 import sys
-from typing import Any, Callable, Sequence, TextIO, cast
+from typing import Any, Callable, Iterable, Sequence, TextIO, cast
 
 from . import __version__
 from .config import Config
@@ -40,6 +40,7 @@ from .mutate import mutate
 from .nodes import check_nodes
 from .order import apply_order_note, stored_in_order
 from .plan import PLANNERS, Write, plan, summarize
+from .projection import project, strip
 from .result import Result
 from .shell.files import (  # noqa: F401 -- CLI names
     MANIFEST_EXTENSIONS,
@@ -275,6 +276,16 @@ def json_array(items: list[dict[str, Any]]) -> str:
     return "[\n" + ",\n".join(json.dumps(i, separators=(",", ":")) for i in items) + "\n]\n"
 
 
+def write_json_array(out: TextIO, items: Iterable[dict[str, Any]]) -> None:
+    """:func:`json_array`'s output, written item by item: a plan of a big cluster never holds its whole
+    output as one string."""
+    first = True
+    for item in items:
+        out.write(("[\n" if first else ",\n") + json.dumps(item, separators=(",", ":")))
+        first = False
+    out.write("[]\n" if first else "\n]\n")
+
+
 def _progress(stderr: TextIO) -> Callable[[str, int], None]:
     """A one-line progress indicator on stderr (redrawn in place on a terminal)."""
     tty = stderr.isatty()
@@ -371,7 +382,7 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
         try:
             api = kube.Api(kube.api_client(args.context, args.kubeconfig))
             objects = kube.snapshot(api, args.namespace, resources=kube.snapshot_resources(config),
-                                    progress=_progress(stderr))
+                                    progress=_progress(stderr), project=project, limit=kube.PROJECTED_PAGE)
         except Exception as e:  # config, network or API errors: one clear line
             raise InputError(f"cannot read the cluster: {e}") from None
         if stderr.isatty():
@@ -379,8 +390,9 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     else:
         objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
     writes = plan(objects, config, planners=PLANNERS, only=only)
+    del objects   # the plan is made: what it read can go before the output is written
     if args.output == "json":
-        stdout.write(json_array([w.as_dict() for w in writes]))
+        write_json_array(stdout, (w.as_dict() for w in writes))
     else:
         stdout.write(_table(writes))
     return EXIT_UNPLANNED if any(w.error for w in writes) else EXIT_OK
@@ -399,10 +411,11 @@ def _live(args: argparse.Namespace, stderr: TextIO, workloads: bool) -> tuple[li
     resources = kube.snapshot_resources(resolve_config(args, stderr))
     try:
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
-        nodes = kube.snapshot(api, resources=(kube.NODES,))
-        pods = kube.snapshot(api, resources=(kube.PODS,))   # every Pod loads the Nodes
+        page = kube.PROJECTED_PAGE
+        nodes = kube.snapshot(api, resources=(kube.NODES,), project=strip, limit=page)
+        pods = kube.snapshot(api, resources=(kube.PODS,), project=strip, limit=page)   # every Pod loads the Nodes
         objects = kube.snapshot(api, args.namespace, resources=resources,
-                                progress=_progress(stderr)) if workloads else []
+                                progress=_progress(stderr), project=strip, limit=page) if workloads else []
         version = kube.server_version(api)
     except Exception as e:  # config, network or API errors: one clear line
         raise InputError(f"cannot read the cluster: {e}") from None

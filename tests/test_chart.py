@@ -228,7 +228,7 @@ def test_monitoring_objects():
     assert rule["spec"] == component["spec"]      # one set of alerts, two install paths
     dashboard = json.loads(objs[("ConfigMap", "policylib-dashboard")]["data"]["policylib.json"])
     assert objs[("ConfigMap", "policylib-dashboard")]["metadata"]["labels"]["grafana_dashboard"] == "1"
-    assert dashboard["uid"] == "policylib" and len(dashboard["panels"]) == 9
+    assert dashboard["uid"] == "policylib" and len(dashboard["panels"]) == 10
     assert objs[("ServiceMonitor", "policylib-webhook")]["spec"]["endpoints"][0]["tlsConfig"]["ca"] == {
         "secret": {"name": "policylib-webhook-tls", "key": "ca.crt"}}
     assert ("ServiceMonitor", "policylib-controller") in objs and ("NetworkPolicy", "policylib-webhook") in objs

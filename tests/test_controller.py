@@ -352,6 +352,39 @@ def test_watched_hpa_change_rewrites_its_target(tmp_path):
     assert (host["whenUnsatisfiable"], host["maxSkew"]) == ("DoNotSchedule", 3)
 
 
+def test_readyz_is_503_until_the_first_sync_is_done_and_says_how_far(tmp_path):
+    """Rule W8: listed, then planned key by key; ready only when every key queued on leading is planned."""
+    with FakeAPI() as api:
+        Cluster(api, [legacy(n) for n in ("a", "b", "c")])
+        c = controller(api, tmp_path)
+        server = serve_health(c, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.server_address[1]}/readyz"
+
+        def readyz():
+            try:
+                return 200, json.loads(urllib.request.urlopen(url).read())
+            except urllib.error.HTTPError as e:
+                return e.code, json.loads(e.read())
+        try:
+            code, standby = readyz()
+            assert (code, standby["leader"], standby["synced"]) == (503, False, False)   # not listed yet
+            for reflector in c.reflectors:
+                reflector.list()
+            code, standby = readyz()
+            assert (code, standby["listed"]["deployments"], standby["firstSync"]) == (200, 3, False)
+            c.try_lead()
+            c.enqueue_all("leader")
+            code, state = readyz()
+            assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (503, 0, 3, False)
+            c.process_next(timeout=0)
+            assert readyz()[1]["planned"] == 1
+            c.drain()
+            code, state = readyz()
+            assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (200, 3, 3, True)
+        finally:
+            server.shutdown()
+
+
 def test_health_endpoints(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])
@@ -628,3 +661,20 @@ def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
         c.resync()
         assert c.scope().excluded_namespaces == {"ml"}
     assert cluster.patches() == [] and posted == []
+
+
+def test_memory_gauges_read_the_process_and_its_cgroup_limit(tmp_path):
+    from prometheus_client import generate_latest
+
+    from webhook.controller import ControllerMetrics, memory_limit_bytes
+    text = generate_latest(ControllerMetrics().registry).decode()
+    [resident] = [line for line in text.splitlines() if line.startswith("policylib_controller_memory_bytes ")]
+    assert float(resident.split()[1]) > 10 * 2 ** 20      # a Python process holds more than 10 MiB
+    v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    v2.write_text("max\n")
+    assert memory_limit_bytes((str(v2), str(v1))) == 0.0       # cgroup v2 without a limit
+    v2.write_text("536870912\n")
+    assert memory_limit_bytes((str(v2), str(v1))) == 536870912.0
+    v1.write_text("9223372036854771712\n")                    # cgroup v1's "no limit"
+    assert memory_limit_bytes((str(tmp_path / "none"), str(v1))) == 0.0
+    assert memory_limit_bytes((str(tmp_path / "none"),)) == 0.0

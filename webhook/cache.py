@@ -20,9 +20,10 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, cast
 
 from policylib.facts import ClusterFacts, hpa_target
+from policylib.projection import project
 from policylib.shell import kube
 
 from .informer import Reflector, Store
@@ -66,12 +67,9 @@ class ObjectOnlyFacts(ClusterFacts):
 
 
 def slim_hpa(obj: dict[str, Any]) -> dict[str, Any]:
-    """The fields a policy reads of an HPA (policylib.facts, policylib.spread); the rest is dropped."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    return {"apiVersion": HPA_API_VERSION, "kind": "HorizontalPodAutoscaler",
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta},
-            "spec": {k: spec[k] for k in ("minReplicas", "maxReplicas", "scaleTargetRef") if k in spec}}
+    """The fields a policy reads of an HPA (policylib.facts, policylib.spread; listed in
+    :data:`policylib.projection.FIELDS`); the rest is dropped."""
+    return cast("dict[str, Any]", project(dict(obj, apiVersion=HPA_API_VERSION, kind="HorizontalPodAutoscaler")))
 
 
 def hpa_targets(hpa: dict[str, Any]) -> list[tuple[str, str]]:

@@ -46,6 +46,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 import policylib
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
+from policylib.projection import project
 from policylib.scope import NAMESPACE_NAME_LABEL, WEBHOOK_CONFIGURATION, Scope, default_scope, scope_from_configuration
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
@@ -302,6 +303,31 @@ class Rollouts:
 
 # --- metrics -----------------------------------------------------------------------------------
 
+def resident_bytes() -> float:
+    """This process's resident memory (``/proc/self/statm``), 0 where there is none to read."""
+    import os
+    try:
+        with open("/proc/self/statm") as f:
+            return float(int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def memory_limit_bytes(paths: tuple[str, ...] = ("/sys/fs/cgroup/memory.max",
+                                                 "/sys/fs/cgroup/memory/memory.limit_in_bytes")) -> float:
+    """The container's memory limit (cgroup v2, then v1); 0 when unlimited or unknown."""
+    for path in paths:
+        try:
+            with open(path) as f:
+                raw = f.read().strip()
+        except OSError:
+            continue
+        if raw.isdigit() and int(raw) < 2 ** 60:   # v1 writes a huge number for "no limit", v2 "max"
+            return float(raw)
+        return 0.0
+    return 0.0
+
+
 class ControllerMetrics(ReflectorMetrics):
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -336,6 +362,12 @@ class ControllerMetrics(ReflectorMetrics):
                                 "Managed Deployments without policylib's record annotations: admitted while the "
                                 "webhook was unreachable (fail-open), or created before the install",
                                 registry=self.registry)
+        self.memory = Gauge("policylib_controller_memory_bytes", "Resident memory of this replica (VmRSS)",
+                            registry=self.registry)
+        self.memory.set_function(resident_bytes)
+        self.memory_limit = Gauge("policylib_controller_memory_limit_bytes",
+                                  "This replica's memory limit (its cgroup's; 0 without one)", registry=self.registry)
+        self.memory_limit.set_function(memory_limit_bytes)
         self.unrecorded_seen = Counter("policylib_controller_unrecorded_detected",
                                        "Managed Deployments found without policylib's record (each once)",
                                        registry=self.registry)
@@ -370,11 +402,12 @@ def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
 
 
 def new_store(res: kube.Resource) -> Store:
+    """The store of one watched resource, holding only what the planners read (rule W7)."""
     if res == kube.HPAS:
-        return Store({"target": hpa_targets})
+        return Store({"target": hpa_targets}, project=project)
     if res.kind in ("PodGroup", "Workload"):
-        return Store({"owner": controller_owners})
-    return Store()
+        return Store({"owner": controller_owners}, project=project)
+    return Store(project=project)
 
 
 class StoreFacts(ClusterFacts):
@@ -459,6 +492,9 @@ class Controller:
         #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
         #: its Event recorded once per state; the gauges count these.
         self.notices: dict[Key, dict[str, str]] = {}
+        #: How many of ``notices`` hold each kind of notice, kept as they change (the gauges' values: a sum
+        #: over every notice per key made the initial sync quadratic in the Deployments).
+        self.notice_counts: dict[str, int] = {"pending": 0, "unrecorded": 0}
         #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
         #: until the object changes or the next resync).
         self.undone: dict[Key, str | None] = {}
@@ -467,6 +503,11 @@ class Controller:
         #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server does not serve
         #: scheduling.k8s.io/v1alpha2 (one Event per job, not one per resync).
         self.unserved_told: set[tuple[Key, str]] = set()
+        #: The first sync (rule W8): every key queued on taking the lead planned once. ``to_plan`` keys
+        #: were queued then, ``planned`` of them are done; /readyz reports both.
+        self.first_sync = threading.Event()
+        self.to_plan = 0
+        self.planned = 0
         #: Resyncs queued (counted by the resync's thread) and the count the worker last acted on.
         self._resyncs = 0
         self._resyncs_seen = 0
@@ -574,11 +615,22 @@ class Controller:
         """Queue every Deployment and job (a resync), without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
         self._resyncs += 1    # the worker forgets undone writes when it sees this (observe)
+        queued = 0
         for res, store in self.stores.items():
             if res.kind == "Deployment" or is_kubeflow_kind(res.kind):
                 for ns, name in store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
                     self.queue.add((res.api_version, res.kind, ns, name))
+                    queued += 1
         self.metrics.queue_depth.set(len(self.queue))
+        if not self.first_sync.is_set():
+            self.to_plan, self.planned = queued, 0
+            if not queued:
+                self.first_sync.set()
+
+    def sync_progress(self) -> dict[str, Any]:
+        """Rule W8: how far the first sync is: objects listed per resource, keys planned of those queued."""
+        return {"firstSync": self.first_sync.is_set(), "planned": self.planned, "toPlan": self.to_plan,
+                "listed": {r.res.plural: r.listed for r in self.reflectors if r.served}}
 
     def enqueue_namespace(self, namespace: str) -> None:
         """Queue every Deployment and job of one namespace (its labels changed: the scope may have)."""
@@ -684,8 +736,7 @@ class Controller:
             self.queue.add(deferred)
         if obj is None:
             self.undone.pop(key, None)
-            if self.notices.pop(key, None) is not None:
-                self._set_notice_gauges()
+            self._set_notices(key, {})
             return True
         version = (obj.get("metadata") or {}).get("resourceVersion")
         if key in self.undone and self.undone[key] == version:
@@ -788,11 +839,7 @@ class Controller:
                 now["pending"] = w.pending
             if w.unrecorded:
                 now["unrecorded"] = (obj.get("metadata") or {}).get("uid", "") or "yes"
-        if now:
-            self.notices[key] = now
-        else:
-            self.notices.pop(key, None)
-        self._set_notice_gauges()
+        self._set_notices(key, now)
         if "unrecorded" in now and before.get("unrecorded") != now["unrecorded"]:
             self.metrics.unrecorded_seen.inc()
         if self.dry_run or not self.leading:
@@ -803,9 +850,15 @@ class Controller:
             if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
                 self.record_event(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
 
-    def _set_notice_gauges(self) -> None:
-        self.metrics.pending.set(sum("pending" in n for n in self.notices.values()))
-        self.metrics.unrecorded.set(sum("unrecorded" in n for n in self.notices.values()))
+    def _set_notices(self, key: Key, now: dict[str, str]) -> None:
+        """Store ``key``'s notices and move the gauges by the change alone (constant work per key)."""
+        before = self.notices.pop(key, {})
+        if now:
+            self.notices[key] = now
+        for kind in self.notice_counts:
+            self.notice_counts[kind] += (kind in now) - (kind in before)
+        self.metrics.pending.set(self.notice_counts["pending"])
+        self.metrics.unrecorded.set(self.notice_counts["unrecorded"])
 
     def record_event(self, write: Write, written: dict[str, Any] | None, reason: str | None = None,
                      note: str | None = None, warning: bool = False) -> None:
@@ -852,6 +905,10 @@ class Controller:
             self.queue.done(key)
             self.metrics.latency.observe(time.perf_counter() - started)
             self.metrics.queue_depth.set(len(self.queue))
+            if self.to_plan and not self.first_sync.is_set():
+                self.planned += 1
+                if not len(self.queue):
+                    self.first_sync.set()
         return True
 
     def drain(self) -> None:
@@ -932,16 +989,19 @@ class Controller:
 # --- health and metrics endpoints --------------------------------------------------------------------
 
 def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPServer:
-    """``/healthz`` (alive), ``/readyz`` (listed once, or standing by), ``/metrics``."""
+    """``/healthz`` (alive), ``/readyz``, ``/metrics``. Rule W8: ``/readyz`` answers 503 until the
+    leader's first sync is done (a standby's: until it has listed), with how far it is: objects listed
+    per resource, keys planned of those queued."""
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path == "/healthz":
                 code, body, ctype = 200, b"ok", "text/plain"
             elif self.path == "/readyz":
-                ready = controller.synced or not controller.leading
+                # rule W8: a leader is ready once its first sync is done, a standby once it has listed
+                ready = controller.first_sync.is_set() if controller.leading else controller.synced
                 code = 200 if ready else 503
                 state: dict[str, object] = {"leader": controller.leading, "synced": controller.synced,
-                                            "dryRun": controller.dry_run}
+                                            "dryRun": controller.dry_run, **controller.sync_progress()}
                 if not controller.leading and controller.not_leading:
                     state["reason"] = controller.not_leading
                 body = json.dumps(state).encode()

@@ -16,13 +16,15 @@ import logging
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable, Iterator
 
 from policylib.shell import kube
 
 log = logging.getLogger("webhook.informer")
 
 Key = tuple[str, str]  # (namespace, name)
+#: Objects per page of a reflector's list (rule W7: projected page by page).
+LIST_PAGE = kube.PROJECTED_PAGE
 Indexer = Callable[[dict[str, Any]], Iterable[Hashable]]
 Handler = Callable[[str, dict[str, Any], "dict[str, Any] | None"], None]  # (event type, object, the object it replaced)
 
@@ -32,10 +34,18 @@ def key_of(obj: dict[str, Any]) -> Key:
     return meta.get("namespace") or "", meta.get("name") or ""
 
 
-class Store:
-    """One resource's objects by (namespace, name), with indexes; one writer, any readers."""
+def whole(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj
 
-    def __init__(self, indexers: dict[str, Indexer] | None = None):
+
+class Store:
+    """One resource's objects by (namespace, name), with indexes; one writer, any readers. ``project``
+    is applied to every object before it is stored (rule W7: :func:`policylib.projection.project` keeps
+    only what the planners read)."""
+
+    def __init__(self, indexers: dict[str, Indexer] | None = None,
+                 project: Callable[[dict[str, Any]], dict[str, Any]] = whole):
+        self.project = project
         self.objects: dict[Key, dict[str, Any]] = {}
         self.indexers = indexers or {}
         self._indexes: dict[str, dict[Hashable, set[Key]]] = {name: {} for name in self.indexers}
@@ -62,6 +72,7 @@ class Store:
     def apply(self, event_type: str, obj: dict[str, Any]) -> tuple[bool, dict[str, Any] | None]:
         """Apply one watch event. Returns (applied, the object it replaced or deleted); an event older
         than the object held is not applied."""
+        obj = self.project(obj)
         key = key_of(obj)
         with self.lock:
             old = self.objects.get(key)
@@ -81,8 +92,13 @@ class Store:
 
     def replace(self, objs: Iterable[dict[str, Any]]) -> list[tuple[str, dict[str, Any], dict[str, Any] | None]]:
         """After a list: exactly ``objs``. Returns the events that take the old content to the new:
-        ADDED, MODIFIED (resourceVersion changed) and a DELETED for every object that vanished."""
-        fresh = {key_of(o): o for o in objs}
+        ADDED, MODIFIED (resourceVersion changed) and a DELETED for every object that vanished. ``objs``
+        may be a generator over a paginated list: each object is projected as it comes, so the list is
+        never held whole."""
+        fresh: dict[Key, dict[str, Any]] = {}
+        for raw in objs:
+            obj = self.project(raw)
+            fresh[key_of(obj)] = obj
         events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = []
         with self.lock:
             for key, old in list(self.objects.items()):
@@ -142,14 +158,27 @@ class Reflector:
         self.metrics = metrics or ReflectorMetrics()
         self.watch_seconds, self.max_backoff = watch_seconds, max_backoff
         self.resource_version: str | None = None
+        #: Objects read by the list under way (or the last one): how far an initial sync is.
+        self.listed = 0
         self.synced = threading.Event()
         self.served = True
         self.last_error: str | None = None
 
     def list(self) -> None:
-        """List into the store, handing the events of the difference to the handler."""
-        items, self.resource_version = self.api.list(self.res)
-        for event_type, obj, old in self.store.replace(items):
+        """List into the store page by page (``limit``/``continue``), handing the events of the
+        difference to the handler. Each page is projected into the store as it arrives: the memory a list
+        takes is the store plus one page, never the whole list as one body."""
+        version = [""]
+
+        def items() -> Iterator[dict[str, Any]]:
+            for page in self.api.pages(self.res, limit=LIST_PAGE):
+                version[0] = page["resourceVersion"]
+                self.listed += len(page["items"])
+                yield from page["items"]
+        self.listed = 0
+        events = self.store.replace(items())
+        self.resource_version = version[0]
+        for event_type, obj, old in events:
             self.handler(event_type, obj, old)
         self.synced.set()
 

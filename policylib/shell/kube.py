@@ -13,7 +13,17 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover -- policylib without the webhook's dependencies
+    _orjson = None  # type: ignore[assignment]
+
 PAGE = 500
+#: Objects per page where the objects are projected as they come (rule W7: the watches' lists, ``plan``,
+#: ``check`` and ``simulate --cluster``). A page is decoded whole before it is projected: measured with
+#: realistic Deployments, a page of 500 peaks about 100 MB above what is held, 100 about 17 MB, and the
+#: memory a page took stays with the process (docs/figures.md, "Scale").
+PROJECTED_PAGE = 100
 JSON_PATCH = "application/json-patch+json"
 #: Connect timeout, and read timeout over a watch's own ``timeoutSeconds``.
 CONNECT_SECONDS = 5
@@ -133,13 +143,25 @@ def error_for(status: int, body: Any) -> ApiError:
     return _ERRORS.get(status, ApiError)(status, message, reason)
 
 
+def _loads(raw: bytes | str) -> Any:
+    """orjson where installed: it decodes a page of realistic Deployments in half the standard
+    library's time (docs/figures.md, "Scale"; the API server's numbers are int64 or float64, which orjson
+    reads as they are); the standard library for anything orjson refuses."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(raw)
+        except _orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
 def decode(raw: bytes | str | None) -> Any:
     """A JSON answer, or a non-JSON one as ``{"message": text}``: the API server answers a group or
     resource it does not serve with a plain-text ``404 page not found``."""
     if not raw:
         return {}
     try:
-        return json.loads(raw)
+        return _loads(raw)
     except ValueError:
         text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
         return {"message": text.strip()[:1000]}
@@ -225,11 +247,11 @@ class Api:
         return items, version
 
     def pages(self, res: Resource, namespace: str | None = None,
-              timeout: float | tuple[float, float] | None = None) -> Iterator[dict[str, Any]]:
+              timeout: float | tuple[float, float] | None = None, limit: int = PAGE) -> Iterator[dict[str, Any]]:
         """Pages ``{"items", "resourceVersion"}`` of ``res`` (``limit``/``continue``)."""
         token = None
         while True:
-            query: list[tuple[str, Any]] = [("limit", PAGE)] + ([("continue", token)] if token else [])
+            query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", token)] if token else [])
             if res.field_selector:
                 query.append(("fieldSelector", res.field_selector))
             body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
@@ -298,15 +320,17 @@ def snapshot_resources(config: Any) -> tuple[Resource, ...]:
 
 
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
-             progress: Callable[[str, int], None] | None = None) -> list[dict[str, Any]]:
+             progress: Callable[[str, int], None] | None = None,
+             project: Callable[[Any], Any] | None = None, limit: int = PAGE) -> list[dict[str, Any]]:
     """Every object the planners read, listed page by page; resources the cluster does not serve
-    contribute nothing."""
+    contribute nothing. ``project`` (rule W7) is applied to each object as its page is decoded, so the
+    memory a snapshot takes is what it keeps plus one page."""
     objects: list[dict[str, Any]] = []
     for res in resources:
         count = 0
         try:
-            for page in api.pages(res, namespace):
-                objects += page["items"]
+            for page in api.pages(res, namespace, limit=limit):
+                objects += map(project, page["items"]) if project else page["items"]
                 count += len(page["items"])
                 if progress:
                     progress(res.plural, count)

@@ -1,0 +1,426 @@
+"""Memory and time as the cluster grows: the controller, the webhook's HPA cache and ``plan --cluster``.
+
+For each N: N realistic Deployments (bench/scale_objects.py: two containers with probes, resources,
+eight environment variables, a volume, ``managedFields``; half with kubectl's last-applied annotation;
+stored without policylib, as in a cluster it is installed into) and N/4 HPAs over 50 namespaces. Measured,
+each in its own process, its CPU from /proc and its memory as VmRSS / VmHWM (peak):
+
+- ``python -m webhook controller --dry-run``: RSS once its first sync is done (``/readyz``, rule W8) and
+  its peak, against its idle RSS on an empty cluster; the sync's wall and CPU time;
+- ``python -m webhook serve``'s HPA cache: one worker's RSS with the N/4 HPAs cached, against none
+  (in-process: the cache's reflector and store, as a worker runs them);
+- ``policylib plan --cluster``: wall and peak RSS; ``policylib plan -f`` of the same objects, as the
+  server returns them, for the sync's yardstick (rule: the sync within 3x of it);
+- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes, from files;
+- CPU per watch event at steady state (in-process, dry-run: 1,000 HPA changes after the sync; in the
+  JSON only).
+
+Two API servers:
+
+- ``--server harness`` (default): ``e2e/bin/testcluster``, the real kube-apiserver and controller-manager
+  (``make testcluster``); the Deployments are created paused, so the controller-manager makes no
+  ReplicaSets or Pods (the objects held and listed are the same; a paused Deployment has no rollout);
+- ``--server recorded``: a loopback server answering paginated lists (``limit``/``continue``), watches
+  that stay quiet, and the Lease, with the same objects as the API server returns them: the client side
+  alone, for machines without the harness.
+
+    .venv/bin/python bench/bench_scale.py --sizes 1000,10000 [--server recorded] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Iterator
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from bench.scale_objects import (  # noqa: E402
+    NAMESPACES,
+    deployment_as_stored,
+    deployment_manifest,
+    hpa_as_stored,
+    hpa_manifest,
+    with_last_applied,  # noqa: E402
+)
+
+KIB, MIB = 1024, 1024 * 1024
+#: Whose code the measured processes run (``--repo``: another checkout, for a before/after).
+CODE = REPO
+#: The CLI, reporting its own peak RSS (VmHWM) at exit to $BENCH_HWM: the kernel's ru_maxrss of a child
+#: counts the parent's memory shared before the exec, so it would report the benchmark's own size.
+POLICYLIB = ("import atexit, os, sys\n"
+             "def hwm():\n"
+             "    peak = [line.split()[1] for line in open('/proc/self/status') if line.startswith('VmHWM:')][0]\n"
+             "    open(os.environ['BENCH_HWM'], 'w').write(peak)\n"
+             "atexit.register(hwm)\n"
+             "from policylib.cli import main\n"
+             "sys.exit(main(sys.argv[1:]))\n")
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+# --- process figures --------------------------------------------------------------------------------
+
+def status_kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
+    """(wall s, CPU s, peak RSS KiB) of one command, its output discarded; the peak as the command
+    reports it (``POLICYLIB``)."""
+    hwm = tempfile.NamedTemporaryFile(prefix="bench-hwm-", delete=False)  # noqa: SIM115 -- read after the run
+    hwm.close()
+    env = dict(env, BENCH_HWM=hwm.name)
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=CODE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.monotonic() - start
+    if os.waitstatus_to_exitcode(status) not in (0, 1):
+        raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    peak = int(Path(hwm.name).read_text() or 0)
+    os.unlink(hwm.name)
+    return wall, usage.ru_utime + usage.ru_stime, peak
+
+
+# --- the recorded server ------------------------------------------------------------------------------
+
+class Recorded:
+    """Paginated lists of fixed objects, quiet watches, a Lease: what the controller and plan read."""
+
+    def __init__(self, deployments: list[bytes], hpas: list[bytes]):
+        self.items = {"/apis/apps/v1/deployments": deployments, "/apis/autoscaling/v2/horizontalpodautoscalers": hpas}
+        self.lease: dict[str, Any] | None = None
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_GET(self) -> None:
+                url = urllib.parse.urlparse(self.path)
+                q = dict(urllib.parse.parse_qsl(url.query))
+                if q.get("watch") in ("true", "1", "True"):
+                    time.sleep(min(float(q.get("timeoutSeconds", 30)), 30))
+                    return self.reply(200, b"")
+                if url.path in server.items:
+                    return self.reply(200, server.page(url.path, int(q.get("limit", 0) or 0), q.get("continue")))
+                if "/leases/" in url.path and server.lease:
+                    return self.reply(200, json.dumps(server.lease).encode())
+                if url.path == "/version":
+                    return self.reply(200, b'{"gitVersion": "v1.36.0-recorded"}')
+                self.reply(404, b'{"kind": "Status", "code": 404, "reason": "NotFound"}')
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                if "/leases" in self.path:
+                    body.setdefault("metadata", {})["resourceVersion"] = "1"
+                    server.lease = body
+                self.reply(201, json.dumps(body).encode())
+
+            do_PUT = do_POST
+
+            def reply(self, code: int, data: bytes) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass   # a client gone mid-watch: nothing to report
+
+        self.http = Server(("127.0.0.1", 0), Handler)
+        self.http.daemon_threads = True
+        threading.Thread(target=self.http.serve_forever, daemon=True).start()
+
+    def page(self, path: str, limit: int, token: str | None) -> bytes:
+        items = self.items[path]
+        start = int(token or 0)
+        end = len(items) if not limit else min(len(items), start + limit)
+        meta = {"resourceVersion": "1000"}
+        if end < len(items):
+            meta["continue"] = str(end)
+        return b'{"kind": "List", "apiVersion": "v1", "metadata": ' + json.dumps(meta).encode() + \
+            b', "items": [' + b",".join(items[start:end]) + b"]}"
+
+    def kubeconfig(self, directory: Path) -> Path:
+        path = directory / "kubeconfig"
+        url = f"http://127.0.0.1:{self.http.server_address[1]}"
+        path.write_text(json.dumps({"apiVersion": "v1", "kind": "Config", "current-context": "r",
+                                    "clusters": [{"name": "r", "cluster": {"server": url}}],
+                                    "contexts": [{"name": "r", "context": {"cluster": "r", "user": "r"}}],
+                                    "users": [{"name": "r", "user": {"token": "t"}}]}))
+        return path
+
+    def stop(self) -> None:
+        self.http.shutdown()
+
+
+@contextlib.contextmanager
+def recorded(n: int, tmp: Path) -> Iterator[Path]:
+    deployments = [json.dumps(deployment_as_stored(i)).encode() for i in range(n)]
+    hpas = [json.dumps(hpa_as_stored(i)).encode() for i in range(0, n, 4)]
+    server = Recorded(deployments, hpas)
+    try:
+        yield server.kubeconfig(tmp)
+    finally:
+        server.stop()
+
+
+# --- the harness --------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def harness_cluster(n: int, tmp: Path) -> Iterator[Path]:
+    from tests.e2e import harness
+    cluster = harness.Cluster(tmp / "cluster")
+    try:
+        create(cluster.kubeconfig, n)
+        yield cluster.kubeconfig
+    finally:
+        cluster.stop()
+
+
+def create(kubeconfig: Path, n: int) -> None:
+    """The namespaces, N paused Deployments and N/4 HPAs, created at concurrency 8."""
+    from policylib.shell import kube
+    api = kube.Api(kube.api_client(None, str(kubeconfig)))
+    for i in range(NAMESPACES):
+        with contextlib.suppress(kube.Conflict):
+            api.request("POST", "/api/v1/namespaces", body={"apiVersion": "v1", "kind": "Namespace",
+                                                            "metadata": {"name": f"scale-{i:02d}"}},
+                        content_type="application/json")
+
+    def one(i: int) -> None:
+        d = deployment_manifest(i)
+        d["spec"]["paused"] = True
+        d = with_last_applied(d, i)
+        api.create(kube.DEPLOYMENTS, d["metadata"]["namespace"], d)
+        if i % 4 == 0:
+            h = hpa_manifest(i)
+            api.create(kube.HPAS, h["metadata"]["namespace"], h)
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(n)))
+
+
+# --- the measurements ---------------------------------------------------------------------------------
+
+def controller(kubeconfig: Path, tmp: Path, timeout: float) -> dict[str, float]:
+    """Start the controller (dry-run), wait for its first sync; RSS, peak, wall and CPU."""
+    port = free_port()
+    env = dict(os.environ, POD_NAME="bench", PYTHONUNBUFFERED="1")
+    env.pop("KUBERNETES_SERVICE_HOST", None)
+    with open(tmp / "controller.log", "w") as log:
+        start = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "-m", "webhook", "controller", "--dry-run", "--kubeconfig",
+                                 str(kubeconfig), "--namespace", "default", "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=log, stderr=subprocess.STDOUT, cwd=CODE, env=env)
+        try:
+            state: dict[str, Any] = {}
+            while time.monotonic() - start < timeout:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"controller exited {proc.returncode}: {(tmp / 'controller.log').read_text()[-2000:]}")
+                with contextlib.suppress(OSError, ValueError):
+                    try:
+                        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=5) as r:
+                            state = json.loads(r.read())
+                    except urllib.error.HTTPError as e:
+                        state = json.loads(e.read())
+                    if state.get("leader") and state.get("firstSync"):
+                        break
+                    if "firstSync" not in state and state.get("leader") and state.get("synced"):
+                        # a controller without rule W8's /readyz (an older one): done when its CPU stops moving
+                        cpu, rest = cpu_seconds(proc.pid), time.monotonic()
+                        while time.monotonic() - rest < 3:
+                            time.sleep(0.5)
+                            if cpu_seconds(proc.pid) - cpu > 0.05:
+                                cpu, rest = cpu_seconds(proc.pid), time.monotonic()
+                        break
+                time.sleep(0.2)
+            else:
+                raise RuntimeError(f"no first sync within {timeout} s: {state}")
+            wall, cpu = time.monotonic() - start, cpu_seconds(proc.pid)
+            return {"rss": status_kib(proc.pid, "VmRSS") * KIB, "peak": status_kib(proc.pid, "VmHWM") * KIB,
+                    "wall": wall, "cpu": cpu}
+        finally:
+            proc.terminate()
+            proc.wait(30)
+
+
+def webhook_cache(kubeconfig: Path) -> dict[str, float]:
+    """A webhook worker's HPA cache synced, in a fresh process: its RSS."""
+    code = ("import sys, time, pathlib\n"
+            "from webhook.cache import facts_source\n"
+            "facts = facts_source('watch', sys.argv[1]).start()\n"
+            "deadline = time.monotonic() + 600\n"
+            "while not facts.ready and time.monotonic() < deadline: time.sleep(0.1)\n"
+            "assert facts.ready\n"
+            "print([l.split()[1] for l in pathlib.Path('/proc/self/status').read_text().splitlines() "
+            "if l.startswith('VmRSS:')][0])\n")
+    out = subprocess.run([sys.executable, "-c", code, str(kubeconfig)], capture_output=True, text=True, cwd=CODE,
+                         timeout=900, check=True)
+    return {"rss": int(out.stdout.split()[-1]) * KIB}
+
+
+def plan_cluster(kubeconfig: Path) -> dict[str, float]:
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "plan", "--cluster", "--kubeconfig",
+                             str(kubeconfig), "-o", "json"], dict(os.environ))
+    return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
+
+
+def plan_file(n: int, tmp: Path) -> dict[str, float]:
+    path = tmp / "snapshot.json"
+    with open(path, "w") as f:
+        items = [deployment_as_stored(i) for i in range(n)] + [hpa_as_stored(i) for i in range(0, n, 4)]
+        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
+        del items
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "plan", "-f", str(path), "-o", "json"],
+                            dict(os.environ))
+    return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
+
+
+def simulate(n: int, tmp: Path, nodes: int = 5000) -> dict[str, float]:
+    """``policylib simulate`` of N/10 of the Deployments on ``nodes`` Nodes (16 CPUs, 64 GiB, three zones),
+    from files: the scheduler's replay, which reads containers and Nodes whole."""
+    deployments, node_file = tmp / "simulate-deployments.json", tmp / "simulate-nodes.json"
+    deployments.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                       "items": [deployment_manifest(i) for i in range(n // 10)]}))
+    node_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": f"node-{i:05d}", "labels": {"kubernetes.io/hostname": f"node-{i:05d}",
+                                                          "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
+         "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                    "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}} for i in range(nodes)]}))
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "simulate", "-f", str(deployments), "--nodes",
+                             str(node_file), "-o", "json"], dict(os.environ))
+    return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
+
+
+def event_cpu(n: int, events: int = 1000) -> dict[str, float]:
+    """CPU per watch event at steady state, in-process: the controller synced on the N Deployments (a stub
+    answering its lists), then ``events`` HPA changes (minReplicas moved) each stored, queued and planned
+    (dry-run)."""
+    import copy
+
+    from policylib import load_config
+    from webhook import kube
+    from webhook.controller import Controller, Options
+
+    class Lists:
+        def __init__(self) -> None:
+            self.items = {kube.DEPLOYMENTS: [deployment_as_stored(i) for i in range(n)],
+                          kube.HPAS: [hpa_as_stored(i) for i in range(0, n, 4)]}
+
+        def pages(self, res: Any, namespace: Any = None, timeout: Any = None, limit: int = 500) -> Iterator[dict[str, Any]]:
+            if res not in self.items:
+                raise kube.NotFound(404, "not served")
+            for start in range(0, len(self.items[res]), limit):
+                yield {"items": [dict(o, apiVersion=res.api_version, kind=res.kind)
+                                 for o in self.items[res][start:start + limit]], "resourceVersion": "1"}
+    lists = Lists()
+    c = Controller(lists, Options(load_config(None), identity="bench", dry_run=True))  # type: ignore[arg-type]
+    c._set_leading(True, time.monotonic() + 3600)
+    c.resync()
+    hpas = [dict(h, apiVersion="autoscaling/v2", kind="HorizontalPodAutoscaler") for h in lists.items[kube.HPAS]]
+    start = time.process_time()
+    for e in range(events):
+        h = copy.deepcopy(hpas[e % len(hpas)])
+        h["metadata"]["resourceVersion"] = str(10 ** 6 + e)
+        h["spec"]["minReplicas"] = 3 + e % 4
+        c.handle("MODIFIED", h)
+    return {"cpu_per_event": (time.process_time() - start) / events}
+
+
+#: ``plan -f`` reads its file whole (about 60 KiB per Deployment at its peak): past this it is not run.
+PLAN_FILE_MAX = 10_000
+
+
+def measure(n: int, server: str, timeout: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as d:
+        tmp = Path(d)
+        source = recorded if server == "recorded" else harness_cluster
+        with source(n, tmp) as kubeconfig:
+            out: dict[str, Any] = {"n": n, "controller": controller(kubeconfig, tmp, timeout),
+                                   "webhook": webhook_cache(kubeconfig), "plan_cluster": plan_cluster(kubeconfig)}
+        out["plan_file"] = plan_file(n, tmp) if n and n <= PLAN_FILE_MAX else {}
+        out["simulate"] = simulate(n, tmp) if n else {}
+        out["events"] = event_cpu(n) if n else {}
+        return out
+
+
+def simulated(s: dict[str, float] | None) -> str:
+    return f"{s['wall']:.1f} s / {s['peak'] / MIB:.0f} MiB" if s else ""
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    idle = rows[0]
+    lines = ["| Deployments (HPAs) | controller RSS after sync / peak | per Deployment above idle | sync wall / CPU | "
+             "per Deployment (CPU) | webhook worker RSS | per HPA cached | plan --cluster wall / peak | plan -f wall | "
+             "simulate N/10 on 5,000 Nodes wall / peak |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        n, c, w, p, f = r["n"], r["controller"], r["webhook"], r["plan_cluster"], r["plan_file"]
+        per = (c["rss"] - idle["controller"]["rss"]) / n / KIB if n else 0
+        per_hpa = (w["rss"] - idle["webhook"]["rss"]) / max(n // 4, 1) / KIB if n else 0
+        lines.append(f"| {n:,} ({n // 4:,}) | {c['rss'] / MIB:.0f} / {c['peak'] / MIB:.0f} MiB | "
+                     f"{per:.1f} KiB | {c['wall']:.1f} s / {c['cpu']:.1f} s | "
+                     f"{(c['cpu'] - idle['controller']['cpu']) / n * 1000 if n else 0:.2f} ms | "
+                     f"{w['rss'] / MIB:.0f} MiB | {per_hpa:.2f} KiB | {p['wall']:.1f} s / {p['peak'] / MIB:.0f} MiB | "
+                     f"{'%.1f s' % f['wall'] if f else 'not run'} | "
+                     f"{simulated(r.get('simulate'))} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    p.add_argument("--sizes", default="1000,10000", help="comma-separated N (an empty cluster is measured first)")
+    p.add_argument("--server", choices=("harness", "recorded"), default="harness")
+    p.add_argument("--timeout", type=float, default=3600, help="seconds the controller's first sync may take")
+    p.add_argument("--json", help="also write the figures here")
+    p.add_argument("--repo", type=Path, default=REPO, help="the checkout whose controller, webhook and CLI are measured")
+    args = p.parse_args(argv)
+    global CODE
+    CODE = args.repo.resolve()
+    rows = []
+    for n in [0] + [int(s) for s in args.sizes.split(",") if s]:
+        rows.append(measure(n, args.server, args.timeout))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

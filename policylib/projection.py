@@ -1,0 +1,101 @@
+"""What a watch holds of each object: the fields the planners (:mod:`policylib.plan`), the facts
+(:mod:`policylib.facts`) and the controller's rollout gate read, and nothing else (rule W7).
+
+A Deployment as the API server returns it carries ``metadata.managedFields``, often kubectl's
+``last-applied-configuration`` annotation (a second copy of the object), its containers (images, probes,
+environment, mounts) and a status with conditions; none of that is read. :func:`project` keeps, per kind,
+the fields listed in :data:`FIELDS` and drops the rest, as each object is decoded, before it is stored;
+tests/test_projection.py runs every planner on whole and on projected objects and fails when a planner
+reads a field the projection drops.
+
+A dropped annotation keeps its key with an empty value: a patch made from the projection then has the
+same paths as one made from the whole object (an ``add`` of one annotation, never of the whole map), and
+the writes carry the object's ``resourceVersion``, so the server applies them to the object the
+projection was made from or answers 409.
+"""
+from __future__ import annotations
+
+from typing import Any, Union
+
+#: Keep the value whole.
+ALL = True
+Fields = dict[str, Union[bool, "Fields"]]
+
+#: Annotations nobody reads that can be as large as the object: kept as a key with an empty value.
+DROPPED_ANNOTATIONS = frozenset({"kubectl.kubernetes.io/last-applied-configuration"})
+
+#: Object metadata the planners read: identity and version (writes and Events), labels and annotations
+#: (opt-out, policylib's record, gang metadata), owners (PodGroups and Workloads to their job), generation
+#: (the rollout gate). ``managedFields`` and the rest are dropped.
+METADATA: Fields = {k: ALL for k in ("name", "namespace", "uid", "resourceVersion", "generation", "labels",
+                                     "annotations", "ownerReferences", "deletionTimestamp", "generateName")}
+
+#: Per (apiVersion, kind): what is kept. Kinds not listed keep everything but ``managedFields``, the
+#: dropped annotations and ``status``.
+FIELDS: dict[tuple[str, str], Fields] = {
+    # plan_deployment (rules S11, S17, S19, S20), mutate_deployment's owned paths (annotations, the pod
+    # template's topologySpreadConstraints and affinity), its selector and template labels, and the
+    # controller's rollout gate (rollout_complete: generation and four status counts)
+    ("apps/v1", "Deployment"): {
+        "apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+        "spec": {"replicas": ALL, "selector": ALL,
+                 "template": {"metadata": {"labels": ALL, "annotations": ALL},
+                              "spec": {"affinity": ALL, "topologySpreadConstraints": ALL}}},
+        "status": {"observedGeneration": ALL, "replicas": ALL, "updatedReplicas": ALL, "availableReplicas": ALL},
+    },
+    # policylib.facts.hpa_target, policylib.spread.hpa_min_replicas
+    ("autoscaling/v2", "HorizontalPodAutoscaler"): {
+        "apiVersion": ALL, "kind": ALL,
+        "metadata": {k: ALL for k in ("name", "namespace", "uid", "resourceVersion")},
+        "spec": {"minReplicas": ALL, "maxReplicas": ALL, "scaleTargetRef": ALL},
+    },
+    # the scope (rules W5, W6): a Namespace's labels, and the webhook configuration's webhooks (their rules,
+    # selectors and Services), which are not under ``spec``
+    ("v1", "Namespace"): {"apiVersion": ALL, "kind": ALL,
+                          "metadata": {k: ALL for k in ("name", "uid", "resourceVersion", "labels")}},
+    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): {
+        "apiVersion": ALL, "kind": ALL, "metadata": METADATA, "webhooks": ALL},
+}
+#: Every other watched kind (Kubeflow jobs, PodGroups, Workloads): the gang planners read their specs.
+OTHER: Fields = {"apiVersion": ALL, "kind": ALL, "metadata": METADATA, "spec": ALL}
+
+
+def fields_for(obj: dict[str, Any]) -> Fields:
+    return FIELDS.get((str(obj.get("apiVersion")), str(obj.get("kind"))), OTHER)
+
+
+def project(obj: Any, fields: Fields | None = None) -> Any:
+    """Rule W7: ``obj`` with only the fields its kind's planners read (a new object; ``obj`` is not changed).
+    Anything not shaped as the API serves it (not a mapping where one is expected) is kept whole, so
+    a planner meets exactly the malformed value the server returned."""
+    if not isinstance(obj, dict):
+        return obj
+    return _keep(obj, fields if fields is not None else fields_for(obj))
+
+
+def _keep(value: dict[str, Any], fields: Fields) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, sub in fields.items():
+        if key not in value:
+            continue
+        item = value[key]
+        if key == "annotations" and isinstance(item, dict) and not DROPPED_ANNOTATIONS.isdisjoint(item):
+            item = {k: ("" if k in DROPPED_ANNOTATIONS else v) for k, v in item.items()}
+        if sub is ALL or not isinstance(item, dict) or not isinstance(sub, dict):
+            out[key] = item
+        else:
+            out[key] = _keep(item, sub)
+    return out
+
+
+def strip(obj: Any) -> Any:
+    """``obj`` without what nothing in policylib reads of any kind: ``metadata.managedFields`` and the
+    :data:`DROPPED_ANNOTATIONS` (their keys kept, empty). What ``check`` and ``simulate`` hold of a live
+    cluster, whose readers (the scheduler's replay) read containers, Nodes and Pods whole."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return obj
+    meta = {k: v for k, v in obj["metadata"].items() if k != "managedFields"}
+    annotations = meta.get("annotations")
+    if isinstance(annotations, dict) and not DROPPED_ANNOTATIONS.isdisjoint(annotations):
+        meta["annotations"] = {k: ("" if k in DROPPED_ANNOTATIONS else v) for k, v in annotations.items()}
+    return dict(obj, metadata=meta)
