@@ -6,6 +6,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
+GO     ?= go
+GO_BIN := $(shell command -v $(GO) 2>/dev/null)
 
 .PHONY: run test docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
 
@@ -19,7 +21,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m webhook run-local --cert-dir certs --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+# Every component of the end-to-end harness is built here, before pytest starts (never inside a test's
+# timeout), wherever go is on PATH; elsewhere the tests that need one skip with that reason. Each build
+# is a file target on its module's go.mod/go.sum, its own Go sources and the go binary: nothing to do
+# when warm (`make -B harness` forces them).
+test: $(STAMP) $(if $(GO_BIN),harness)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The reference pages generated from the code (docs/reference/), then the site into site/, strictly
@@ -46,33 +52,47 @@ clean:
 # The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
 # (measured: docs/figures.md).
-GO ?= go
-testcluster:
+HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
+	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator
+.PHONY: harness
+harness: $(HARNESS)
+
+# What a build depends on: its module's go.mod and go.sum ($(1)), the .go files under $(2), the go binary.
+gosrc = $(1)/go.mod $(1)/go.sum $(shell find $(2) -name '*.go' 2>/dev/null) $(GO_BIN)
+
+testcluster: e2e/bin/testcluster e2e/bin/kubectl
+e2e/bin/testcluster e2e/bin/kubectl &: $(call gosrc,e2e,e2e/cmd/testcluster)
 	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
 	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
 	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
 	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+	touch e2e/bin/testcluster e2e/bin/kubectl
 
 # The floor of bench/bench_apiserver.py: a webhook on Go's standard library that admits everything
 # unchanged (e2e/cmd/noopwebhook; seconds to build, no dependency).
-noop-webhook:
+noop-webhook: e2e/bin/noopwebhook
+e2e/bin/noopwebhook: $(call gosrc,e2e,e2e/cmd/noopwebhook)
 	cd e2e && $(GO) build -o bin/noopwebhook ./cmd/noopwebhook
+	touch $@
 
 # `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
 # from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).
 # It reports the Kubernetes version it is built on (its compatibility checks need one).
-testcluster-coscheduling: testcluster
+testcluster-coscheduling: testcluster e2e/bin/scheduler-plugins-scheduler
+e2e/bin/scheduler-plugins-scheduler: $(call gosrc,e2e/coscheduling,e2e/coscheduling)
 	cd e2e/coscheduling && v=$$($(GO) list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes) && \
 	  m=$${v#v} && ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
 	  $(GO) build -ldflags "$$ld" -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
+	touch $@
 
 # Volcano's scheduler, controller manager and admission webhooks for `testcluster --volcano`, from
 # the volcano.sh/volcano module (e2e/volcano/go.mod says which release and why), with the CRDs and
 # ValidatingAdmissionPolicies of that release's module. Its own module (Kubernetes 1.34), so
 # separate binaries in e2e/bin/volcano/ that testcluster starts. Many minutes cold on 2 cores.
-testcluster-volcano: testcluster
+testcluster-volcano: testcluster e2e/bin/volcano/vc-scheduler
+e2e/bin/volcano/vc-scheduler: $(call gosrc,e2e/volcano,e2e/volcano)
 	cd e2e/volcano && v=$$($(GO) list -m -f '{{.Version}}' volcano.sh/volcano) && \
 	  for c in scheduler controller-manager webhook-manager; do \
 	    CGO_ENABLED=0 $(GO) build -ldflags "-X volcano.sh/volcano/pkg/version.Version=$$v" \
@@ -81,16 +101,19 @@ testcluster-volcano: testcluster
 	  rm -rf ../bin/volcano/crd ../bin/volcano/policy && mkdir -p ../bin/volcano/crd ../bin/volcano/policy && \
 	  install -m 644 $$src/config/crd/volcano/bases/*.yaml ../bin/volcano/crd/ && \
 	  install -m 644 $$src/installer/helm/chart/volcano/policy/*.yaml ../bin/volcano/policy/
+	touch $@
 
 # helm, for the chart's tests (charts/policylib; docs/helm.md): its own module, e2e/helm/go.mod pins the
-# release. About 3 minutes cold on 2 cores, seconds warm. The tests run this target themselves.
-helm:
+# release. About 3 minutes cold on 2 cores, nothing to do warm. `make test` builds it first.
+helm: e2e/bin/helm
+e2e/bin/helm: $(call gosrc,e2e/helm,e2e/helm)
 	cd e2e/helm && v=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && \
 	  k=$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go) && k=$${k#v0.} && \
 	  ld="-X helm.sh/helm/v3/internal/version.version=$$v -X helm.sh/helm/v3/internal/version.metadata=" && \
 	  for p in pkg/lint/rules pkg/chartutil; do \
 	    ld="$$ld -X helm.sh/helm/v3/$$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$$p.k8sVersionMinor=$${k%%.*}"; done && \
 	  $(GO) build -ldflags "$$ld" -o ../bin/helm helm.sh/helm/v3/cmd/helm
+	touch $@
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
@@ -99,32 +122,39 @@ e2e: $(STAMP) testcluster
 # github.com/kubeflow/training-operator module in e2e/training-operator (its own module), with the CRDs
 # of that release's module (manifests/base/crds). About 4 minutes cold on 2 cores.
 .PHONY: testcluster-training-operator
-testcluster-training-operator: testcluster
+testcluster-training-operator: testcluster e2e/bin/training-operator/training-operator
+e2e/bin/training-operator/training-operator: $(call gosrc,e2e/training-operator,e2e/training-operator)
 	cd e2e/training-operator && \
 	  $(GO) build -o ../bin/training-operator/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/training-operator) && \
 	  rm -rf ../bin/training-operator/crd && mkdir -p ../bin/training-operator/crd && \
 	  install -m 644 $$src/manifests/base/crds/kubeflow.org_tfjobs.yaml $$src/manifests/base/crds/kubeflow.org_pytorchjobs.yaml \
 	    ../bin/training-operator/crd/
+	touch $@
 
 # The MPI Operator (MPIJob kubeflow.org/v2beta1) for `testcluster --mpi-operator`: its own controller
 # from the github.com/kubeflow/mpi-operator module, run by e2e/mpi-operator/main.go (its cmd serves
 # /healthz on the fixed port 8080), with that release's MPIJob CRD. About 5 minutes cold on 2 cores.
 .PHONY: testcluster-mpi-operator
-testcluster-mpi-operator: testcluster
+testcluster-mpi-operator: testcluster e2e/bin/mpi-operator/mpi-operator
+e2e/bin/mpi-operator/mpi-operator: $(call gosrc,e2e/mpi-operator,e2e/mpi-operator)
 	cd e2e/mpi-operator && \
 	  $(GO) build -o ../bin/mpi-operator/mpi-operator . && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator) && \
 	  rm -rf ../bin/mpi-operator/crd && mkdir -p ../bin/mpi-operator/crd && \
 	  install -m 644 $$src/manifests/base/kubeflow.org_mpijobs.yaml ../bin/mpi-operator/crd/
+	touch $@
 
 # koord-scheduler for `testcluster --koordinator`, from the github.com/koordinator-sh/koordinator module
 # in e2e/koordinator (its own module, with Koordinator's own replace block: Kubernetes 1.35), with every
 # CRD of that release (config/crd/bases: its informers watch them). About 8 minutes cold on 2 cores.
 .PHONY: testcluster-koordinator
-testcluster-koordinator: testcluster
+testcluster-koordinator: testcluster e2e/bin/koordinator/koord-scheduler
+e2e/bin/koordinator/koord-scheduler: $(call gosrc,e2e/koordinator,e2e/koordinator)
 	cd e2e/koordinator && \
 	  $(GO) build -o ../bin/koordinator/koord-scheduler github.com/koordinator-sh/koordinator/cmd/koord-scheduler && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/koordinator-sh/koordinator) && \
 	  rm -rf ../bin/koordinator/crd && mkdir -p ../bin/koordinator/crd && \
 	  install -m 644 $$src/config/crd/bases/*.yaml ../bin/koordinator/crd/
+	touch $@
+
