@@ -53,7 +53,8 @@ clean:
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
 # (measured: docs/figures.md).
 HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
-	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator
+	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator \
+	$(if $(filter 0,$(shell id -u)),testcluster-real-node)
 .PHONY: harness
 harness: $(HARNESS)
 
@@ -157,4 +158,34 @@ e2e/bin/koordinator/koord-scheduler: $(call gosrc,e2e/koordinator,e2e/koordinato
 	  rm -rf ../bin/koordinator/crd && mkdir -p ../bin/koordinator/crd && \
 	  install -m 644 $$src/config/crd/bases/*.yaml ../bin/koordinator/crd/
 	touch $@
+
+# The real node (`testcluster --real-node`, docs/e2e.md): Debian's container runtime and CNI plugins, installed
+# once (apt-get update only when one is missing; nothing to do when all are there), ...
+NODE_PACKAGES := containerd runc containernetworking-plugins iproute2 mount
+.PHONY: node-packages
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -qx 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "apt-get install" $$missing; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; fi
+
+# ... the kubelet at the control plane's release, from k8s.io/kubernetes/cmd/kubelet (e2e/kubelet: its own module),
+# and the node's sandbox ("pause") image: e2e/cmd/pause, a static binary that waits for SIGTERM, packed by
+# e2e/cmd/imagepack as a one-layer image archive that testcluster imports into its containerd.
+.PHONY: kubelet pause-image testcluster-real-node
+kubelet: e2e/bin/kubelet
+e2e/bin/kubelet: $(call gosrc,e2e/kubelet,e2e/kubelet)
+	cd e2e/kubelet && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
+	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
+	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
+	  $(GO) build -ldflags "$$ld" -o ../bin/kubelet k8s.io/kubernetes/cmd/kubelet
+	touch $@
+pause-image: e2e/bin/pause
+e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
+	cd e2e && CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o bin/pause ./cmd/pause
+	touch $@
+
+# Everything `testcluster --real-node` needs. Part of `make test` only where make runs as root (running
+# containers needs root; elsewhere the real-node tests skip with that reason).
+testcluster-real-node: testcluster node-packages kubelet pause-image
 

@@ -76,6 +76,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "testcluster-training-operator": ("training-operator/training-operator",),
     "testcluster-mpi-operator": ("mpi-operator/mpi-operator",),
     "testcluster-koordinator": ("koordinator/koord-scheduler",),
+    "testcluster-real-node": ("kubelet", "pause"),
 }
 
 
