@@ -8,6 +8,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8443
 GO     ?= go
 GO_BIN := $(shell command -v $(GO) 2>/dev/null)
+AS_ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: run test docs bench bench-webhook bench-apiserver install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
 
@@ -24,8 +25,8 @@ run: $(STAMP)
 # Every component of the end-to-end harness is built here, before pytest starts (never inside a test's
 # timeout), wherever go is on PATH; elsewhere the tests that need one skip with that reason. Each build
 # is a file target on its module's go.mod/go.sum, its own Go sources and the go binary: nothing to do
-# when warm (`make -B harness` forces them).
-test: $(STAMP) $(if $(GO_BIN),harness)
+# when warm (`make -B harness` forces them). Where make runs as root, the image too (`make image`, below).
+test: $(STAMP) $(if $(GO_BIN),harness) $(if $(AS_ROOT),image)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # The reference pages generated from the code (docs/reference/), then the site into site/, strictly
@@ -54,7 +55,7 @@ clean:
 # (measured: docs/figures.md).
 HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
 	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator \
-	$(if $(filter 0,$(shell id -u)),testcluster-real-node)
+	$(if $(AS_ROOT),testcluster-real-node)
 .PHONY: harness
 harness: $(HARNESS)
 
@@ -189,3 +190,30 @@ e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
 # containers needs root; elsewhere the real-node tests skip with that reason).
 testcluster-real-node: testcluster node-packages kubelet pause-image
 
+# The webhook/controller image without a registry (docs/image.md): a Debian bookworm root filesystem from Debian's
+# packages (mmdebstrap: python3, python-is-python3), the project's wheel and its webhook extra installed from PyPI
+# at exactly constraints.txt, and the Dockerfile's USER, WORKDIR, ENV, EXPOSE, ENTRYPOINT and CMD, written as an
+# image archive that docker load, podman load, kind load image-archive and ctr images import read.
+VERSION       := $(shell sed -n 's/^version = //p' setup.cfg)
+IMAGE         ?= policylib-webhook:$(VERSION)
+IMAGE_ARCHIVE ?= dist/policylib-webhook-$(VERSION).tar
+DEBIAN_MIRROR ?= http://deb.debian.org/debian
+.PHONY: image image-packages
+image-packages:
+	@dpkg-query -W -f='$${Status}\n' mmdebstrap 2>/dev/null | grep -qx 'install ok installed' || { \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends mmdebstrap; }
+image: $(IMAGE_ARCHIVE)
+$(IMAGE_ARCHIVE): $(STAMP) Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py | image-packages
+	rm -rf build/image && mkdir -p build/image/wheel
+	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
+	  $(BIN)/python -m pip wheel --quiet --no-deps -w build/image/wheel .
+	mmdebstrap --quiet --variant=minbase --include=python3,python-is-python3 \
+	  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+	  --dpkgopt='path-exclude=/usr/share/locale/*' \
+	  --customize-hook='rm -rf "$$1"/var/lib/apt/lists/* "$$1"/var/cache/apt/* "$$1"/var/log/*' \
+	  bookworm build/image/rootfs $(DEBIAN_MIRROR)
+	PIP_CONSTRAINT=constraints.txt $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+	  --target build/image/rootfs/usr/local/lib/python3.11/dist-packages \
+	  "$$(ls build/image/wheel/policylib-*.whl)[webhook]"
+	$(BIN)/python tools/image_archive.py --rootfs build/image/rootfs --dockerfile Dockerfile --ref $(IMAGE) --out $@
