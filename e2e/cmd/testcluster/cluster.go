@@ -137,7 +137,7 @@ func (c *cluster) start(ctx context.Context) error {
 	authn := []string{"--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
 		"--bind-address=127.0.0.1"}
 	c.launch("kube-controller-manager", "controller-manager", append([]string{
-		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + c.operators.controllers(),
+		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + c.controllers(),
 		"--secure-port=" + strconv.Itoa(cmPort), "--profiling=false",
 		// the default 20 QPS makes the ReplicaSet controller the bottleneck of tests that create thousands of pods
 		"--kube-api-qps=100", "--kube-api-burst=200",
@@ -357,6 +357,15 @@ func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 			c.failed <- fmt.Errorf("%s exited: %v", name, err)
 		}
 	}()
+}
+
+// controllers are the controllers kube-controller-manager runs: with a real node, also the endpoint
+// controllers, so that a Service (a webhook's) has the pod IPs of its ready pods as endpoints.
+func (c *cluster) controllers() string {
+	if c.realNode != nil {
+		return c.operators.controllers() + ",endpoints-controller,endpointslice-controller"
+	}
+	return c.operators.controllers()
 }
 
 // stop ends every component: SIGTERM, then SIGKILL after 6 s; then etcd. A real node's pods are deleted

@@ -6,7 +6,7 @@
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
-//	            [--feature-gates GATES] [--real-node]
+//	            [--feature-gates GATES] [--real-node [--image ARCHIVE]...]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
@@ -41,7 +41,7 @@ const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config F
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
-	"[--feature-gates GATES] [--real-node]"
+	"[--feature-gates GATES] [--real-node [--image ARCHIVE]...]"
 
 type options struct {
 	dir             string
@@ -60,6 +60,7 @@ type options struct {
 	koordinator          bool
 	featureGates         string
 	realNode             bool
+	images               crdFiles
 }
 
 func main() {
@@ -95,6 +96,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
+	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into its containerd (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
@@ -147,6 +149,15 @@ func run(args []string) int {
 		if node, err = realNodeBinaries(); err != nil {
 			return fail(2, "%v", err)
 		}
+		for _, image := range o.images {
+			if _, err := os.Stat(image); err != nil {
+				return fail(2, "--image %v", err)
+			}
+			abs, _ := filepath.Abs(image)
+			node.images = append(node.images, abs)
+		}
+	} else if len(o.images) > 0 {
+		return fail(2, "--image needs --real-node; %s", usage)
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {

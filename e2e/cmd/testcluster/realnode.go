@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 )
@@ -59,8 +60,9 @@ type realNodeRecord struct {
 
 type realNode struct {
 	rec     realNodeRecord
-	kubelet string // the kubelet binary
-	pause   string // the pause binary
+	kubelet string   // the kubelet binary
+	pause   string   // the pause binary
+	images  []string // --image: archives imported into containerd's k8s.io namespace
 }
 
 // realNodeBinaries finds what `make testcluster-real-node` builds and installs; a missing one is exit 2.
@@ -142,6 +144,12 @@ func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface
 	}
 	if err := n.importPause(sock); err != nil {
 		return err
+	}
+	for _, image := range n.images {
+		out, err := exec.Command(ctrBinary, "--address", sock, "-n", "k8s.io", "images", "import", image).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr images import %s: %v: %s", image, err, out)
+		}
 	}
 	kcfg, err := n.writeKubeletConfig(sock)
 	if err != nil {
@@ -277,8 +285,9 @@ func (n *realNode) writeKubeletConfig(sock string) (string, error) {
 	return path, os.WriteFile(path, out, 0o644)
 }
 
-// drainRealNode deletes the pods bound to the real node and waits (30 s at most) until the kubelet has
-// stopped them: their sandboxes and network namespaces go the ordinary way while containerd still runs.
+// drainRealNode cordons the real node (so that controllers' replacement pods do not land there), deletes the
+// pods bound to it and waits (30 s at most) until the kubelet has stopped them: their sandboxes and network
+// namespaces go the ordinary way while containerd still runs.
 func (c *cluster) drainRealNode() {
 	client, err := c.client()
 	if err != nil {
@@ -286,6 +295,8 @@ func (c *cluster) drainRealNode() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	cordon := []byte(`{"spec":{"unschedulable":true}}`)
+	_, _ = client.CoreV1().Nodes().Patch(ctx, realNodeName, types.StrategicMergePatchType, cordon, metav1.PatchOptions{})
 	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNodeName}
 	grace := int64(1)
 	pods, err := client.CoreV1().Pods("").List(ctx, sel)
