@@ -190,7 +190,7 @@ e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
 # containers needs root; elsewhere the real-node tests skip with that reason).
 testcluster-real-node: testcluster node-packages kubelet pause-image
 
-# The webhook/controller image without a registry (docs/image.md): a Debian bookworm root filesystem from Debian's
+# The webhook/controller image without a registry (docs/install.md, "The image without a registry"): a Debian bookworm root filesystem from Debian's
 # packages (mmdebstrap: python3, python-is-python3), the project's wheel and its webhook extra installed from PyPI
 # at exactly constraints.txt, and the Dockerfile's USER, WORKDIR, ENV, EXPOSE, ENTRYPOINT and CMD, written as an
 # image archive that docker load, podman load, kind load image-archive and ctr images import read.
