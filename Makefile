@@ -204,15 +204,19 @@ image-packages:
 	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends mmdebstrap; }
 image: $(IMAGE_ARCHIVE)
-$(IMAGE_ARCHIVE): $(STAMP) Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py | image-packages
-	rm -rf build/image && mkdir -p build/image/wheel
-	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
-	  $(BIN)/python -m pip wheel --quiet --no-deps -w build/image/wheel .
-	mmdebstrap --quiet --variant=minbase --include=python3,python-is-python3 \
+# The Debian part, made once (it changes only with this recipe: `rm build/image-base.tar` to refresh it).
+build/image-base.tar: | image-packages
+	mkdir -p build
+	mmdebstrap --quiet --format=tar --variant=minbase --include=python3,python-is-python3 \
 	  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
 	  --dpkgopt='path-exclude=/usr/share/locale/*' \
 	  --customize-hook='rm -rf "$$1"/var/lib/apt/lists/* "$$1"/var/cache/apt/* "$$1"/var/log/*' \
-	  bookworm build/image/rootfs $(DEBIAN_MIRROR)
+	  bookworm $@.tmp $(DEBIAN_MIRROR) && mv $@.tmp $@
+$(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py
+	rm -rf build/image && mkdir -p build/image/wheel build/image/rootfs
+	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
+	  $(BIN)/python -m pip wheel --quiet --no-deps -w build/image/wheel .
+	tar -C build/image/rootfs -xf build/image-base.tar
 	PIP_CONSTRAINT=constraints.txt $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
 	  --target build/image/rootfs/usr/local/lib/python3.11/dist-packages \
 	  "$$(ls build/image/wheel/policylib-*.whl)[webhook]"
