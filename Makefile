@@ -6,6 +6,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 HOST   ?= 127.0.0.1
 PORT   ?= 8443
+GO     ?= go
+GO_BIN := $(shell command -v $(GO) 2>/dev/null)
+AS_ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm
 
@@ -19,7 +22,11 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/python -m webhook run-local --cert-dir certs --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
+# Every component of the end-to-end harness is built here, before pytest starts (never inside a test's
+# timeout), wherever go is on PATH; elsewhere the tests that need one skip with that reason. Each build
+# is a file target on its module's go.mod/go.sum, its own Go sources and the go binary: nothing to do
+# when warm (`make -B harness` forces them). Where make runs as root, the image too (`make image`, below).
+test: $(STAMP) $(if $(GO_BIN),harness) $(if $(AS_ROOT),image)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # A release: the sdist, and the wheel built from it, by python -m build in an isolated environment
@@ -59,33 +66,48 @@ clean:
 # The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
 # (measured: docs/figures.md).
-GO ?= go
-testcluster:
+HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
+	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator \
+	$(if $(AS_ROOT),testcluster-real-node)
+.PHONY: harness
+harness: $(HARNESS)
+
+# What a build depends on: its module's go.mod and go.sum ($(1)), the .go files under $(2), the go binary.
+gosrc = $(1)/go.mod $(1)/go.sum $(shell find $(2) -name '*.go' 2>/dev/null) $(GO_BIN)
+
+testcluster: e2e/bin/testcluster e2e/bin/kubectl
+e2e/bin/testcluster e2e/bin/kubectl &: $(call gosrc,e2e,e2e/cmd/testcluster)
 	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
 	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
 	  $(GO) build -ldflags "$$ld" -o bin/testcluster ./cmd/testcluster && \
 	  $(GO) build -ldflags "$$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+	touch e2e/bin/testcluster e2e/bin/kubectl
 
 # The floor of bench/bench_apiserver.py: a webhook on Go's standard library that admits everything
 # unchanged (e2e/cmd/noopwebhook; seconds to build, no dependency).
-noop-webhook:
+noop-webhook: e2e/bin/noopwebhook
+e2e/bin/noopwebhook: $(call gosrc,e2e,e2e/cmd/noopwebhook)
 	cd e2e && $(GO) build -o bin/noopwebhook ./cmd/noopwebhook
+	touch $@
 
 # `testcluster --coscheduling` runs a second scheduler: kube-scheduler with the Coscheduling plugin,
 # from the sigs.k8s.io/scheduler-plugins module in e2e/coscheduling (its own module: Kubernetes 1.34).
 # It reports the Kubernetes version it is built on (its compatibility checks need one).
-testcluster-coscheduling: testcluster
+testcluster-coscheduling: testcluster e2e/bin/scheduler-plugins-scheduler
+e2e/bin/scheduler-plugins-scheduler: $(call gosrc,e2e/coscheduling,e2e/coscheduling)
 	cd e2e/coscheduling && v=$$($(GO) list -m -f '{{with .Replace}}{{.Version}}{{else}}{{.Version}}{{end}}' k8s.io/kubernetes) && \
 	  m=$${v#v} && ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
 	  $(GO) build -ldflags "$$ld" -o ../bin/scheduler-plugins-scheduler sigs.k8s.io/scheduler-plugins/cmd/scheduler
+	touch $@
 
 # Volcano's scheduler, controller manager and admission webhooks for `testcluster --volcano`, from
 # the volcano.sh/volcano module (e2e/volcano/go.mod says which release and why), with the CRDs and
 # ValidatingAdmissionPolicies of that release's module. Its own module (Kubernetes 1.34), so
 # separate binaries in e2e/bin/volcano/ that testcluster starts. Many minutes cold on 2 cores.
-testcluster-volcano: testcluster
+testcluster-volcano: testcluster e2e/bin/volcano/vc-scheduler
+e2e/bin/volcano/vc-scheduler: $(call gosrc,e2e/volcano,e2e/volcano)
 	cd e2e/volcano && v=$$($(GO) list -m -f '{{.Version}}' volcano.sh/volcano) && \
 	  for c in scheduler controller-manager webhook-manager; do \
 	    CGO_ENABLED=0 $(GO) build -ldflags "-X volcano.sh/volcano/pkg/version.Version=$$v" \
@@ -94,16 +116,19 @@ testcluster-volcano: testcluster
 	  rm -rf ../bin/volcano/crd ../bin/volcano/policy && mkdir -p ../bin/volcano/crd ../bin/volcano/policy && \
 	  install -m 644 $$src/config/crd/volcano/bases/*.yaml ../bin/volcano/crd/ && \
 	  install -m 644 $$src/installer/helm/chart/volcano/policy/*.yaml ../bin/volcano/policy/
+	touch $@
 
 # helm, for the chart's tests (charts/policylib; docs/helm.md): its own module, e2e/helm/go.mod pins the
-# release. About 3 minutes cold on 2 cores, seconds warm. The tests run this target themselves.
-helm:
+# release. About 3 minutes cold on 2 cores, nothing to do warm. `make test` builds it first.
+helm: e2e/bin/helm
+e2e/bin/helm: $(call gosrc,e2e/helm,e2e/helm)
 	cd e2e/helm && v=$$($(GO) list -m -f '{{.Version}}' helm.sh/helm/v3) && \
 	  k=$$($(GO) list -m -f '{{.Version}}' k8s.io/client-go) && k=$${k#v0.} && \
 	  ld="-X helm.sh/helm/v3/internal/version.version=$$v -X helm.sh/helm/v3/internal/version.metadata=" && \
 	  for p in pkg/lint/rules pkg/chartutil; do \
 	    ld="$$ld -X helm.sh/helm/v3/$$p.k8sVersionMajor=1 -X helm.sh/helm/v3/$$p.k8sVersionMinor=$${k%%.*}"; done && \
 	  $(GO) build -ldflags "$$ld" -o ../bin/helm helm.sh/helm/v3/cmd/helm
+	touch $@
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
@@ -112,32 +137,100 @@ e2e: $(STAMP) testcluster
 # github.com/kubeflow/training-operator module in e2e/training-operator (its own module), with the CRDs
 # of that release's module (manifests/base/crds). About 4 minutes cold on 2 cores.
 .PHONY: testcluster-training-operator
-testcluster-training-operator: testcluster
+testcluster-training-operator: testcluster e2e/bin/training-operator/training-operator
+e2e/bin/training-operator/training-operator: $(call gosrc,e2e/training-operator,e2e/training-operator)
 	cd e2e/training-operator && \
 	  $(GO) build -o ../bin/training-operator/training-operator github.com/kubeflow/training-operator/cmd/training-operator.v1 && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/training-operator) && \
 	  rm -rf ../bin/training-operator/crd && mkdir -p ../bin/training-operator/crd && \
 	  install -m 644 $$src/manifests/base/crds/kubeflow.org_tfjobs.yaml $$src/manifests/base/crds/kubeflow.org_pytorchjobs.yaml \
 	    ../bin/training-operator/crd/
+	touch $@
 
 # The MPI Operator (MPIJob kubeflow.org/v2beta1) for `testcluster --mpi-operator`: its own controller
 # from the github.com/kubeflow/mpi-operator module, run by e2e/mpi-operator/main.go (its cmd serves
 # /healthz on the fixed port 8080), with that release's MPIJob CRD. About 5 minutes cold on 2 cores.
 .PHONY: testcluster-mpi-operator
-testcluster-mpi-operator: testcluster
+testcluster-mpi-operator: testcluster e2e/bin/mpi-operator/mpi-operator
+e2e/bin/mpi-operator/mpi-operator: $(call gosrc,e2e/mpi-operator,e2e/mpi-operator)
 	cd e2e/mpi-operator && \
 	  $(GO) build -o ../bin/mpi-operator/mpi-operator . && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator) && \
 	  rm -rf ../bin/mpi-operator/crd && mkdir -p ../bin/mpi-operator/crd && \
 	  install -m 644 $$src/manifests/base/kubeflow.org_mpijobs.yaml ../bin/mpi-operator/crd/
+	touch $@
 
 # koord-scheduler for `testcluster --koordinator`, from the github.com/koordinator-sh/koordinator module
 # in e2e/koordinator (its own module, with Koordinator's own replace block: Kubernetes 1.35), with every
 # CRD of that release (config/crd/bases: its informers watch them). About 8 minutes cold on 2 cores.
 .PHONY: testcluster-koordinator
-testcluster-koordinator: testcluster
+testcluster-koordinator: testcluster e2e/bin/koordinator/koord-scheduler
+e2e/bin/koordinator/koord-scheduler: $(call gosrc,e2e/koordinator,e2e/koordinator)
 	cd e2e/koordinator && \
 	  $(GO) build -o ../bin/koordinator/koord-scheduler github.com/koordinator-sh/koordinator/cmd/koord-scheduler && \
 	  src=$$($(GO) list -m -f '{{.Dir}}' github.com/koordinator-sh/koordinator) && \
 	  rm -rf ../bin/koordinator/crd && mkdir -p ../bin/koordinator/crd && \
 	  install -m 644 $$src/config/crd/bases/*.yaml ../bin/koordinator/crd/
+	touch $@
+
+# The real node (`testcluster --real-node`, docs/e2e.md): Debian's container runtime and CNI plugins, installed
+# once (apt-get update only when one is missing; nothing to do when all are there), ...
+NODE_PACKAGES := containerd runc containernetworking-plugins iproute2 mount
+.PHONY: node-packages
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -qx 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then echo "apt-get install" $$missing; \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends $$missing; fi
+
+# ... the kubelet at the control plane's release, from k8s.io/kubernetes/cmd/kubelet (e2e/kubelet: its own module),
+# and the node's sandbox ("pause") image: e2e/cmd/pause, a static binary that waits for SIGTERM, packed by
+# e2e/cmd/imagepack as a one-layer image archive that testcluster imports into its containerd.
+.PHONY: kubelet pause-image testcluster-real-node
+kubelet: e2e/bin/kubelet
+e2e/bin/kubelet: $(call gosrc,e2e/kubelet,e2e/kubelet)
+	cd e2e/kubelet && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
+	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
+	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
+	  $(GO) build -ldflags "$$ld" -o ../bin/kubelet k8s.io/kubernetes/cmd/kubelet
+	touch $@
+pause-image: e2e/bin/pause
+e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
+	cd e2e && CGO_ENABLED=0 $(GO) build -ldflags '-s -w' -o bin/pause ./cmd/pause
+	touch $@
+
+# Everything `testcluster --real-node` needs. Part of `make test` only where make runs as root (running
+# containers needs root; elsewhere the real-node tests skip with that reason).
+testcluster-real-node: testcluster node-packages kubelet pause-image
+
+# The webhook/controller image without a registry (docs/install.md, "The image without a registry"): a Debian bookworm root filesystem from Debian's
+# packages (mmdebstrap: python3, python-is-python3), the project's wheel and its webhook extra installed from PyPI
+# at exactly constraints.txt, and the Dockerfile's USER, WORKDIR, ENV, EXPOSE, ENTRYPOINT and CMD, written as an
+# image archive that docker load, podman load, kind load image-archive and ctr images import read.
+VERSION       := $(shell sed -n 's/^version = //p' setup.cfg)
+IMAGE         ?= policylib-webhook:$(VERSION)
+IMAGE_ARCHIVE ?= dist/policylib-webhook-$(VERSION).tar
+DEBIAN_MIRROR ?= http://deb.debian.org/debian
+.PHONY: image image-packages
+image-packages:
+	@dpkg-query -W -f='$${Status}\n' mmdebstrap 2>/dev/null | grep -qx 'install ok installed' || { \
+	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends mmdebstrap; }
+image: $(IMAGE_ARCHIVE)
+# The Debian part, made once (it changes only with this recipe: `rm build/image-base.tar` to refresh it).
+build/image-base.tar: | image-packages
+	mkdir -p build
+	mmdebstrap --quiet --format=tar --variant=minbase --include=python3,python-is-python3 \
+	  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+	  --dpkgopt='path-exclude=/usr/share/locale/*' \
+	  --customize-hook='rm -rf "$$1"/var/lib/apt/lists/* "$$1"/var/cache/apt/* "$$1"/var/log/*' \
+	  bookworm $@.tmp $(DEBIAN_MIRROR) && mv $@.tmp $@
+$(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py
+	rm -rf build/image && mkdir -p build/image/wheel build/image/rootfs
+	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
+	  $(BIN)/python -m pip wheel --quiet --no-deps -w build/image/wheel .
+	tar -C build/image/rootfs -xf build/image-base.tar
+	PIP_CONSTRAINT=constraints.txt $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
+	  --target build/image/rootfs/usr/local/lib/python3.11/dist-packages \
+	  "$$(ls build/image/wheel/policylib-*.whl)[webhook]"
+	$(BIN)/python tools/image_archive.py --rootfs build/image/rootfs --dockerfile Dockerfile --ref $(IMAGE) --out $@

@@ -11,7 +11,7 @@ import yaml
 
 from policylib.check import check
 
-from .harness import NODE_GROUP_LABEL, ROOT, Cluster, bound, build_harness, node_list, scheduling_failures, wait_for
+from .harness import NODE_GROUP_LABEL, ROOT, Cluster, bound, node_list, require_built, scheduling_failures, wait_for
 
 GROUP = NODE_GROUP_LABEL
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -55,9 +55,9 @@ def podgroup_crd() -> Path:
 
 
 def start_cluster(tmp: Path, *flags: str, targets: tuple[str, ...]) -> Cluster:
-    """Build each make target (a failed build fails the tests) and start a cluster with ``flags``."""
+    """Check what each make target builds is there (a missing one fails the tests) and start a cluster with ``flags``."""
     for target in targets:
-        build_harness(target)
+        require_built(target)
     return Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=flags)
 
 

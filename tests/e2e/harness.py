@@ -1,4 +1,4 @@
-"""The end-to-end harness seen from Python: build and run ``e2e/bin/testcluster``, kubectl against
+"""The end-to-end harness seen from Python: run ``e2e/bin/testcluster`` (built by ``make testcluster``), kubectl against
 it, local webhook processes registered with the real API server, and polling with deadlines.
 
 Nothing here sleeps to synchronise: every wait polls a condition until a deadline and fails with
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,15 +65,28 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def build_harness(target: str = "testcluster") -> float:
-    """``make testcluster`` (or another target, e.g. testcluster-volcano; the Go build cache is reused);
-    returns the seconds it took."""
-    start = time.monotonic()
-    run = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), target],
-                         capture_output=True, text=True, timeout=3600)
-    if run.returncode != 0:
-        raise AssertionError(f"make {target} failed ({run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-8000:]}")
-    return time.monotonic() - start
+#: The files each make target builds under e2e/bin. ``make test`` runs every one of these targets before
+#: pytest starts (wherever go is on PATH), so no build ever runs inside a test's timeout.
+BUILT_BY: dict[str, tuple[str, ...]] = {
+    "testcluster": ("testcluster", "kubectl"),
+    "noop-webhook": ("noopwebhook",),
+    "helm": ("helm",),
+    "testcluster-coscheduling": ("scheduler-plugins-scheduler",),
+    "testcluster-volcano": ("volcano/vc-scheduler", "volcano/vc-controller-manager", "volcano/vc-webhook-manager"),
+    "testcluster-training-operator": ("training-operator/training-operator",),
+    "testcluster-mpi-operator": ("mpi-operator/mpi-operator",),
+    "testcluster-koordinator": ("koordinator/koord-scheduler",),
+    "testcluster-real-node": ("kubelet", "pause"),
+}
+
+
+def require_built(target: str = "testcluster") -> None:
+    """Fails (never skips: go is on PATH wherever the e2e tests run) when what ``make target`` builds is
+    missing, naming the target; it never builds anything itself."""
+    missing = [name for name in BUILT_BY[target] if not (E2E / "bin" / name).is_file()]
+    if missing:
+        pytest.fail(f"e2e/bin/{', e2e/bin/'.join(missing)} missing: `make {target}` builds it "
+                    "(`make test` builds every harness component before pytest starts)", pytrace=False)
 
 
 class Cluster:

@@ -10,13 +10,13 @@ import pytest
 
 from bench import bench_apiserver
 
-from .harness import build_harness
+from .harness import require_built
 
 pytestmark = pytest.mark.timeout(900)
 
 
 def test_bench_apiserver_smoke(cluster, tmp_path):
-    build_harness("noop-webhook")
+    require_built("noop-webhook")
     args = bench_apiserver.parse_args(["--smoke", "--replicas", "0"])
     report, figures = bench_apiserver.run(cluster, args, tmp_path)
     for arm in ("none", "noop", "policylib"):

@@ -23,10 +23,10 @@ from .harness import (
     Cluster,
     Timeout,
     bound,
-    build_harness,
     gang_webhook_and_controller,
     node_list,
     refused,
+    require_built,
     scheduling_failures,
     wait_for,
 )
@@ -55,7 +55,7 @@ def cosched(harness_built, tmp_path_factory):
     """Its own cluster with the Coscheduling scheduler; the gang webhook and the controller running."""
     if not SHARED.is_dir():
         pytest.skip("../shared/ (the scheduler-plugins PodGroup and Kubeflow TFJob CRDs) is not beside the project")
-    build_harness("testcluster-coscheduling")   # a failed build fails the tests
+    require_built("testcluster-coscheduling")   # a missing binary fails the tests
     tmp = tmp_path_factory.mktemp("coscheduling")
     nodes = tmp / "nodes.yaml"
     nodes.write_text(yaml.safe_dump(node_list(NODE_GROUPS)))
@@ -276,7 +276,7 @@ def test_bad_crd_file_is_one_line_and_exit_2(harness_built, tmp_path, name):
 
 
 def test_coscheduling_without_the_podgroup_crd_is_exit_2(harness_built, tmp_path):
-    build_harness("testcluster-coscheduling")
+    require_built("testcluster-coscheduling")
     assert refused("--dir", str(tmp_path / "c"), "--coscheduling") == (
         "testcluster: error: --coscheduling: the Coscheduling plugin watches "
         "podgroups.scheduling.x-k8s.io: pass its CRD with --crd FILE (scheduler-plugins' "

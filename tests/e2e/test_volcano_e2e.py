@@ -18,7 +18,7 @@ from itertools import count
 import pytest
 import yaml
 
-from .harness import ROOT, SHARED, Cluster, Webhook, build_harness, refused, wait_for
+from .harness import ROOT, SHARED, Cluster, Webhook, refused, require_built, wait_for
 from .util import POLICYLIB
 
 EXAMPLES = SHARED / "examples" / "volcano"
@@ -89,7 +89,7 @@ def discovery_configmap() -> dict:
 @pytest.fixture(scope="module")
 def volcano(harness_built, tmp_path_factory) -> Cluster:
     """The cluster with Volcano; ``make testcluster-volcano`` first (a failed build fails the tests)."""
-    build_harness("testcluster-volcano")
+    require_built("testcluster-volcano")
     tmp = tmp_path_factory.mktemp("volcano-cluster")
     nodes = tmp / "nodes.yaml"
     nodes.write_text(yaml.safe_dump(nodes_list()))
@@ -530,7 +530,8 @@ def test_job_level_restart_partition_acts_where_volcano_vap_is_off(volcano_witho
                          "--dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] "
                          "[--volcano [--volcano-vap] [--volcano-dir DIR]] [--training-operator [--training-operator-gang "
                              "volcano|scheduler-plugins|none]] [--mpi-operator [--mpi-operator-gang "
-                             "volcano|scheduler-plugins|none]] [--koordinator] [--feature-gates GATES]"),
+                             "volcano|scheduler-plugins|none]] [--koordinator] [--feature-gates GATES] "
+                             "[--real-node [--image ARCHIVE]...]"),
 ])
 def test_volcano_flag_errors_are_one_line_and_exit_2(harness_built, tmp_path, args, message):
     assert refused("--dir", str(tmp_path / "c"), *args) == message

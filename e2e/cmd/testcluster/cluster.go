@@ -46,6 +46,7 @@ type cluster struct {
 	coschedulingPath string                       // --coscheduling: the scheduler-plugins scheduler
 	volcano          *volcanoOptions              // --volcano
 	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --feature-gates
+	realNode         *realNode                    // --real-node
 	failed           chan error
 
 	etcd       *embed.Etcd
@@ -136,7 +137,7 @@ func (c *cluster) start(ctx context.Context) error {
 	authn := []string{"--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
 		"--bind-address=127.0.0.1"}
 	c.launch("kube-controller-manager", "controller-manager", append([]string{
-		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + c.operators.controllers(),
+		"--kubeconfig=" + c.kubeconfig, "--leader-elect=false", "--controllers=" + c.controllers(),
 		"--secure-port=" + strconv.Itoa(cmPort), "--profiling=false",
 		// the default 20 QPS makes the ReplicaSet controller the bottleneck of tests that create thousands of pods
 		"--kube-api-qps=100", "--kube-api-burst=200",
@@ -152,7 +153,7 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := createNodes(ctx, client, c.nodes); err != nil {
 		return fmt.Errorf("nodes: %v", err)
 	}
-	if err := runFakeKubelet(ctx, client); err != nil {
+	if err := runFakeKubelet(ctx, client, realNodeName); err != nil {
 		return err
 	}
 	healthz := map[string]int{"kube-scheduler": schedulerPort, "kube-controller-manager": cmPort}
@@ -169,6 +170,11 @@ func (c *cluster) start(ctx context.Context) error {
 	for name, port := range healthz {
 		if err := waitHealthy(ctx, name, port, 2*time.Minute); err != nil {
 			return err
+		}
+	}
+	if c.realNode != nil {
+		if err := c.startRealNode(ctx, client); err != nil {
+			return fmt.Errorf("real node: %v", err)
 		}
 	}
 	if c.volcano != nil {
@@ -353,8 +359,21 @@ func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 	}()
 }
 
-// stop ends every component: SIGTERM, then SIGKILL after 6 s; then etcd.
+// controllers are the controllers kube-controller-manager runs: with a real node, also the endpoint
+// controllers, so that a Service (a webhook's) has the pod IPs of its ready pods as endpoints.
+func (c *cluster) controllers() string {
+	if c.realNode != nil {
+		return c.operators.controllers() + ",endpoints-controller,endpointslice-controller"
+	}
+	return c.operators.controllers()
+}
+
+// stop ends every component: SIGTERM, then SIGKILL after 6 s; then etcd. A real node's pods are deleted
+// first (while its kubelet and the API server run), and what is left of it is removed last.
 func (c *cluster) stop() {
+	if c.realNode != nil && c.realNode.rec.PID != 0 {
+		c.drainRealNode()
+	}
 	c.mu.Lock()
 	c.stopping = true
 	procs := make([]*process, 0, len(c.components))
@@ -378,6 +397,9 @@ func (c *cluster) stop() {
 		case <-done:
 		case <-time.After(2 * time.Second):
 		}
+	}
+	if c.realNode != nil && c.realNode.rec.PID != 0 {
+		removeRealNode(c.realNode.rec)
 	}
 }
 

@@ -6,7 +6,7 @@
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
-//	            [--feature-gates GATES]
+//	            [--feature-gates GATES] [--real-node [--image ARCHIVE]...]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
@@ -14,7 +14,10 @@
 // the binaries `make testcluster-volcano` builds into bin/volcano/. --training-operator,
 // --mpi-operator and --koordinator run Kubeflow training-operator, the MPI Operator and
 // koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates to the API
-// server, kube-scheduler and kube-controller-manager (operators.go).
+// server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
+// real-0, with the real kubelet and Debian's containerd (realnode.go; built and installed by `make
+// testcluster-real-node`); stop removes everything it put on the machine, and so does the next
+// --real-node start for a harness that was killed.
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -38,7 +41,7 @@ const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config F
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
-	"[--feature-gates GATES]"
+	"[--feature-gates GATES] [--real-node [--image ARCHIVE]...]"
 
 type options struct {
 	dir             string
@@ -56,6 +59,8 @@ type options struct {
 	mpiOperatorGang      string
 	koordinator          bool
 	featureGates         string
+	realNode             bool
+	images               crdFiles
 }
 
 func main() {
@@ -90,6 +95,8 @@ func run(args []string) int {
 	fs.StringVar(&o.mpiOperatorGang, "mpi-operator-gang", "", "with --mpi-operator: its gang scheduler (--gang-scheduling), volcano|scheduler-plugins|none")
 	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
+	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
+	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into its containerd (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
@@ -137,6 +144,21 @@ func run(args []string) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
+	var node *realNode
+	if o.realNode {
+		if node, err = realNodeBinaries(); err != nil {
+			return fail(2, "%v", err)
+		}
+		for _, image := range o.images {
+			if _, err := os.Stat(image); err != nil {
+				return fail(2, "--image %v", err)
+			}
+			abs, _ := filepath.Abs(image)
+			node.images = append(node.images, abs)
+		}
+	} else if len(o.images) > 0 {
+		return fail(2, "--image needs --real-node; %s", usage)
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return fail(2, "--dir %q: %v", o.dir, err)
@@ -151,7 +173,7 @@ func run(args []string) int {
 	defer cancel()
 
 	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		volcano: volcano, operators: operators, failed: make(chan error, 4)}
+		volcano: volcano, operators: operators, realNode: node, failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {

@@ -1,0 +1,665 @@
+package main
+
+// --real-node: one Node run by the real kubelet (the control plane's release, `make kubelet`) and Debian's
+// containerd and runc (`make node-packages`), next to the fake nodes. Everything it creates on the machine is
+// named after this process (its pid) and recorded in /run/testcluster/<pid>/record.json, so that stop, or the
+// next --real-node start after this process was killed, removes all of it: processes, mounts, network
+// namespaces, veths and routes, cgroups, CNI state, and the kernel settings the kubelet changes.
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	realNodeName = "real-0"
+	realNodeZone = "zone-real"
+	// PauseImage is the sandbox image every pod of the real node starts with (e2e/cmd/pause).
+	pauseImage  = "testcluster.local/pause:1"
+	registryDir = "/run/testcluster"
+	cgroupFS    = "/sys/fs/cgroup"
+	sysctlFile  = registryDir + "/sysctl.json"
+	containerd  = "/usr/bin/containerd"
+	ctrBinary   = "/usr/bin/ctr"
+	cniBinDir   = "/usr/lib/cni"
+)
+
+// The kernel settings the kubelet sets at start (kernel.panic=10, kernel.panic_on_oops=1,
+// vm.overcommit_memory=1): saved by the first real node and restored when the last one stops.
+var kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}
+
+// realNodeRecord is what one --real-node harness created, by name: enough to remove it all.
+type realNodeRecord struct {
+	PID     int    `json:"pid"`
+	Node    string `json:"node"`
+	Run     string `json:"run"`     // sockets, containerd's state (netns mounts), the kubelet's root
+	State   string `json:"state"`   // containerd's root (images, snapshots), configs, logs
+	Cgroup  string `json:"cgroup"`  // the kubelet's cgroupRoot, in every v1 hierarchy
+	Subnet  string `json:"subnet"`  // the pods' /24 (ptp + host-local)
+	Network string `json:"network"` // the CNI network's name
+	NodeIP  string `json:"nodeIP"`
+}
+
+type realNode struct {
+	rec     realNodeRecord
+	kubelet string   // the kubelet binary
+	pause   string   // the pause binary
+	images  []string // --image: archives imported into containerd's k8s.io namespace
+}
+
+// realNodeBinaries finds what `make testcluster-real-node` builds and installs; a missing one is exit 2.
+func realNodeBinaries() (*realNode, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	bin := filepath.Dir(self)
+	n := &realNode{kubelet: filepath.Join(bin, "kubelet"), pause: filepath.Join(bin, "pause")}
+	for _, p := range []string{n.kubelet, n.pause} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--real-node: %s is missing: `make testcluster-real-node` builds it", p)
+		}
+	}
+	for _, p := range []string{containerd, ctrBinary, "/usr/sbin/runc", "/usr/bin/containerd-shim-runc-v2",
+		filepath.Join(cniBinDir, "ptp"), filepath.Join(cniBinDir, "host-local"), filepath.Join(cniBinDir, "loopback")} {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("--real-node: %s is missing: `make node-packages` installs it (containerd, runc, "+
+				"containernetworking-plugins)", p)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return nil, fmt.Errorf("--real-node: running containers needs root")
+	}
+	return n, nil
+}
+
+// startRealNode removes what killed harnesses left, then starts containerd and the kubelet and waits for
+// the Node to be Ready.
+func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface) error {
+	n := c.realNode
+	if err := os.MkdirAll(registryDir, 0o755); err != nil {
+		return err
+	}
+	sweepDeadRealNodes()
+	pid := os.Getpid()
+	ip, err := nodeIP()
+	if err != nil {
+		return err
+	}
+	subnet, err := freeSubnet(pid)
+	if err != nil {
+		return err
+	}
+	n.rec = realNodeRecord{PID: pid, Node: realNodeName, Run: filepath.Join(registryDir, strconv.Itoa(pid)),
+		State: filepath.Join(c.dir, "real-node"), Cgroup: fmt.Sprintf("testcluster-%d", pid), Subnet: subnet,
+		Network: fmt.Sprintf("testcluster-%d", pid), NodeIP: ip}
+	r := n.rec
+	for _, d := range []string{r.Run, filepath.Join(r.State, "cni"), filepath.Join(r.State, "containerd")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	if err := saveSysctls(); err != nil {
+		return err
+	}
+	record, _ := json.MarshalIndent(r, "", "  ")
+	if err := os.WriteFile(filepath.Join(r.Run, "record.json"), record, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(c.dir, "real-node.json"), record, 0o644); err != nil {
+		return err
+	}
+	if err := makeCgroupRoot(r.Cgroup); err != nil {
+		return fmt.Errorf("cgroup %s: %v", r.Cgroup, err)
+	}
+	sock := filepath.Join(r.Run, "containerd.sock")
+	cfg, err := n.writeContainerdConfig(sock)
+	if err != nil {
+		return err
+	}
+	c.launchExec("containerd", containerd, []string{"--config", cfg})
+	if err := poll(ctx, 200*time.Millisecond, time.Minute, func() (bool, error) {
+		out, err := exec.Command(ctrBinary, "--address", sock, "version").CombinedOutput()
+		return err == nil, fmt.Errorf("%v: %s", err, out)
+	}); err != nil {
+		return fmt.Errorf("containerd not answering: %v", err)
+	}
+	if err := n.importPause(sock); err != nil {
+		return err
+	}
+	for _, image := range n.images {
+		out, err := exec.Command(ctrBinary, "--address", sock, "-n", "k8s.io", "images", "import", image).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("ctr images import %s: %v: %s", image, err, out)
+		}
+	}
+	kcfg, err := n.writeKubeletConfig(sock)
+	if err != nil {
+		return err
+	}
+	c.launchExec("kubelet", n.kubelet, []string{
+		"--config=" + kcfg, "--kubeconfig=" + c.kubeconfig, "--root-dir=" + filepath.Join(r.Run, "kubelet"),
+		"--cert-dir=" + filepath.Join(r.State, "kubelet-pki"), "--hostname-override=" + r.Node, "--node-ip=" + r.NodeIP,
+		"--node-labels=topology.kubernetes.io/zone=" + realNodeZone,
+	})
+	err = poll(ctx, 500*time.Millisecond, 3*time.Minute, func() (bool, error) {
+		node, err := client.CoreV1().Nodes().Get(ctx, r.Node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, fmt.Errorf("Ready=%s: %s", cond.Status, cond.Message)
+			}
+		}
+		return false, fmt.Errorf("no Ready condition yet")
+	})
+	if err != nil {
+		return fmt.Errorf("node %s not Ready: %v", r.Node, err)
+	}
+	return nil
+}
+
+func (n *realNode) writeContainerdConfig(sock string) (string, error) {
+	r := n.rec
+	cni := map[string]interface{}{
+		"cniVersion": "0.4.0", "name": r.Network,
+		"plugins": []interface{}{map[string]interface{}{
+			"type": "ptp", "ipMasq": false,
+			"ipam": map[string]interface{}{"type": "host-local", "dataDir": filepath.Join(r.State, "cni", "ipam"),
+				"ranges": [][]map[string]string{{{"subnet": r.Subnet}}}},
+		}},
+	}
+	conf, _ := json.MarshalIndent(cni, "", "  ")
+	confDir := filepath.Join(r.State, "cni", "net.d")
+	if err := os.MkdirAll(confDir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(confDir, "10-testcluster.conflist"), conf, 0o644); err != nil {
+		return "", err
+	}
+	toml := fmt.Sprintf(`version = 2
+root = %q
+state = %q
+disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.internal.v1.tracing", "io.containerd.tracing.processor.v1.otlp"]
+
+[grpc]
+  address = %q
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = %q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = %q
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        Root = %q
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = %q
+    conf_dir = %q
+`, filepath.Join(r.State, "containerd", "root"), filepath.Join(r.Run, "containerd"), sock,
+		filepath.Join(r.State, "containerd", "opt"), pauseImage, filepath.Join(r.Run, "runc"), cniBinDir, confDir)
+	path := filepath.Join(r.State, "containerd.toml")
+	return path, os.WriteFile(path, []byte(toml), 0o644)
+}
+
+// importPause packs the pause binary as a one-layer image and imports it into containerd's k8s.io namespace.
+func (n *realNode) importPause(sock string) error {
+	data, err := os.ReadFile(n.pause)
+	if err != nil {
+		return err
+	}
+	archive := filepath.Join(n.rec.State, "pause.tar")
+	if err := writeImageArchive(archive, pauseImage, []imageFile{{path: "pause", mode: 0o755, data: data}},
+		[]string{"/pause"}, ""); err != nil {
+		return fmt.Errorf("pause image: %v", err)
+	}
+	out, err := exec.Command(ctrBinary, "--address", sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr images import %s: %v: %s", archive, err, out)
+	}
+	return nil
+}
+
+func (n *realNode) writeKubeletConfig(sock string) (string, error) {
+	r := n.rec
+	ports, err := freePorts(2)
+	if err != nil {
+		return "", err
+	}
+	cfg := map[string]interface{}{
+		"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
+		"containerRuntimeEndpoint": "unix://" + sock, "imageServiceEndpoint": "unix://" + sock,
+		// this machine's cgroups are v1 (hybrid); 1.35+ refuses v1 unless told
+		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "cgroupRoot": "/" + r.Cgroup,
+		"cgroupsPerQOS": true, "enforceNodeAllocatable": []string{"pods"},
+		"failSwapOn": false, "protectKernelDefaults": false,
+		"address": r.NodeIP, "port": ports[0], "readOnlyPort": 0,
+		"healthzBindAddress": "127.0.0.1", "healthzPort": ports[1],
+		"authentication": map[string]interface{}{"anonymous": map[string]bool{"enabled": true},
+			"webhook": map[string]bool{"enabled": false}},
+		"authorization":      map[string]string{"mode": "AlwaysAllow"},
+		"resolvConf":         "",
+		"podLogsDir":         filepath.Join(r.State, "pod-logs"),
+		"volumePluginDir":    filepath.Join(r.State, "volume-plugins"),
+		"rotateCertificates": false,
+		// the images are imported, never pulled: never collect them
+		"imageGCHighThresholdPercent": 100, "imageGCLowThresholdPercent": 99,
+		"evictionHard": map[string]string{"memory.available": "100Mi", "nodefs.available": "1%",
+			"imagefs.available": "1%"},
+		"nodeStatusReportFrequency": "10s",
+	}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(r.State, "kubelet.yaml")
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+// drainRealNode cordons the real node (so that controllers' replacement pods do not land there), deletes the
+// pods bound to it and waits (30 s at most) until the kubelet has stopped them: their sandboxes and network
+// namespaces go the ordinary way while containerd still runs.
+func (c *cluster) drainRealNode() {
+	client, err := c.client()
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cordon := []byte(`{"spec":{"unschedulable":true}}`)
+	_, _ = client.CoreV1().Nodes().Patch(ctx, realNodeName, types.StrategicMergePatchType, cordon, metav1.PatchOptions{})
+	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNodeName}
+	grace := int64(1)
+	pods, err := client.CoreV1().Pods("").List(ctx, sel)
+	if err != nil {
+		return
+	}
+	for _, p := range pods.Items {
+		_ = client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	}
+	_ = poll(ctx, 300*time.Millisecond, 30*time.Second, func() (bool, error) {
+		pods, err := client.CoreV1().Pods("").List(ctx, sel)
+		return err == nil && len(pods.Items) == 0, err
+	})
+}
+
+// nodeIP is this machine's first non-loopback IPv4 address on an interface that is up (the node's IP
+// cannot be loopback).
+func nodeIP() (string, error) {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return "", err
+	}
+	for _, i := range ifaces {
+		if i.Flags&net.FlagUp == 0 || i.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := i.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil && ipn.IP.IsGlobalUnicast() {
+				return ipn.IP.String(), nil
+			}
+		}
+	}
+	return "", errors.New("--real-node: no non-loopback IPv4 address on this machine for the node")
+}
+
+// freeSubnet picks a 10.244.N.0/24 that no route and no other real node uses.
+func freeSubnet(pid int) (string, error) {
+	routes, err := exec.Command("ip", "-4", "-o", "route", "show", "table", "all").Output()
+	if err != nil {
+		return "", fmt.Errorf("ip route: %v", err)
+	}
+	used := map[string]bool{}
+	for _, rec := range realNodeRecords() {
+		used[rec.Subnet] = true
+	}
+	for i := 0; i < 250; i++ {
+		n := (pid+i)%250 + 1
+		subnet := fmt.Sprintf("10.244.%d.0/24", n)
+		if !used[subnet] && !strings.Contains(string(routes), fmt.Sprintf("10.244.%d.", n)) {
+			return subnet, nil
+		}
+	}
+	return "", errors.New("--real-node: no free 10.244.N.0/24 for the pods")
+}
+
+func saveSysctls() error {
+	values := map[string]string{}
+	for _, k := range kubeletSysctls {
+		v, err := os.ReadFile(filepath.Join("/proc/sys", k))
+		if err != nil {
+			return err
+		}
+		values[k] = strings.TrimSpace(string(v))
+	}
+	data, _ := json.Marshal(values)
+	f, err := os.OpenFile(sysctlFile, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		return nil // another real node runs (or a killed one left its values): those are the originals
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = f.Write(data)
+	return err
+}
+
+// restoreSysctls puts back the saved values once no other real node runs.
+func restoreSysctls(self int) {
+	for _, rec := range realNodeRecords() {
+		if rec.PID != self && alive(rec.PID) {
+			return
+		}
+	}
+	data, err := os.ReadFile(sysctlFile)
+	if err != nil {
+		return
+	}
+	values := map[string]string{}
+	if json.Unmarshal(data, &values) != nil {
+		return
+	}
+	for k, v := range values {
+		_ = os.WriteFile(filepath.Join("/proc/sys", k), []byte(v), 0o644)
+	}
+	_ = os.Remove(sysctlFile)
+}
+
+// cgroupHierarchies are the mounted v1 hierarchies (and the v2 one, in hybrid mode).
+func cgroupHierarchies() []string {
+	entries, _ := os.ReadDir(cgroupFS)
+	var out []string
+	for _, e := range entries {
+		p := filepath.Join(cgroupFS, e.Name())
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func makeCgroupRoot(name string) error {
+	for _, h := range cgroupHierarchies() {
+		d := filepath.Join(h, name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+		if filepath.Base(h) == "cpuset" { // a new cpuset has no cpus or mems until given its parent's
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				v, err := os.ReadFile(filepath.Join(h, f))
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(filepath.Join(d, f), v, 0o644); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func realNodeRecords() []realNodeRecord {
+	matches, _ := filepath.Glob(filepath.Join(registryDir, "*", "record.json"))
+	var out []realNodeRecord
+	for _, m := range matches {
+		var rec realNodeRecord
+		if data, err := os.ReadFile(m); err == nil && json.Unmarshal(data, &rec) == nil && rec.PID > 0 {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// alive says whether pid is a running testcluster.
+func alive(pid int) bool {
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(cmdline), "testcluster")
+}
+
+// sweepDeadRealNodes removes what every real node whose harness is gone (killed) left behind.
+func sweepDeadRealNodes() {
+	for _, rec := range realNodeRecords() {
+		if rec.PID != os.Getpid() && !alive(rec.PID) {
+			fmt.Fprintf(os.Stderr, "testcluster: removing what the killed real node of pid %d left\n", rec.PID)
+			removeRealNode(rec)
+		}
+	}
+}
+
+// removeRealNode removes everything rec names, in the order that lets each step succeed: processes,
+// mounts (which ends the pods' network namespaces), veths and routes, cgroups, files, kernel settings.
+func removeRealNode(rec realNodeRecord) {
+	if rec.Run == "" || rec.State == "" || rec.Cgroup == "" {
+		return
+	}
+	sock := filepath.Join(rec.Run, "containerd.sock")
+	_ = poll(context.Background(), 100*time.Millisecond, 15*time.Second, func() (bool, error) {
+		pids := realNodeProcesses(rec, sock)
+		for _, p := range pids {
+			_ = syscall.Kill(p, syscall.SIGKILL)
+		}
+		return len(pids) == 0, fmt.Errorf("processes left: %v", pids)
+	})
+	for i := 0; i < 5; i++ {
+		mounts := mountsUnder(rec.Run, rec.State)
+		if len(mounts) == 0 {
+			break
+		}
+		for _, m := range mounts {
+			_ = syscall.Unmount(m, syscall.MNT_DETACH)
+		}
+	}
+	deleteRoutes(rec.Subnet)
+	for _, h := range cgroupHierarchies() {
+		removeCgroupTree(filepath.Join(h, rec.Cgroup))
+	}
+	// the CNI results containerd caches (a fixed /var/lib/cni in containerd 1.6): this network's, and the
+	// loopback network's for each of this node's sandboxes
+	results, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", rec.Network+"-*"))
+	sandboxes, _ := os.ReadDir(filepath.Join(rec.State, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	for _, sb := range sandboxes {
+		results = append(results, filepath.Join("/var/lib/cni/results", "cni-loopback-"+sb.Name()+"-lo"))
+	}
+	for _, f := range results {
+		_ = os.Remove(f)
+	}
+	_ = os.RemoveAll(filepath.Join("/var/lib/cni/networks", rec.Network))
+	for _, d := range []string{"/var/lib/cni/results", "/var/lib/cni/networks", "/var/lib/cni"} {
+		_ = syscall.Rmdir(d) // when empty: nothing else uses it
+	}
+	removeContainerLogLinks(rec.State)
+	removeStaleShimSockets()
+	_ = os.RemoveAll(rec.State)
+	restoreSysctls(rec.PID)
+	_ = os.RemoveAll(rec.Run)
+	_ = syscall.Rmdir(registryDir) // when no other real node is recorded
+}
+
+// realNodeProcesses: the node's kubelet, containerd and shims (their command lines name its directories or
+// socket), and every process in its cgroups (pause, the containers).
+func realNodeProcesses(rec realNodeRecord, sock string) []int {
+	seen := map[int]bool{}
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err == nil && (strings.Contains(string(cmdline), sock) || strings.Contains(string(cmdline), rec.Run+"/") ||
+			strings.Contains(string(cmdline), rec.State+"/")) {
+			seen[pid] = true
+		}
+	}
+	for _, h := range cgroupHierarchies() {
+		_ = filepath.Walk(filepath.Join(h, rec.Cgroup), func(path string, info os.FileInfo, err error) error {
+			if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
+				return nil
+			}
+			data, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(f); err == nil {
+					seen[pid] = true
+				}
+			}
+			return nil
+		})
+	}
+	out := make([]int, 0, len(seen))
+	for pid := range seen {
+		out = append(out, pid)
+	}
+	sort.Ints(out)
+	return out
+}
+
+// mountsUnder lists the mount points under any of dirs, deepest first.
+func mountsUnder(dirs ...string) []string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		fields := strings.Fields(s.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		for _, d := range dirs {
+			if mp == d || strings.HasPrefix(mp, d+"/") {
+				out = append(out, mp)
+				break
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
+}
+
+func unescapeMount(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
+}
+
+// deleteRoutes removes the host side of every pod veth in subnet (ptp routes each pod IP to its veth);
+// deleting a veth deletes its peer and its route.
+func deleteRoutes(subnet string) {
+	_, ipnet, err := net.ParseCIDR(subnet)
+	if err != nil {
+		return
+	}
+	out, err := exec.Command("ip", "-4", "-o", "route", "show", "table", "all").Output()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 3 {
+			continue
+		}
+		dst := strings.SplitN(fields[0], "/", 2)[0]
+		if ip := net.ParseIP(dst); ip == nil || !ipnet.Contains(ip) {
+			continue
+		}
+		for i := 0; i+1 < len(fields); i++ {
+			if fields[i] == "dev" {
+				_ = exec.Command("ip", "link", "del", fields[i+1]).Run()
+				break
+			}
+		}
+		_ = exec.Command("ip", "route", "del", fields[0]).Run()
+	}
+}
+
+// removeCgroupTree removes a cgroup directory and its children, deepest first.
+func removeCgroupTree(root string) {
+	var dirs []string
+	_ = filepath.Walk(root, func(path string, info os.FileInfo, err error) error {
+		if err == nil && info.IsDir() {
+			dirs = append(dirs, path)
+		}
+		return nil
+	})
+	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
+	for i := 0; i < 20; i++ {
+		left := false
+		for _, d := range dirs {
+			if err := syscall.Rmdir(d); err != nil && !errors.Is(err, syscall.ENOENT) {
+				left = true
+			}
+		}
+		if !left {
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // a killed process leaves its cgroup asynchronously
+	}
+}
+
+// removeContainerLogLinks removes the kubelet's /var/log/containers links into state (the kubelet writes
+// them there whatever its podLogsDir), and the directory when this leaves it empty.
+func removeContainerLogLinks(state string) {
+	links, _ := filepath.Glob("/var/log/containers/*")
+	for _, l := range links {
+		if target, err := os.Readlink(l); err == nil && strings.HasPrefix(target, state+"/") {
+			_ = os.Remove(l)
+		}
+	}
+	_ = syscall.Rmdir("/var/log/containers") // when empty
+}
+
+// removeStaleShimSockets removes containerd shim sockets (/run/containerd/s/, a fixed path in containerd
+// 1.6) that no process listens on any more: what a killed shim leaves.
+func removeStaleShimSockets() {
+	listening := map[string]bool{}
+	if data, err := os.ReadFile("/proc/net/unix"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			fields := strings.Fields(line)
+			if len(fields) >= 8 {
+				listening[strings.TrimPrefix(fields[7], "@")] = true
+			}
+		}
+	}
+	socks, _ := filepath.Glob("/run/containerd/s/*")
+	for _, s := range socks {
+		if !listening[s] && !listening["/"+s] {
+			_ = os.Remove(s)
+		}
+	}
+	_ = syscall.Rmdir("/run/containerd/s")
+	_ = syscall.Rmdir("/run/containerd")
+}

@@ -1,0 +1,186 @@
+"""``testcluster --real-node``: a Node run by the real kubelet (1.36.3, built from k8s.io/kubernetes) and Debian's
+containerd and runc runs a pod with a read-only root filesystem, a non-root user and an HTTP readiness probe, which
+answers at its pod IP; stopping the harness, or starting the next one after it was killed, leaves nothing of it
+on the machine: no process, mount, network namespace, route, cgroup or file, and the kernel settings the kubelet
+changes are back (docs/e2e.md, "A real node")."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from .harness import Cluster, require_built, wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+SYSCTLS = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory")
+PACKAGES = ("/usr/bin/containerd", "/usr/sbin/runc", "/usr/bin/containerd-shim-runc-v2", "/usr/lib/cni/ptp",
+            "/usr/lib/cni/host-local")
+IMAGE = "testcluster.local/pause:1"
+
+
+def cannot_run_containers() -> str | None:
+    if os.geteuid() != 0:
+        return "running containers (containerd, runc, the kubelet) needs root"
+    if not Path("/sys/fs/cgroup/memory").is_dir() and not Path("/sys/fs/cgroup/cgroup.controllers").is_file():
+        return "no cgroup hierarchy with the memory controller at /sys/fs/cgroup"
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def built():
+    reason = cannot_run_containers()
+    if reason:
+        pytest.skip(f"this machine cannot run containers: {reason}")
+    require_built("testcluster")
+    require_built("testcluster-real-node")
+    missing = [p for p in PACKAGES if not Path(p).exists()]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} missing: `make node-packages` installs them", pytrace=False)
+
+
+def sysctls() -> dict[str, str]:
+    return {k: Path("/proc/sys", k).read_text().strip() for k in SYSCTLS}
+
+
+def record(c: Cluster) -> dict:
+    return json.loads((c.dir / "real-node.json").read_text())
+
+
+#: Machine-wide places a kubelet or containerd 1.6 writes to whatever their configuration says.
+SHARED_PLACES = ("/var/log/pods", "/var/log/containers", "/var/lib/cni", "/run/containerd", "/run/testcluster",
+                 "/run/netns")
+
+
+def machine_paths() -> set[str]:
+    return {str(p) for place in SHARED_PLACES if Path(place).exists()
+            for p in [Path(place), *Path(place).rglob("*")]}
+
+
+def leftovers(rec: dict, before: set[str] | None = None) -> list[str]:
+    """Everything of the real node ``rec`` still on the machine (and, given ``before``, any path in the shared
+    places that was not there before)."""
+    found = [f"new path {p}" for p in sorted(machine_paths() - before)] if before is not None else []
+    dirs = (rec["run"], rec["state"])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if any(d + "/" in cmdline for d in dirs):
+            found.append(f"process {proc.name}: {cmdline[:200]}")
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        point = line.split()[4]
+        if any(point == d or point.startswith(d + "/") for d in dirs):
+            found.append(f"mount {point}")
+    found += [f"cgroup {p}" for p in Path("/sys/fs/cgroup").glob(f"*/{rec['cgroup']}")]
+    prefix = rec["subnet"].rsplit(".", 1)[0] + "."
+    routes = subprocess.run(["ip", "-4", "-o", "route", "show", "table", "all"], capture_output=True, text=True,
+                            check=True).stdout
+    found += [f"route {line}" for line in routes.splitlines() if line.startswith(prefix)]
+    found += [f"file {p}" for p in dirs if Path(p).exists()]
+    found += [f"file {p}" for p in Path("/var/lib/cni/results").glob(f"{rec['network']}-*")]
+    netns = Path("/run/netns")
+    if netns.is_dir():
+        for ns in netns.iterdir():
+            addrs = subprocess.run(["ip", "-n", ns.name, "-4", "-o", "addr"], capture_output=True, text=True).stdout
+            if prefix in addrs:
+                found.append(f"network namespace {ns}")
+    return found
+
+
+def web_pod(name: str) -> dict:
+    """A pod the way the chart writes its own: non-root, read-only root filesystem, an HTTP readiness probe."""
+    return {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "real-0"},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
+            "terminationGracePeriodSeconds": 2,
+            "containers": [{
+                "name": "web", "image": IMAGE, "imagePullPolicy": "Never",
+                "command": ["/pause", "-listen", ":8080"], "ports": [{"containerPort": 8080}],
+                "securityContext": {"readOnlyRootFilesystem": True, "allowPrivilegeEscalation": False,
+                                    "capabilities": {"drop": ["ALL"]}},
+                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1},
+                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "32Mi"}},
+            }],
+        },
+    }
+
+
+def run_web_pod(c: Cluster, ns: str) -> dict:
+    c.kubectl("create", "namespace", ns)
+    c.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(web_pod("web")))
+
+    def ready():
+        pod = json.loads(c.kubectl("get", "pod", "web", "-n", ns, "-o", "json").stdout)
+        conds = {x["type"]: x["status"] for x in pod["status"].get("conditions", [])}
+        return pod if conds.get("Ready") == "True" and pod["status"].get("podIP") else None
+
+    pod = wait_for("the pod on the real node Ready", ready, timeout=180)
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:8080/", timeout=10) as resp:
+        assert (resp.status, resp.read()) == (200, b"ok\n")
+    return pod
+
+
+def test_a_real_node_runs_a_pod_and_stop_leaves_nothing(built, tmp_path):
+    before, paths = sysctls(), machine_paths()
+    c = Cluster(tmp_path / "c", extra_args=("--real-node",))
+    try:
+        rec = record(c)
+        node = json.loads(c.kubectl("get", "node", "real-0", "-o", "json").stdout)
+        assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone-real"
+        assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "real-0"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6.")
+        addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
+        assert addresses["InternalIP"] == rec["nodeIP"] and not rec["nodeIP"].startswith("127.")
+        pod = run_web_pod(c, "real")
+        assert pod["spec"]["nodeName"] == "real-0" and pod["status"]["hostIP"] == rec["nodeIP"]
+        assert re.fullmatch(rf"{re.escape(rec['subnet'].rsplit('.', 1)[0])}\.\d+", pod["status"]["podIP"])
+        # the kubelet changed the kernel settings it manages (restored below)
+        assert sysctls() == {"kernel/panic": "10", "kernel/panic_on_oops": "1", "vm/overcommit_memory": "1"}
+        assert leftovers(rec), "a running node shows up in leftovers(): the check can fail"
+    finally:
+        code = c.stop(timeout=90)
+    assert code == 0, c.stderr_text()
+    assert leftovers(rec, paths) == []
+    assert sysctls() == before
+
+
+def test_a_killed_harness_is_cleaned_by_the_next_start(built, tmp_path):
+    before, paths = sysctls(), machine_paths()
+    first = Cluster(tmp_path / "first", extra_args=("--real-node",))
+    try:
+        rec = record(first)
+        run_web_pod(first, "killed")
+    finally:
+        first.proc.kill()
+        first.proc.wait(30)
+    left = leftovers(rec)
+    # SIGKILL ends testcluster, its kubelet and containerd, but not the shim, the pod's processes, its network
+    # namespace, route and cgroups
+    assert any(x.startswith("process") for x in left) and any(x.startswith("cgroup") for x in left), left
+    assert any(x.startswith("route") for x in left), left
+    second = Cluster(tmp_path / "second", extra_args=("--real-node",))
+    try:
+        assert leftovers(rec) == []
+        assert "removing what the killed real node of pid" in second.stderr_text()
+        rec2 = record(second)
+    finally:
+        code = second.stop(timeout=90)
+    assert code == 0, second.stderr_text()
+    assert leftovers(rec2, paths) == []
+    assert leftovers(rec, paths) == []
+    assert sysctls() == before
