@@ -94,7 +94,7 @@ def test_preview_takes_the_charts_values_file(tmp_path):
     assert code == 0, err
 
 
-# --- --cluster: the installed config and scope (rules C9, W5, W6) ---------------------------------------
+# --- --cluster: the installed config and scope (rules C10, W5, W6) ---------------------------------------
 
 DEPLOYS = "/apis/apps/v1/deployments"
 
