@@ -649,6 +649,26 @@ def test_a_change_of_the_webhook_configuration_replans_every_key(tmp_path):
         assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
 
 
+def test_a_change_the_scope_does_not_read_replans_nothing(tmp_path):
+    """The leader's certificate rotation writes the caBundle of the configuration the scope is read from:
+    no key is queued for that; a selector change queues every key."""
+    with FakeAPI() as api:
+        Cluster(api, [legacy("a")], namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+        replans = c.metrics.reconciles.labels("scope")
+        before = replans._value.get()
+        rotated = opt_in_configuration(rv="4")
+        for hook in rotated["webhooks"]:
+            hook["clientConfig"]["caBundle"] = "bmV3IENB"
+            hook["timeoutSeconds"] = 7
+        c.handle("MODIFIED", rotated)
+        assert replans._value.get() == before
+        c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook", "resourceVersion": "5"}))
+        assert replans._value.get() == before + 1
+
+
 def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
     with FakeAPI() as api:   # no configuration installed: the manifests' default selectors, and never ml
         cluster = Cluster(api, [with_uid(legacy("a"), "uid-a")])
