@@ -186,13 +186,15 @@ def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
 def default_configuration(release_namespace: str = "policylib-system") -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
-    no object labelled so), for Deployments and Kubeflow jobs: the scope when no configuration is
-    installed."""
+    no object labelled so), for Deployments, Volcano Jobs and Kubeflow jobs: the scope when no
+    configuration is installed."""
     skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
     namespaces = {"matchExpressions": [
         {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
          "values": list(dict.fromkeys(["kube-system", "kube-node-lease", release_namespace]))}, skip]}
     rules = [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+              "operations": ["CREATE", "UPDATE"]},
+             {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "resources": ["jobs"],
               "operations": ["CREATE", "UPDATE"]},
              {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1", "v2beta1"],
               "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "operations": ["CREATE", "UPDATE"]}]
