@@ -385,6 +385,29 @@ def test_readyz_is_503_until_the_first_sync_is_done_and_says_how_far(tmp_path):
             server.shutdown()
 
 
+def test_the_webhook_configuration_listed_first_does_not_end_the_first_sync(tmp_path):
+    """Rule W8 with the scope (W5): a leader that lists the installed webhook configuration before its
+    Deployments (its list is one object) is not ready until the Deployments are listed and planned."""
+    with FakeAPI() as api:
+        Cluster(api, [legacy(n) for n in ("a", "b", "c")], namespaces=[namespace("ml")],
+                configurations=[opt_in_configuration()])
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        first = sorted(c.reflectors, key=lambda r: r.res.kind != "MutatingWebhookConfiguration")
+        assert first[0].res.kind == "MutatingWebhookConfiguration"
+        first[0].list()
+        c.drain()
+        assert not c.first_sync.is_set()
+        for reflector in first[1:]:
+            reflector.list()
+        c.drain()
+        assert not c.first_sync.is_set()        # listed: the leader's pass plans every key first
+        c.enqueue_all("leader")
+        assert (c.to_plan, c.planned) == (3, 0)
+        c.drain()
+        assert c.first_sync.is_set() and c.planned == 3
+
+
 def test_health_endpoints(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])
