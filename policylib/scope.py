@@ -168,16 +168,33 @@ def scope_from_configuration(configuration: Mapping[str, Any], excluded: frozens
     return Scope(tuple(hooks), frozenset(excluded), source or f"MutatingWebhookConfiguration {name}")
 
 
+def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
+    """Rule W5: what of a MutatingWebhookConfiguration the scope reads (per webhook: its name, rules,
+    selectors and Service namespace), so that a change of anything else (the ``caBundle`` a certificate
+    rotation writes, timeouts, failure policies) is known not to change the scope."""
+    out: list[Any] = []
+    for hook in (configuration or {}).get("webhooks") or []:
+        if not isinstance(hook, Mapping):
+            out.append(hook)
+            continue
+        service = (hook.get("clientConfig") or {}).get("service") if isinstance(hook.get("clientConfig"), Mapping) else None
+        out.append([hook.get("name"), hook.get("rules"), hook.get("namespaceSelector"), hook.get("objectSelector"),
+                    service.get("namespace") if isinstance(service, Mapping) else None])
+    return out
+
+
 def default_configuration(release_namespace: str = "policylib-system") -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
-    no object labelled so), for Deployments and Kubeflow jobs: the scope when no configuration is
-    installed."""
+    no object labelled so), for Deployments, Volcano Jobs and Kubeflow jobs: the scope when no
+    configuration is installed."""
     skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
     namespaces = {"matchExpressions": [
         {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
          "values": list(dict.fromkeys(["kube-system", "kube-node-lease", release_namespace]))}, skip]}
     rules = [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+              "operations": ["CREATE", "UPDATE"]},
+             {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "resources": ["jobs"],
               "operations": ["CREATE", "UPDATE"]},
              {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1", "v2beta1"],
               "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "operations": ["CREATE", "UPDATE"]}]

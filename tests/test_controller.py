@@ -385,6 +385,29 @@ def test_readyz_is_503_until_the_first_sync_is_done_and_says_how_far(tmp_path):
             server.shutdown()
 
 
+def test_the_webhook_configuration_listed_first_does_not_end_the_first_sync(tmp_path):
+    """Rule W8 with the scope (W5): a leader that lists the installed webhook configuration before its
+    Deployments (its list is one object) is not ready until the Deployments are listed and planned."""
+    with FakeAPI() as api:
+        Cluster(api, [legacy(n) for n in ("a", "b", "c")], namespaces=[namespace("ml")],
+                configurations=[opt_in_configuration()])
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        first = sorted(c.reflectors, key=lambda r: r.res.kind != "MutatingWebhookConfiguration")
+        assert first[0].res.kind == "MutatingWebhookConfiguration"
+        first[0].list()
+        c.drain()
+        assert not c.first_sync.is_set()
+        for reflector in first[1:]:
+            reflector.list()
+        c.drain()
+        assert not c.first_sync.is_set()        # listed: the leader's pass plans every key first
+        c.enqueue_all("leader")
+        assert (c.to_plan, c.planned) == (3, 0)
+        c.drain()
+        assert c.first_sync.is_set() and c.planned == 3
+
+
 def test_health_endpoints(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])
@@ -647,6 +670,26 @@ def test_a_change_of_the_webhook_configuration_replans_every_key(tmp_path):
         c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook",
                                                                      "resourceVersion": "4"}))
         assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
+
+
+def test_a_change_the_scope_does_not_read_replans_nothing(tmp_path):
+    """The leader's certificate rotation writes the caBundle of the configuration the scope is read from:
+    no key is queued for that; a selector change queues every key."""
+    with FakeAPI() as api:
+        Cluster(api, [legacy("a")], namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
+        c = controller(api, tmp_path, DRIFT)
+        c.try_lead()
+        c.resync()
+        replans = c.metrics.reconciles.labels("scope")
+        before = replans._value.get()
+        rotated = opt_in_configuration(rv="4")
+        for hook in rotated["webhooks"]:
+            hook["clientConfig"]["caBundle"] = "bmV3IENB"
+            hook["timeoutSeconds"] = 7
+        c.handle("MODIFIED", rotated)
+        assert replans._value.get() == before
+        c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook", "resourceVersion": "5"}))
+        assert replans._value.get() == before + 1
 
 
 def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):

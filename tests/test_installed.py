@@ -94,7 +94,7 @@ def test_preview_takes_the_charts_values_file(tmp_path):
     assert code == 0, err
 
 
-# --- --cluster: the installed config and scope (rules C9, W5, W6) ---------------------------------------
+# --- --cluster: the installed config and scope (rules C10, W5, W6) ---------------------------------------
 
 DEPLOYS = "/apis/apps/v1/deployments"
 
@@ -200,6 +200,28 @@ def test_nothing_installed_uses_the_defaults_and_the_manifests_selectors(tmp_pat
         "policylib: config: the defaults (no policylib controller or config found; give --config FILE to use another)",
         "policylib: scope: the default selectors of manifests/base (no MutatingWebhookConfiguration policylib-webhook "
         "is installed); never namespace(s) policylib-system"]
+
+
+def test_a_user_who_may_not_read_the_configuration_or_the_namespaces_gets_the_default_scope_said(tmp_path):
+    """A developer's role often reads workloads but no admission configuration and no Namespace list:
+    ``plan --cluster --config`` still runs, on the manifests' default selectors, and says why."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump(DRIFT))
+    forbidden = (403, {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "forbidden"})
+    with FakeAPI() as api:
+        install(api, {}, WORKLOADS, NAMESPACES)
+        api.route("GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/policylib-webhook",
+                  forbidden)
+        api.route("GET", "/api/v1/namespaces", forbidden)
+        code, out, err = cli(["plan", "--cluster", "--config", str(cfg), "--kubeconfig",
+                              api.kubeconfig(tmp_path / "k"), "-o", "json"])
+    assert code == 0, err
+    # optout's label is not known: only the object opted out (d) stays out
+    assert [(w["namespace"], w["name"]) for w in yaml.safe_load(out)] == [("ml", "a"), ("optout", "b"), ("rel", "c")]
+    assert err.splitlines()[1] == (
+        "policylib: scope: the default selectors of manifests/base (MutatingWebhookConfiguration policylib-webhook "
+        "cannot be read: forbidden); Namespaces cannot be listed (forbidden): only their name label is matched; "
+        "never namespace(s) policylib-system")
 
 
 def test_check_cluster_reads_the_installed_config_and_scope(tmp_path):

@@ -151,3 +151,26 @@ def test_a_projection_that_drops_a_field_a_planner_reads_fails_the_check(monkeyp
     whole = cluster()
     projected = [project(o) for o in copy.deepcopy(whole)]
     assert outcomes(projected, CONFIGS[1]) != outcomes(whole, CONFIGS[1])
+
+
+def test_the_scope_reads_the_same_of_projected_configurations_and_namespaces():
+    """Rules W5, W7: the controller's scope is built from its projected webhook configuration and Namespaces:
+    the same scope, and the same Namespace labels, as from the objects the API server returns."""
+    import yaml
+
+    from policylib.scope import namespace_labels, scope_fields, scope_from_configuration
+    root = Path(__file__).resolve().parent.parent
+    configuration = yaml.safe_load((root / "manifests/base/mutatingwebhookconfiguration.yaml").read_text())
+    configuration["metadata"].update(uid="u", resourceVersion="7", managedFields=[{"manager": "kubectl"}])
+    for hook in configuration["webhooks"]:
+        hook["clientConfig"]["caBundle"] = "Q0E="
+    namespaces = [{"apiVersion": "v1", "kind": "Namespace",
+                   "metadata": {"name": n, "uid": n, "resourceVersion": "1", "labels": labels,
+                                "annotations": {"a": "b"}, "managedFields": [{"manager": "kubectl"}]},
+                   "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}}
+                  for n, labels in (("ml", {"team": "a"}), ("optout", {"policylib.io/skip": "true"}))]
+    projected = project(configuration)
+    assert scope_from_configuration(projected) == scope_from_configuration(configuration)
+    assert scope_fields(projected) == scope_fields(configuration)
+    assert namespace_labels([project(n) for n in namespaces]) == namespace_labels(namespaces)
+    assert "managedFields" not in projected["metadata"] and "status" not in project(namespaces[0])

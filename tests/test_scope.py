@@ -7,6 +7,7 @@ import pytest
 import yaml
 
 from policylib.scope import (
+    RESOURCES,
     SelectorError,
     default_configuration,
     default_scope,
@@ -143,3 +144,15 @@ def test_the_default_scope_is_the_manifests_selectors():
     assert scope.excluded_namespaces == {"rel"}
     assert not scope.admits(deployment("d", namespace="rel"), LABELS)
     assert scope.admits(deployment("d", namespace="policylib-system"), LABELS)
+
+
+@pytest.mark.parametrize("group, kind", sorted(k for k in RESOURCES if k[1] != "Pod"))
+def test_without_a_configuration_every_kind_the_manifests_send_is_in_scope(group, kind):
+    """The default scope (no configuration installed: ``check --cluster`` before the install, a controller
+    whose configuration is gone) sends the kinds manifests/base sends: a Volcano Job given to ``check -f
+    --cluster`` is not dropped because the default left its webhook out."""
+    obj = {"apiVersion": f"{group}/v1" if group else "v1", "kind": kind,
+           "metadata": {"name": "j", "namespace": "ml"}}
+    shipped = scope_from_configuration(MANIFEST)
+    assert shipped.admits(obj, LABELS)
+    assert default_scope().admits(obj, LABELS)

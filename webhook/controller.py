@@ -47,7 +47,14 @@ import policylib
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
 from policylib.projection import project
-from policylib.scope import NAMESPACE_NAME_LABEL, WEBHOOK_CONFIGURATION, Scope, default_scope, scope_from_configuration
+from policylib.scope import (
+    NAMESPACE_NAME_LABEL,
+    WEBHOOK_CONFIGURATION,
+    Scope,
+    default_scope,
+    scope_fields,
+    scope_from_configuration,
+)
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
@@ -602,7 +609,11 @@ class Controller:
         the queue."""
         kind = obj.get("kind")
         if kind == "MutatingWebhookConfiguration" and self.leading:
-            self.enqueue_all("scope")
+            # a change the scope does not read (the caBundle the certificate rotation writes) replans nothing;
+            # before every list is done the leader's pass that follows plans every key (rule W8)
+            if self.synced and not (event_type == "MODIFIED" and old is not None
+                                    and scope_fields(old) == scope_fields(obj)):
+                self.enqueue_all("scope")
         elif kind == "Namespace" and self.leading and old is not None and event_type == "MODIFIED" and \
                 (old.get("metadata") or {}).get("labels") != (obj.get("metadata") or {}).get("labels"):
             self.enqueue_namespace((obj.get("metadata") or {}).get("name", ""))
@@ -622,7 +633,7 @@ class Controller:
                     self.queue.add((res.api_version, res.kind, ns, name))
                     queued += 1
         self.metrics.queue_depth.set(len(self.queue))
-        if not self.first_sync.is_set():
+        if not self.first_sync.is_set() and self.synced:   # rule W8: a pass over every store, listed whole
             self.to_plan, self.planned = queued, 0
             if not queued:
                 self.first_sync.set()

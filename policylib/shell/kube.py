@@ -377,8 +377,11 @@ def labelled(api: Api, res: Resource, selector: str, namespace: str | None = Non
 
 def installed_scope(api: Api, name: str, release_namespace: str | None = None) -> tuple[Any, dict[str, dict[str, str]]]:
     """Rule W5 for ``plan``/``check --cluster``: the :class:`policylib.scope.Scope` of the installed
-    MutatingWebhookConfiguration ``name`` (the default selectors of manifests/ when there is none) and
-    every Namespace's labels. ``release_namespace`` is never in scope (rule W6)."""
+    MutatingWebhookConfiguration ``name`` (the default selectors of manifests/ when there is none, or when
+    the user may not read it) and every Namespace's labels (only their name label when the user may not
+    list them; the scope's ``source`` says so). ``release_namespace`` is never in scope (rule W6)."""
+    import dataclasses
+
     from ..scope import default_scope, namespace_labels, scope_from_configuration
     excluded = {release_namespace} if release_namespace else set()
     try:
@@ -387,10 +390,17 @@ def installed_scope(api: Api, name: str, release_namespace: str | None = None) -
     except NotFound:
         scope = default_scope(release_namespace or "policylib-system",
                               f"no MutatingWebhookConfiguration {name} is installed")
+    except Forbidden:   # a user who may read workloads but not admission configurations: say so, go on
+        scope = default_scope(release_namespace or "policylib-system",
+                              f"MutatingWebhookConfiguration {name} cannot be read: forbidden")
     try:
         namespaces, _ = api.list(NAMESPACES)
     except NotFound:   # no Namespace list served: each has only the name label the API server sets
         namespaces = []
+    except Forbidden:
+        namespaces = []
+        scope = dataclasses.replace(scope, source=f"{scope.source}; Namespaces cannot be listed (forbidden): "
+                                                  "only their name label is matched")
     return scope, namespace_labels(namespaces)
 
 

@@ -361,8 +361,25 @@ def have_go() -> bool:
 
 # --- the controller, local -------------------------------------------------------------------------
 
+#: The MutatingWebhookConfiguration a test's controller reads its scope from (rule W5) unless the test names
+#: one (``--webhook-configuration`` in ``extra_args``). No test installs it, so the scope is the default
+#: selectors of manifests/base (every namespace but kube-system, kube-node-lease, the lease's, and those
+#: labelled policylib.io/skip=true), whatever the shared cluster holds: the install tests put the chart's
+#: and manifests/' ``policylib-webhook`` (the controller's default) there for a while.
+UNINSTALLED_CONFIGURATION = "policylib-e2e-not-installed"
+
+
+def controller_args(extra_args: list[str] | None) -> list[str]:
+    """``extra_args`` with ``--webhook-configuration`` set to :data:`UNINSTALLED_CONFIGURATION` unless given."""
+    extra = list(extra_args or [])
+    if any(a == "--webhook-configuration" or a.startswith("--webhook-configuration=") for a in extra):
+        return extra
+    return [f"--webhook-configuration={UNINSTALLED_CONFIGURATION}", *extra]
+
+
 class Controller:
-    """``python -m webhook controller`` against the cluster, with its own identity and metrics port."""
+    """``python -m webhook controller`` against the cluster, with its own identity and metrics port; its
+    scope is the default selectors unless ``extra_args`` names a webhook configuration (controller_args)."""
 
     def __init__(self, cluster: Cluster, config: dict, tmp: Path, identity: str, lease_namespace: str,
                  extra_args: list[str] | None = None):
@@ -376,7 +393,7 @@ class Controller:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",
              str(cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port),
-             *(extra_args or [])],
+             *controller_args(extra_args)],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(f"controller {identity} /healthz", lambda: self._get("/healthz") == "ok", timeout=60)
 

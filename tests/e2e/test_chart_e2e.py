@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from policylib.config import load_config
+from policylib.scope import WEBHOOK_CONFIGURATION
 
 from ..helmtool import CHART, MATRIX, by_kind_name, helm, render
 from .harness import KUBECTL, ROOT, Controller, schemaless_crds, wait_for
@@ -127,11 +128,15 @@ def revision(cluster, name: str) -> str:
 
 
 def local_controller(cluster, tmp_path, identity: str) -> Controller:
-    """The installed controller Deployment's args, run locally with the installed ConfigMap's config."""
+    """The installed controller Deployment's args, run locally with the installed ConfigMap's config and the
+    scope of the installed webhook configuration (the controller's default name, which the chart installs)."""
     deployment = cluster.get("deployment", "policylib-controller", NS)
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     config = yaml.safe_load(cluster.get("configmap", "policylib-config", NS)["data"]["config.yaml"]) or {}
-    ctl = Controller(cluster, config, tmp_path, identity, NS, extra_args=[a for a in args if a.startswith("--cert")])
+    kept = [a for a in args if a.startswith(("--cert", "--webhook-configuration"))]
+    if not any(a.startswith("--webhook-configuration") for a in kept):
+        kept.append(f"--webhook-configuration={WEBHOOK_CONFIGURATION}")
+    ctl = Controller(cluster, config, tmp_path, identity, NS, extra_args=kept)
     return ctl
 
 

@@ -79,3 +79,18 @@ def test_help_prints_the_usage_and_exits_0(harness_built):
         run = subprocess.run([str(TESTCLUSTER), flag], capture_output=True, text=True, timeout=60)
         assert (run.returncode, run.stderr) == (0, ""), (flag, run.stderr)
         assert run.stdout.startswith("usage: testcluster --dir DIR") and "-nodes" in run.stdout
+
+
+def test_a_controller_reads_its_scope_from_a_configuration_no_test_installs_unless_told():
+    """Rule W5 in the shared cluster: the install tests put ``policylib-webhook`` (the controller's default
+    configuration) there for a while; a test's controller reads a name nothing installs, so its scope is
+    manifests/' default selectors whatever test ran before, unless the test names a configuration."""
+    from pathlib import Path
+
+    from .harness import UNINSTALLED_CONFIGURATION, controller_args
+    assert controller_args(None) == [f"--webhook-configuration={UNINSTALLED_CONFIGURATION}"]
+    assert controller_args(["--dry-run"]) == [f"--webhook-configuration={UNINSTALLED_CONFIGURATION}", "--dry-run"]
+    assert controller_args(["--webhook-configuration", "x"]) == ["--webhook-configuration", "x"]
+    assert controller_args(["--webhook-configuration=x"]) == ["--webhook-configuration=x"]
+    here = Path(__file__).parent
+    assert [p.name for p in sorted(here.glob("*.py")) if UNINSTALLED_CONFIGURATION in p.read_text()] == ["harness.py"]

@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from .harness import ROOT, deployment, schemaless_crds
+from policylib.scope import WEBHOOK_CONFIGURATION
+
+from .harness import ROOT, deployment, schemaless_crds, wait_for
 
 NS = "policylib-system"
 WEBHOOK_SA = f"system:serviceaccount:{NS}:policylib-webhook"
@@ -29,6 +31,14 @@ def installed(cluster):
     for overlay in ("manifests/cert-manager", "manifests"):
         cluster.kubectl("delete", "-k", str(ROOT / overlay), "--ignore-not-found", "--wait=false", check=False)
     cluster.kubectl("wait", "--for=delete", f"namespace/{NS}", "--timeout=180s", check=False)
+    # and without the configuration a controller reads its scope from by default (rule W5)
+    wait_for("the webhook configuration is gone",
+             lambda: installed_configuration(cluster) is None, timeout=60)
+
+
+def installed_configuration(cluster) -> dict | None:
+    """The MutatingWebhookConfiguration manifests/ and the chart install (the controller's default scope)."""
+    return cluster.get_or_none("mutatingwebhookconfiguration", WEBHOOK_CONFIGURATION)
 
 
 @pytest.mark.parametrize("overlay", ["manifests", "manifests/cert-manager"])

@@ -66,6 +66,9 @@ def installed(cluster, tmp_path_factory):
         # Leave the shared cluster as it was: the installed configuration intercepts every namespace.
         cluster.kubectl("delete", "-k", str(ROOT / "manifests"), "--ignore-not-found", "--wait=false", check=False)
         cluster.kubectl("wait", "--for=delete", f"namespace/{NS}", "--timeout=180s", check=False)
+        # and without the configuration a controller reads its scope from by default (rule W5)
+        wait_for("the webhook configuration is gone",
+                 lambda: cluster.get_or_none("mutatingwebhookconfiguration", CONFIGURATION) is None, timeout=60)
 
 
 def test_the_documented_steps_put_the_ca_bundle_on_every_webhook(installed):

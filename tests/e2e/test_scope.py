@@ -83,7 +83,7 @@ def controller_events(cluster, namespace: str) -> list[dict]:
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
-def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, scenario, tmp_path, ns):
+def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, scenario, tmp_path, ns, request):
     values, labels, inside = SCENARIOS[scenario]
     tag = f"{scenario}-{ns.rsplit('-', 1)[1]}"
     names = {suffix: f"scope-{tag}-{suffix}" for suffix in labels}
@@ -101,6 +101,14 @@ def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, sce
         "labels": {"app.kubernetes.io/name": "policylib-webhook", "app.kubernetes.io/instance": tag}},
         "data": {"config.yaml": yaml.safe_dump(CONFIG)}})
     hooks_name = f"policylib-e2e-scope-{tag}"
+    # Leave the shared cluster as it was: a labelled config left behind is what `--cluster` without --config
+    # finds in any later test (rule C10), and a configuration intercepts its namespaces.
+    request.addfinalizer(lambda: cluster.kubectl("delete", "namespace", *names.values(), *(
+        [] if "rel" in labels else [release_ns]), "--ignore-not-found", "--wait=false", check=False))
+    request.addfinalizer(lambda: cluster.kubectl("delete", "configmap", "policylib-config", "-n", release_ns,
+                                                 "--ignore-not-found", check=False))
+    request.addfinalizer(lambda: cluster.kubectl("delete", "mutatingwebhookconfiguration", hooks_name,
+                                                 "--ignore-not-found", check=False))
     cluster.apply(configuration(values, release_ns, hooks_name, tag))
 
     run = subprocess.run([*POLICYLIB, "plan", "--cluster", "--release", tag, "--webhook-configuration", hooks_name,
@@ -144,7 +152,6 @@ def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, sce
                      lambda: (names["out"], "web") in written(), timeout=60)
     finally:
         ctl.stop()
-        cluster.kubectl("delete", "mutatingwebhookconfiguration", hooks_name, "--ignore-not-found")
 
 
 def test_the_controllers_role_reads_the_one_webhook_configuration_and_the_namespaces(cluster, ns):
