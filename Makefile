@@ -210,7 +210,8 @@ testcluster-real-node: testcluster node-packages kubelet pause-image
 VERSION       := $(shell sed -n 's/^version = //p' setup.cfg)
 IMAGE         ?= policylib-webhook:$(VERSION)
 IMAGE_ARCHIVE ?= dist/policylib-webhook-$(VERSION).tar
-DEBIAN_MIRROR ?= http://deb.debian.org/debian
+# The Debian archive this machine's apt uses: its sources file, which mmdebstrap reads as the mirror list.
+DEBIAN_SOURCES ?= $(firstword $(wildcard /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list))
 .PHONY: image image-packages
 image-packages:
 	@dpkg-query -W -f='$${Status}\n' mmdebstrap 2>/dev/null | grep -qx 'install ok installed' || { \
@@ -224,7 +225,7 @@ build/image-base.tar: | image-packages
 	  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
 	  --dpkgopt='path-exclude=/usr/share/locale/*' \
 	  --customize-hook='rm -rf "$$1"/var/lib/apt/lists/* "$$1"/var/cache/apt/* "$$1"/var/log/*' \
-	  bookworm $@.tmp $(DEBIAN_MIRROR) && mv $@.tmp $@
+	  bookworm $@.tmp $(DEBIAN_SOURCES) && mv $@.tmp $@
 $(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py
 	rm -rf build/image && mkdir -p build/image/wheel build/image/rootfs
 	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
