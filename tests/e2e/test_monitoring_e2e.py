@@ -127,4 +127,4 @@ def test_every_queried_metric_is_exposed(cluster, webhooks, tmp_path, ns):
                     unlabelled.append((label, sorted(names)))
     assert sorted(set(missing)) == []
     assert unlabelled == []
-    assert len(queries()) == 29   # the memory alert and the two memory panels included
+    assert len(queries()) == 29   # with the controller memory alert and the memory panel's two targets
