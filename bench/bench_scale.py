@@ -9,22 +9,25 @@ each in its own process, its CPU from /proc and its memory as VmRSS / VmHWM (pea
   its peak, against its idle RSS on an empty cluster; the sync's wall and CPU time;
 - ``python -m webhook serve``'s HPA cache: one worker's RSS with the N/4 HPAs cached, against none
   (in-process: the cache's reflector and store, as a worker runs them);
-- ``policylib plan --cluster``: wall and peak RSS; ``policylib plan -f`` of the same objects, as the
-  server returns them, for the sync's yardstick (rule: the sync within 3x of it);
-- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes, from files;
+- ``policylib plan --cluster`` and ``check --cluster``: wall and peak RSS; ``policylib plan -f`` of the same
+  objects, as the server returns them, for the sync's yardstick (rule: the sync within 3x of it);
+- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes (``--nodes``): the harness's Nodes
+  (``--cluster``), or from a file with the stand-in;
 - CPU per watch event at steady state (in-process, dry-run: 1,000 HPA changes after the sync; in the
   JSON only).
 
 Two API servers:
 
 - ``--server harness`` (default): ``e2e/bin/testcluster``, the real kube-apiserver and controller-manager
-  (``make testcluster``); the Deployments are created paused, so the controller-manager makes no
+  (``make testcluster``) with 5,000 of its fake Nodes (Node objects with a Ready status, no kubelet); the
+  Deployments are created paused, so the controller-manager writes each one's status once and makes no
   ReplicaSets or Pods (the objects held and listed are the same; a paused Deployment has no rollout);
 - ``--server recorded``: a loopback server answering paginated lists (``limit``/``continue``), watches
   that stay quiet, and the Lease, with the same objects as the API server returns them: the client side
   alone, for machines without the harness.
 
     .venv/bin/python bench/bench_scale.py --sizes 1000,10000 [--server recorded] [--json out.json]
+        [--repo . --repo ../before]   # each tree on the same cluster
 """
 from __future__ import annotations
 
