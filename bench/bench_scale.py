@@ -9,22 +9,25 @@ each in its own process, its CPU from /proc and its memory as VmRSS / VmHWM (pea
   its peak, against its idle RSS on an empty cluster; the sync's wall and CPU time;
 - ``python -m webhook serve``'s HPA cache: one worker's RSS with the N/4 HPAs cached, against none
   (in-process: the cache's reflector and store, as a worker runs them);
-- ``policylib plan --cluster``: wall and peak RSS; ``policylib plan -f`` of the same objects, as the
-  server returns them, for the sync's yardstick (rule: the sync within 3x of it);
-- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes, from files;
+- ``policylib plan --cluster`` and ``check --cluster``: wall and peak RSS; ``policylib plan -f`` of the same
+  objects, as the server returns them, for the sync's yardstick (rule: the sync within 3x of it);
+- ``policylib simulate`` of N/10 of the Deployments on 5,000 Nodes (``--nodes``): the harness's Nodes
+  (``--cluster``), or from a file with the stand-in;
 - CPU per watch event at steady state (in-process, dry-run: 1,000 HPA changes after the sync; in the
   JSON only).
 
 Two API servers:
 
 - ``--server harness`` (default): ``e2e/bin/testcluster``, the real kube-apiserver and controller-manager
-  (``make testcluster``); the Deployments are created paused, so the controller-manager makes no
+  (``make testcluster``) with 5,000 of its fake Nodes (Node objects with a Ready status, no kubelet); the
+  Deployments are created paused, so the controller-manager writes each one's status once and makes no
   ReplicaSets or Pods (the objects held and listed are the same; a paused Deployment has no rollout);
 - ``--server recorded``: a loopback server answering paginated lists (``limit``/``continue``), watches
   that stay quiet, and the Lease, with the same objects as the API server returns them: the client side
   alone, for machines without the harness.
 
     .venv/bin/python bench/bench_scale.py --sizes 1000,10000 [--server recorded] [--json out.json]
+        [--repo . --repo ../before]   # each tree on the same cluster
 """
 from __future__ import annotations
 
@@ -103,7 +106,7 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, int]:
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, cwd=CODE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.monotonic() - start
-    if os.waitstatus_to_exitcode(status) not in (0, 1):
+    if os.waitstatus_to_exitcode(status) not in (0, 1, 3, 4):   # 3: an error finding / a replica Pending
         raise RuntimeError(f"{' '.join(cmd)} failed: {proc.stderr.read().decode()[-2000:] if proc.stderr else ''}")
     proc.returncode = os.waitstatus_to_exitcode(status)
     peak = int(Path(hwm.name).read_text() or 0)
@@ -201,12 +204,35 @@ def recorded(n: int, tmp: Path) -> Iterator[Path]:
 
 # --- the harness --------------------------------------------------------------------------------------
 
+#: The harness's fake Nodes (``testcluster --nodes``: created with their status, no kubelet heartbeat):
+#: what ``simulate --cluster`` and ``check --cluster`` read.
+NODES = 5000
+
+
+def node_list(nodes: int) -> dict[str, Any]:
+    """``nodes`` Nodes of 16 CPUs and 64 GiB over three zones."""
+    return {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node",
+         "metadata": {"name": f"node-{i:05d}", "labels": {"kubernetes.io/hostname": f"node-{i:05d}",
+                                                          "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
+         "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
+                    "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}} for i in range(nodes)]}
+
+
 @contextlib.contextmanager
 def harness_cluster(n: int, tmp: Path) -> Iterator[Path]:
     from tests.e2e import harness
-    cluster = harness.Cluster(tmp / "cluster")
+    nodes = None
+    if n:
+        nodes = tmp / "nodes.json"
+        nodes.write_text(json.dumps(node_list(NODES)))
+    start = time.monotonic()
+    cluster = harness.Cluster(tmp / "cluster", nodes=nodes)
+    print(f"harness ready in {cluster.ready_seconds:.0f} s ({NODES if n else 3} Nodes)", file=sys.stderr, flush=True)
     try:
         create(cluster.kubeconfig, n)
+        print(f"created {n} Deployments, {n // 4} HPAs in {time.monotonic() - start:.0f} s", file=sys.stderr,
+              flush=True)
         yield cluster.kubeconfig
     finally:
         cluster.stop()
@@ -287,7 +313,8 @@ def webhook_cache(kubeconfig: Path) -> dict[str, float]:
             "while not facts.ready and time.monotonic() < deadline: time.sleep(0.1)\n"
             "assert facts.ready\n"
             "print([l.split()[1] for l in pathlib.Path('/proc/self/status').read_text().splitlines() "
-            "if l.startswith('VmRSS:')][0])\n")
+            "if l.startswith('VmRSS:')][0], flush=True)\n"
+            "import os; os._exit(0)\n")   # not the interpreter's exit racing the cache's thread (an older tree)
     out = subprocess.run([sys.executable, "-c", code, str(kubeconfig)], capture_output=True, text=True, cwd=CODE,
                          timeout=900, check=True)
     return {"rss": int(out.stdout.split()[-1]) * KIB}
@@ -299,31 +326,54 @@ def plan_cluster(kubeconfig: Path) -> dict[str, float]:
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
 
-def plan_file(n: int, tmp: Path) -> dict[str, float]:
+def check_cluster(kubeconfig: Path) -> dict[str, float]:
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "check", "--cluster", "--kubeconfig",
+                             str(kubeconfig), "-o", "json"], dict(os.environ))
+    return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
+
+
+def snapshot(n: int, kubeconfig: Path | None, tmp: Path) -> None:
+    """The Deployments and HPAs as the API server returns them (page by page, written as read), or
+    without a server the benchmark's stored form; for ``plan -f``."""
     path = tmp / "snapshot.json"
     with open(path, "w") as f:
-        items = [deployment_as_stored(i) for i in range(n)] + [hpa_as_stored(i) for i in range(0, n, 4)]
-        json.dump({"apiVersion": "v1", "kind": "List", "items": items}, f)
-        del items
+        f.write('{"apiVersion": "v1", "kind": "List", "items": [')
+        first = True
+        pages: Iterator[list[dict[str, Any]]]
+        if kubeconfig:
+            from policylib.shell import kube
+            api = kube.Api(kube.api_client(None, str(kubeconfig)))
+            pages = (page["items"] for res in (kube.DEPLOYMENTS, kube.HPAS) for page in api.pages(res))
+        else:
+            pages = iter([[deployment_as_stored(i) for i in range(n)] + [hpa_as_stored(i) for i in range(0, n, 4)]])
+        for items in pages:
+            for item in items:
+                f.write(("" if first else ",") + json.dumps(item))
+                first = False
+        f.write("]}")
+
+
+def plan_file(n: int, tmp: Path) -> dict[str, float]:
+    path = tmp / "snapshot.json"
     wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "plan", "-f", str(path), "-o", "json"],
                             dict(os.environ))
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
 
-def simulate(n: int, tmp: Path, nodes: int = 5000) -> dict[str, float]:
-    """``policylib simulate`` of N/10 of the Deployments on ``nodes`` Nodes (16 CPUs, 64 GiB, three zones),
-    from files: the scheduler's replay, which reads containers and Nodes whole."""
+def simulate(n: int, tmp: Path, kubeconfig: Path | None = None) -> dict[str, float]:
+    """``policylib simulate`` of N/10 of the Deployments on ``NODES`` Nodes (16 CPUs, 64 GiB, three zones):
+    the scheduler's replay, which reads containers and Nodes whole. With ``kubeconfig``, the API server's
+    Nodes and Pods (``--cluster``), else from a file."""
     deployments, node_file = tmp / "simulate-deployments.json", tmp / "simulate-nodes.json"
     deployments.write_text(json.dumps({"apiVersion": "v1", "kind": "List",
                                        "items": [deployment_manifest(i) for i in range(n // 10)]}))
-    node_file.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
-        {"apiVersion": "v1", "kind": "Node",
-         "metadata": {"name": f"node-{i:05d}", "labels": {"kubernetes.io/hostname": f"node-{i:05d}",
-                                                          "topology.kubernetes.io/zone": f"zone-{i % 3}"}},
-         "status": {"allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110"},
-                    "capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}} for i in range(nodes)]}))
-    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "simulate", "-f", str(deployments), "--nodes",
-                             str(node_file), "-o", "json"], dict(os.environ))
+    if kubeconfig:
+        source = ["--cluster", "--kubeconfig", str(kubeconfig)]
+    else:
+        node_file.write_text(json.dumps(node_list(NODES)))
+        source = ["--nodes", str(node_file)]
+    wall, cpu, peak = timed([sys.executable, "-c", POLICYLIB, "simulate", "-f", str(deployments), *source,
+                             "-o", "json"], dict(os.environ))
     return {"wall": wall, "cpu": cpu, "peak": peak * KIB}
 
 
@@ -366,39 +416,79 @@ def event_cpu(n: int, events: int = 1000) -> dict[str, float]:
 PLAN_FILE_MAX = 10_000
 
 
-def measure(n: int, server: str, timeout: float) -> dict[str, Any]:
+def attempt(what: str, measure: Any, *args: Any) -> dict[str, Any]:
+    """One measurement; its failure recorded (an older tree without the command), not the run's end."""
+    try:
+        out: dict[str, Any] = measure(*args)
+    except (RuntimeError, subprocess.SubprocessError) as e:
+        out = {"error": str(e)[-500:]}
+    print(f"  {what}: {out}", file=sys.stderr, flush=True)
+    return out
+
+
+def measure(n: int, server: str, timeout: float, repos: list[Path]) -> list[dict[str, Any]]:
+    """Every tree of ``repos`` measured on the same cluster (one set of objects created once)."""
+    global CODE
     with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as d:
         tmp = Path(d)
-        source = recorded if server == "recorded" else harness_cluster
+        harness = server == "harness"
+        source = harness_cluster if harness else recorded
+        rows: list[dict[str, Any]] = []
         with source(n, tmp) as kubeconfig:
-            out: dict[str, Any] = {"n": n, "controller": controller(kubeconfig, tmp, timeout),
-                                   "webhook": webhook_cache(kubeconfig), "plan_cluster": plan_cluster(kubeconfig)}
-        out["plan_file"] = plan_file(n, tmp) if n and n <= PLAN_FILE_MAX else {}
-        out["simulate"] = simulate(n, tmp) if n else {}
-        out["events"] = event_cpu(n) if n else {}
-        return out
+            if n and n <= PLAN_FILE_MAX:
+                snapshot(n, kubeconfig if harness else None, tmp)
+            for repo in repos:
+                CODE = repo
+                print(f"N={n} tree {repo}", file=sys.stderr, flush=True)
+                out: dict[str, Any] = {"n": n, "tree": str(repo), "server": server}
+                out["controller"] = attempt("controller", controller, kubeconfig, tmp, timeout)
+                out["webhook"] = attempt("webhook", webhook_cache, kubeconfig)
+                out["plan_cluster"] = attempt("plan --cluster", plan_cluster, kubeconfig)
+                out["check_cluster"] = attempt("check --cluster", check_cluster, kubeconfig) if harness else {}
+                out["plan_file"] = attempt("plan -f", plan_file, n, tmp) if n and n <= PLAN_FILE_MAX else {}
+                out["simulate"] = attempt("simulate", simulate, n, tmp, kubeconfig if harness else None) if n else {}
+                rows.append(out)
+        for row, repo in zip(rows, repos, strict=True):
+            row["events"] = event_cpu(n) if n and repo == REPO else {}
+        return rows
 
 
 def simulated(s: dict[str, float] | None) -> str:
-    return f"{s['wall']:.1f} s / {s['peak'] / MIB:.0f} MiB" if s else ""
+    return f"{s['wall']:.1f} s / {s['peak'] / MIB:.0f} MiB" if s and "error" not in s else ""
+
+
+def ok(*figures: dict[str, Any]) -> bool:
+    return all(f and "error" not in f for f in figures)
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    idle = rows[0]
-    lines = ["| Deployments (HPAs) | controller RSS after sync / peak | per Deployment above idle | sync wall / CPU | "
-             "per Deployment (CPU) | webhook worker RSS | per HPA cached | plan --cluster wall / peak | plan -f wall | "
+    lines = ["| Deployments (HPAs) | tree | controller RSS after sync / peak | per Deployment above idle | "
+             "sync wall / CPU | per Deployment (CPU) | webhook worker RSS | per HPA cached | "
+             "plan --cluster wall / peak | check --cluster wall / peak | plan -f wall / CPU / peak | "
              "simulate N/10 on 5,000 Nodes wall / peak |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        idle = next(i for i in rows if i["n"] == 0 and i["tree"] == r["tree"])
         n, c, w, p, f = r["n"], r["controller"], r["webhook"], r["plan_cluster"], r["plan_file"]
-        per = (c["rss"] - idle["controller"]["rss"]) / n / KIB if n else 0
-        per_hpa = (w["rss"] - idle["webhook"]["rss"]) / max(n // 4, 1) / KIB if n else 0
-        lines.append(f"| {n:,} ({n // 4:,}) | {c['rss'] / MIB:.0f} / {c['peak'] / MIB:.0f} MiB | "
-                     f"{per:.1f} KiB | {c['wall']:.1f} s / {c['cpu']:.1f} s | "
-                     f"{(c['cpu'] - idle['controller']['cpu']) / n * 1000 if n else 0:.2f} ms | "
-                     f"{w['rss'] / MIB:.0f} MiB | {per_hpa:.2f} KiB | {p['wall']:.1f} s / {p['peak'] / MIB:.0f} MiB | "
-                     f"{'%.1f s' % f['wall'] if f else 'not run'} | "
-                     f"{simulated(r.get('simulate'))} |")
+        k = r.get("check_cluster") or {}
+        cells = [f"{n:,} ({n // 4:,})", Path(r["tree"]).name]
+        if ok(c, idle["controller"]):
+            cells += [f"{c['rss'] / MIB:.0f} / {c['peak'] / MIB:.0f} MiB",
+                      f"{(c['rss'] - idle['controller']['rss']) / n / KIB:.1f} KiB" if n else "",
+                      f"{c['wall']:.1f} s / {c['cpu']:.1f} s",
+                      f"{(c['cpu'] - idle['controller']['cpu']) / n * 1000:.2f} ms" if n else ""]
+        else:
+            cells += ["failed", "", "", ""]
+        if ok(w, idle["webhook"]):
+            cells += [f"{w['rss'] / MIB:.0f} MiB",
+                      f"{(w['rss'] - idle['webhook']['rss']) / max(n // 4, 1) / KIB:.2f} KiB" if n else ""]
+        else:
+            cells += ["failed", ""]
+        cells += [f"{p['wall']:.1f} s / {p['peak'] / MIB:.0f} MiB" if ok(p) else "failed",
+                  f"{k['wall']:.1f} s / {k['peak'] / MIB:.0f} MiB" if ok(k) else ("failed" if k else ""),
+                  f"{f['wall']:.1f} s / {f['cpu']:.1f} s / {f['peak'] / MIB:.0f} MiB" if ok(f) else "not run",
+                  simulated(r.get("simulate"))]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -408,14 +498,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--server", choices=("harness", "recorded"), default="harness")
     p.add_argument("--timeout", type=float, default=3600, help="seconds the controller's first sync may take")
     p.add_argument("--json", help="also write the figures here")
-    p.add_argument("--repo", type=Path, default=REPO, help="the checkout whose controller, webhook and CLI are measured")
+    p.add_argument("--repo", type=Path, action="append",
+                   help="a checkout whose controller, webhook and CLI are measured (repeatable: each on the same "
+                        "cluster, for a before/after; default this one)")
+    p.add_argument("--nodes", type=int, default=5000, help="the harness's fake Nodes (simulate and check read them)")
     args = p.parse_args(argv)
-    global CODE
-    CODE = args.repo.resolve()
-    rows = []
+    global NODES
+    NODES = args.nodes
+    repos = [r.resolve() for r in args.repo or [REPO]]
+    rows: list[dict[str, Any]] = []
     for n in [0] + [int(s) for s in args.sizes.split(",") if s]:
-        rows.append(measure(n, args.server, args.timeout))
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        rows += measure(n, args.server, args.timeout, repos)
+        print(json.dumps(rows[-len(repos):]), file=sys.stderr, flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=1))
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))

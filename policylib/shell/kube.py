@@ -267,22 +267,12 @@ class Api:
         ``timeout`` seconds. BOOKMARK events carry only a resourceVersion. Raises Gone when the version
         is too old (at the start, or as an ERROR event), another ApiError for other failures."""
         from kubernetes import watch
-        from kubernetes.client import CoreV1Api, CustomObjectsApi
         from kubernetes.client.exceptions import ApiException
         options: dict[str, Any] = dict(resource_version=resource_version, allow_watch_bookmarks=True,
                                        timeout_seconds=timeout,
                                        _request_timeout=(CONNECT_SECONDS, timeout + READ_MARGIN_SECONDS))
-        if res.field_selector:
-            options["field_selector"] = res.field_selector
-        if res == NAMESPACES:
-            stream = watch.Watch().stream(CoreV1Api(self.client).list_namespace, **options)
-        elif not res.group:
-            raise ValueError(f"{res.plural}: watching the core group is not supported here")
-        else:
-            stream = watch.Watch().stream(
-                CustomObjectsApi(self.client).list_cluster_custom_object, res.group, res.version, res.plural, **options)
         try:
-            for event in stream:  # custom objects come back as plain dicts
+            for event in watch.Watch().stream(self._watch_request(res), **options):  # plain dicts
                 kind, obj = event.get("type"), event.get("raw_object")
                 if kind == "ERROR":
                     raise error_for(int((obj or {}).get("code") or 500), obj)
@@ -290,6 +280,27 @@ class Api:
                     yield kind, self._typed(res, obj)
         except ApiException as e:
             raise error_for(e.status or 500, decode(e.body) if e.body else e.reason) from None
+
+    def _watch_request(self, res: Resource) -> Callable[..., Any]:
+        """The request ``kubernetes.watch.Watch`` streams: ``res``'s watch, its events left as dicts. Not the
+        generated ``CoreV1Api``: importing it loads every model of the client, about 20 MiB of resident
+        memory in each process that watches (docs/figures.md, "Scale")."""
+        def request(watch: bool, resource_version: str | None, allow_watch_bookmarks: bool, timeout_seconds: int,
+                    _request_timeout: tuple[float, float], _preload_content: bool = False) -> Any:
+            query: list[tuple[str, Any]] = [("watch", watch), ("allowWatchBookmarks", allow_watch_bookmarks),
+                                            ("timeoutSeconds", timeout_seconds)]
+            query += [("resourceVersion", resource_version)] if resource_version else []
+            query += [("fieldSelector", res.field_selector)] if res.field_selector else []
+            method, url, headers, body, post = self.client.param_serialize(
+                "GET", res.path(), query_params=query, header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"])
+            resp = self.client.call_api(method, url, header_params=headers, body=body, post_params=post,
+                                        _request_timeout=_request_timeout)
+            if not 200 <= resp.status < 300:
+                resp.read()
+                raise error_for(resp.status, decode(resp.data))
+            return resp.response   # the urllib3 response, streamed line by line
+        return request
 
     @classmethod
     def _one(cls, res: Resource, answer: Any) -> dict[str, Any]:

@@ -404,7 +404,8 @@ class Controller:
             return r.read().decode()
 
     def status(self) -> dict:
-        """``/readyz``: leader, synced, dryRun."""
+        """``/readyz``: leader, synced, dryRun, and the first sync's progress (firstSync, listed, planned,
+        toPlan; rule W8)."""
         try:
             return json.loads(self._get("/readyz"))
         except urllib.error.HTTPError as e:

@@ -77,8 +77,8 @@ def mode(request, cluster, webhooks, tmp_path):
     webhooks(request.param)
     cluster.namespace(LEASES)
     c = Controller(cluster, CONFIGS[request.param], tmp_path, f"production-{request.param}", LEASES)
-    wait_for("the controller leads and has listed", lambda: c.status() == {"leader": True, "synced": True,
-                                                                          "dryRun": False}, timeout=60)
+    wait_for("the controller leads and has listed", lambda: c.status().items() >= {
+        "leader": True, "synced": True, "firstSync": True, "dryRun": False}.items(), timeout=60)
     yield request.param
     c.stop()
     # the next mode's controller must not act on this mode's Deployments (a controller is cluster-wide)

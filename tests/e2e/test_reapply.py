@@ -160,8 +160,8 @@ def run_scenarios(cluster: Cluster, base: str, hook: Webhook, enforce: bool, dri
         controller = Controller(cluster, config, tmp, f"reapply-{int(enforce)}", LEASES)
     try:
         if controller is not None:
-            wait_for("the controller leads and has listed", lambda: controller.status() == {
-                "leader": True, "synced": True, "dryRun": False}, timeout=60)
+            wait_for("the controller leads and has listed", lambda: controller.status().items() >= {
+                "leader": True, "synced": True, "firstSync": True, "dryRun": False}.items(), timeout=60)
         words: dict[str, list[str]] = {m: [] for m in METHODS}
         for i in range(APPLIES):
             for m in METHODS:

@@ -23,8 +23,8 @@ def controller(cluster, webhooks, tmp_path_factory):
     cluster.namespace("policylib-e2e-leases")
     c = Controller(cluster, CONFIGS["enforce"], tmp_path_factory.mktemp("controller"), "updates",
                    "policylib-e2e-leases")
-    wait_for("the controller leads and has listed", lambda: c.status() == {"leader": True, "synced": True,
-                                                                          "dryRun": False}, timeout=60)
+    wait_for("the controller leads and has listed", lambda: c.status().items() >= {
+        "leader": True, "synced": True, "firstSync": True, "dryRun": False}.items(), timeout=60)
     yield c
     c.stop()
 
