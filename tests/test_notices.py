@@ -245,6 +245,10 @@ def test_check_cluster_reads_the_served_api_groups_and_the_scheduler_pods(tmp_pa
         api.route("GET", "/version", (200, {"gitVersion": "v1.36.3"}))
         api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 10))
         api.route("GET", "/api/v1/pods", paged_list("Pod", [scheduler], 10))
+        # what every cluster serves and check --cluster also reads (the installed config, the workloads): none here
+        api.route("GET", "/apis/apps/v1/deployments", paged_list("Deployment", [], 10))
+        api.route("GET", "/api/v1/configmaps", paged_list("ConfigMap", [], 10))
+        api.route("GET", "/apis/autoscaling/v2/horizontalpodautoscalers", paged_list("HorizontalPodAutoscaler", [], 10))
         env = dict(os.environ, KUBECONFIG=api.kubeconfig(tmp_path / "kubeconfig"))
         run = subprocess.run([POLICYLIB, "check", "--cluster", "-o", "json"], capture_output=True, text=True, env=env,
                              timeout=60)
