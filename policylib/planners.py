@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .config import ON_NEXT_ROLLOUT, Config
+from .constants import APPS_API_VERSION, INSTALL_NAMESPACE
 from .facts import ClusterFacts, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .gang.workload import min_count
@@ -42,7 +43,7 @@ class Write:
     action: str = "patch"
     patch: list[dict[str, Any]] = field(default_factory=list)
     object: dict[str, Any] | None = None
-    api_version: str = "apps/v1"
+    api_version: str = APPS_API_VERSION
     resource_version: str | None = None
     error: bool = False
     legacy_anti_affinity: bool = False
@@ -127,7 +128,7 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
 #: Namespaces the webhook configuration never sends (manifests/base/mutatingwebhookconfiguration.yaml), for
 #: a snapshot planned without one; the controller and ``plan --cluster`` plan only what the installed
 #: configuration sends (``only``: :meth:`policylib.scope.Scope.admits`, rules W5, W6).
-UNWATCHED_NAMESPACES = frozenset({"kube-system", "kube-node-lease", "policylib-system"})
+UNWATCHED_NAMESPACES = frozenset({"kube-system", "kube-node-lease", INSTALL_NAMESPACE})
 UNRECORDED_REASON = ("no policylib record: admitted while the webhook was unreachable (failurePolicy Ignore), or "
                      "created before policylib was installed")
 

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from ..constants import HOSTNAME_LABEL, POD_TEMPLATE_HASH, ZONE_LABEL
+from ..constants import HOSTNAME_LABEL, NATIVE_GANG_API_VERSION, POD_TEMPLATE_HASH, ZONE_LABEL
 from ..errors import INT32_MAX
 from ..validation import NETWORK_TOPOLOGY_MODES, SCHEDULE_ANYWAY, VOLCANO_POLICY_EVENTS, WHEN_UNSATISFIABLE
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
@@ -243,7 +243,7 @@ class GangSettings:
 
     enabled: bool = flag(True, "Apply the gang policies.", "P2")
     method: str = choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, Koordinator "
-                         "annotations, or Kubernetes' own Workload and PodGroup (scheduling.k8s.io/v1alpha2).",
+                         f"annotations, or Kubernetes' own Workload and PodGroup ({NATIVE_GANG_API_VERSION}).",
                          "G4, G5, G16")
     scheduler: str = choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G16, G21")
     scheduleTimeoutSeconds: int = count(10, "How long a gang may wait for its minimum.", "G5")
