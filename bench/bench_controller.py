@@ -17,8 +17,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import webhook.controller as controller_module  # noqa: E402
 from bench.bench_spread import realistic_deployment  # noqa: E402
 from policylib import ClusterFacts, load_config, mutate  # noqa: E402
+from policylib.shell import kube  # noqa: E402
 from tests.fakeapi import FakeAPI, paged_list, watch_stream  # noqa: E402
-from webhook import kube  # noqa: E402
 from webhook.controller import Controller, Options  # noqa: E402
 
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}

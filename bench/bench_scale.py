@@ -384,7 +384,7 @@ def event_cpu(n: int, events: int = 1000) -> dict[str, float]:
     import copy
 
     from policylib import load_config
-    from webhook import kube
+    from policylib.shell import kube
     from webhook.controller import Controller, Options
 
     class Lists:

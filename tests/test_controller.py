@@ -128,7 +128,7 @@ class Cluster:
 
 
 def controller(api_fake, tmp_path, config=None, **opts):
-    from webhook.kube import Api, api_client
+    from policylib.shell.kube import Api, api_client
     c = Controller(Api(api_client(kubeconfig=api_fake.kubeconfig(tmp_path / "kubeconfig"))),
                    Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
     return c
@@ -212,8 +212,8 @@ def test_after_failover_rollouts_still_running_count_against_the_cap(tmp_path):
 def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
     import threading
 
+    from policylib.shell.kube import KUBEFLOW_JOBS
     from webhook.informer import Reflector, Store
-    from webhook.kube import KUBEFLOW_JOBS
     with FakeAPI() as api:
         Cluster(api, [])
         c = controller(api, tmp_path)
@@ -339,7 +339,7 @@ def test_watched_hpa_change_rewrites_its_target(tmp_path):
         c.try_lead()
         c.resync()
         assert cluster.patches() == []
-        from webhook.kube import HPAS as HPA_RES
+        from policylib.shell.kube import HPAS as HPA_RES
         [reflector] = [r for r in c.reflectors if r.res == HPA_RES]
         reflector.resource_version = "40"
         reflector.watch_once()

@@ -16,8 +16,8 @@ import jsonpatch
 import pytest
 
 from policylib import load_config
+from policylib.shell import kube
 from tests.test_controller import legacy
-from webhook import kube
 from webhook.controller import Controller, Options
 
 N = 40

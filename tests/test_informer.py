@@ -7,9 +7,9 @@ import threading
 import pytest
 
 from policylib import load_config
+from policylib.shell import kube
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
 from tests.helpers import deployment, hpa
-from webhook import kube
 from webhook.controller import Controller, Options
 from webhook.informer import Reflector, Store, WorkQueue, is_older
 

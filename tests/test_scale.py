@@ -14,7 +14,7 @@ from typing import Any
 
 from bench.scale_objects import deployment_as_stored, hpa_as_stored
 from policylib import load_config
-from webhook import kube
+from policylib.shell import kube
 from webhook.controller import Controller, Options
 
 

@@ -44,6 +44,7 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 import policylib
+from policylib.constants import ANY_ADDRESS, COORDINATION_API_VERSION, INSTALL_NAMESPACE
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import PLANNERS, UNRECORDED_REASON, Write, plan
 from policylib.projection import project
@@ -459,7 +460,7 @@ def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None)
 @dataclass
 class Options:
     config: policylib.Config
-    namespace: str = "policylib-system"          # where the Lease lives
+    namespace: str = INSTALL_NAMESPACE          # where the Lease lives
     identity: str = field(default_factory=lambda: f"{socket.gethostname()}-{int(time.time() * 1000) % 100000}")
     dry_run: bool = False
     planners: tuple[Any, ...] = ()
@@ -555,7 +556,7 @@ class Controller:
         try:
             if decision == "create":
                 self.lease = self.api.create(kube.LEASES, self.options.namespace, {
-                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "apiVersion": COORDINATION_API_VERSION, "kind": "Lease",
                     "metadata": {"name": name, "namespace": self.options.namespace}, "spec": spec})
             else:  # carries metadata.resourceVersion: a racing update gets 409
                 assert lease is not None  # decision "update" means a Lease was read
@@ -1036,7 +1037,7 @@ def serve_health(controller: Controller, host: str, port: int) -> ThreadingHTTPS
 
 
 def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
-                   kubeconfig: str | None = None, context: str | None = None, host: str = "0.0.0.0",
+                   kubeconfig: str | None = None, context: str | None = None, host: str = ANY_ADDRESS,
                    port: int = 8081, certificates: Any = None,
                    webhook_configuration: str = WEBHOOK_CONFIGURATION) -> int:
     """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT. ``certificates``:
@@ -1046,7 +1047,7 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     config = policylib.load_config(config_source)
-    namespace = namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
+    namespace = namespace or os.environ.get("POD_NAMESPACE") or INSTALL_NAMESPACE
     identity = os.environ.get("POD_NAME") or Options(config).identity
     api = kube.Api(kube.api_client(context, kubeconfig))
     c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run,
