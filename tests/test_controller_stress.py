@@ -90,13 +90,13 @@ def slow_snapshots(monkeypatch):
     in a thousand. Harmless where the read and the clear are one locked step."""
     import builtins
 
-    import webhook.controller
+    import webhook.controller.rollouts
 
     def slow_sorted(*args, **kwargs):
         out = builtins.sorted(*args, **kwargs)
         time.sleep(0.002)
         return out
-    monkeypatch.setattr(webhook.controller, "sorted", slow_sorted, raising=False)
+    monkeypatch.setattr(webhook.controller.rollouts, "sorted", slow_sorted, raising=False)
 
 
 @pytest.mark.timeout(180)
@@ -104,12 +104,12 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
     deployments = [typed(legacy(f"d{i:02d}")) for i in range(N)]
     api = StubApi(copy.deepcopy(deployments))
     c = Controller(api, Options(load_config(CONFIG), identity="stress"))  # type: ignore[arg-type]
-    c._set_leading(True, time.monotonic() + 3600)
+    c.elector.set_leading(True, time.monotonic() + 3600)
     store = c.stores[kube.DEPLOYMENTS]
     for d in deployments:
         store.apply("ADDED", d)
     for reflector in c.reflectors:   # the scope's (rule W5) listed: no configuration, no Namespace
-        if reflector.res in c.scope_resources:
+        if reflector.res in c.reconciler.scope_resources:
             reflector.synced.set()
     stop = threading.Event()
 
@@ -117,7 +117,7 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
         """What a reflector does with one watch event: store it, then call the handler."""
         applied, old = store.apply("MODIFIED", typed(obj))
         if applied:
-            c.on_event("MODIFIED", typed(obj), old)
+            c.reconciler.on_event("MODIFIED", typed(obj), old)
 
     def finisher():
         while not stop.is_set():
@@ -138,10 +138,10 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
                 deliver(api.current(rng.choice(done)))
             time.sleep(0)
 
-    threads = [threading.Thread(target=c._worker, daemon=True)]
+    threads = [threading.Thread(target=c._work, args=(c.reconciler,), daemon=True)]
     threads += [threading.Thread(target=finisher, daemon=True) for _ in range(4)]
     threads += [threading.Thread(target=noise, args=(i,), daemon=True) for i in range(4)]
-    c.enqueue_all("resync")
+    c.reconciler.enqueue_all("resync")
     for t in threads:
         t.start()
     try:
@@ -153,7 +153,7 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
     finally:
         stop.set()
         c.stop.set()
-        c.queue.shutdown()
+        c.reconciler.queue.shutdown()
         for t in threads:
             t.join(timeout=10)
     assert sorted(api.written) == sorted(d["metadata"]["name"] for d in deployments)  # each once
