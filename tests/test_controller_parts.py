@@ -149,12 +149,16 @@ class PodCounter:
                                       store=self.store)]
         self.terms = 0
         self.steps = 0
+        self.stopped = False
 
     def started_leading(self) -> None:
         self.terms += 1
 
     def resync(self) -> None:
         pass
+
+    def shutdown(self) -> None:
+        self.stopped = True
 
     def process_next(self, timeout: float | None = None) -> bool:
         self.steps += 1
@@ -183,7 +187,7 @@ def test_an_added_component_runs_under_the_same_lease(tmp_path):
         finally:
             c.stop.set()
             thread.join(30)
-    assert not thread.is_alive()
+    assert not thread.is_alive() and pods.stopped
 
 
 def store_writes(source: str) -> list[str]:

@@ -7,7 +7,7 @@ import pytest
 from policylib import ConfigError, load_config, mutate
 from policylib.plan import UNRECORDED_REASON, admitted_without_policy, plan, summarize
 from policylib.spread import PENDING, RECORD_REPLICAS, RECORD_REQUIRED, pending_rewrite
-from tests.controller_driver import log_entries, sync, work
+from tests.controller_driver import deliver, log_entries, sync
 from tests.helpers import deployment, legacy_anti_affinity
 from tests.test_controller import Cluster, controller, record_events
 
@@ -505,9 +505,8 @@ def test_a_write_an_admission_webhook_undoes_is_not_retried_until_the_object_cha
         c.elector.try_lead()
         sync(c)
         key = ("apps/v1", "Deployment", "ml", "web")
-        c.stores[next(r for r in c.stores if r.kind == "Deployment")].apply("MODIFIED", cluster.deployments["web"])
-        c.reconciler.queue.add(key)
-        work(c)                                    # the watch event of our own (undone) write: no new write
+        deliver(c, api, "MODIFIED", dict(cluster.deployments["web"], apiVersion="apps/v1", kind="Deployment"))
+        # the watch event of our own (undone) write: no new write
         assert len(cluster.patches()) == 1 and c.reconciler.undone == {key: "6"}
         assert c.metrics.errors.labels("undone")._value.get() == 1
         sync(c)                                   # a resync tries again

@@ -114,7 +114,8 @@ class Component(Protocol):
     with the controller's and count toward ``synced``; its worker thread calls :meth:`process_next`
     until the controller stops. The run loop calls :meth:`started_leading` when this replica takes the
     lead (queue every key; the worker recovers its own state before its next key) and :meth:`resync`
-    every ``controller.resyncSeconds`` while it leads. It writes only while ``Controller.leading``."""
+    every ``controller.resyncSeconds`` while it leads, and :meth:`shutdown` when it stops. It writes
+    only while ``Controller.leading``."""
 
     name: str
     reflectors: list[Reflector]
@@ -124,6 +125,9 @@ class Component(Protocol):
     def resync(self) -> None: ...
 
     def process_next(self, timeout: float | None = None) -> bool: ...
+
+    def shutdown(self) -> None:
+        """The controller stops: hand out no more keys (a worker waiting in ``process_next`` returns)."""
 
 
 @dataclass
@@ -236,9 +240,7 @@ class Controller:
                 next_resync = now + self.config.controller.resyncSeconds
             was_leading = self.leading
         for c in self.components:
-            queue = getattr(c, "queue", None)
-            if queue is not None:
-                queue.shutdown()
+            c.shutdown()
         self.elector.release()
 
 

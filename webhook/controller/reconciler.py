@@ -184,6 +184,9 @@ class Reconciler:
         """Every ``controller.resyncSeconds`` (the run loop): queue every key again."""
         self.enqueue_all("resync")
 
+    def shutdown(self) -> None:
+        self.queue.shutdown()
+
     def enqueue_all(self, trigger: str) -> None:
         """Queue every Deployment and job, without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
