@@ -37,7 +37,6 @@ from policylib.shell.kube import (
     in_cluster_client,
     kubeconfig_path,
     resource_for,
-    resource_version,
     server_version,
     snapshot,
 )
@@ -73,7 +72,6 @@ __all__ = [
     "REGISTRY",
     "Resource",
     "resource_for",
-    "resource_version",
     "server_version",
     "snapshot",
     "SNAPSHOT_RESOURCES",
