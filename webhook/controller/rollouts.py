@@ -53,9 +53,11 @@ class RolloutGate:
 class Rollouts:
     """The rollout gate and the keys it holds back, as one piece of state with one lock.
 
-    Only the worker changes it (in :meth:`Controller.reconcile`; :meth:`recover` before the worker
-    starts on a new leadership), and every change is one locked step, so a key is deferred and queued
-    again as one decision: none is lost between the two (client-go's rule: event handlers only queue).
+    Only the worker changes it (in :meth:`~webhook.controller.reconciler.Reconciler.reconcile`, and
+    :meth:`recover` from the worker's own ``Reconciler.recover`` before its first key of a new term),
+    and every change is one locked step, so a key is deferred and queued again as one decision: none is
+    lost between the two (client-go's rule: event handlers only queue; the lock keeps the rule cheap to
+    keep if a second worker is ever added).
     """
 
     def __init__(self, limit: int) -> None:
