@@ -126,6 +126,16 @@ class QueueMetrics:
                                         ["name"], buckets=(0.001, 0.01, 0.1, 1, 10, 60), registry=registry)
 
 
+class _Series:
+    """One queue's children of :class:`QueueMetrics`."""
+
+    def __init__(self, metrics: QueueMetrics, name: str) -> None:
+        self.adds = metrics.adds.labels(name)
+        self.retries = metrics.retries.labels(name)
+        self.work_duration = metrics.work_duration.labels(name)
+        self.queue_duration = metrics.queue_duration.labels(name)
+
+
 class WorkQueue(Generic[K]):
     """Keys to work on. A key added while queued is queued once; a key added while a worker holds it
     is queued again when that worker is done. ``name`` labels the queue's metrics."""
@@ -144,6 +154,8 @@ class WorkQueue(Generic[K]):
         self._cond = threading.Condition()
         self._shutdown = False
         self.metrics = metrics
+        #: This queue's series, looked up once (a ``labels()`` call per add costs more than the add).
+        self._series = None if metrics is None else _Series(metrics, name)
         if metrics is not None:
             metrics.depth.labels(name).set_function(self.__len__)
 
@@ -156,8 +168,8 @@ class WorkQueue(Generic[K]):
             if self._shutdown or key in self._dirty:
                 return
             self._dirty.add(key)
-            if self.metrics is not None:
-                self.metrics.adds.labels(self.name).inc()
+            if self._series is not None:
+                self._series.adds.inc()
             if key not in self._processing:
                 self._added[key] = self.clock()
                 self._queue.append(key)
@@ -178,8 +190,8 @@ class WorkQueue(Generic[K]):
     def add_rate_limited(self, key: K) -> float:
         """Queue ``key`` again after its rate limiter's delay; returns the delay."""
         delay = self.rate_limiter.when(key)
-        if self.metrics is not None:
-            self.metrics.retries.labels(self.name).inc()
+        if self._series is not None:
+            self._series.retries.inc()
         self.add_after(key, delay)
         return delay
 
@@ -203,8 +215,8 @@ class WorkQueue(Generic[K]):
                     self._processing[key] = now
                     self._dirty.discard(key)
                     added = self._added.pop(key, now)
-                    if self.metrics is not None:
-                        self.metrics.queue_duration.labels(self.name).observe(now - added)
+                    if self._series is not None:
+                        self._series.queue_duration.observe(now - added)
                     return key
                 if self._shutdown:
                     return None
@@ -221,8 +233,8 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         with self._cond:
             started = self._processing.pop(key, None)
-            if started is not None and self.metrics is not None:
-                self.metrics.work_duration.labels(self.name).observe(self.clock() - started)
+            if started is not None and self._series is not None:
+                self._series.work_duration.observe(self.clock() - started)
             if key in self._dirty:
                 self._added[key] = self.clock()
                 self._queue.append(key)
@@ -246,8 +258,8 @@ class WorkQueue(Generic[K]):
             del self._waiting_at[key]
             if key not in self._dirty:
                 self._dirty.add(key)
-                if self.metrics is not None:
-                    self.metrics.adds.labels(self.name).inc()
+                if self._series is not None:
+                    self._series.adds.inc()
                 if key not in self._processing:
                     self._added[key] = now
                     self._queue.append(key)

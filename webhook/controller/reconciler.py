@@ -77,10 +77,11 @@ class OverlayFacts(ClusterFacts):
     def __init__(self, stores: dict[kube.Resource, Store], overlay: Overlay):
         super().__init__()
         self.stores, self.overlay = stores, overlay
+        self._by_kind = {(r.api_version, r.kind): s for r, s in stores.items()}
 
     def stored(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """The object as its informer's store holds it."""
-        store = next((s for r, s in self.stores.items() if (r.api_version, r.kind) == (api_version, kind)), None)
+        store = self._by_kind.get((api_version, kind))
         return store.get(namespace, name) if store else None
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
