@@ -378,15 +378,6 @@ def server_version(api: Api) -> str:
     return str(api.request("GET", "/version").get("gitVersion", ""))
 
 
-def resource_version(obj: dict[str, Any]) -> int | None:
-    """An object's resourceVersion as a number, where it is one (etcd's revisions are)."""
-    value = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
-    try:
-        return int(value)  # type: ignore[arg-type]  # None and junk raise, caught below
-    except (TypeError, ValueError):
-        return None
-
-
 # --- what the controller uses: its webhook configuration's scope, its config -----------------------
 
 def labelled(api: Api, res: Resource, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
