@@ -277,6 +277,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     import policylib
     args = parser().parse_args(argv)
+    from .logs import configure
+    configure(getattr(args, "log_level", "info"))
     try:
         return int(args.func(args))
     except (policylib.PolicylibError, CertError) as e:
