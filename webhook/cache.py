@@ -185,7 +185,7 @@ class ConfirmedHpas(ClusterFacts):
         return found
 
 
-def for_review(facts: Any, operation: str, counted: Callable[[str], None]) -> Any:
+def for_review(facts: ClusterFacts, operation: str, counted: Callable[[str], None]) -> ClusterFacts:
     """The facts a review reads: :class:`ConfirmedHpas` over a watch cache for a CREATE (rule W4),
     else ``facts`` itself."""
     if operation == "CREATE" and isinstance(facts, HpaCache):
