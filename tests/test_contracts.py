@@ -1,4 +1,4 @@
-"""Contracts over the whole tree, read from the source (docs/architecture.md, "Contracts"):
+"""Contracts over the whole tree, read from the source (docs/architecture.md, "Seams, logs and contracts"):
 
 - logging: messages are constant strings, values go in ``extra=`` (never ``json.dumps`` into a message,
   never %-formatted or f-string values), every module logs through ``logging.getLogger(__name__)``;
