@@ -24,21 +24,25 @@ def sources(*trees: str) -> list[Path]:
 
 # --- logging -------------------------------------------------------------------------------------
 
-def _is_logger(node: ast.expr) -> bool:
-    """A module's logger: a name like ``log``/``logger``, ``logging`` itself, or ``logging.getLogger(...)``."""
-    if isinstance(node, ast.Name):
-        return node.id in {"log", "logger", "_log", "_logger", "LOG", "logging"} or node.id.endswith("_log")
+def _get_logger(node: ast.expr) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "getLogger"
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "logging")
 
 
 def log_call_problems(source: str) -> list[tuple[int, str]]:
     """(line, what) of every log call whose message is not a constant string, or that passes values as
-    arguments of the message (``%s``), or builds JSON into it."""
+    arguments of the message (``%s``), or builds JSON into it. A log call is a level method called on
+    ``logging``, on ``logging.getLogger(...)``, or on a name bound to one (``log``, ``logger``, ...)."""
+    tree = ast.parse(source)
+    loggers = {"log", "logger", "logging"} | {
+        target.id for node in ast.walk(tree) if isinstance(node, ast.Assign) and _get_logger(node.value)
+        for target in node.targets if isinstance(target, ast.Name)}
     found = []
-    for node in ast.walk(ast.parse(source)):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LEVELS
-                and _is_logger(node.func.value)):
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in LEVELS):
+            continue
+        receiver = node.func.value
+        if not (_get_logger(receiver) or (isinstance(receiver, ast.Name) and receiver.id in loggers)):
             continue
         args = node.args[1:] if node.func.attr == "log" else node.args
         if not args:
@@ -58,9 +62,11 @@ def test_the_log_check_finds_each_style_it_forbids():
            'log.warning("read of %s failed: %s", name, e)\n'
            'log.error(f"lost {name}")\n'
            'logging.getLogger(__name__).info("a" + b)\n'
-           'log.log(logging.INFO, "n=%d", n)\n')
-    good = 'log.info("certificates", extra={"action": a})\nlog.exception("reconcile failed", extra={"key": k})\n'
-    assert [line for line, _ in log_call_problems(bad)] == [1, 2, 3, 4, 5]
+           'log.log(logging.INFO, "n=%d", n)\n'
+           'errors = logging.getLogger("webhook.app")\nerrors.error("policy raised %s", name)\n')
+    good = ('log.info("certificates", extra={"action": a})\nlog.exception("reconcile failed", extra={"key": k})\n'
+            'self.log.debug("TLS handshake with %s failed", addr)\n')   # another library's logger (gunicorn's)
+    assert [line for line, _ in log_call_problems(bad)] == [1, 2, 3, 4, 5, 7]
     assert log_call_problems(good) == []
 
 
