@@ -29,6 +29,13 @@ def _get_logger(node: ast.expr) -> bool:
             and isinstance(node.func.value, ast.Name) and node.func.value.id == "logging")
 
 
+def _constant(message: ast.expr) -> bool:
+    """A constant string, or a choice between constant strings (``"leader" if leading else "not leader"``)."""
+    if isinstance(message, ast.IfExp):
+        return _constant(message.body) and _constant(message.orelse)
+    return isinstance(message, ast.Constant) and isinstance(message.value, str)
+
+
 def log_call_problems(source: str) -> list[tuple[int, str]]:
     """(line, what) of every log call whose message is not a constant string, or that passes values as
     arguments of the message (``%s``), or builds JSON into it. A log call is a level method called on
@@ -50,7 +57,7 @@ def log_call_problems(source: str) -> list[tuple[int, str]]:
         message, rest = args[0], args[1:]
         if any("dumps" in ast.unparse(a) for a in args):
             found.append((node.lineno, "JSON built into the message: pass the fields in extra="))
-        elif not (isinstance(message, ast.Constant) and isinstance(message.value, str)):
+        elif not _constant(message):
             found.append((node.lineno, "a message that is not a constant string: put the values in extra="))
         elif rest:
             found.append((node.lineno, "%-formatted values: put them in extra="))
@@ -65,7 +72,8 @@ def test_the_log_check_finds_each_style_it_forbids():
            'log.log(logging.INFO, "n=%d", n)\n'
            'errors = logging.getLogger("webhook.app")\nerrors.error("policy raised %s", name)\n')
     good = ('log.info("certificates", extra={"action": a})\nlog.exception("reconcile failed", extra={"key": k})\n'
-            'self.log.debug("TLS handshake with %s failed", addr)\n')   # another library's logger (gunicorn's)
+            'self.log.debug("TLS handshake with %s failed", addr)\n'   # another library's logger (gunicorn's)
+            'log.info("leader" if leading else "not leader", extra={"identity": i})\n')
     assert [line for line, _ in log_call_problems(bad)] == [1, 2, 3, 4, 5, 7]
     assert log_call_problems(good) == []
 
