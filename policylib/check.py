@@ -346,7 +346,7 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
 
 
 
-# --- one verdict: what simulate and the cluster say (issue 20, items 3 and 4) ------------------------
+# --- one verdict: what simulate and the cluster say ----------------------------------------------------
 
 def _ref(obj: dict[str, Any]) -> str:
     return f"{namespace_of(obj)}/{(obj.get('metadata') or {}).get('name', '')}"

@@ -10,7 +10,7 @@ import weakref
 
 from tests.fakeapi import FakeAPI
 from webhook.controller import Controller
-from webhook.controller.core import JsonLines
+from webhook.logs import JsonFormatter
 
 _led: weakref.WeakSet[Controller] = weakref.WeakSet()
 
@@ -46,4 +46,4 @@ def deliver(c: Controller, api: FakeAPI, event_type: str, obj: dict) -> None:
 
 def log_entries(records: list[logging.LogRecord]) -> list[dict]:
     """Captured log records as the controller writes them: one JSON object each (``msg`` and the fields)."""
-    return [json.loads(JsonLines().format(r)) for r in records]
+    return [json.loads(JsonFormatter().format(r)) for r in records]

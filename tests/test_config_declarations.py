@@ -11,6 +11,7 @@ from policylib.config.declare import SCHEMA, SECTION, converter, count, flag, js
 
 
 def test_every_field_of_config_and_of_each_section_is_a_declaration():
+    assert fields(Config) and section_classes()
     for f in fields(Config):
         assert SECTION in f.metadata or SCHEMA in f.metadata, f.name
     for name, cls in section_classes().items():

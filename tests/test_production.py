@@ -325,7 +325,7 @@ def test_preview_prints_the_order_note_on_stderr(tmp_path):
     assert host(yaml.safe_load(out.getvalue()))["maxSkew"] == 2     # what the cluster ends with
 
 
-# --- smaller items (issue 20, item 7) ------------------------------------------------------------------
+# --- smaller items ---------------------------------------------------------------------------------
 
 def _cli(args, stdin=""):
     import io

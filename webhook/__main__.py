@@ -10,7 +10,7 @@ import shlex
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, WEBHOOK_PORT
 
@@ -277,9 +277,14 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, log_to: TextIO | None = None) -> int:
+    """Run a command line. ``log_to``: where the process's log goes, as JSON lines (webhook/logs.py); the
+    process's entry point gives stderr, a caller in a process of its own leaves its logging alone."""
     import policylib
     args = parser().parse_args(argv)
+    if log_to is not None:
+        from .logs import configure
+        configure(getattr(args, "log_level", "info"), log_to)
     try:
         return int(args.func(args))
     except (policylib.PolicylibError, CertError) as e:
@@ -296,4 +301,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(log_to=sys.stderr))

@@ -29,7 +29,7 @@ from policylib.shell import kube
 
 from .informer import Reflector, Store
 
-log = logging.getLogger("webhook.cache")
+log = logging.getLogger(__name__)
 
 OBJECT_ONLY, WATCH = "object-only", "watch"
 HPA_API_VERSION = AUTOSCALING_API_VERSION
@@ -171,21 +171,22 @@ class ConfirmedHpas(ClusterFacts):
             page = self.cache.api.request("GET", kube.HPAS.path(namespace), query=[("limit", CONFIRM_LIMIT)],
                                           timeout=CONFIRM_TIMEOUT)
         except Exception as e:  # noqa: BLE001 -- any failure of the read: the cache's answer stands
-            log.warning("HPA read for Deployment %s/%s failed, using the watch cache: %s", namespace, name, e)
+            log.warning("HPA read failed, using the watch cache",
+                        extra={"namespace": namespace, "deployment": name, "error": str(e)})
             self.counted(CONFIRMED_ERROR)
             return cached
         found = [slim_hpa(h) for h in page.get("items") or [] if hpa_target(h) == (namespace, name)]
         if not found and (page.get("metadata") or {}).get("continue"):
             # One request only, so the read stays within its timeout: past the first page, the watch's answer.
-            log.warning("HPA read for Deployment %s/%s: more than %d HPAs in the namespace, using the watch cache",
-                        namespace, name, CONFIRM_LIMIT)
+            log.warning("HPA read: more HPAs in the namespace than one page, using the watch cache",
+                        extra={"namespace": namespace, "deployment": name, "page": CONFIRM_LIMIT})
             self.counted(CONFIRMED_ERROR)
             return cached
         self.counted(CONFIRMED_FOUND if found else CONFIRMED_NONE)
         return found
 
 
-def for_review(facts: Any, operation: str, counted: Callable[[str], None]) -> Any:
+def for_review(facts: ClusterFacts, operation: str, counted: Callable[[str], None]) -> ClusterFacts:
     """The facts a review reads: :class:`ConfirmedHpas` over a watch cache for a CREATE (rule W4),
     else ``facts`` itself."""
     if operation == "CREATE" and isinstance(facts, HpaCache):

@@ -413,13 +413,9 @@ class LineBuffer:
 
 
 def configure_logging(level: str) -> None:
-    """The webhook's own messages on stderr, formatted like gunicorn's."""
-    other = logging.getLogger("webhook")
-    if not other.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"))
-        other.addHandler(handler)
-    other.setLevel(level.upper())
+    """The webhook's own messages on stderr, as JSON lines (webhook/logs.py)."""
+    from .logs import configure
+    configure(level)
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no type hints

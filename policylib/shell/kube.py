@@ -434,13 +434,17 @@ def _configmap_volumes(deployment: dict[str, Any]) -> list[str]:
             if isinstance(v, dict) and isinstance(v.get("configMap"), dict) and v["configMap"].get("name")]
 
 
+class AmbiguousInstall(ValueError):
+    """More than one installed policylib config, and nothing says which: the message names them."""
+
+
 def installed_config(api: Api, release: str | None = None,
                      namespace: str | None = None) -> tuple[dict[str, Any] | None, str]:
     """Rule C10: the ConfigMap holding the config the installed controller reads (the one its Deployment
     mounts; else the chart's labelled ``policylib-config``), as (the ConfigMap, its namespace/name), or
     (None, why none) when nothing is installed. ``release`` keeps the objects of that Helm release
     (``app.kubernetes.io/instance``); ``namespace`` prefers, then requires, that namespace when more
-    than one is found. Raises :class:`ValueError` naming the candidates when it cannot choose."""
+    than one is found. Raises :class:`AmbiguousInstall` naming the candidates when it cannot choose."""
     instance = f",app.kubernetes.io/instance={release}" if release else ""
     found: dict[tuple[str, str], str] = {}
     for d in labelled(api, DEPLOYMENTS, CONTROLLER_LABELS + instance):
@@ -460,7 +464,7 @@ def installed_config(api: Api, release: str | None = None,
         found = {k: v for k, v in found.items() if k[0] == namespace} or found
     if len(found) > 1:
         names = ", ".join(f"{ns}/{name}" for ns, name in sorted(found))
-        raise ValueError(f"more than one installed policylib config ({names}): name one with --release "
+        raise AmbiguousInstall(f"more than one installed policylib config ({names}): name one with --release "
                          "(and -n NAMESPACE), or give --config FILE")
     if not found:
         return None, (f"no policylib controller or config of release {release!r} found" if release else

@@ -21,7 +21,6 @@ The imperative shell around :func:`policylib.plan.plan`, in client-go's parts (d
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import socket
 import threading
@@ -245,29 +244,6 @@ class Controller:
         self.elector.release()
 
 
-#: The attributes every LogRecord has; anything else on a record came in through ``extra=``.
-_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {"message", "asctime"}
-
-
-class JsonLines(logging.Formatter):
-    """One JSON object per line: ``msg`` (the constant message), ``level``, ``logger`` and the fields
-    given with ``extra=`` (the project's logging contract, docs/operations.md)."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {"msg": record.getMessage(), "level": record.levelname.lower(), "logger": record.name}
-        entry.update({k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS})
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
-
-
-def configure_logging() -> None:
-    """JSON lines on stderr at INFO, once per process."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(JsonLines())
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
-
-
 def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
                    kubeconfig: str | None = None, context: str | None = None, host: str = ANY_ADDRESS,
                    port: int = 8081, certificates: Any = None,
@@ -277,7 +253,6 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     import os
     import signal
 
-    configure_logging()
     config = policylib.load_config(config_source)
     namespace = namespace or os.environ.get("POD_NAMESPACE") or INSTALL_NAMESPACE
     identity = os.environ.get("POD_NAME") or Options(config).identity
