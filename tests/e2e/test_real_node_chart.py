@@ -60,8 +60,8 @@ def real_node_values(cidr: str) -> dict:
 def helm_install(c: Cluster, tmp: Path, values: dict) -> None:
     (tmp / "values.yaml").write_text(yaml.safe_dump(values))
     install = subprocess.run([str(helm_binary()), "install", "policylib", str(CHART), "-n", NAMESPACE,
-                              "--create-namespace", "-f", str(tmp / "values.yaml"), "--wait", "--timeout", "300s"],
-                             capture_output=True, text=True, env=c.env, timeout=360)
+                              "--create-namespace", "-f", str(tmp / "values.yaml"), "--wait", "--timeout", "480s"],
+                             capture_output=True, text=True, env=c.env, timeout=540)
     assert install.returncode == 0, (install.stdout, install.stderr,
                                      c.kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide").stdout)
 

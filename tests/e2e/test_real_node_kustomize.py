@@ -34,7 +34,7 @@ from .test_real_node_chart import (
 )
 from .util import managed, preview
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 SHIPPED = yaml.safe_load((ROOT / "manifests/base/config.yaml").read_text())
 
 
@@ -62,7 +62,7 @@ def kustomize_on_real_node(built, tmp_path_factory):  # noqa: F811
                               "policylib-webhook"], capture_output=True, text=True, cwd=ROOT, env=c.env, timeout=60)
         assert run.returncode == 0, run.stderr
         for name in ("policylib-webhook", "policylib-controller"):
-            c.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{name}", "--timeout=300s", timeout=330)
+            c.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{name}", "--timeout=480s", timeout=510)
         yield c, tmp
     finally:
         code = c.stop(timeout=120)
