@@ -443,7 +443,8 @@ def test_system_default_spread_applies_without_constraints():
 
 
 def test_balanced_allocation_scores_the_change_in_balance():
-    from policylib.simulate.engine import Cluster, balanced_allocation
+    from policylib.simulate.engine import Cluster
+    from policylib.simulate.plugins.node_resources import balanced_allocation
     states = [NodeState.of(node("a", cpu="4", memory="4Gi"))]
     states[0].requested = {"cpu": 2000}
     c = Cluster(states)
@@ -525,7 +526,7 @@ def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
     """1.36's NodeResourcesFit scorer is built without the PodLevelResources feature: it scores the incoming pod by
     its containers (100m/200Mi for each that requests nothing) while the Node's load counts pod-level requests.
     Found by the differential test: three placements differed until the simulator did the same."""
-    from policylib.simulate.engine import least_allocated_requests, nonzero_requests
+    from policylib.simulate.model import least_allocated_requests, nonzero_requests
     spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "3Gi"}}}],
             "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}],
             "resources": {"requests": {"cpu": "850m"}}}

@@ -25,19 +25,12 @@ from ..facts import ClusterFacts, namespace_of
 from ..hypernodes import discover_hypernodes, leaf_nodes
 from ..spread import effective_replicas, is_deployment, mutate_deployment
 from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
-from .engine import (
-    MSG_AFFINITY,
-    MSG_SPREAD,
-    MSG_SPREAD_LABEL,
-    MSG_TOO_MANY_PODS,
-    MSG_UNSCHEDULABLE,
-    ZONE_LABEL,
-    Cluster,
-    NodeState,
-    PodShape,
-    node_selector_term_matches,
-    tolerates,
-)
+from .engine import Cluster
+from .model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
+from .plugins.node_affinity import MSG_AFFINITY
+from .plugins.node_resources import MSG_TOO_MANY_PODS
+from .plugins.node_unschedulable import MSG_UNSCHEDULABLE
+from .plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
 from .resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 
 if TYPE_CHECKING:
