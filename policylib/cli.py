@@ -487,9 +487,9 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
         raise locate(e, docs) from None
     for obj in not_simulated(objects):
         stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
-                     "Deployments and Volcano Jobs; check counts Kubeflow gangs)\n")
+                     "Deployments, Volcano Jobs and Kubeflow jobs)\n")
     if not placements:
-        raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
+        raise InputError(f"no Deployment, Volcano Job or Kubeflow job in {', '.join(args.filename)}")
     if args.output == "json":
         stdout.write(json_array([p.as_dict() for p in placements]))
     elif args.output == "svg":
@@ -500,11 +500,13 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
 
 
 def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs and the
-    context it reads (Pods as load, HPAs, PodGroups)."""
+    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs, Kubeflow jobs and
+    the context it reads (Pods as load, HPAs, PodGroups)."""
+    from .gang import is_kubeflow_job
     from .simulate import is_volcano_job
     from .spread import is_deployment
     return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
+                                                                or is_kubeflow_job(o)
                                                                 or o.get("kind") in ("Pod", "Node"))]
 
 
@@ -539,8 +541,8 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
 def _add_cluster_source(p: argparse.ArgumentParser, files_required: bool, scoped: bool = False) -> None:
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("-f", "--filename", metavar="FILE", action="append",
-                   help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
-                        "repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
+                   help="workloads (Deployments with their HPAs, Volcano Jobs, Kubeflow jobs; Pods in a snapshot count "
+                        "as load); repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
     _add_kustomize(p)
     _add_recursive(p)
     src = p.add_mutually_exclusive_group()

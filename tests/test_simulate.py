@@ -350,16 +350,24 @@ def test_sidecars_and_pod_level_resources_count_against_the_node():
 
 
 def test_check_and_simulate_share_one_fit():
-    import sys
-
-    from policylib.simulate import resources
-    check_module = sys.modules["policylib.check"]
-    assert check_module.fits is resources.fits
-    pod = PodShape.of_template(deploy(requests={"cpu": "1"}, initContainers=[
-        {"name": "s", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}])[
-        "spec"]["template"], "ml", "h")
-    assert check_module._fits(pod, NodeState.of(node("a", cpu="2"))) is True
-    assert check_module._fits(pod, NodeState.of(node("a", cpu="1500m"))) is False
+    """Rule R2: check's gang capacity places through the engine's NodeResourcesFit, so a sidecar's requests
+    count for both (a 1-CPU container beside a 1-CPU sidecar needs 2 CPUs)."""
+    from policylib.simulate.plugins import node_resources
+    spec = {"template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+                                  "initContainers": [{"name": "s", "image": "x", "restartPolicy": "Always",
+                                                      "resources": {"requests": {"cpu": "1"}}}]}}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf", "namespace": "ml"},
+           "spec": {"tfReplicaSpecs": {"Worker": dict(spec, replicas=2)}}}
+    assert node_resources.fits is sys.modules["policylib.simulate.resources"].fits
+    gang = [f.message for f in check(None, [node("a", cpu="2"), node("b", cpu="1500m")], [job])
+            if f.key == "gang.method"]
+    assert gang == ["TFJob ml/tf: its gang needs 2 pods at once; the Nodes can hold 1 of them now: it would wait "
+                    "for its scheduleTimeout and never start"]
+    [p] = simulate([job], [node("a", cpu="2"), node("b", cpu="1500m")], None)
+    assert (p.kind, p.placed, p.pending) == ("TFJob", {}, 2)
+    assert p.reasons == ["Worker: 0/2 nodes are available: 2 Insufficient cpu.",
+                         "gang: 1 of its minimum 2 pods placeable at once: the gang binds nothing, all 2 pods stay "
+                         "Pending"]
 
 
 def test_required_pod_anti_affinity_to_itself_and_to_others():
@@ -557,3 +565,52 @@ def test_a_tie_broken_earlier_gives_later_workloads_a_range():
     p0, p1 = simulate([first, second], [node("a", cpu="2"), node("b", cpu="2")], OFF)
     assert (p0.placed, p0.deterministic) == ({"a": 1}, False)
     assert (p1.placed, p1.pending_range) == ({}, "0-1")     # placed as the name order left it; Pending 0 or 1
+
+
+# --- gangs through the engine, beside the other workloads --------------------------------------------
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpu_node(name):
+    n = node(name)
+    n["status"]["allocatable"][GPU] = "8"
+    return n
+
+
+def _pytorch(workers=4, gpus="4"):
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": workers, "template": {"spec": {"containers": [
+                {"name": "pytorch", "image": "x", "resources": {"limits": {GPU: gpus}}}]}}}}}}
+
+
+def test_a_kubeflow_gang_beside_a_deployment_binds_all_or_nothing():
+    """Rules R15, G14: a PyTorchJob of four 4-GPU pods beside a Deployment that takes 2 GPUs on each of two
+    8-GPU nodes: only two of the four fit, so check finds the gang short and simulate keeps all four Pending;
+    alone, all four fit."""
+    nodes = [_gpu_node("gpu-a"), _gpu_node("gpu-b")]
+    serving = deploy("serve", 2, requests={GPU: "2"})
+    serving["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {GPU: "2"}
+    assert [f for f in check(None, nodes, [_pytorch()]) if f.severity == "error"] == []
+    [alone] = simulate([_pytorch()], nodes, None)
+    assert (alone.kind, alone.placed, alone.pending) == ("PyTorchJob", {"gpu-a": 2, "gpu-b": 2}, 0)
+
+    errors = [f for f in check(None, nodes, [serving, _pytorch()]) if f.severity == "error"]
+    assert [(f.key, f.message) for f in errors] == [
+        ("gang.method", "PyTorchJob ml/train: its gang needs 4 pods at once; the Nodes can hold 2 of them now: it "
+                        "would wait for its scheduleTimeout and never start")]
+    deployment, job = simulate([serving, _pytorch()], nodes, None)
+    assert (deployment.placed, deployment.pending) == ({"gpu-a": 1, "gpu-b": 1}, 0)
+    assert (job.kind, job.name, job.replicas, job.placed, job.pending) == ("PyTorchJob", "train", 4, {}, 4)
+    assert job.reasons == [f"Worker: 0/2 nodes are available: 2 Insufficient {GPU}.",
+                           "gang: 2 of its minimum 4 pods placeable at once: the gang binds nothing, all 4 pods stay "
+                           "Pending"]
+    # the job first: it takes its room, and the Deployment is what stays Pending (one verdict, in input order)
+    job, deployment = simulate([_pytorch(), serving], nodes, None)
+    assert (job.pending, deployment.pending) == (0, 2)
+    # minAvailable 2: the gang's minimum fits, so two bind and two wait
+    partial = _pytorch()
+    partial["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 2}}
+    _, job = simulate([serving, partial], nodes, None)
+    assert (job.placed, job.pending) == ({"gpu-a": 1, "gpu-b": 1}, 2)
+    assert [f for f in check(None, nodes, [serving, partial]) if f.key == "gang.method"] == []
