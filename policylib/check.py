@@ -158,6 +158,15 @@ def check_match_label_keys(config: Config, nodes: list[dict[str, Any]], server_v
                     "together during a rollout; set matchLabelKeys: none or turn the gate on") for k in uses]
 
 
+def deployment_eligible_nodes(deployment: dict[str, Any], config: Config, facts: ClusterFacts,
+                              states: list[NodeState]) -> list[NodeState]:
+    """The Nodes a Deployment's pods (after policylib's mutation) could ever be placed on: the eligibility
+    filters of the registry ``simulate`` runs (rule R3: cordoned nodes unless tolerated, taints, node affinity)."""
+    ns = namespace_of(deployment)
+    mutated = mutate_deployment(deployment, config, facts=facts, namespace=ns).object
+    return eligible_nodes(PodShape.of_template(mutated["spec"]["template"], ns, ""), states)
+
+
 def check_enforced_deployments(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
                                group_label: str | None) -> list[Finding]:
     """minDomains against the eligible nodes of every enforced Deployment, and against node groups."""
@@ -175,9 +184,7 @@ def check_enforced_deployments(config: Config, nodes: list[dict[str, Any]], obje
         effective = effective_replicas(d, facts, ns).replicas
         if not host_spread_enforced(effective, host):
             continue
-        mutated = mutate_deployment(d, config, facts=facts, namespace=ns).object
-        pod = PodShape.of_template(mutated["spec"]["template"], ns, "check")
-        eligible = eligible_nodes(pod, states)
+        eligible = deployment_eligible_nodes(d, config, facts, states)
         if len(eligible) < host.minDomains:
             p = placements.get((ns, d["metadata"]["name"]))
             pending = f"; {p.pending_range} of its {p.replicas} replicas would stay Pending" if p and p.pending_max else ""

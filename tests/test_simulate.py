@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from policylib.check import check
+from policylib.config import load_config
 from policylib.render import placements_svg, placements_table
 from policylib.simulate import NodeState, Placement, PodShape, order_independent, simulate, tolerates
 from tests.test_volcano import DISCOVERY, seed_nodes
@@ -614,3 +617,94 @@ def test_a_kubeflow_gang_beside_a_deployment_binds_all_or_nothing():
     _, job = simulate([serving, partial], nodes, None)
     assert (job.placed, job.pending) == ({"gpu-a": 1, "gpu-b": 1}, 2)
     assert [f for f in check(None, nodes, [serving, partial]) if f.key == "gang.method"] == []
+
+
+# --- one scheduler model: check's eligibility is simulate's -------------------------------------------------
+
+UNSCHEDULABLE = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+GEN_TAINTS = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}, {"key": "spot", "effect": "NoExecute"},
+              {"key": "maintenance", "effect": "PreferNoSchedule"},
+              {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]   # what kubectl cordon adds
+GEN_TOLERATIONS = [UNSCHEDULABLE, {"operator": "Exists"}, {"key": "dedicated", "value": "gpu"},
+                   {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"}, {"key": "spot", "operator": "Exists"}]
+GEN_AFFINITY = [{"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In",
+                                       "values": ["zone-a", "zone-b"]}]},
+                {"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["silver"]}]},
+                {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n0", "n2"]}]}]
+
+
+def _generated_cluster(draw_nodes, cordoned, taints, tiers, zones):
+    nodes = []
+    for i in range(draw_nodes):
+        labels = {"tier": tiers[i]} if tiers[i] else {}
+        n = node(f"n{i}", zones[i] or "zone-a", **labels)
+        if not zones[i]:
+            del n["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        n["spec"] = {"unschedulable": cordoned[i], "taints": [GEN_TAINTS[t] for t in taints[i]]}
+        nodes.append(n)
+    return nodes
+
+
+@st.composite
+def _clusters_and_pods(draw):
+    count = draw(st.integers(1, 7))
+    per_node = st.lists(st.integers(0, len(GEN_TAINTS) - 1), max_size=2, unique=True)
+    nodes = _generated_cluster(count, draw(st.lists(st.booleans(), min_size=count, max_size=count)),
+                               draw(st.lists(per_node, min_size=count, max_size=count)),
+                               draw(st.lists(st.sampled_from([None, "gold", "silver"]), min_size=count,
+                                             max_size=count)),
+                               draw(st.lists(st.sampled_from([None, "zone-a", "zone-b", "zone-c"]), min_size=count,
+                                             max_size=count)))
+    pod = {"tolerations": draw(st.lists(st.sampled_from(GEN_TOLERATIONS), max_size=3, unique_by=str))}
+    if draw(st.booleans()):
+        pod["nodeSelector"] = {"tier": draw(st.sampled_from(["gold", "silver"]))}
+    terms = draw(st.lists(st.sampled_from(GEN_AFFINITY), max_size=2, unique_by=str))
+    if terms:
+        pod["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": terms}}}
+    return nodes, pod
+
+
+OFF_SPREADS = {"hostTopologySpread": {"enabled": False}, "zoneTopologySpread": {"enabled": False}}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_clusters_and_pods())
+def test_check_and_simulate_find_the_same_eligible_nodes(case):
+    """One scheduler model: on generated clusters (cordoned nodes with and without the unschedulable toleration,
+    taints, nodeSelector and node affinity), the nodes check counts as eligible for a Deployment are those
+    simulate places its pods on (a host port keeps one pod per node, and one replica more than the nodes), and
+    check's gang capacity for a job of the same pods is their number."""
+    from policylib.check import deployment_eligible_nodes
+    from policylib.facts import ClusterFacts
+    from policylib.simulate import node_states
+    nodes, pod = case
+    ports = [{"containerPort": 80, "hostPort": 8080}]
+    d = deploy("web", len(nodes) + 1, **pod)
+    d["spec"]["template"]["spec"]["containers"][0]["ports"] = ports
+    eligible = {n.name for n in deployment_eligible_nodes(d, load_config(OFF_SPREADS), ClusterFacts.from_objects([]),
+                                                          node_states(nodes))}
+    [p] = simulate([d], nodes, OFF_SPREADS)
+    assert (set(p.placed), p.pending) == (eligible, len(nodes) + 1 - len(eligible))
+    assert all(v == 1 for v in p.placed.values())
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf", "namespace": "ml"},
+           "spec": {"tfReplicaSpecs": {"Worker": {"replicas": len(nodes) + 1,
+                                                  "template": d["spec"]["template"]}}}}
+    [gang] = [f.message for f in check(OFF_SPREADS, nodes, [job]) if f.key == "gang.method"]
+    assert f"needs {len(nodes) + 1} pods at once; the Nodes can hold {len(eligible)} of them now" in gang
+
+
+def test_a_cordoned_node_is_eligible_for_check_and_simulate_when_the_pod_tolerates_it():
+    """A cordoned node takes a pod that tolerates node.kubernetes.io/unschedulable, for check as for simulate
+    (kube-scheduler's NodeUnschedulable); without the toleration, for neither."""
+    from policylib.check import deployment_eligible_nodes
+    from policylib.facts import ClusterFacts
+    from policylib.simulate import node_states
+    nodes = _generated_cluster(2, [True, False], [[], []], [None, None], ["zone-a", "zone-b"])
+    for tolerations, expected in (([UNSCHEDULABLE], {"n0", "n1"}), ([], {"n1"})):
+        d = deploy("web", 2, tolerations=tolerations)
+        found = deployment_eligible_nodes(d, load_config(OFF_SPREADS), ClusterFacts.from_objects([]), node_states(nodes))
+        assert {n.name for n in found} == expected
+        [p] = simulate([d], nodes, OFF_SPREADS)
+        assert set(p.placed) == expected
