@@ -2,6 +2,9 @@
 generated clusters), and gangs go through the same engine beside the other workloads of the input."""
 from __future__ import annotations
 
+import re
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -148,3 +151,52 @@ def test_a_cordoned_node_is_eligible_for_check_and_simulate_when_the_pod_tolerat
         assert {n.name for n in found} == expected
         [p] = simulate([d], nodes, OFF_SPREADS)
         assert set(p.placed) == expected
+
+
+#: kube-scheduler 1.36's default profile (pkg/scheduler/apis/config/v1/default_plugins.go): the filters in the
+#: framework's order and the score weights, of the plugins the simulator models.
+DEFAULT_PROFILE_FILTERS = ["NodeUnschedulable", "TaintToleration", "NodeAffinity", "NodePorts", "NodeResourcesFit",
+                           "PodTopologySpread", "InterPodAffinity"]
+DEFAULT_PROFILE_SCORES = {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1, "PodTopologySpread": 2,
+                          "InterPodAffinity": 2, "NodeResourcesBalancedAllocation": 1}
+
+
+def test_the_registry_is_the_default_profile_and_every_entry_names_its_rules_and_reasons():
+    import re
+    from pathlib import Path
+
+    from policylib.simulate.framework import Plugin
+    from policylib.simulate.plugins import CYCLE_FILTERS, NODE_FILTERS, PLUGINS, SCORES
+    spec = (Path(__file__).resolve().parent.parent / "docs" / "specification.md").read_text(encoding="utf-8")
+    rows = set(re.findall(r"^\| (R\d+) \|", spec, re.MULTILINE))
+    filters = [p.name for p in PLUGINS if p.node_filter is not None or p.filter is not None]
+    assert filters == DEFAULT_PROFILE_FILTERS
+    assert [n for n, _ in NODE_FILTERS] + [n for n, _, _ in CYCLE_FILTERS] == DEFAULT_PROFILE_FILTERS
+    assert {n: w for n, w, _ in SCORES} == DEFAULT_PROFILE_SCORES
+    for p in PLUGINS:
+        assert p.rules and set(p.rules) <= rows, p.name
+        assert bool(p.reasons) == (p.name in DEFAULT_PROFILE_FILTERS), p.name
+    with pytest.raises(ValueError, match="does not change while pods bind"):
+        Plugin("Broken", ("R3",), ("x",), node_filter=lambda pod, node: None, filter=lambda cy: None)
+
+
+def test_every_failure_reason_comes_from_the_registry():
+    """The failure messages simulate prints are the registered plugins' reason strings (kube-scheduler's)."""
+    from policylib.simulate.plugins import PLUGINS
+    patterns = [re.escape(r).replace(r"\{resource\}", ".+").replace(r"\{\{\{key\}:\ \{value\}\}\}", r"\{.*\}")
+                for p in PLUGINS for r in p.reasons]
+    cordoned = node("c")
+    cordoned["spec"] = {"unschedulable": True}
+    tainted = node("t", taints=[{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}])
+    nodes = [cordoned, tainted, node("g", group="other"), node("small", cpu="1"), node("full", pods="0")]
+    ports = deploy("web", 2, requests={"cpu": "2"}, group="g")
+    [p] = simulate([ports], nodes, {"hostTopologySpread": {"enabled": False}, "zoneTopologySpread": {"enabled": False}})
+    [message] = p.reasons
+    assert message == ("0/5 nodes are available: 1 Insufficient cpu, 1 Too many pods, 1 node(s) didn't match Pod's "
+                       "node affinity/selector, 1 node(s) had untolerated taint {dedicated: gpu}, 1 node(s) were "
+                       "unschedulable.")
+    counted = re.fullmatch(r"0/5 nodes are available: (.*)\.", message)
+    assert counted, message
+    parts = [re.sub(r"^\d+ ", "", part) for part in counted.group(1).split(", ")]
+    assert parts == sorted(parts) and len(parts) == 5
+    assert all(any(re.fullmatch(pat, part) for pat in patterns) for part in parts), parts

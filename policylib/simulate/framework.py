@@ -13,8 +13,8 @@ A :class:`Plugin` names the extension points it implements, as a kube-scheduler 
 - ``node_score``: a raw per-node score that does not change while pods bind; ``score``: the normalised score
   of the feasible nodes, with ``weight`` from the default profile (None: every node scores the same).
 
-``reasons`` are the reason strings the plugin's filter reports (``{}`` fields filled per node), and ``rule`` the
-rule of docs/specification.md that it implements. The plugins, in the framework's order, are listed once in
+``reasons`` are the reason strings the plugin's filter reports (``{}`` fields filled per node), and ``rules`` the
+rules of docs/specification.md that it implements. The plugins, in the framework's order, are listed once in
 :data:`policylib.simulate.plugins.PLUGINS`; the engine, the failure messages and ``check`` all iterate that list.
 """
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Plugin:
     """One filter and/or score plugin of kube-scheduler's default profile (see the module's docstring)."""
 
     name: str
-    rule: str
+    rules: tuple[str, ...]
     reasons: tuple[str, ...] = ()
     node_filter: NodeFilter | None = None
     prefilter: Callable[["Cycle"], Any] | None = None

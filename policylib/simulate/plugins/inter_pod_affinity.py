@@ -101,5 +101,5 @@ def score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | N
     return out
 
 
-PLUGIN = Plugin(NAME, "R6", (MSG_POD_AFFINITY, MSG_POD_ANTI_AFFINITY, MSG_EXISTING_ANTI_AFFINITY),
+PLUGIN = Plugin(NAME, ("R6", "R7"), (MSG_POD_AFFINITY, MSG_POD_ANTI_AFFINITY, MSG_EXISTING_ANTI_AFFINITY),
                 prefilter=prefilter, filter=pod_affinity_filter, failures=failures, score=score, weight=2)

@@ -34,5 +34,5 @@ def score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | N
     return default_normalize(raw, feasible, reverse=False)[chosen] if NAME in cy.st.scored else None
 
 
-PLUGIN = Plugin(NAME, "R3", (MSG_AFFINITY,), node_filter=node_affinity, node_score=preferred_weights,
-                score=score, weight=2)
+PLUGIN = Plugin(NAME, ("R3", "R10"), (MSG_AFFINITY,), node_filter=node_affinity,
+                node_score=preferred_weights, score=score, weight=2)

@@ -32,4 +32,4 @@ def failures(cy: Cycle) -> Callable[[int], list[str]] | None:
     return lambda i: [] if ok[i] else [MSG_PORTS]
 
 
-PLUGIN = Plugin(NAME, "R8", (MSG_PORTS,), filter=ports_free, failures=failures)
+PLUGIN = Plugin(NAME, ("R8",), (MSG_PORTS,), filter=ports_free, failures=failures)

@@ -162,6 +162,6 @@ def balanced_score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.nd
     return s.balanced[chosen] if s.balances else None
 
 
-FIT_PLUGIN = Plugin(FIT, "R2", (MSG_TOO_MANY_PODS, MSG_INSUFFICIENT), prefilter=prefilter, filter=fit_filter,
-                    failures=fit_reasons, bound=bound, score=fit_score, weight=1)
-BALANCED_PLUGIN = Plugin(BALANCED, "R12", score=balanced_score, weight=1)
+FIT_PLUGIN = Plugin(FIT, ("R1", "R2", "R9", "R10", "R13"), (MSG_TOO_MANY_PODS, MSG_INSUFFICIENT), prefilter=prefilter,
+                    filter=fit_filter, failures=fit_reasons, bound=bound, score=fit_score, weight=1)
+BALANCED_PLUGIN = Plugin(BALANCED, ("R12",), score=balanced_score, weight=1)

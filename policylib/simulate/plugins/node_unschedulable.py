@@ -19,4 +19,4 @@ def unschedulable(pod: PodShape, node: NodeState) -> str | None:
     return None
 
 
-PLUGIN = Plugin(NAME, "R3", (MSG_UNSCHEDULABLE,), node_filter=unschedulable)
+PLUGIN = Plugin(NAME, ("R3",), (MSG_UNSCHEDULABLE,), node_filter=unschedulable)

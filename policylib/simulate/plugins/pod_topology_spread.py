@@ -239,5 +239,5 @@ def bound(cy: Cycle, i: int) -> None:
                 s.counts[s.domain[i]] += 1
 
 
-PLUGIN = Plugin(NAME, "R4", (MSG_SPREAD, MSG_SPREAD_LABEL), prefilter=prefilter, filter=spread_filter,
-                failures=failures, bound=bound, score=score, weight=2)
+PLUGIN = Plugin(NAME, ("R4", "R5", "R9"), (MSG_SPREAD, MSG_SPREAD_LABEL), prefilter=prefilter,
+                filter=spread_filter, failures=failures, bound=bound, score=score, weight=2)

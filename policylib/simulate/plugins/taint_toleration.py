@@ -34,5 +34,5 @@ def score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | N
     return default_normalize(raw, feasible, reverse=True)[chosen] if NAME in cy.st.scored else None
 
 
-PLUGIN = Plugin(NAME, "R3", (MSG_TAINT,), node_filter=untolerated_taint, node_score=prefer_no_schedule,
-                score=score, weight=3)
+PLUGIN = Plugin(NAME, ("R3", "R10"), (MSG_TAINT,), node_filter=untolerated_taint,
+                node_score=prefer_no_schedule, score=score, weight=3)
