@@ -200,3 +200,24 @@ def test_every_failure_reason_comes_from_the_registry():
     parts = [re.sub(r"^\d+ ", "", part) for part in counted.group(1).split(", ")]
     assert parts == sorted(parts) and len(parts) == 5
     assert all(any(re.fullmatch(pat, part) for pat in patterns) for part in parts), parts
+
+
+def test_partition_feasibility_counts_no_pod_on_a_node_the_filters_refuse():
+    """Rule V18 through the registry: a cordoned node (or one with an untolerated taint) holds none of a task's
+    pods, so its tier-1 HyperNode cannot hold a partition; tolerating the taint gives the room back."""
+    from policylib import mutate
+    from policylib.facts import ClusterFacts
+    from tests.test_volcano import DISCOVERY, job, seed_nodes, task
+    config = load_config({"volcano": {"partitionSize": 2, "networkTopologyDiscovery": DISCOVERY}})
+    nodes = seed_nodes({"huawei.com/ascend-1980": "16", "cpu": "64"})
+    for n in nodes:
+        if n["metadata"]["name"] in ("192.168.5.17", "192.168.5.235", "192.168.5.240", "192.168.5.83"):
+            n["spec"] = {"unschedulable": True}        # one node of every tier-1 HyperNode
+    r = mutate(job(task(replicas=4)), config, facts=ClusterFacts.from_objects(nodes))
+    assert ("task t0: 2 partitions of 2 pods each need one tier-1 HyperNode holding 2 pods; the largest holds 1 pods "
+            "(by allocatable)") in r.warnings
+    tolerant = task(replicas=4)
+    tolerant["template"]["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unschedulable", "operator": "Exists"}]
+    r = mutate(job(tolerant), config, facts=ClusterFacts.from_objects(nodes))
+    assert ("task t0: 2 partitions of 2 pods each fit in one tier-1 HyperNode (2 pods by allocatable); 4 tier-1 "
+            "HyperNodes hold 8 pods") in r.reasons
