@@ -118,13 +118,11 @@ def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
                     if is_volcano_job(job):
                         return simulate_volcano_job(job, config, on, raw_nodes)
                     return simulate_kubeflow_job(job, config, on)
-                p = place(states)
+                out.append(place(states))   # a gang's Pending is the main world's (the others carry on from it)
                 cluster = Cluster(states)
                 for i, (world, order) in enumerate(worlds):
-                    other = place(world.states)
-                    p.pending, p.pending_max = min(p.pending, other.pending), max(p.pending_max, other.pending)
+                    place(world.states)
                     worlds[i] = (Cluster(world.states), order)
-                out.append(p)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
     return out, states
