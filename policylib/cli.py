@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable, Sequence, TextIO, cast
 
 from . import __version__
 from .config import Config
+from .constants import HYPERNODE_API_VERSION
 from .documents import Document, dump_yaml
 from .errors import InputError, PolicyError, PolicylibError, object_ref
 from .facts import ClusterFacts, is_fact, namespace_of
@@ -651,7 +652,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=preview)
     h = sub.add_parser("hypernodes", help="build the HyperNodes Volcano's label discovery makes from Nodes",
                        usage="policylib hypernodes [-h] -f NODES [-f NODES ...] [-R] --config FILE [-o {yaml,tree}]",
-                       description="Build the topology.volcano.sh/v1alpha1 HyperNodes that Volcano's label "
+                       description=f"Build the {HYPERNODE_API_VERSION} HyperNodes that Volcano's label "
                                    "discovery would build from these Nodes, with stable names. --config is "
                                    "required: there is no default discovery (the topology labels are the "
                                    "cluster's own). Exit 2 when no Node carries the configured labels.")

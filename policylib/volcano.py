@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Config, VolcanoSettings
+from .constants import VOLCANO_DOMAIN, VOLCANO_JOB_API_VERSION
 from .errors import FieldPath, PolicyError, invalid, raise_if_any
 from .facts import ClusterFacts
 from .hypernodes import discover_hypernodes, leaf_nodes
@@ -37,7 +38,7 @@ from .validation import (
     validate_volcano_job_shape,
 )
 
-JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
+JOB_API_VERSION = VOLCANO_JOB_API_VERSION
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
 PARTITION_SIZE_ANNOTATION = f"{DOMAIN}/partition-size"
 TASKS = ("spec", "tasks")
@@ -49,7 +50,7 @@ def is_volcano_job(obj: object) -> bool:
 
 def is_volcano_workload(obj: object) -> bool:
     """Other kinds of Volcano's API groups (HyperJob among them)."""
-    return isinstance(obj, dict) and str(obj.get("apiVersion", "")).split("/")[0].endswith("volcano.sh")
+    return isinstance(obj, dict) and str(obj.get("apiVersion", "")).split("/")[0].endswith(VOLCANO_DOMAIN)
 
 
 def _contains_key(node: Any, key: str) -> bool:

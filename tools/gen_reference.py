@@ -234,12 +234,16 @@ def metrics_page() -> str:
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller.py` and `webhook/certrotator.py`. "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py` and "
+             "`webhook/certrotator.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
     lines += metric_rows(Metrics()) + [""]
-    lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(ControllerMetrics()) + [""]
+    controller = ControllerMetrics()
+    lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(controller) + [""]
+    lines += ["Its work queue's, as client-go's workqueue metrics (`name` is the queue's: `controller` for the "
+              "reconciler's):", ""] + metric_rows(controller.queue) + [""]
     lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
     return "\n".join(lines).rstrip() + "\n"

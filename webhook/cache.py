@@ -22,6 +22,7 @@ import os
 import threading
 from typing import Any, Callable, Iterable, cast
 
+from policylib.constants import AUTOSCALING_API_VERSION
 from policylib.facts import ClusterFacts, hpa_target
 from policylib.projection import project
 from policylib.shell import kube
@@ -31,7 +32,7 @@ from .informer import Reflector, Store
 log = logging.getLogger("webhook.cache")
 
 OBJECT_ONLY, WATCH = "object-only", "watch"
-HPA_API_VERSION = "autoscaling/v2"
+HPA_API_VERSION = AUTOSCALING_API_VERSION
 WATCH_SECONDS = 300
 MAX_BACKOFF = 30.0
 #: The confirming read's (connect, read) timeout: well inside the webhook configuration's

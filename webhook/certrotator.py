@@ -40,7 +40,9 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from . import kube
+from policylib.constants import INSTALL_NAMESPACE
+from policylib.shell import kube
+
 from .certs import key_problem, make_ca, make_serving, service_dns_names
 
 log = logging.getLogger("policylib.certrotator")
@@ -75,7 +77,7 @@ def parse_duration(text: str) -> int:
 class Settings:
     """Where the certificates live and how long they last (the controller's ``--certificates-*`` flags)."""
 
-    namespace: str = "policylib-system"
+    namespace: str = INSTALL_NAMESPACE
     service: str = "policylib-webhook"
     webhook_configuration: str = "policylib-webhook"
     ca_secret: str = "policylib-webhook-ca"

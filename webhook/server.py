@@ -55,6 +55,8 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
+from policylib.constants import ANY_ADDRESS, WEBHOOK_PORT
+
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
 
 if TYPE_CHECKING:
@@ -341,8 +343,8 @@ class ServeOptions:
 
     cert_dir: str
     config: str | None = None
-    host: str = "0.0.0.0"
-    port: int = 8443
+    host: str = ANY_ADDRESS
+    port: int = WEBHOOK_PORT
     workers: int = 2
     threads: int = 4  # accepted for compatibility; a gevent worker serves each connection in a greenlet
     max_connections: int = MAX_CONNECTIONS
@@ -475,7 +477,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def missing_certificates(cert_dir: str | Path, host: str = "0.0.0.0") -> str | None:
+def missing_certificates(cert_dir: str | Path, host: str = ANY_ADDRESS) -> str | None:
     """Why ``cert_dir`` cannot hold the serving certificate (not there, or ``tls.crt``/``tls.key``
     missing) and the command that makes them; None when both files are there."""
     import shlex

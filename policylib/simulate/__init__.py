@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..config import Config, load_config
+from ..constants import VOLCANO_JOB_API_VERSION
 from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
 from ..gang import is_kubeflow_job
@@ -50,7 +51,7 @@ def is_bound_pod(obj: Any) -> bool:
 
 
 def is_volcano_job(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == "batch.volcano.sh/v1alpha1"
+    return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == VOLCANO_JOB_API_VERSION
 
 
 def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:

@@ -8,12 +8,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..constants import ANY_ADDRESS, HOSTNAME_LABEL, POD_TEMPLATE_HASH
+from ..constants import ZONE_LABEL as ZONE_LABEL
 from ..labels import selector_matches
 from .resources import NON_MISSING, pod_requests
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
-HOSTNAME = "kubernetes.io/hostname"
-ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME = HOSTNAME_LABEL
 
 
 # --- matching ------------------------------------------------------------------------------------
@@ -174,7 +175,7 @@ def _host_ports(spec: dict[str, Any]) -> list[tuple[str, int, str]]:
     for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
         for p in (c.get("ports") or []) if isinstance(c, dict) else []:
             if isinstance(p, dict) and p.get("hostPort"):
-                out.append((str(p.get("protocol") or "TCP"), int(p["hostPort"]), str(p.get("hostIP") or "0.0.0.0")))
+                out.append((str(p.get("protocol") or "TCP"), int(p["hostPort"]), str(p.get("hostIP") or ANY_ADDRESS)))
     return out
 
 
@@ -208,7 +209,7 @@ class PodShape:
         required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         labels = dict(meta.get("labels") or {})
         if revision:
-            labels.setdefault("pod-template-hash", revision)   # the ReplicaSet's label, unique per revision
+            labels.setdefault(POD_TEMPLATE_HASH, revision)   # the ReplicaSet's label, unique per revision
         unmodelled: list[str] = []
         pod_aff, pod_anti = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
         key = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -218,7 +219,7 @@ class PodShape:
         default_selector = None
         if owner_selector is not None and revision:
             default_selector = {"matchLabels": {**(owner_selector.get("matchLabels") or {}),
-                                                "pod-template-hash": labels["pod-template-hash"]},
+                                                POD_TEMPLATE_HASH: labels[POD_TEMPLATE_HASH]},
                                 "matchExpressions": list(owner_selector.get("matchExpressions") or [])}
         return cls(namespace, labels, dict(spec.get("nodeSelector") or {}),
                    None if required is None else list(required.get("nodeSelectorTerms") or []),

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from ...constants import ANY_ADDRESS
 from ..framework import Plugin, np
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ def ports_free(cy: Cycle) -> np.ndarray | None:
     out = np.ones(len(cy.c.states), dtype=bool)
     for i, used in enumerate(cy.c.ports):
         for proto, port, ip in cy.pod.host_ports:
-            if any(p == proto and q == port and (a == ip or "0.0.0.0" in (a, ip)) for p, q, a in used):
+            if any(p == proto and q == port and (a == ip or ANY_ADDRESS in (a, ip)) for p, q, a in used):
                 out[i] = False
     return out
 

@@ -1,13 +1,14 @@
 """NodeUnschedulable (``pkg/scheduler/framework/plugins/nodeunschedulable``): a cordoned node."""
 from __future__ import annotations
 
+from ...constants import UNSCHEDULABLE_TAINT as UNSCHEDULABLE_TAINT_KEY
 from ..framework import Plugin
 from ..model import NodeState, PodShape, tolerates
 
 NAME = "NodeUnschedulable"
 MSG_UNSCHEDULABLE = "node(s) were unschedulable"
 #: The taint a pod tolerates to be placed on a cordoned node (``v1.TaintNodeUnschedulable``).
-UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+UNSCHEDULABLE_TAINT = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
 
 
 def unschedulable(pod: PodShape, node: NodeState) -> str | None:
