@@ -27,7 +27,10 @@ from .gang import (
 )
 from .hypernodes import discover_hypernodes, leaf_nodes
 from .plan import plan, summarize
-from .simulate import NodeState, PodShape, fits, is_bound_pod, node_states, simulate
+from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate, simulate_load
+from .simulate.engine import Cluster
+from .simulate.gangs import place_gang
+from .simulate.plugins import eligible_nodes
 from .spread import (
     HOST_WEAKENED_WARNING,
     effective_replicas,
@@ -156,8 +159,13 @@ def check_match_label_keys(config: Config, nodes: list[dict[str, Any]], server_v
                     "together during a rollout; set matchLabelKeys: none or turn the gate on") for k in uses]
 
 
-def _eligible(pod: PodShape, states: Iterable[NodeState]) -> list[NodeState]:
-    return [n for n in states if not n.unschedulable and pod.matches_affinity(n) and pod.untolerated(n) is None]
+def deployment_eligible_nodes(deployment: dict[str, Any], config: Config, facts: ClusterFacts,
+                              states: list[NodeState]) -> list[NodeState]:
+    """The Nodes a Deployment's pods (after policylib's mutation) could ever be placed on: the eligibility
+    filters of the registry ``simulate`` runs (rule R3: cordoned nodes unless tolerated, taints, node affinity)."""
+    ns = namespace_of(deployment)
+    mutated = mutate_deployment(deployment, config, facts=facts, namespace=ns).object
+    return eligible_nodes(PodShape.of_template(mutated["spec"]["template"], ns, ""), states)
 
 
 def check_enforced_deployments(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
@@ -177,9 +185,7 @@ def check_enforced_deployments(config: Config, nodes: list[dict[str, Any]], obje
         effective = effective_replicas(d, facts, ns).replicas
         if not host_spread_enforced(effective, host):
             continue
-        mutated = mutate_deployment(d, config, facts=facts, namespace=ns).object
-        pod = PodShape.of_template(mutated["spec"]["template"], ns, "check")
-        eligible = _eligible(pod, states)
+        eligible = deployment_eligible_nodes(d, config, facts, states)
         if len(eligible) < host.minDomains:
             p = placements.get((ns, d["metadata"]["name"]))
             pending = f"; {p.pending_range} of its {p.replicas} replicas would stay Pending" if p and p.pending_max else ""
@@ -245,34 +251,27 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]]) -> list[Findin
     return []
 
 
-def _fits(pod: PodShape, node: NodeState) -> bool:
-    return bool(fits(pod.requests, node.allocatable, node.requested, node.pods, node.allocatable.get("pods", 0)))
-
-
 def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int) -> int:
-    """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``.
+    """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``: the engine's
+    filters (the registry ``simulate`` runs) place the pods of every replica type, in the job's order, on a copy
+    of the Nodes (:func:`policylib.simulate.gangs.place_gang`): Coscheduling holds each member it has placed
+    (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot both count
+    the same free CPU."""
+    return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
 
-    The pods of every replica type share the Nodes: Coscheduling holds each member it has
-    placed (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its
-    Workers cannot both count the same free CPU. Each pod goes first-fit, in the job's
-    replica-type order, on a copy of the Nodes.
-    """
-    states = [n.copy() for n in states]
-    placed = 0
-    for t in job.types:
-        pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "check")
-        eligible = _eligible(pod, states)
-        for _ in range(t.replicas):
-            node = next((n for n in eligible if _fits(pod, n)), None)
-            if node is None or placed >= minimum:
-                break
-            node.bind(pod)
-            placed += 1
-    return placed
+
+def _load_beside(job: dict[str, Any], config: Config, nodes: list[dict[str, Any]],
+                 objects: list[dict[str, Any]]) -> list[NodeState]:
+    """The Nodes with what every other workload of the input takes (as ``simulate`` places them; stored
+    workloads count by their bound Pods) and the bound Pods."""
+    others = [o for o in objects if o is not job and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
+    try:
+        return simulate_load(others, nodes, config)
+    except PolicyError:
+        return node_states(nodes, [o for o in objects if is_bound_pod(o)])   # an unreadable object: preview names it
 
 
 def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]]) -> list[Finding]:
-    states = node_states(nodes, [o for o in objects if is_bound_pod(o)])
     out = []
     for obj in objects:
         if not is_kubeflow_job(obj):
@@ -284,7 +283,7 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
                                f"{job.kind} {job.namespace}/{job.name}: {operator}"))
         minimum = job_minimum(job)
         specs = (obj.get("spec") or {}).get(job.specs_key) or {}
-        capacity = gang_capacity(job, specs, states, minimum)
+        capacity = gang_capacity(job, specs, _load_beside(obj, config, nodes, objects), minimum)
         if capacity < minimum:
             # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
             outcome = gang_stuck_outcome(config, operator)
@@ -398,7 +397,7 @@ def check_simulated(config: Config, nodes: list[dict[str, Any]], objects: list[d
     named = " ".join(f.message for f in found if f.severity == "error")
     out = []
     for p in placements:
-        if not p.pending_max or f"{p.namespace}/{p.name} " in named:
+        if not p.pending_max or f"{p.namespace}/{p.name} " in named or f"{p.namespace}/{p.name}:" in named:
             continue
         why = f": {p.reasons[-1]}" if p.reasons else ""
         out.append(Finding("error", "simulate", f"{p.kind} {p.namespace}/{p.name}: {p.pending_range} of its "

@@ -350,16 +350,24 @@ def test_sidecars_and_pod_level_resources_count_against_the_node():
 
 
 def test_check_and_simulate_share_one_fit():
-    import sys
-
-    from policylib.simulate import resources
-    check_module = sys.modules["policylib.check"]
-    assert check_module.fits is resources.fits
-    pod = PodShape.of_template(deploy(requests={"cpu": "1"}, initContainers=[
-        {"name": "s", "image": "x", "restartPolicy": "Always", "resources": {"requests": {"cpu": "1"}}}])[
-        "spec"]["template"], "ml", "h")
-    assert check_module._fits(pod, NodeState.of(node("a", cpu="2"))) is True
-    assert check_module._fits(pod, NodeState.of(node("a", cpu="1500m"))) is False
+    """Rule R2: check's gang capacity places through the engine's NodeResourcesFit, so a sidecar's requests
+    count for both (a 1-CPU container beside a 1-CPU sidecar needs 2 CPUs)."""
+    from policylib.simulate.plugins import node_resources
+    spec = {"template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
+                                  "initContainers": [{"name": "s", "image": "x", "restartPolicy": "Always",
+                                                      "resources": {"requests": {"cpu": "1"}}}]}}}
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf", "namespace": "ml"},
+           "spec": {"tfReplicaSpecs": {"Worker": dict(spec, replicas=2)}}}
+    assert node_resources.fits is sys.modules["policylib.simulate.resources"].fits
+    gang = [f.message for f in check(None, [node("a", cpu="2"), node("b", cpu="1500m")], [job])
+            if f.key == "gang.method"]
+    assert gang == ["TFJob ml/tf: its gang needs 2 pods at once; the Nodes can hold 1 of them now: it would wait "
+                    "for its scheduleTimeout and never start"]
+    [p] = simulate([job], [node("a", cpu="2"), node("b", cpu="1500m")], None)
+    assert (p.kind, p.placed, p.pending) == ("TFJob", {}, 2)
+    assert p.reasons == ["Worker: 0/2 nodes are available: 2 Insufficient cpu.",
+                         "gang: 1 of its minimum 2 pods placeable at once: the gang binds nothing, all 2 pods stay "
+                         "Pending"]
 
 
 def test_required_pod_anti_affinity_to_itself_and_to_others():
@@ -443,7 +451,8 @@ def test_system_default_spread_applies_without_constraints():
 
 
 def test_balanced_allocation_scores_the_change_in_balance():
-    from policylib.simulate.engine import Cluster, balanced_allocation
+    from policylib.simulate.engine import Cluster
+    from policylib.simulate.plugins.node_resources import balanced_allocation
     states = [NodeState.of(node("a", cpu="4", memory="4Gi"))]
     states[0].requested = {"cpu": 2000}
     c = Cluster(states)
@@ -525,7 +534,7 @@ def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
     """1.36's NodeResourcesFit scorer is built without the PodLevelResources feature: it scores the incoming pod by
     its containers (100m/200Mi for each that requests nothing) while the Node's load counts pod-level requests.
     Found by the differential test: three placements differed until the simulator did the same."""
-    from policylib.simulate.engine import least_allocated_requests, nonzero_requests
+    from policylib.simulate.model import least_allocated_requests, nonzero_requests
     spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "3Gi"}}}],
             "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}],
             "resources": {"requests": {"cpu": "850m"}}}
@@ -556,3 +565,4 @@ def test_a_tie_broken_earlier_gives_later_workloads_a_range():
     p0, p1 = simulate([first, second], [node("a", cpu="2"), node("b", cpu="2")], OFF)
     assert (p0.placed, p0.deterministic) == ({"a": 1}, False)
     assert (p1.placed, p1.pending_range) == ({}, "0-1")     # placed as the name order left it; Pending 0 or 1
+

@@ -70,8 +70,8 @@ def add_cluster_source(p: argparse.ArgumentParser, files_required: bool, scoped:
     """The flags of the commands that read Nodes and workloads from files or the live cluster."""
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
     p.add_argument("-f", "--filename", metavar="FILE", action="append",
-                   help="workloads (Deployments with their HPAs, Volcano Jobs; Pods in a snapshot count as load); "
-                        "repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
+                   help="workloads (Deployments with their HPAs, Volcano Jobs, Kubeflow jobs; Pods in a snapshot count "
+                        "as load); repeatable; - reads stdin; " + DIR_HELP + (" (-f or -k required)" if files_required else ""))
     add_kustomize(p)
     add_recursive(p)
     src = p.add_mutually_exclusive_group()

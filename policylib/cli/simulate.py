@@ -40,9 +40,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         raise locate(e, docs) from None
     for obj in not_simulated(objects):
         stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
-                     "Deployments and Volcano Jobs; check counts Kubeflow gangs)\n")
+                     "Deployments, Volcano Jobs and Kubeflow jobs)\n")
     if not placements:
-        raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
+        raise InputError(f"no Deployment, Volcano Job or Kubeflow job in {', '.join(args.filename)}")
     if args.output == "json":
         stdout.write(json_array([p.as_dict() for p in placements]))
     elif args.output == "svg":
@@ -53,9 +53,11 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
 
 def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs and the
-    context it reads (Pods as load, HPAs, PodGroups)."""
+    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs, Kubeflow jobs and
+    the context it reads (Pods as load, HPAs, PodGroups)."""
+    from ..gang import is_kubeflow_job
     from ..simulate import is_volcano_job
     from ..spread import is_deployment
     return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
+                                                                or is_kubeflow_job(o)
                                                                 or o.get("kind") in ("Pod", "Node"))]

@@ -99,15 +99,3 @@ def fits(requests: dict[str, int], allocatable: dict[str, Any], requested: dict[
         if v > 0:
             ok = ok & (requested.get(k, 0) + v <= allocatable.get(k, 0))
     return ok
-
-
-def fit_failures(requests: dict[str, int], allocatable: dict[str, int], requested: dict[str, int], pods: int,
-                 max_pods: int) -> list[str]:
-    """Why :func:`fits` fails on one node, in the scheduler's words."""
-    out = []
-    if pods + 1 > max_pods:
-        out.append("Too many pods")
-    for k, v in requests.items():
-        if v > 0 and requested.get(k, 0) + v > allocatable.get(k, 0):
-            out.append(f"Insufficient {k}")
-    return out

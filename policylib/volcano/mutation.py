@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import quantity
 from ..config import Config, VolcanoSettings
 from ..errors import FieldPath, PolicyError, invalid, raise_if_any
 from ..facts import ClusterFacts
@@ -124,32 +123,6 @@ def restart_partition_policies(policies: list[Any], events: tuple[str, ...]) -> 
 
 # --- feasibility (rule V18) -----------------------------------------------------
 
-def parse_quantity(value: Any) -> float:
-    """A Kubernetes resource quantity (``4``, ``500m``, ``32Gi``) as a number."""
-    return float(quantity.parse_quantity(value))
-
-
-def pod_requests(template: dict[str, Any]) -> dict[str, float]:
-    """Summed container requests (limits where requests are absent, as the API defaults them)."""
-    total: dict[str, float] = {}
-    for c in ((template.get("spec") or {}).get("containers") or []):
-        res = c.get("resources") or {}
-        req = dict(res.get("limits") or {}, **(res.get("requests") or {}))
-        for k, v in req.items():
-            total[k] = total.get(k, 0.0) + parse_quantity(v)
-    return total
-
-
-def pods_per_node(requests: dict[str, float], node: dict[str, Any]) -> int | None:
-    """How many such pods fit in a node's allocatable; None when either side is unknown."""
-    alloc = (node.get("status") or {}).get("allocatable") or {}
-    wanted = {k: v for k, v in requests.items() if v > 0}
-    if not wanted or not alloc:
-        return None
-    fits = [int(parse_quantity(alloc.get(k, 0)) // v) for k, v in wanted.items()]
-    return min(fits)
-
-
 def tier_limit(policy: dict[str, Any], hypernodes: list[dict[str, Any]]) -> int | None:
     topo = policy.get("networkTopology") or {}
     if topo.get("highestTierAllowed") is not None:
@@ -164,8 +137,11 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
     """Rule V18: whether each partition fits inside one HyperNode of tier <= the allowed tier.
 
     Capacity counts one pod per node unless requests and node allocatable are
-    both known, then how many pods each node's allocatable holds.
+    both known, then how many pods each node's allocatable holds; a node the
+    scheduler's eligibility filters refuse the pod holds none
+    (:func:`policylib.simulate.gangs.pods_per_node`, the registry ``simulate`` runs).
     """
+    from ..simulate.gangs import pods_per_node
     policy = task["partitionPolicy"]
     name, size, total = task.get("name"), policy["partitionSize"], policy["totalPartitions"]
     tier = tier_limit(policy, hypernodes)
@@ -173,13 +149,13 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
         return f"task {name}: networkTopology names no tier that the discovered HyperNodes have", False
     leaves = leaf_nodes(hypernodes)
     by_name = {n["metadata"]["name"]: n for n in nodes}
-    requests = pod_requests(task.get("template") or {})
     capacities = []
     exact = True
     for h in hypernodes:
         if h["spec"]["tier"] > tier:
             continue
-        per_node = [pods_per_node(requests, by_name[n]) if n in by_name else None for n in leaves[h["metadata"]["name"]]]
+        per_node = [pods_per_node(task.get("template") or {}, by_name[n]) if n in by_name else None
+                    for n in leaves[h["metadata"]["name"]]]
         exact = exact and all(p is not None for p in per_node)
         capacities.append((sum(1 if p is None else p for p in per_node), h))
     if not capacities:
