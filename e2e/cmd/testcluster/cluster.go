@@ -379,11 +379,12 @@ func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 
 // controllers are the controllers kube-controller-manager runs: with a real node, also the endpoint
 // controllers, so that a Service (a webhook's) has the pod IPs of its ready pods as endpoints, and what
-// service-account tokens need (each namespace's `default` ServiceAccount, the kube-root-ca.crt ConfigMap).
+// service-account tokens need (each namespace's `default` ServiceAccount, the kube-root-ca.crt ConfigMap), and
+// the disruption controller, so that a PodDisruptionBudget's status allows evictions (`kubectl drain`).
 func (c *cluster) controllers() string {
 	if c.realNode != nil {
 		return c.operators.controllers() + ",endpoints-controller,endpointslice-controller," +
-			"serviceaccount-controller,root-ca-certificate-publisher-controller"
+			"serviceaccount-controller,root-ca-certificate-publisher-controller,disruption-controller"
 	}
 	return c.operators.controllers()
 }
