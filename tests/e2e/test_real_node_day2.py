@@ -267,7 +267,9 @@ def test_certificate_rotation_through_the_kubelet(release):
     print(f"certificate rotation: {load.result}")
     print(f"kubelet Secret propagation per pod: {', '.join(f'{d:.1f} s' for d in sorted(delays.values()))}; "
           f"chart's default propagation {propagation} s")
-    assert max(delays.values()) * 2 <= propagation, delays
+    # the kubelet refreshes a Secret volume when it next syncs the pod: every syncFrequency (1 min) plus up to
+    # half of it in jitter, 90 s at most, half the chart's 180 s; what was measured must leave a quarter free
+    assert max(delays.values()) <= propagation * 0.75, delays
     load.result.assert_clean(least=50)
 
 
