@@ -49,11 +49,18 @@ def webhook_counters(client: Client, webhooks: tuple[str, ...]) -> dict[str, flo
         conn.close()
     if response.status != 200:
         raise AssertionError(f"GET /metrics: {response.status} {text[:300]}")
+    return parse_counters(text, webhooks)
+
+
+def parse_counters(text: str, webhooks: tuple[str, ...]) -> dict[str, float]:
+    """:data:`FAIL_OPEN` and :data:`REJECTED` in a Prometheus text exposition, summed over ``webhooks``."""
     totals = {FAIL_OPEN: 0.0, REJECTED: 0.0}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name in totals and sample.labels.get("name") in webhooks:
-                totals[sample.name] += sample.value
+            # the parser names a counter's sample NAME_total, whatever the server wrote
+            name = sample.name.removesuffix("_total")
+            if name in totals and sample.labels.get("name") in webhooks:
+                totals[name] += sample.value
     return totals
 
 

@@ -9,8 +9,8 @@ operations on the real node"; docs/operations.md, "Upgrades, restarts and drains
 - ``kubectl drain`` of the node: the PodDisruptionBudget lets one replica go and holds the other (one real node:
   the replacement has nowhere to run until the node is uncordoned);
 - the serving certificate and its CA rotated in the Secret the kubelet mounts, in the steps the controller's
-  rotation takes (rule C-certificates in docs/operations.md): the kubelet's delay measured per pod, against the
-  chart's default ``certificates.self.propagation``;
+  rotation takes (docs/operations.md, "CA rotation"): the kubelet's delay measured per pod, against the chart's
+  default ``certificates.self.propagation``;
 - the load of ``bench/bench_apiserver.py`` (8 clients, its realistic Deployment): each pod's RSS and peak memory
   from its cgroup, within the chart's memory limit, no OOM kill, no restart.
 
@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.bench_apiserver import deployment
 from tests.helmtool import CHART, helm_binary
 from tests.test_image import ARCHIVE
 
@@ -157,6 +158,10 @@ def test_helm_upgrade_changing_the_config(release):
         rolled(r, before)
     print(f"helm upgrade (config): {load.result}")
     load.result.assert_clean(least=50)
+    _, got = load.client.create(deployment("after-the-upgrade", LOAD_NS), dry_run=True)
+    (zone,) = [c for c in got["spec"]["template"]["spec"]["topologySpreadConstraints"]
+               if c["topologyKey"] == "topology.kubernetes.io/zone"]
+    assert zone["maxSkew"] == 2  # both new replicas serve the new config
 
 
 def test_helm_upgrade_changing_the_image(release):
