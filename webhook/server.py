@@ -80,8 +80,8 @@ IDLE_CHECK_SECONDS = 0.5
 #: After SIGTERM an idle keep-alive connection waits this long for one last request (answered with
 #: ``Connection: close``) before it is closed. The API server keeps sending reviews on the connections it holds
 #: to a pod whose endpoint it has dropped; closing one at once races a review written to it, which the API
-#: server's HTTP client does not resend (a POST): that review fails (docs/operations.md, "Upgrades, restarts and
-#: drains"). Within ``--graceful-timeout``, and with the preStop delay within terminationGracePeriodSeconds.
+#: server's HTTP client does not resend (a POST): that review fails (rule W9). Within ``--graceful-timeout``,
+#: and with the preStop delay within terminationGracePeriodSeconds.
 SHUTDOWN_IDLE_SECONDS = 10.0
 #: gunicorn's ``worker_connections``: open connections one worker holds at most (it stops
 #: accepting while it holds that many; the others, and the kernel's backlog, take the rest).
@@ -215,7 +215,7 @@ class DeadlineSocket:
 
     def _request_begins(self) -> bool:
         """Whether bytes arrive before the keep-alive timeout; once the worker shuts down, within
-        :data:`SHUTDOWN_IDLE_SECONDS` (that last request is answered with ``Connection: close``)."""
+        :data:`SHUTDOWN_IDLE_SECONDS` (that last request is answered with ``Connection: close``: rule W9)."""
         idle_until = time.monotonic() + KEEPALIVE_SECONDS
         shutting_down = False
         while True:
