@@ -218,6 +218,9 @@ def test_deployment_is_highly_available_and_locked_down(base):
     assert security["capabilities"] == {"drop": ["ALL"]}
     assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "https", "scheme": "HTTPS"}
     assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    # liveness starts once the startup probe passes: a slow cold start is waited for, not killed
+    assert container["startupProbe"]["httpGet"] == {"path": "/healthz", "port": "https", "scheme": "HTTPS"}
+    assert container["startupProbe"]["periodSeconds"] * container["startupProbe"]["failureThreshold"] >= 60
     assert set(container["resources"]["requests"]) == {"cpu", "memory"}
     assert set(container["resources"]["limits"]) == {"cpu", "memory"}
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}

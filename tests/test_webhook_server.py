@@ -383,6 +383,36 @@ def test_sigterm_drains_an_in_flight_request(tmp_path):
     assert [line["uid"] for line in logged] == [review["request"]["uid"]]
 
 
+def test_sigterm_answers_a_kept_alive_connections_next_request_and_then_closes_it(tmp_path):
+    """The API server keeps sending reviews on a connection it holds to a terminating pod: after SIGTERM the
+    worker answers the next one (with ``Connection: close``) instead of closing the idle connection under it."""
+    certs = tmp_path / "certs"
+    make_certs(certs)
+    server = Server(certs, tmp_path, workers=1)
+    review = sample("deployment-create.json")
+    conn = server.connection(timeout=15)
+    server.review(review, conn)  # the connection is now kept alive, idle
+    server.proc.send_signal(signal.SIGTERM)
+
+    def refused() -> bool:  # the listener is closed: the worker has seen the SIGTERM
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=1).close()
+            return False
+        except OSError:
+            return True
+
+    deadline = time.monotonic() + 10
+    while not refused():
+        assert time.monotonic() < deadline, "the server still accepts connections 10 s after SIGTERM"
+        time.sleep(0.05)
+    conn.request("POST", "/mutate", body=json.dumps(review).encode(), headers={"Content-Type": "application/json"})
+    response = conn.getresponse()
+    answer = json.loads(response.read())
+    assert response.status == 200 and answer["response"]["uid"] == review["request"]["uid"]
+    assert response.getheader("Connection") == "close"
+    assert server.proc.wait(timeout=30) == 0
+
+
 def test_serve_with_a_bad_config_is_one_line_and_exit_2(tmp_path, certs):
     bad = tmp_path / "bad.yaml"
     bad.write_text("webhook:\n  failureMode: sometimes\n")

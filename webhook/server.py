@@ -26,8 +26,10 @@ docs/figures.md, "Reliability"):
 - an answer's head and body go out in one TLS write (one record, one wake-up
   of the client) instead of gunicorn's two (docs/performance.md).
 - no control socket (it needs a writable ``$HOME`` or ``$XDG_RUNTIME_DIR``);
-  SIGTERM stops accepting, closes idle connections, and drains in-flight
-  requests for up to ``--graceful-timeout`` seconds.
+  SIGTERM stops accepting, answers each kept-alive connection's next request
+  with ``Connection: close`` (an idle one is closed after
+  :data:`SHUTDOWN_IDLE_SECONDS`), and drains in-flight requests for up to
+  ``--graceful-timeout`` seconds.
 - Prometheus multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR`` is set (and
   emptied) before any worker starts; a dead worker's live gauges are dropped.
 """
@@ -77,6 +79,12 @@ CLIENT_DEADLINE = 2.0
 KEEPALIVE_SECONDS = 120
 #: How often an idle keep-alive connection checks whether its worker is shutting down.
 IDLE_CHECK_SECONDS = 0.5
+#: After SIGTERM an idle keep-alive connection waits this long for one last request (answered with
+#: ``Connection: close``) before it is closed. The API server keeps sending reviews on the connections it holds
+#: to a pod whose endpoint it has dropped; closing one at once races a review written to it, which the API
+#: server's HTTP client does not resend (a POST): that review fails (rule W9). Within ``--graceful-timeout``,
+#: and with the preStop delay within terminationGracePeriodSeconds.
+SHUTDOWN_IDLE_SECONDS = 10.0
 #: gunicorn's ``worker_connections``: open connections one worker holds at most (it stops
 #: accepting while it holds that many; the others, and the kernel's backlog, take the rest).
 MAX_CONNECTIONS = 1000
@@ -208,11 +216,16 @@ class DeadlineSocket:
             raise self._give_up() from None
 
     def _request_begins(self) -> bool:
-        """Whether bytes arrive before the keep-alive timeout, while the worker is alive."""
+        """Whether bytes arrive before the keep-alive timeout; once the worker shuts down, within
+        :data:`SHUTDOWN_IDLE_SECONDS` (that last request is answered with ``Connection: close``: rule W9)."""
         idle_until = time.monotonic() + KEEPALIVE_SECONDS
-        while self.worker.alive:
+        shutting_down = False
+        while True:
             if self.sock.pending():
                 return True
+            if not shutting_down and not self.worker.alive:
+                shutting_down = True
+                idle_until = min(idle_until, time.monotonic() + SHUTDOWN_IDLE_SECONDS)
             remaining = idle_until - time.monotonic()
             if remaining <= 0:
                 return False
@@ -221,7 +234,6 @@ class DeadlineSocket:
                 return True
             except TimeoutError:
                 continue
-        return False
 
     def _give_up(self) -> ClientTooSlow:
         if not self.too_slow:
