@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
-from typing import Any, Callable, Iterable, cast
+from typing import Any, Callable, Iterable, TypeVar, cast
 
 from policylib.facts import ClusterFacts, hpa_target
 from policylib.projection import project
@@ -28,7 +29,7 @@ from policylib.shell import kube
 
 from .informer import Reflector, Store
 
-log = logging.getLogger("webhook.cache")
+log = logging.getLogger(__name__)
 
 OBJECT_ONLY, WATCH = "object-only", "watch"
 HPA_API_VERSION = "autoscaling/v2"
@@ -39,6 +40,8 @@ MAX_BACKOFF = 30.0
 CONFIRM_TIMEOUT = (0.5, 1.0)
 #: The confirming read is one request: the first this many HPAs of the namespace.
 CONFIRM_LIMIT = 500
+W = TypeVar("W")
+R = TypeVar("R")
 #: ``result`` label values of the confirming reads' counter.
 CONFIRMED_FOUND, CONFIRMED_NONE, CONFIRMED_ERROR = "found", "none", "error"
 
@@ -115,6 +118,7 @@ class HpaCache(ClusterFacts):
     def __init__(self, api_client: Any, source: str):
         super().__init__()
         self.api = kube.Api(api_client)
+        self.read = HpaRead(api_client)
         self.source = source
         self.index = HpaIndex()
         self.reflector = Reflector(self.api, kube.HPAS, self.index, lambda event_type, obj, old: None,
@@ -146,42 +150,129 @@ class HpaCache(ClusterFacts):
         self._stop.set()
 
 
+class HpaRead:
+    """Rule W4's read, as cheap as it can be: one ``GET`` of the namespace's HPAs
+    (``limit``: :data:`CONFIRM_LIMIT`) sent on the API client's own pool of kept-alive connections
+    (``ApiClient.rest_client.pool_manager``, urllib3) with the client's current credentials
+    (``Configuration.auth_settings()``, which refreshes a pod's rotated token), its answer parsed by
+    orjson (:func:`policylib.shell.kube.decode`): the generated client's request and response
+    machinery cost about as much CPU as the rest of a review (docs/performance.md)."""
+
+    def __init__(self, api_client: Any):
+        import urllib3
+        self.configuration = api_client.configuration
+        self.pool = api_client.rest_client.pool_manager
+        self.timeout = urllib3.Timeout(connect=CONFIRM_TIMEOUT[0], read=CONFIRM_TIMEOUT[1])
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        for auth in self.configuration.auth_settings().values():
+            if auth.get("in") == "header" and auth.get("value"):
+                headers[auth["key"]] = auth["value"]
+        return headers
+
+    def __call__(self, namespace: str) -> dict[str, Any]:
+        """The first page of ``namespace``'s HPAs, a consistent read (no resourceVersion); raises
+        :class:`~policylib.shell.kube.ApiError` for an error status, urllib3's errors for the network."""
+        url = f"{self.configuration.host}{kube.HPAS.path(namespace)}?limit={CONFIRM_LIMIT}"
+        response = self.pool.request("GET", url, headers=self.headers(), timeout=self.timeout, retries=False)
+        data = kube.decode(response.data)
+        if not 200 <= response.status < 300:
+            raise kube.error_for(response.status, data)
+        return cast("dict[str, Any]", data)
+
+
 class ConfirmedHpas(ClusterFacts):
     """Rule W4: the facts of one Deployment CREATE. The cache answers when it knows an HPA for the
     Deployment; otherwise one namespaced list from the API server (a consistent read: it includes
     every HPA whose create returned before this request) confirms there is none, or finds the one
     the watch has not delivered yet. A failed read falls back to the cache's answer, counted
-    and logged. ``counted(result)`` is called once per confirming read."""
+    and logged. ``counted(result)`` is called once per confirming read.
+
+    :meth:`start` sends the read before the policy runs, so the API server answers it while the
+    policy works (:func:`decide_overlapped`); :meth:`hpas_for` then waits for that answer."""
 
     def __init__(self, cache: "HpaCache", counted: Callable[[str], None]):
         super().__init__()
         self.cache, self.counted = cache, counted
+        self._pending: dict[tuple[str, str], Callable[[], list[dict[str, Any]] | None]] = {}
 
     @property
     def ready(self) -> bool:
         return self.cache.ready
+
+    def needs_read(self, namespace: str | None, name: object) -> bool:
+        """Whether :meth:`hpas_for` of this Deployment would ask the API server."""
+        return bool(namespace and isinstance(name, str) and name and not self.cache.hpas_for(namespace, name))
+
+    def start(self, namespace: str, name: str) -> None:
+        """Send the read now; its answer is collected by :meth:`hpas_for` or :meth:`found`."""
+        if (namespace, name) not in self._pending:
+            self._pending[(namespace, name)] = concurrently(lambda: self._confirm(namespace, name))
+
+    def found(self, namespace: str, name: str) -> bool:
+        """Whether the read :meth:`start` sent found an HPA the cache did not have (waits for it)."""
+        return bool(self.hpas_for(namespace, name))
 
     def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         """Rule W4: the cache's HPAs for the Deployment, else the API server's."""
         cached = self.cache.hpas_for(namespace, name)
         if cached or not namespace or not name:
             return cached
+        pending = self._pending.get((namespace, name))
+        confirmed = pending() if pending is not None else self._confirm(namespace, name)
+        return cached if confirmed is None else confirmed
+
+    def _confirm(self, namespace: str, name: str) -> list[dict[str, Any]] | None:
+        """The namespace's HPAs targeting the Deployment, or None when the read cannot tell."""
         try:
-            page = self.cache.api.request("GET", kube.HPAS.path(namespace), query=[("limit", CONFIRM_LIMIT)],
-                                          timeout=CONFIRM_TIMEOUT)
+            page = self.cache.read(namespace)
         except Exception as e:  # noqa: BLE001 -- any failure of the read: the cache's answer stands
-            log.warning("HPA read for Deployment %s/%s failed, using the watch cache: %s", namespace, name, e)
+            log.warning("HPA read failed, using the watch cache",
+                        extra={"namespace": namespace, "deployment": name, "error": str(e)})
             self.counted(CONFIRMED_ERROR)
-            return cached
+            return None
         found = [slim_hpa(h) for h in page.get("items") or [] if hpa_target(h) == (namespace, name)]
         if not found and (page.get("metadata") or {}).get("continue"):
             # One request only, so the read stays within its timeout: past the first page, the watch's answer.
-            log.warning("HPA read for Deployment %s/%s: more than %d HPAs in the namespace, using the watch cache",
-                        namespace, name, CONFIRM_LIMIT)
+            log.warning("HPA read: more HPAs in the namespace than one page, using the watch cache",
+                        extra={"namespace": namespace, "deployment": name, "limit": CONFIRM_LIMIT})
             self.counted(CONFIRMED_ERROR)
-            return cached
+            return None
         self.counted(CONFIRMED_FOUND if found else CONFIRMED_NONE)
         return found
+
+
+def concurrently(work: Callable[[], W]) -> Callable[[], W]:
+    """Run ``work`` beside the caller; returns what waits for its result. In a gevent worker (sockets
+    patched) ``work`` is a greenlet that has sent its request when this returns (``gevent.sleep(0)``
+    lets it run up to its first wait for the network); elsewhere it runs now."""
+    if "gevent" in sys.modules:
+        from gevent import monkey
+        if monkey.is_module_patched("socket"):
+            import gevent
+            greenlet = gevent.spawn(work)
+            gevent.sleep(0)
+            return cast("Callable[[], W]", greenlet.get)
+    result = work()
+    return lambda: result
+
+
+def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespace: str | None,
+                      obj: dict[str, Any] | None) -> R:
+    """Rule W4 without waiting for the read: for a Deployment the cache knows no HPA for, the read is
+    sent, the policy decides with the cache's facts while the API server answers, and decides again
+    only when the read found an HPA (rare: the HPA applied just before its Deployment). The answer is
+    the one deciding with ``facts`` gives: without an HPA both see none, with one the second decision
+    has it, and a failed read leaves the cache's answer."""
+    name = ((obj or {}).get("metadata") or {}).get("name") if isinstance(obj, dict) else None
+    deployment = isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
+    if not deployment or not facts.needs_read(namespace, name):
+        return decide(facts)
+    assert namespace is not None and isinstance(name, str)  # needs_read checked them
+    facts.start(namespace, name)
+    first = decide(facts.cache)
+    return decide(facts) if facts.found(namespace, name) else first
 
 
 def for_review(facts: Any, operation: str, counted: Callable[[str], None]) -> Any:
