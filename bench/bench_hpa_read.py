@@ -83,10 +83,10 @@ def main(argv: list[str] | None = None) -> int:
         reads = candidates(kube.api_client(kubeconfig=str(cluster.kubeconfig)))
         wall: dict[str, list[float]] = {n: [] for n in reads}
         cpu: dict[str, float] = dict.fromkeys(reads, 0.0)
-        for name, read in reads.items():   # warm every path (connections, imports)
+        for read in reads.values():   # warm every path (connections, imports)
             for _ in range(20):
                 read()
-        for i in range(args.reads):
+        for _ in range(args.reads):
             for name, read in reads.items():
                 c0, t0 = time.process_time(), time.perf_counter()
                 read()
