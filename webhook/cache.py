@@ -24,6 +24,7 @@ import socket
 import ssl
 import sys
 import threading
+import time
 import urllib.parse
 from typing import Any, Callable, Iterable, TypeVar, cast
 
@@ -42,6 +43,9 @@ MAX_BACKOFF = 30.0
 #: The confirming read's (connect, read) timeout: well inside the webhook configuration's
 #: ``timeoutSeconds`` (3), so a slow API server costs a cache answer, never a failed admission.
 CONFIRM_TIMEOUT = (0.5, 1.0)
+#: How long the confirming read reuses the credentials it asked the API client for (a rotated token is
+#: picked up within this many seconds; tokens live for minutes to hours).
+CREDENTIALS_SECONDS = 1.0
 #: The confirming read is one request: the first this many HPAs of the namespace.
 CONFIRM_LIMIT = 500
 W = TypeVar("W")
@@ -172,16 +176,23 @@ class HpaRead:
         self.prefix = url.path.rstrip("/")
         self.proxied = bool(getattr(cfg, "proxy", None))
         self._context: ssl.SSLContext | None = None
+        self._headers: dict[str, str] | None = None
+        self._headers_until = 0.0
         self.server_hostname = getattr(cfg, "tls_server_name", None) or self.host
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
     def headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        for auth in self.configuration.auth_settings().values():
-            if auth.get("in") == "header" and auth.get("value"):
-                headers[auth["key"]] = auth["value"]
-        return headers
+        """The request's headers, the credentials asked of the client at most once a second
+        (:data:`CREDENTIALS_SECONDS`: a kubeconfig's refresh hook reloads its settings on every call)."""
+        now = time.monotonic()
+        if self._headers is None or now >= self._headers_until:
+            headers = {"Accept": "application/json"}
+            for auth in self.configuration.auth_settings().values():
+                if auth.get("in") == "header" and auth.get("value"):
+                    headers[auth["key"]] = auth["value"]
+            self._headers, self._headers_until = headers, now + CREDENTIALS_SECONDS
+        return self._headers
 
     def context(self) -> ssl.SSLContext:
         """The TLS context, made on first use: in the serving worker, after gevent patched ``ssl`` (a context
