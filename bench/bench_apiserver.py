@@ -154,10 +154,18 @@ class Client:
         return seconds, json.loads(data)
 
     def delete_all(self, namespace: str) -> None:
-        conn = self._connection()
-        conn.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments", headers=self.headers)
-        response = conn.getresponse()
-        response.read()
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments", headers=self.headers)
+                response = conn.getresponse()
+                response.read()
+                break
+            except (OSError, http.client.HTTPException):
+                conn.close()   # a connection idle since phase 1, closed by the server meanwhile: once more
+                self.local.conn = None
+                if attempt:
+                    raise
         if response.status != 200:
             raise AssertionError(f"deletecollection in {namespace}: {response.status}")
 
@@ -174,6 +182,9 @@ class Arm:
     port: int = 0
     metrics_url: str | None = None
     ca: Path | None = None
+    #: Creates that came back without the constraints from an arm that writes them: admitted unchanged by the
+    #: webhook configuration's ``failurePolicy: Ignore`` (the call timed out or failed), reported, not fatal.
+    unpatched: int = 0
 
     @property
     def namespace(self) -> str:
@@ -364,12 +375,28 @@ def wait_arm_ready(client: Client, arm: Arm, timeout: float = 120) -> None:
     harness.wait_for(f"the API server calls arm {arm.name}", admitted, timeout=timeout, interval=0.5)
 
 
+_COUNT = threading.Lock()
+
+
+def check_answer(arm: Arm, obj: dict) -> None:
+    """The create came back as the arm writes it; one without any constraint from an arm that writes them
+    was admitted unchanged by ``failurePolicy: Ignore`` and is counted (``Arm.unpatched``); anything else
+    is a wrong answer."""
+    keys = spread_keys(obj)
+    if (keys == [HOST, ZONE]) == arm.expect_spread:
+        return
+    if arm.expect_spread and not keys:
+        with _COUNT:
+            arm.unpatched += 1
+        return
+    raise AssertionError(f"arm {arm.name}: answered with spread {keys}")
+
+
 def run_sequential(client: Client, arm: Arm, count: int, tag: str, dry_run: bool = True) -> list[float]:
     out = []
     for i in range(count):
         seconds, obj = client.create(deployment(f"{tag}-{i}", arm.namespace), dry_run)
-        if (spread_keys(obj) == [HOST, ZONE]) != arm.expect_spread:
-            raise AssertionError(f"arm {arm.name}: answered with spread {spread_keys(obj)}")
+        check_answer(arm, obj)
         out.append(seconds)
     return out
 
@@ -388,8 +415,7 @@ def run_concurrent(client: Client, arm: Arm, count: int, concurrency: int, tag: 
                 return
             try:
                 _, obj = client.create(deployment(f"{tag}-{i}", arm.namespace), dry_run)
-                if (spread_keys(obj) == [HOST, ZONE]) != arm.expect_spread:
-                    raise AssertionError(f"arm {arm.name}: answered with spread {spread_keys(obj)}")
+                check_answer(arm, obj)
             except BaseException as e:  # noqa: BLE001 -- reported below
                 errors.append(e)
                 return
@@ -634,12 +660,17 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
             "machine": machine(), "added_ms": {k: v * 1000 for k, v in added.items() if ":" not in k},
             "creates_per_s_c8": {k.split(":")[0]: v for k, v in added.items() if ":" in k},
             "tls_handshakes": None if handshakes is None or handshakes0 is None else handshakes - handshakes0}
+        say("\n".join(out))   # phase 1's report now: a failure in phase 2 does not lose it
         if args.real:
             real = measure_real(client, arms, args.real, max(1, args.real // 5), say)
             out += ["", f"Real creates, {args.real} Deployments per arm at concurrency 8 (alternating chunks):", "",
                     "| arm | creates/s |", "|---|---|"] + [f"| {a} | {v:.0f} |" for a, v in real.items()]
             out += [f"policylib/{o}: {real['policylib'] / real[o]:.2f}x" for o in real if o not in ("none", "policylib")]
             figures["real_creates_per_s"] = real
+        figures["unpatched"] = {a.name: a.unpatched for a in arms}
+        if any(a.unpatched for a in arms):
+            out.append("Admitted unchanged (failurePolicy Ignore: the webhook call timed out or failed): " +
+                       ", ".join(f"{a.name} {a.unpatched}" for a in arms if a.unpatched))
         return "\n".join(out), figures
     finally:
         for arm in arms:
