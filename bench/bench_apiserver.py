@@ -137,21 +137,37 @@ class Client:
         if dry_run:
             path += "?dryRun=All"
         body = json.dumps(obj).encode()
-        conn = self._connection()
-        start = time.perf_counter()
-        try:
-            conn.request("POST", path, body=body, headers=self.headers)
-            response = conn.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.local.conn = None
-            raise
+        for attempt in (0, 1):
+            conn = self._connection()
+            start = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers=self.headers)
+                response = conn.getresponse()
+                data = response.read()
+                break
+            except (OSError, http.client.HTTPException):
+                # the server closed a kept-alive connection (an overloaded machine): once more on a new one
+                conn.close()
+                self.local.conn = None
+                if attempt:
+                    raise
         seconds = time.perf_counter() - start
+        if response.status == 409 and attempt and not dry_run:
+            return seconds, self.get(obj)   # the first attempt's create went through before the connection broke
         if response.status != 201:
             raise AssertionError(f"create {obj['metadata']['namespace']}/{obj['metadata']['name']}: "
                                  f"{response.status} {data[:300]!r}")
         return seconds, json.loads(data)
+
+    def get(self, obj: dict) -> dict:
+        conn = self._connection()
+        conn.request("GET", f"/apis/apps/v1/namespaces/{obj['metadata']['namespace']}/deployments/"
+                     f"{obj['metadata']['name']}", headers=self.headers)
+        response = conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise AssertionError(f"get {obj['metadata']['name']}: {response.status} {data[:300]!r}")
+        return dict(json.loads(data))
 
     def delete_all(self, namespace: str) -> None:
         for attempt in (0, 1):
