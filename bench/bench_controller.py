@@ -14,11 +14,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import webhook.controller as controller_module  # noqa: E402
+import webhook.controller.reconciler as controller_module  # noqa: E402
 from bench.bench_spread import realistic_deployment  # noqa: E402
 from policylib import ClusterFacts, load_config, mutate  # noqa: E402
+from policylib.shell import kube  # noqa: E402
+from tests.controller_driver import sync, work  # noqa: E402
 from tests.fakeapi import FakeAPI, paged_list, watch_stream  # noqa: E402
-from webhook import kube  # noqa: E402
 from webhook.controller import Controller, Options  # noqa: E402
 
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
@@ -71,16 +72,16 @@ def measure(n_deployments: int, n_hpas: int, tmp: Path) -> dict:
                        paged_list("HorizontalPodAutoscaler", hpas, 500)(req))
             api = kube.Api(kube.api_client(kubeconfig=fake.kubeconfig(tmp / f"kc-{n_deployments}")))
             c = Controller(api, Options(load_config(CONFIG), identity="bench"))
-            c.lease_deadline = float("inf")  # leading, without a Lease round trip
+            c.elector.lease_deadline = float("inf")  # leading, without a Lease round trip
             t0, cpu0 = time.perf_counter(), time.process_time()
-            c.resync()
+            sync(c)
             sync_wall, sync_cpu, sync_plans = time.perf_counter() - t0, time.process_time() - cpu0, len(plans)
             [hpa_reflector] = [r for r in c.reflectors if r.res == kube.HPAS]
             hpa_reflector.resource_version = "1"
             plans.clear()
             t0, cpu0 = time.perf_counter(), time.process_time()
             hpa_reflector.watch_once()   # 1,000 events: each queues its target ...
-            c.drain()                    # ... and each target is planned once
+            work(c)                    # ... and each target is planned once
             wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
             writes = sum(s.value for m in c.metrics.writes.collect() for s in m.samples if s.name.endswith("_total"))
     finally:

@@ -384,13 +384,19 @@ def event_cpu(n: int, events: int = 1000) -> dict[str, float]:
     import copy
 
     from policylib import load_config
-    from webhook import kube
+    from policylib.shell import kube
+    from tests.controller_driver import sync, work
     from webhook.controller import Controller, Options
 
     class Lists:
         def __init__(self) -> None:
             self.items = {kube.DEPLOYMENTS: [deployment_as_stored(i) for i in range(n)],
                           kube.HPAS: [hpa_as_stored(i) for i in range(0, n, 4)]}
+            self.events: list[tuple[str, dict[str, Any]]] = []
+
+        def watch(self, res: Any, resource_version: Any, timeout: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+            events, self.events = self.events, []
+            yield from events
 
         def pages(self, res: Any, namespace: Any = None, timeout: Any = None, limit: int = 500) -> Iterator[dict[str, Any]]:
             if res not in self.items:
@@ -400,15 +406,18 @@ def event_cpu(n: int, events: int = 1000) -> dict[str, float]:
                                  for o in self.items[res][start:start + limit]], "resourceVersion": "1"}
     lists = Lists()
     c = Controller(lists, Options(load_config(None), identity="bench", dry_run=True))  # type: ignore[arg-type]
-    c._set_leading(True, time.monotonic() + 3600)
-    c.resync()
+    c.elector.set_leading(True, time.monotonic() + 3600)
+    sync(c)
     hpas = [dict(h, apiVersion="autoscaling/v2", kind="HorizontalPodAutoscaler") for h in lists.items[kube.HPAS]]
+    [reflector] = [r for r in c.reflectors if r.res == kube.HPAS]
     start = time.process_time()
     for e in range(events):
         h = copy.deepcopy(hpas[e % len(hpas)])
         h["metadata"]["resourceVersion"] = str(10 ** 6 + e)
         h["spec"]["minReplicas"] = 3 + e % 4
-        c.handle("MODIFIED", h)
+        lists.events.append(("MODIFIED", h))
+        reflector.watch_once()     # the reflector stores it and queues its target ...
+        work(c)                    # ... which the worker plans
     return {"cpu_per_event": (time.process_time() - start) / events}
 
 

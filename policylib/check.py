@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from .config import Config, HostSpread, load_config
+from .constants import POD_TEMPLATE_HASH
 from .errors import PolicyError
 from .facts import ClusterFacts, namespace_of
 from .gang import (
@@ -345,7 +346,7 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
 
 
 
-# --- one verdict: what simulate and the cluster say (issue 20, items 3 and 4) ------------------------
+# --- one verdict: what simulate and the cluster say ----------------------------------------------------
 
 def _ref(obj: dict[str, Any]) -> str:
     return f"{namespace_of(obj)}/{(obj.get('metadata') or {}).get('name', '')}"
@@ -420,7 +421,7 @@ def _controller_name(pod: dict[str, Any]) -> tuple[str, str] | None:
     for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("name"), str):
             labels = (pod.get("metadata") or {}).get("labels") or {}
-            suffix = labels.get("pod-template-hash")
+            suffix = labels.get(POD_TEMPLATE_HASH)
             if ref.get("kind") == "ReplicaSet" and suffix and ref["name"].endswith("-" + str(suffix)):
                 return "Deployment", ref["name"][: -len(str(suffix)) - 1]
             return str(ref.get("kind")), ref["name"]

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 
 class PolicylibError(ValueError):
@@ -281,6 +281,21 @@ def map_errors(value: object, path: Path) -> list[FieldError]:
         return []
     return [invalid(path, value, "must be a map")]
 
+
+
+def as_path(path: Path) -> FieldPath:
+    """``path`` as a :class:`FieldPath` (validators take either a path or its text)."""
+    return path if isinstance(path, FieldPath) else FieldPath(path)
+
+
+def object_items(items: list[Any], path: FieldPath, errs: list[FieldError]) -> Iterator[tuple[int, FieldPath, dict[str, Any]]]:
+    """The items of a list field that are objects, with their index and path; an item that is not
+    an object is an error added to ``errs``, in order."""
+    for i, item in enumerate(items):
+        if isinstance(item, dict):
+            yield i, path.index(i), item
+        else:
+            errs.append(invalid(path.index(i), item, "must be an object"))
 
 class InputError(PolicylibError):
     """Input the CLI cannot read: a file, bad YAML/JSON, or a document that is not an object."""

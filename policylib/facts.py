@@ -8,6 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from .constants import (
+    APPS_GROUP,
+    AUTOSCALING_GROUP,
+    NATIVE_GANG_API_VERSION,
+    SIGS_PODGROUP_API_VERSION,
+    VOLCANO_PODGROUP_API_VERSION,
+    X_K8S_PODGROUP_API_VERSION,
+)
+
 DEFAULT_NAMESPACE = "default"
 
 
@@ -19,7 +28,7 @@ def namespace_of(obj: dict[str, Any], default: str = DEFAULT_NAMESPACE) -> str:
 
 def is_hpa(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "HorizontalPodAutoscaler" and \
-        str(obj.get("apiVersion", "")).startswith("autoscaling/")
+        str(obj.get("apiVersion", "")).startswith(f"{AUTOSCALING_GROUP}/")
 
 
 def hpa_target(hpa: dict[str, Any]) -> tuple[str, str] | None:
@@ -33,25 +42,23 @@ def hpa_target(hpa: dict[str, Any]) -> tuple[str, str] | None:
     if not isinstance(ref, dict) or ref.get("kind") != "Deployment" or not ref.get("name"):
         return None
     api_version = ref.get("apiVersion")
-    if api_version and not str(api_version).startswith(("apps/", "extensions/")):
+    if api_version and not str(api_version).startswith((f"{APPS_GROUP}/", "extensions/")):
         return None
     return namespace_of(hpa), ref["name"]
 
 
-PODGROUP_API_VERSIONS = ("scheduling.x-k8s.io/v1alpha1", "scheduling.sigs.k8s.io/v1alpha1",
-                         "scheduling.volcano.sh/v1beta1")
+PODGROUP_API_VERSIONS = (X_K8S_PODGROUP_API_VERSION, SIGS_PODGROUP_API_VERSION, VOLCANO_PODGROUP_API_VERSION)
 
 
 def is_podgroup(obj: object) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "PodGroup" and obj.get("apiVersion") in PODGROUP_API_VERSIONS
 
 
-#: Kubernetes' own gang objects (gang method workload, rule G18).
-NATIVE_GANG_API_VERSION = "scheduling.k8s.io/v1alpha2"
 
 
 def is_native_gang_object(obj: object) -> bool:
-    """A ``scheduling.k8s.io/v1alpha2`` Workload or PodGroup."""
+    """A ``scheduling.k8s.io/v1alpha2`` Workload or PodGroup: Kubernetes' own gang objects (gang method
+    workload, rule G18)."""
     return isinstance(obj, dict) and obj.get("apiVersion") == NATIVE_GANG_API_VERSION \
         and obj.get("kind") in ("Workload", "PodGroup")
 

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .config import DiscoverySource
+from .constants import HYPERNODE_API_VERSION
 
 SOURCE_LABEL = "volcano.sh/network-topology-source"
-API_VERSION = "topology.volcano.sh/v1alpha1"
+API_VERSION = HYPERNODE_API_VERSION
 # k8s.io/apimachinery/pkg/util/rand alphabet (no vowels, no confusable digits).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 

@@ -1,4 +1,4 @@
-"""Nodes read from files, validated like objects (issue 20): the fields ``simulate`` and ``check``
+"""Nodes read from files, validated like objects: the fields ``simulate`` and ``check``
 read, with the API server's field errors, all at once, naming the Node.
 
 A quantity that does not parse, a taint with an unknown effect, a label value that is not a string

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any, Union
 
+from .constants import APPS_API_VERSION, AUTOSCALING_API_VERSION
+
 #: Keep the value whole.
 ALL = True
 Fields = dict[str, Union[bool, "Fields"]]
@@ -36,7 +38,7 @@ FIELDS: dict[tuple[str, str], Fields] = {
     # plan_deployment (rules S11, S17, S19, S20), mutate_deployment's owned paths (annotations, the pod
     # template's topologySpreadConstraints and affinity), its selector and template labels, and the
     # controller's rollout gate (rollout_complete: generation and four status counts)
-    ("apps/v1", "Deployment"): {
+    (APPS_API_VERSION, "Deployment"): {
         "apiVersion": ALL, "kind": ALL, "metadata": METADATA,
         "spec": {"replicas": ALL, "selector": ALL,
                  "template": {"metadata": {"labels": ALL, "annotations": ALL},
@@ -44,7 +46,7 @@ FIELDS: dict[tuple[str, str], Fields] = {
         "status": {"observedGeneration": ALL, "replicas": ALL, "updatedReplicas": ALL, "availableReplicas": ALL},
     },
     # policylib.facts.hpa_target, policylib.spread.hpa_min_replicas
-    ("autoscaling/v2", "HorizontalPodAutoscaler"): {
+    (AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler"): {
         "apiVersion": ALL, "kind": ALL,
         "metadata": {k: ALL for k in ("name", "namespace", "uid", "resourceVersion")},
         "spec": {"minReplicas": ALL, "maxReplicas": ALL, "scaleTargetRef": ALL},

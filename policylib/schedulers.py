@@ -8,6 +8,14 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from .config import Config
+from .constants import (
+    KOORDINATOR_GROUP,
+    NATIVE_GANG_GROUP,
+    NATIVE_GANG_VERSION,
+    SIGS_GROUP,
+    VOLCANO_SCHEDULING_GROUP,
+    X_K8S_GROUP,
+)
 from .notices import GANG_SCHEDULERS
 
 #: Scheduler Pods: (scheduler, name prefixes of their Pods, image fragments), as upstream installs them:
@@ -21,11 +29,11 @@ SCHEDULER_PODS: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...] = (
 )
 #: Served API groups (any version unless one is given) and the scheduler whose install serves them.
 SCHEDULER_APIS: tuple[tuple[str, str | None, str], ...] = (
-    ("scheduling.volcano.sh", None, "volcano"),
-    ("scheduling.koordinator.sh", None, "koordinator"),
-    ("scheduling.sigs.k8s.io", None, "koordinator"),
-    ("scheduling.x-k8s.io", None, "scheduler-plugins"),
-    ("scheduling.k8s.io", "v1alpha2", "kube-scheduler"),
+    (VOLCANO_SCHEDULING_GROUP, None, "volcano"),
+    (KOORDINATOR_GROUP, None, "koordinator"),
+    (SIGS_GROUP, None, "koordinator"),
+    (X_K8S_GROUP, None, "scheduler-plugins"),
+    (NATIVE_GANG_GROUP, NATIVE_GANG_VERSION, "kube-scheduler"),
 )
 #: A Node label of ACK's node pools: the cluster is ACK, whose managed control plane runs ACK's scheduler.
 ACK_NODE_LABEL = "alibabacloud.com/nodepool-id"

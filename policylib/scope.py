@@ -12,6 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from .constants import (
+    APPS_GROUP,
+    INSTALL_NAMESPACE,
+    KUBEFLOW_GROUP,
+    KUBEFLOW_VERSION,
+    MPI_V2_VERSION,
+    VOLCANO_BATCH_GROUP,
+    VOLCANO_JOB_VERSION,
+)
 from .errors import InputError
 
 #: The label the API server sets on every Namespace (NamespaceDefaultLabelName, Kubernetes 1.21+).
@@ -23,11 +32,11 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 #: The plural resource of each kind policylib's webhooks receive and its controller writes (the rules of a
 #: webhook name resources, objects name kinds).
 RESOURCES = {
-    ("apps", "Deployment"): "deployments",
-    ("batch.volcano.sh", "Job"): "jobs",
-    ("kubeflow.org", "TFJob"): "tfjobs",
-    ("kubeflow.org", "PyTorchJob"): "pytorchjobs",
-    ("kubeflow.org", "MPIJob"): "mpijobs",
+    (APPS_GROUP, "Deployment"): "deployments",
+    (VOLCANO_BATCH_GROUP, "Job"): "jobs",
+    (KUBEFLOW_GROUP, "TFJob"): "tfjobs",
+    (KUBEFLOW_GROUP, "PyTorchJob"): "pytorchjobs",
+    (KUBEFLOW_GROUP, "MPIJob"): "mpijobs",
     ("", "Pod"): "pods",
 }
 
@@ -183,7 +192,7 @@ def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
     return out
 
 
-def default_configuration(release_namespace: str = "policylib-system") -> dict[str, Any]:
+def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
     no object labelled so), for Deployments, Volcano Jobs and Kubeflow jobs: the scope when no
@@ -192,18 +201,18 @@ def default_configuration(release_namespace: str = "policylib-system") -> dict[s
     namespaces = {"matchExpressions": [
         {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
          "values": list(dict.fromkeys(["kube-system", "kube-node-lease", release_namespace]))}, skip]}
-    rules = [{"apiGroups": ["apps"], "apiVersions": ["v1"], "resources": ["deployments"],
+    rules = [{"apiGroups": [APPS_GROUP], "apiVersions": ["v1"], "resources": ["deployments"],
               "operations": ["CREATE", "UPDATE"]},
-             {"apiGroups": ["batch.volcano.sh"], "apiVersions": ["v1alpha1"], "resources": ["jobs"],
+             {"apiGroups": [VOLCANO_BATCH_GROUP], "apiVersions": [VOLCANO_JOB_VERSION], "resources": ["jobs"],
               "operations": ["CREATE", "UPDATE"]},
-             {"apiGroups": ["kubeflow.org"], "apiVersions": ["v1", "v2beta1"],
+             {"apiGroups": [KUBEFLOW_GROUP], "apiVersions": [KUBEFLOW_VERSION, MPI_V2_VERSION],
               "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "operations": ["CREATE", "UPDATE"]}]
     return {"metadata": {"name": WEBHOOK_CONFIGURATION},
             "webhooks": [{"name": "default", "rules": rules, "namespaceSelector": namespaces,
                           "objectSelector": {"matchExpressions": [skip]}}]}
 
 
-def default_scope(release_namespace: str = "policylib-system", why: str = "") -> Scope:
+def default_scope(release_namespace: str = INSTALL_NAMESPACE, why: str = "") -> Scope:
     """Rule W5 without an installed configuration: the selectors manifests/ ships (:func:`default_configuration`)."""
     scope = scope_from_configuration(default_configuration(release_namespace), {release_namespace})
     return Scope(scope.hooks, scope.excluded_namespaces,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import ON_NEXT_ROLLOUT, Config, HostSpread, ZoneSpread
+from .constants import APPS_API_VERSION
 from .errors import (
     INT32_MAX,
     FieldError,
@@ -58,7 +59,7 @@ ANTI_AFFINITY_TERMS = (REQUIRED_ANTI_AFFINITY, "preferredDuringSchedulingIgnored
 
 
 def is_deployment(obj: object) -> bool:
-    return isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
+    return isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == APPS_API_VERSION
 
 
 # --- effective replica count (rule S2) ----------------------------------------
@@ -386,7 +387,7 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
         return [required("spec", "a Deployment needs a spec")] + meta_errs
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        errs = [required("spec.selector", "apps/v1 Deployments need a non-empty selector")]
+        errs = [required("spec.selector", f"{APPS_API_VERSION} Deployments need a non-empty selector")]
     else:
         errs = validate_label_selector(selector, "spec.selector")
     errs += meta_errs

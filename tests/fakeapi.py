@@ -20,6 +20,8 @@ class FakeAPI:
     def __init__(self):
         self.routes: dict[tuple[str, str], Handler] = {}
         self.requests: list[dict] = []
+        #: Watch events waiting for the next watch of a path (``push``); served once, then the watch ends.
+        self.watches: dict[str, list[tuple[str, dict]]] = {}
         api = self
 
         class _H(BaseHTTPRequestHandler):
@@ -31,6 +33,9 @@ class FakeAPI:
                        "headers": {k.lower(): v for k, v in self.headers.items()}, "body": json.loads(raw) if raw else None}
                 api.requests.append(req)
                 handler = api.routes.get((self.command, url.path))
+                if self.command == "GET" and req["query"].get("watch") in ("true", "True") and url.path in api.watches:
+                    events = api.watches.pop(url.path)
+                    handler = lambda req: (200, watch_stream(events))  # noqa: E731
                 # A path nothing serves gets what the real API server answers for a group or resource it
                 # does not serve (a CRD not installed): plain text, not a Status object.
                 status, body = handler(req) if handler else (404, b"404 page not found\n")
@@ -60,6 +65,10 @@ class FakeAPI:
 
     def route(self, method: str, path: str, handler: Handler | tuple) -> None:
         self.routes[(method, path)] = handler if callable(handler) else (lambda req, h=handler: h)
+
+    def push(self, path: str, events: list[tuple[str, dict]]) -> None:
+        """Serve ``events`` to the next watch of ``path`` (a finished watch: the client sees it end)."""
+        self.watches.setdefault(path, []).extend(events)
 
     def kubeconfig(self, path) -> str:
         path.write_text(json.dumps({

@@ -55,7 +55,7 @@ def by_kind_name(objects: list[dict]) -> dict[tuple[str, str], dict]:
     return {(o["kind"], o["metadata"]["name"]): o for o in objects}
 
 
-#: The values CI renders, lints and dry-runs on the API server (issue 22, item 4).
+#: The values CI renders, lints and dry-runs on the API server.
 CA_BUNDLE = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
 MATRIX: dict[str, dict] = {
     "defaults": {},

@@ -9,8 +9,8 @@ import datetime as dt
 import pytest
 from cryptography import x509
 
+from policylib.shell import kube
 from webhook import certrotator as cr
-from webhook import kube
 
 S = cr.Settings(ca_seconds=900, serving_seconds=300, propagation_seconds=20)
 NAMES = S.dns_names

@@ -439,13 +439,13 @@ class FakeApi:
         self.stored, self.conflicts, self.updates = stored, conflicts, 0
 
     def get(self, res, namespace, name):
-        from webhook import kube
+        from policylib.shell import kube
         if self.stored is None or self.stored["metadata"]["name"] != name:
             raise kube.NotFound(404, f"{res.plural} {name!r} not found")
         return self.stored
 
     def update(self, res, namespace, name, body):
-        from webhook import kube
+        from policylib.shell import kube
         self.updates += 1
         if self.conflicts:
             self.conflicts -= 1

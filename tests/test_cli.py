@@ -148,6 +148,6 @@ def test_plan_survives_unreadable_objects(tmp_path):
     bad["metadata"]["annotations"] = ["not", "a", "map"]
     f = write(tmp_path / "snap.yaml", bad, deployment("ok"))
     out = subprocess.run([POLICYLIB, "plan", "-f", f, "-o", "json"], capture_output=True, text=True)
-    assert out.returncode == 1 and "Traceback" not in out.stderr   # issue 20: an unplanned object fails the run
+    assert out.returncode == 1 and "Traceback" not in out.stderr   # an unplanned object fails the run (exit 1)
     [entry] = json.loads(out.stdout)
     assert entry["name"] == "bad" and entry["error"] is True

@@ -1,4 +1,4 @@
-"""Issue 12 items 5, 8, 11, 12, 13 and 14: the CLI's basics, through ``main()`` and the console script."""
+"""The CLI's basics, through ``main()`` and the console script."""
 import configparser
 import io
 import json

@@ -14,6 +14,7 @@ import pytest
 
 from policylib import load_config, mutate
 from policylib.plan import plan
+from tests.controller_driver import deliver, log_entries, sync, work
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
 from tests.helpers import deployment, hpa, legacy_anti_affinity
 from tests.test_scope import MANIFEST
@@ -128,7 +129,7 @@ class Cluster:
 
 
 def controller(api_fake, tmp_path, config=None, **opts):
-    from webhook.kube import Api, api_client
+    from policylib.shell.kube import Api, api_client
     c = Controller(Api(api_client(kubeconfig=api_fake.kubeconfig(tmp_path / "kubeconfig"))),
                    Options(load_config(config), identity="me", **opts), clock=lambda: NOW)
     return c
@@ -141,7 +142,7 @@ def test_first_round_creates_the_lease(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [])
         c = controller(api, tmp_path)
-        assert c.try_lead() is True
+        assert c.elector.try_lead() is True
     post = [r for r in api.requests if r["method"] == "POST"][0]
     assert post["body"]["spec"]["holderIdentity"] == "me"
     assert post["body"]["spec"]["leaseDurationSeconds"] == 15
@@ -152,9 +153,9 @@ def test_a_fresh_lease_held_by_another_replica_means_no_writes(tmp_path):  # noq
         Cluster(api, [legacy("a")])
         api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=3))))
         c = controller(api, tmp_path, DRIFT)
-        assert c.try_lead() is False
-        c.resync()
-        c.handle("MODIFIED", legacy("a", rv="2"))
+        assert c.elector.try_lead() is False
+        sync(c)
+        deliver(c, api, "MODIFIED", legacy("a", rv="2"))
     assert [r["method"] for r in api.requests if r["method"] != "GET"] == []
 
 
@@ -164,10 +165,10 @@ def test_expired_lease_is_acquired_with_a_guarded_update(tmp_path):
         api.route("GET", LEASE, (200, lease("other", NOW - dt.timedelta(seconds=60), rv="41")))
         api.route("PUT", LEASE, lambda req: (200, req["body"]))
         c = controller(api, tmp_path)
-        assert c.try_lead() is False           # first sight of this record: wait a lease duration
-        record, seen = c.observed
-        c.observed = (record, seen - 16)       # ... 16 s later, still unchanged
-        assert c.try_lead() is True
+        assert c.elector.try_lead() is False           # first sight of this record: wait a lease duration
+        record, seen = c.elector.observed
+        c.elector.observed = (record, seen - 16)       # ... 16 s later, still unchanged
+        assert c.elector.try_lead() is True
     put = [r for r in api.requests if r["method"] == "PUT"][0]
     assert put["body"]["metadata"]["resourceVersion"] == "41"
     assert put["body"]["spec"]["holderIdentity"] == "me" and put["body"]["spec"]["leaseTransitions"] == 1
@@ -179,20 +180,20 @@ def test_losing_the_race_for_the_lease_means_not_leading(tmp_path):
         api.route("GET", LEASE, (200, lease("", NOW)))
         api.route("PUT", LEASE, (409, {"kind": "Status", "code": 409}))
         c = controller(api, tmp_path)
-        assert c.try_lead() is False and c.leading is False
+        assert c.elector.try_lead() is False and c.leading is False
 
 
 def test_writes_stop_when_the_renewal_runs_out_mid_pass(tmp_path):
     with FakeAPI() as api:
         cluster = Cluster(api, [legacy("a"), legacy("b")])
         c = controller(api, tmp_path, DRIFT)
-        assert c.try_lead()
-        c.lease_deadline = 0.0  # the lease thread could not renew in time
-        c.enqueue_all("resync")  # keys queued while leading ...
+        assert c.elector.try_lead()
+        c.elector.lease_deadline = 0.0  # the lease thread could not renew in time
+        c.reconciler.enqueue_all("resync")  # keys queued while leading ...
         for reflector in c.reflectors:
             reflector.list()
-        c.enqueue_all("resync")
-        c.drain()                 # ... are planned, but nothing is written
+        c.reconciler.enqueue_all("resync")
+        work(c)                 # ... are planned, but nothing is written
     assert cluster.patches() == []
 
 
@@ -204,16 +205,16 @@ def test_after_failover_rollouts_still_running_count_against_the_cap(tmp_path):
     with FakeAPI() as api:
         cluster = Cluster(api, [rolling] + [legacy(n) for n in "abc"])
         c = controller(api, tmp_path, config)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
 
 
 def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
     import threading
 
+    from policylib.shell.kube import KUBEFLOW_JOBS
     from webhook.informer import Reflector, Store
-    from webhook.kube import KUBEFLOW_JOBS
     with FakeAPI() as api:
         Cluster(api, [])
         c = controller(api, tmp_path)
@@ -243,8 +244,8 @@ def test_compliant_cluster_sees_zero_writes(tmp_path):
     with FakeAPI() as api:
         cluster = Cluster(api, compliant)
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert cluster.patches() == []
 
 
@@ -254,8 +255,8 @@ def test_drift_writes_exactly_the_planned_patches_guarded_by_resource_version(tm
     with FakeAPI() as api:
         cluster = Cluster(api, objs)
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     [patch] = cluster.patches()
     assert patch["path"] == "/apis/apps/v1/namespaces/ml/deployments/a"
     assert patch["headers"]["content-type"] == "application/json-patch+json"
@@ -268,8 +269,8 @@ def test_conflict_is_retried_on_fresh_state(tmp_path):
     with FakeAPI() as api:
         cluster = Cluster(api, [legacy("a", rv="5")], conflicts=1)
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         assert c.metrics.conflicts._value.get() == 1
     first, second = cluster.patches()
     assert first["body"][0]["value"] == "5" and second["body"][0]["value"] == "6"
@@ -284,8 +285,8 @@ def test_conflict_with_an_already_fixed_object_stops(tmp_path):
         fixed["metadata"]["resourceVersion"] = "6"
         api.route("GET", "/apis/apps/v1/namespaces/ml/deployments/a", (200, fixed))
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert len(cluster.patches()) == 1  # the conflicted one only: nothing left to write
 
 
@@ -294,15 +295,15 @@ def test_rollout_cap_holds_back_the_rest_until_a_rollout_completes(tmp_path):
     with FakeAPI() as api:
         cluster = Cluster(api, [legacy(n) for n in "abcde"])
         c = controller(api, tmp_path, config)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
         assert c.metrics.deferred._value.get() == 3
         done = copy.deepcopy(cluster.deployments["a"])
         done["apiVersion"], done["kind"] = "apps/v1", "Deployment"
         done["metadata"]["generation"] = 2
         done["status"] = {"observedGeneration": 2, "updatedReplicas": 4, "availableReplicas": 4, "replicas": 4}
-        c.handle("MODIFIED", done)
+        deliver(c, api, "MODIFIED", done)
     assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b", "c"]
 
 
@@ -310,12 +311,12 @@ def test_dry_run_logs_and_writes_nothing(tmp_path, caplog):
     with FakeAPI() as api:
         cluster = Cluster(api, [legacy("a")])
         c = controller(api, tmp_path, DRIFT, dry_run=True)
-        c.try_lead()
-        with caplog.at_level("INFO", logger="policylib.controller"):
-            c.resync()
+        c.elector.try_lead()
+        with caplog.at_level("INFO", logger="webhook.controller"):
+            sync(c)
     assert cluster.patches() == []
-    entry = json.loads([r.message for r in caplog.records if "dry-run" in r.message][0])
-    assert (entry["kind"], entry["name"], entry["rollout"]) == ("Deployment", "a", True)
+    entry = [e for e in log_entries(caplog.records) if e["msg"] == "dry-run"][0]
+    assert (entry["kind"], entry["object_name"], entry["rollout"]) == ("Deployment", "a", True)
 
 
 def test_watched_hpa_change_rewrites_its_target(tmp_path):
@@ -336,15 +337,15 @@ def test_watched_hpa_change_rewrites_its_target(tmp_path):
         cluster = Cluster(api, [written])
         api.route("GET", HPAS, hpas)
         c = controller(api, tmp_path, enforce)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         assert cluster.patches() == []
-        from webhook.kube import HPAS as HPA_RES
+        from policylib.shell.kube import HPAS as HPA_RES
         [reflector] = [r for r in c.reflectors if r.res == HPA_RES]
         reflector.resource_version = "40"
         reflector.watch_once()
         assert reflector.resource_version == "50"
-        c.drain()
+        work(c)
     [patch] = cluster.patches()
     watch_req = [r for r in api.requests if r["query"].get("watch")][0]
     assert watch_req["query"]["resourceVersion"] == "40"
@@ -372,13 +373,13 @@ def test_readyz_is_503_until_the_first_sync_is_done_and_says_how_far(tmp_path):
                 reflector.list()
             code, standby = readyz()
             assert (code, standby["listed"]["deployments"], standby["firstSync"]) == (200, 3, False)
-            c.try_lead()
-            c.enqueue_all("leader")
+            c.elector.try_lead()
+            c.reconciler.enqueue_all("leader")
             code, state = readyz()
             assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (503, 0, 3, False)
-            c.process_next(timeout=0)
+            c.reconciler.process_next(timeout=0)
             assert readyz()[1]["planned"] == 1
-            c.drain()
+            work(c)
             code, state = readyz()
             assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (200, 3, 3, True)
         finally:
@@ -392,20 +393,20 @@ def test_the_webhook_configuration_listed_first_does_not_end_the_first_sync(tmp_
         Cluster(api, [legacy(n) for n in ("a", "b", "c")], namespaces=[namespace("ml")],
                 configurations=[opt_in_configuration()])
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
+        c.elector.try_lead()
         first = sorted(c.reflectors, key=lambda r: r.res.kind != "MutatingWebhookConfiguration")
         assert first[0].res.kind == "MutatingWebhookConfiguration"
         first[0].list()
-        c.drain()
-        assert not c.first_sync.is_set()
+        work(c)
+        assert not c.reconciler.first_sync.is_set()
         for reflector in first[1:]:
             reflector.list()
-        c.drain()
-        assert not c.first_sync.is_set()        # listed: the leader's pass plans every key first
-        c.enqueue_all("leader")
-        assert (c.to_plan, c.planned) == (3, 0)
-        c.drain()
-        assert c.first_sync.is_set() and c.planned == 3
+        work(c)
+        assert not c.reconciler.first_sync.is_set()        # listed: the leader's pass plans every key first
+        c.reconciler.enqueue_all("leader")
+        assert (c.reconciler.to_plan, c.reconciler.planned) == (3, 0)
+        work(c)
+        assert c.reconciler.first_sync.is_set() and c.reconciler.planned == 3
 
 
 def test_health_endpoints(tmp_path):
@@ -416,15 +417,15 @@ def test_health_endpoints(tmp_path):
         port = server.server_address[1]
         try:
             assert urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz").read() == b"ok"
-            c.try_lead()
+            c.elector.try_lead()
             with pytest.raises(urllib.error.HTTPError) as e:
                 urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz")
             assert e.value.code == 503  # leading but not listed yet
-            c.resync()
+            sync(c)
             assert json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz").read())["synced"] is True
             metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
             assert "policylib_controller_leader 1.0" in metrics
-            assert 'policylib_controller_reconciles_total{trigger="resync"} 1.0' in metrics
+            assert 'policylib_controller_reconciles_total{trigger="leader"} 1.0' in metrics
         finally:
             server.shutdown()
 
@@ -445,13 +446,13 @@ def test_controller_creates_a_missing_podgroup(tmp_path):
         api.route("GET", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
                   lambda req: paged_list("PodGroup", strip_type(created), 500)(req))
         c = controller(api, tmp_path, PODGROUP)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         posts = [r for r in api.requests if r["method"] == "POST" and r["path"].endswith("/podgroups")]
         assert len(posts) == 1
         assert posts[0]["body"]["spec"]["minMember"] == 5
         assert posts[0]["body"]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
-        c.resync()  # the API now lists the created PodGroup: nothing more to do
+        sync(c)  # the API now lists the created PodGroup: nothing more to do
         assert len([r for r in api.requests if r["method"] == "POST" and r["path"].endswith("/podgroups")]) == 1
 
 
@@ -475,8 +476,8 @@ def test_podgroup_conflict_is_retried_on_fresh_state(tmp_path):
         api.route("GET", path, (200, strip_type([podgroup(5, rv="4")])[0]))
         api.route("PATCH", path, patch)
         c = controller(api, tmp_path, PODGROUP)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert [b[0]["value"] for b in calls] == ["3", "4"]
     assert calls[1][1:] == [{"op": "replace", "path": "/spec/minMember", "value": 7}]
 
@@ -511,8 +512,8 @@ def test_each_rewritten_deployment_gets_one_normal_event_with_the_writes_reasons
         cluster = Cluster(api, objs)
         posted = record_events(api)
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
     warnings = [e for e in posted if e["type"] == "Warning"]   # rule S20: a and b carry no record of ours
     assert [(e["regarding"]["name"], e["reason"]) for e in warnings] == [("a", "AdmittedWithoutPolicy"),
@@ -537,17 +538,17 @@ def test_a_failed_event_is_logged_and_never_fails_or_retries_the_write(tmp_path,
     with FakeAPI() as api:   # no events route: the plain-text 404 of an API that does not serve events.k8s.io
         cluster = Cluster(api, [legacy("a", rv="5")])
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        with caplog.at_level("WARNING", logger="policylib.controller"):
-            c.resync()
-            c.resync()
+        c.elector.try_lead()
+        with caplog.at_level("WARNING", logger="webhook.controller"):
+            sync(c)
+            sync(c)
     assert len(cluster.patches()) == 1
     assert [r["path"] for r in api.requests if r["method"] == "POST" and "events" in r["path"]] == [EVENTS]
-    assert c.metrics.retries._value.get() == 0 and len(c.queue) == 0
+    assert c.metrics.retries._value.get() == 0 and len(c.reconciler.queue) == 0
     assert c.metrics.errors.labels("event")._value.get() == 1 and c.metrics.errors.labels("write")._value.get() == 0
     assert c.metrics.writes.labels("Deployment", "patch", "true", "false")._value.get() == 1
-    [warning] = [json.loads(r.message) for r in caplog.records if "event" in r.message]
-    assert warning["msg"] == "could not record event" and warning["name"] == "a"
+    [warning] = [e for e in log_entries(caplog.records) if "event" in e["msg"]]
+    assert warning["msg"] == "could not record event" and warning["object_name"] == "a"
     assert warning["error"].startswith("HTTP 404: 404 page not found")
 
 
@@ -556,8 +557,8 @@ def test_a_forbidden_event_does_not_stop_the_next_writes(tmp_path):
         cluster = Cluster(api, [legacy(n) for n in "abc"])
         posted = record_events(api, status=403)
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b", "c"]
     assert len(posted) == 3 and c.metrics.errors.labels("event")._value.get() == 3
     assert c.metrics.retries._value.get() == 0
@@ -568,8 +569,8 @@ def test_dry_run_records_no_event(tmp_path):
         Cluster(api, [legacy("a")])
         posted = record_events(api)
         c = controller(api, tmp_path, DRIFT, dry_run=True)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
     assert posted == []
 
 
@@ -589,8 +590,8 @@ def test_podgroup_writes_record_podgroup_created_and_updated(tmp_path):
             api.route("PATCH", f"{pg_path}/tf-smoke-gpu", lambda req: (200, dict(
                 podgroup(7), metadata=dict(podgroup(7)["metadata"], uid="pg-2", resourceVersion="4"))))
             c = controller(api, tmp_path, PODGROUP)
-            c.try_lead()
-            c.resync()
+            c.elector.try_lead()
+            sync(c)
     [created], [updated] = posted["create"], posted["patch"]
     assert created["reason"] == "PodGroupCreated" and updated["reason"] == "PodGroupUpdated"
     assert created["regarding"] == {"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
@@ -644,15 +645,15 @@ def test_outside_the_webhooks_scope_nothing_is_written_or_reported(tmp_path):
         cluster = Cluster(api, objs, namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
         posted = record_events(api)
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         assert cluster.patches() == [] and posted == []       # ml is not opted in: no write, no Event
         assert c.metrics.unrecorded._value.get() == 0
         # the one configuration, by name: RBAC's resourceNames can then name it
         assert [r["query"].get("fieldSelector") for r in api.requests if r["path"] == WEBHOOK_CONFIGURATIONS] == \
             ["metadata.name=policylib-webhook"]
         # the namespace opts in: its Deployments are planned again and written
-        c.handle("MODIFIED", dict(namespace("ml", rv="2", **{"policylib.io/enabled": "true"}),
+        deliver(c, api, "MODIFIED", dict(namespace("ml", rv="2", **{"policylib.io/enabled": "true"}),
                                   apiVersion="v1", kind="Namespace"))
         assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a", "b"]
         assert sorted(e["reason"] for e in posted) == ["AdmittedWithoutPolicy", "AdmittedWithoutPolicy",
@@ -663,11 +664,11 @@ def test_a_change_of_the_webhook_configuration_replans_every_key(tmp_path):
     with FakeAPI() as api:
         cluster = Cluster(api, [legacy("a")], namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         assert cluster.patches() == []
         # back to opt-out: ml is in scope
-        c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook",
+        deliver(c, api, "MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook",
                                                                      "resourceVersion": "4"}))
         assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
 
@@ -678,17 +679,17 @@ def test_a_change_the_scope_does_not_read_replans_nothing(tmp_path):
     with FakeAPI() as api:
         Cluster(api, [legacy("a")], namespaces=[namespace("ml")], configurations=[opt_in_configuration()])
         c = controller(api, tmp_path, DRIFT)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         replans = c.metrics.reconciles.labels("scope")
         before = replans._value.get()
         rotated = opt_in_configuration(rv="4")
         for hook in rotated["webhooks"]:
             hook["clientConfig"]["caBundle"] = "bmV3IENB"
             hook["timeoutSeconds"] = 7
-        c.handle("MODIFIED", rotated)
+        deliver(c, api, "MODIFIED", rotated)
         assert replans._value.get() == before
-        c.handle("MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook", "resourceVersion": "5"}))
+        deliver(c, api, "MODIFIED", dict(copy.deepcopy(MANIFEST), metadata={"name": "policylib-webhook", "resourceVersion": "5"}))
         assert replans._value.get() == before + 1
 
 
@@ -700,9 +701,9 @@ def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
         api.route("POST", lease_path.rsplit("/", 1)[0], lambda req: (201, req["body"]))
         posted = record_events(api)
         c = controller(api, tmp_path, DRIFT, namespace="ml")
-        assert c.try_lead()
-        c.resync()
-        assert c.scope().excluded_namespaces == {"ml"}
+        assert c.elector.try_lead()
+        sync(c)
+        assert c.reconciler.scope().excluded_namespaces == {"ml"}
     assert cluster.patches() == [] and posted == []
 
 

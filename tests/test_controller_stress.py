@@ -1,9 +1,10 @@
-"""The controller's state under many reflector threads (issue: one owner per piece of controller state).
+"""The controller's state under a busy watch: one owner per piece of controller state.
 
-Event handlers run on every reflector thread; the rollout gate and the deferred keys belong to the
-worker. Here many threads deliver watch events (finished rollouts, and noise) while the worker defers
-and admits rollouts under a cap of two: every Deployment must be written, with no resync to rescue a
-key lost between the threads. Fails on a controller whose handlers touch the gate or the deferred set.
+Event handlers run on the reflector threads; the rollout gate and the deferred keys belong to the
+worker. Here many threads make watch events (finished rollouts, and noise) that the Deployments'
+reflector, on its own thread, stores and hands to the handlers while the worker defers and admits
+rollouts under a cap of two: every Deployment must be written, with no resync to rescue a key lost
+between the threads. Fails on a controller whose handlers touch the gate or the deferred set.
 """
 import copy
 import queue
@@ -16,8 +17,8 @@ import jsonpatch
 import pytest
 
 from policylib import load_config
+from policylib.shell import kube
 from tests.test_controller import legacy
-from webhook import kube
 from webhook.controller import Controller, Options
 
 N = 40
@@ -34,6 +35,21 @@ class StubApi:
         self.objects = {d["metadata"]["name"]: d for d in deployments}
         self.written: list[str] = []
         self.rollouts: queue.Queue = queue.Queue()
+        self.events: queue.Queue = queue.Queue()
+
+    def pages(self, res, namespace=None, timeout=None, limit=500):
+        if res != kube.DEPLOYMENTS:
+            raise kube.NotFound(404, "not served here")
+        with self.lock:
+            yield {"items": [typed(copy.deepcopy(d)) for d in self.objects.values()], "resourceVersion": "1"}
+
+    def watch(self, res, resource_version, timeout):
+        """Events as the API server streams them; the watch ends after a quiet 50 ms."""
+        while True:
+            try:
+                yield self.events.get(timeout=0.05)
+            except queue.Empty:
+                return
 
     def patch(self, res, namespace, name, ops):
         with self.lock:
@@ -90,13 +106,13 @@ def slow_snapshots(monkeypatch):
     in a thousand. Harmless where the read and the clear are one locked step."""
     import builtins
 
-    import webhook.controller
+    import webhook.controller.rollouts
 
     def slow_sorted(*args, **kwargs):
         out = builtins.sorted(*args, **kwargs)
         time.sleep(0.002)
         return out
-    monkeypatch.setattr(webhook.controller, "sorted", slow_sorted, raising=False)
+    monkeypatch.setattr(webhook.controller.rollouts, "sorted", slow_sorted, raising=False)
 
 
 @pytest.mark.timeout(180)
@@ -104,20 +120,21 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
     deployments = [typed(legacy(f"d{i:02d}")) for i in range(N)]
     api = StubApi(copy.deepcopy(deployments))
     c = Controller(api, Options(load_config(CONFIG), identity="stress"))  # type: ignore[arg-type]
-    c._set_leading(True, time.monotonic() + 3600)
-    store = c.stores[kube.DEPLOYMENTS]
-    for d in deployments:
-        store.apply("ADDED", d)
-    for reflector in c.reflectors:   # the scope's (rule W5) listed: no configuration, no Namespace
-        if reflector.res in c.scope_resources:
-            reflector.synced.set()
+    [reflector] = [r for r in c.reflectors if r.res == kube.DEPLOYMENTS]
+    reflector.sync()                 # listed by a standby: nothing queued yet
+    for r in c.reflectors:           # the scope's (rule W5) listed: no configuration, no Namespace
+        if r.res in c.reconciler.scope_resources:
+            r.synced.set()
+    c.elector.set_leading(True, time.monotonic() + 3600)
     stop = threading.Event()
 
     def deliver(obj):
-        """What a reflector does with one watch event: store it, then call the handler."""
-        applied, old = store.apply("MODIFIED", typed(obj))
-        if applied:
-            c.on_event("MODIFIED", typed(obj), old)
+        """The API server streams one watch event; the reflector's thread stores it and calls the handler."""
+        api.events.put(("MODIFIED", typed(obj)))
+
+    def watch():
+        while not stop.is_set():
+            reflector.watch_once()
 
     def finisher():
         while not stop.is_set():
@@ -138,10 +155,11 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
                 deliver(api.current(rng.choice(done)))
             time.sleep(0)
 
-    threads = [threading.Thread(target=c._worker, daemon=True)]
+    threads = [threading.Thread(target=c._work, args=(c.reconciler,), daemon=True),
+               threading.Thread(target=watch, daemon=True)]
     threads += [threading.Thread(target=finisher, daemon=True) for _ in range(4)]
     threads += [threading.Thread(target=noise, args=(i,), daemon=True) for i in range(4)]
-    c.enqueue_all("resync")
+    c.reconciler.enqueue_all("resync")
     for t in threads:
         t.start()
     try:
@@ -153,7 +171,7 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
     finally:
         stop.set()
         c.stop.set()
-        c.queue.shutdown()
+        c.reconciler.queue.shutdown()
         for t in threads:
             t.join(timeout=10)
     assert sorted(api.written) == sorted(d["metadata"]["name"] for d in deployments)  # each once

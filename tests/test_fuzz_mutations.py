@@ -59,6 +59,7 @@ def swap(obj, path, value) -> None:
 def test_wrong_types_anywhere_are_a_result_or_a_policylib_error(seed):
     rng = random.Random(seed)
     originals = bases()
+    results = 0
     for _ in range(int(os.environ.get("FUZZ_MUTATIONS", "2500"))):
         obj = copy.deepcopy(rng.choice(originals))
         for _ in range(rng.randint(1, 3)):   # each swap on the object as the previous one left it
@@ -71,3 +72,5 @@ def test_wrong_types_anywhere_are_a_result_or_a_policylib_error(seed):
             continue
         assert obj == sent, "mutate changed its input"
         assert jsonpatch.apply_patch(obj, result.patch) == result.object, obj
+        results += 1
+    assert results > 0, "every mutation was refused: nothing was checked"

@@ -1,4 +1,4 @@
-"""Seed 002 (gang scheduling, ACK) and issue 5, rule by rule, with the seed's tf-smoke-gpu job as the case."""
+"""Seed 002 (gang scheduling, ACK) and rules G1-G20, rule by rule, with the seed's tf-smoke-gpu job as the case."""
 import copy
 import json
 import re
@@ -237,7 +237,7 @@ def test_namespace_comes_from_the_request_when_the_object_has_none():
         "team-a/tf-smoke-gpu-ps", "team-a/tf-smoke-gpu-worker"]
 
 
-# --- the minimum (issue 5 "Mutation", training-operator ReconcileJobs) --------------------
+# --- the minimum (training-operator ReconcileJobs) ---------------------------------------------
 
 def test_absent_replicas_count_as_one_and_evaluator_counts():
     r = mutate(tfjob(Chief=None, Worker=3, Evaluator=1), cfg())
@@ -435,7 +435,7 @@ def test_one_shared_priority_class_is_fine_and_roles_without_pods_do_not_count()
     assert r.warnings == [] and labels_of(r.object, "Worker")[MIN_AVAILABLE_LABEL] == "5"
 
 
-# --- gang metadata already present (issue 5) -------------------------------------------------
+# --- gang metadata already present ---------------------------------------------------------
 
 @pytest.mark.parametrize("method,scheduler", COMBINATIONS)
 def test_the_seed_job_as_written_is_left_untouched(method, scheduler):
@@ -498,7 +498,7 @@ def test_update_that_only_mixes_priorities_changes_nothing_but_is_reported():
     assert r.patch == [] and r.denial.startswith("replica types PS and Worker of gang mnist have different")
 
 
-# --- UPDATE (issue 5) ------------------------------------------------------------------------------
+# --- UPDATE ----------------------------------------------------------------------------------------
 
 def test_update_that_changes_replicas_recomputes_the_minimum_on_every_template():
     old = mutate(bare_seed_job(), cfg()).object

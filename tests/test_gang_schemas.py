@@ -1,4 +1,4 @@
-"""Issue 5 "Validation" and "Tests": every upstream Kubeflow example under every method and scheduler,
+"""Every upstream Kubeflow example under every method and scheduler,
 validated against the upstream CRDs in ../shared/schemas, through ``policylib preview`` too."""
 import copy
 import glob

@@ -13,7 +13,7 @@ from policylib.check import check
 from policylib.config import ConfigError
 from policylib.gang import operator_gang_reason
 from policylib.plan import PLANNERS, plan
-from webhook import kube
+from policylib.shell import kube
 from webhook.controller import watched_resources
 
 

@@ -13,6 +13,7 @@ from policylib import load_config, mutate
 from policylib.errors import ConfigError
 from policylib.gang.workload import API_NOT_SERVED, mutate_pod, workload_objects
 from policylib.plan import PLANNERS, plan
+from tests.controller_driver import sync
 from tests.fakeapi import FakeAPI, paged_list
 from webhook import review
 
@@ -251,7 +252,7 @@ def controller_for(api: FakeAPI, tmp_path, job: dict):
     Cluster(api, [])
     api.route("GET", "/apis/kubeflow.org/v1/tfjobs", paged_list("TFJob", strip_type([job]), 500))
     c = controller(api, tmp_path, WORKLOAD)
-    c.try_lead()
+    c.elector.try_lead()
     return c
 
 
@@ -267,7 +268,7 @@ def test_controller_creates_the_workload_and_podgroup_once(tmp_path):
             api.route("GET", f"/apis/scheduling.k8s.io/v1alpha2/{plural}",
                       lambda req, p=plural, k=kind: paged_list(k, copy.deepcopy(created[p]), 500)(req))
         c = controller_for(api, tmp_path, job)
-        c.resync()
+        sync(c)
         posts = [(r["path"].rsplit("/", 1)[1], r["body"]) for r in api.requests if r["method"] == "POST"
                  and "scheduling.k8s.io" in r["path"]]
         assert [p for p, _ in posts] == ["workloads", "podgroups"]
@@ -275,7 +276,7 @@ def test_controller_creates_the_workload_and_podgroup_once(tmp_path):
         assert posts[1][1]["metadata"]["ownerReferences"][0]["uid"] == "uid-1"
         events = [r["body"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]
         assert [e["reason"] for e in events] == ["WorkloadCreated", "PodGroupCreated"]
-        c.resync()   # both listed now: nothing more
+        sync(c)   # both listed now: nothing more
         assert len([r for r in api.requests if r["method"] == "POST" and "scheduling.k8s.io" in r["path"]]) == 2
 
 
@@ -284,8 +285,8 @@ def test_controller_warns_on_the_job_once_when_the_api_is_not_served(tmp_path, c
     job["metadata"]["resourceVersion"] = "8"
     with FakeAPI() as api:          # nothing serves scheduling.k8s.io/v1alpha2: 404 on list, create, discovery
         c = controller_for(api, tmp_path, job)
-        c.resync()
-        c.resync()
+        sync(c)
+        sync(c)
         posts = [r for r in api.requests if r["method"] == "POST" and "scheduling.k8s.io" in r["path"]]
         assert len(posts) == 4     # Workload and PodGroup, each resync: the gates may have been turned on since
         events = [r["body"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]

@@ -7,11 +7,12 @@ import threading
 import pytest
 
 from policylib import load_config
+from policylib.shell import kube
+from tests.controller_driver import work
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
 from tests.helpers import deployment, hpa
-from webhook import kube
 from webhook.controller import Controller, Options
-from webhook.informer import Reflector, Store, WorkQueue, is_older
+from webhook.informer import Reflector, Store, is_older
 
 HPAS = "/apis/autoscaling/v2/horizontalpodautoscalers"
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/policylib-system/leases/policylib-controller"
@@ -135,43 +136,6 @@ def test_gone_relists_and_delivers_the_deletion_missed_in_the_gap(tmp_path):
 
 # --- WorkQueue -------------------------------------------------------------------------------------
 
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
-
-
-def test_queue_collapses_duplicates_and_never_hands_a_key_out_twice():
-    q = WorkQueue()
-    for key in ("a", "b", "a", "a"):
-        q.add(key)
-    assert len(q) == 2
-    first = q.get(0)
-    q.add(first)                 # added again while a worker holds it
-    assert q.get(0) == "b"
-    assert q.get(0) is None      # "a" waits until the worker is done
-    q.done(first)
-    assert q.get(0) == "a"
-
-
-def test_queue_backoff_doubles_per_key_up_to_the_cap_and_forget_resets():
-    clock = Clock()
-    q = WorkQueue(base=1.0, cap=5.0, clock=clock)
-    delays = [q.add_rate_limited("k") for _ in range(5)]
-    assert delays == [1.0, 2.0, 4.0, 5.0, 5.0]
-    assert q.get(0) is None
-    assert q.pending_delayed() == 1  # one waiting entry per key, at the earliest time asked
-    clock.now = 1.0
-    assert q.get(0) == "k"
-    q.done("k")
-    clock.now = 10.0
-    assert q.get(0) is None
-    q.forget("k")
-    assert q.add_rate_limited("k") == 1.0
-
-
 # --- controller: events to keys, Lease release ------------------------------------------------------
 
 def controller(fake, tmp_path, config=None, identity="me"):
@@ -181,14 +145,14 @@ def controller(fake, tmp_path, config=None, identity="me"):
 def test_hpa_events_queue_their_targets_old_and_new(tmp_path):
     with FakeAPI() as fake:
         c = controller(fake, tmp_path)
-        c.lease_deadline = float("inf")
+        c.elector.lease_deadline = float("inf")
         moved = hpa("web", 3)
         moved["spec"]["scaleTargetRef"]["name"] = "api"
-        c.on_event("MODIFIED", moved, hpa("web", 3))
-        c.on_event("DELETED", hpa("db", 3), hpa("db", 3))
-        c.on_event("ADDED", deployment("front"))
+        c.reconciler.on_event("MODIFIED", moved, hpa("web", 3))
+        c.reconciler.on_event("DELETED", hpa("db", 3), hpa("db", 3))
+        c.reconciler.on_event("ADDED", deployment("front"))
         keys = []
-        while (k := c.queue.get(0)) is not None:
+        while (k := c.reconciler.queue.get(0)) is not None:
             keys.append(k)
     assert keys == [("apps/v1", "Deployment", "ml", "api"), ("apps/v1", "Deployment", "ml", "web"),
                     ("apps/v1", "Deployment", "ml", "db"), ("apps/v1", "Deployment", "ml", "front")]
@@ -196,22 +160,25 @@ def test_hpa_events_queue_their_targets_old_and_new(tmp_path):
 
 def test_work_per_event_is_one_plan_of_one_object(tmp_path, monkeypatch):
     """An HPA event plans its target only, however many Deployments are stored."""
-    import webhook.controller as controller_module
+    import webhook.controller.reconciler as reconciler_module
     calls = []
-    real_plan = controller_module.plan
-    monkeypatch.setattr(controller_module, "plan", lambda objs, *a, **kw: calls.append(len(objs)) or real_plan(objs, *a, **kw))
+    real_plan = reconciler_module.plan
+    monkeypatch.setattr(reconciler_module, "plan", lambda objs, *a, **kw: calls.append(len(objs)) or real_plan(objs, *a, **kw))
+    deployments = [versioned(deployment(f"d{i}"), str(i + 1), uid=f"u{i}") for i in range(500)]
+    for d in deployments:
+        d.pop("apiVersion"), d.pop("kind")
     with FakeAPI() as fake:
+        fake.route("GET", "/apis/apps/v1/deployments", paged_list("Deployment", deployments, 500))
+        fake.route("GET", HPAS, paged_list("HorizontalPodAutoscaler", [], 500))
         c = controller(fake, tmp_path)
-        c.lease_deadline = float("inf")
-        store = c.stores[kube.DEPLOYMENTS]
-        for i in range(500):
-            store.apply("ADDED", versioned(deployment(f"d{i}"), str(i + 1), uid=f"u{i}"))
-        c.stores[kube.HPAS].apply("ADDED", versioned(hpa("d7", 4), "900"))
-        for reflector in c.reflectors:   # the scope's (rule W5) listed: no configuration, no Namespace
-            if reflector.res in c.scope_resources:
-                reflector.synced.set()
-        c.on_event("ADDED", hpa("d7", 4))
-        c.drain()
+        for reflector in c.reflectors:   # every list through the API (the scope's: no configuration, no Namespace)
+            reflector.sync()
+        assert len(c.stores[kube.DEPLOYMENTS]) == 500 and len(c.reconciler.queue) == 0   # listed by a standby
+        c.elector.lease_deadline = float("inf")
+        fake.push(HPAS, [("ADDED", versioned(hpa("d7", 4), "900"))])
+        [hpas] = [r for r in c.reflectors if r.res == kube.HPAS]
+        hpas.watch_once()
+        work(c)
     assert calls == [1]
 
 
@@ -224,8 +191,8 @@ def test_release_gives_the_lease_up_for_the_next_replica(tmp_path):
             req["body"]["metadata"], resourceVersion="7"))))
         fake.route("PUT", LEASE, lambda req: (200, req["body"]))
         c = controller(fake, tmp_path)
-        assert c.try_lead()
-        c.release()
+        assert c.elector.try_lead()
+        c.elector.release()
         assert not c.leading
         [put] = [r for r in fake.requests if r["method"] == "PUT"]
     assert put["body"]["metadata"]["resourceVersion"] == "7"

@@ -180,6 +180,7 @@ def test_controller_rbac_covers_every_resource_it_watches(base, gang):
     from webhook.controller import watched_resources
     rules = one(base, "ClusterRole", CONTROLLER)["rules"]
     config = policylib.load_config({"gang": {"enabled": True, **gang}})
+    assert watched_resources(config)
     for res in watched_resources(config):
         granted = {v for r in rules if res.group in r["apiGroups"] and res.plural in r["resources"] for v in r["verbs"]}
         assert {"list", "watch"} <= granted, f"{res.group}/{res.plural}: the ClusterRole grants only {sorted(granted)}"

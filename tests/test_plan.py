@@ -225,7 +225,7 @@ def podgroup(min_member, owner_uid="uid-1", rv="3"):
 
 
 def planned(objs, config=PODGROUP):
-    from policylib.cli import PLANNERS
+    from policylib.plan import PLANNERS
     return plan(objs, config, planners=PLANNERS)
 
 

@@ -7,6 +7,7 @@ import pytest
 from policylib import ConfigError, load_config, mutate
 from policylib.plan import UNRECORDED_REASON, admitted_without_policy, plan, summarize
 from policylib.spread import PENDING, RECORD_REPLICAS, RECORD_REQUIRED, pending_rewrite
+from tests.controller_driver import deliver, log_entries, sync
 from tests.helpers import deployment, legacy_anti_affinity
 from tests.test_controller import Cluster, controller, record_events
 
@@ -129,9 +130,9 @@ def test_the_controller_records_a_pending_rewrite_once_with_an_event_and_a_gauge
         cluster = Cluster(api, [stored])
         posted = record_events(api)
         c = controller(api, tmp_path, NEXT)
-        c.try_lead()
-        c.resync()
-        c.resync()                                              # nothing new: no second write, no second Event
+        c.elector.try_lead()
+        sync(c)
+        sync(c)                                              # nothing new: no second write, no second Event
     [patch] = cluster.patches()
     assert all(op["path"] in ("/metadata/resourceVersion", "/metadata/annotations/policylib.io~1spread-pending")
                for op in patch["body"])
@@ -200,9 +201,9 @@ def test_the_controller_warns_once_about_an_unrecorded_deployment(tmp_path):
         cluster = Cluster(api, [stored(deployment(replicas=2))])
         posted = record_events(api)
         c = controller(api, tmp_path)
-        c.try_lead()
-        c.resync()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
+        sync(c)
     assert cluster.patches() == []
     assert [(e["reason"], e["type"], e["note"]) for e in posted] == [
         ("AdmittedWithoutPolicy", "Warning", UNRECORDED_REASON)]
@@ -324,7 +325,7 @@ def test_preview_prints_the_order_note_on_stderr(tmp_path):
     assert host(yaml.safe_load(out.getvalue()))["maxSkew"] == 2     # what the cluster ends with
 
 
-# --- smaller items (issue 20, item 7) ------------------------------------------------------------------
+# --- smaller items ---------------------------------------------------------------------------------
 
 def _cli(args, stdin=""):
     import io
@@ -385,9 +386,9 @@ def test_a_missing_lease_namespace_is_logged_and_readyz_says_why(tmp_path, caplo
         api.route("POST", LEASE.rsplit("/", 1)[0], (404, {"kind": "Status", "code": 404, "reason": "NotFound",
                                                           "message": 'namespaces "policylib-system" not found'}))
         c = controller(api, tmp_path)
-        with caplog.at_level("ERROR", logger="policylib.controller"):
-            assert c.try_lead() is False
-    [entry] = [json.loads(r.getMessage()) for r in caplog.records if r.levelname == "ERROR"]
+        with caplog.at_level("ERROR", logger="webhook.controller"):
+            assert c.elector.try_lead() is False
+    [entry] = [e for e in log_entries(caplog.records) if e["level"] == "error"]
     assert entry["msg"] == "cannot create the Lease" and entry["namespace"] == "policylib-system"
     server = serve_health(c, "127.0.0.1", 0)
     try:
@@ -501,15 +502,14 @@ def test_a_write_an_admission_webhook_undoes_is_not_retried_until_the_object_cha
             return 200, copy.deepcopy(current)
         api.route("PATCH", "/apis/apps/v1/namespaces/ml/deployments/web", lambda req: revert("web", req))
         c = controller(api, tmp_path, ENFORCE)
-        c.try_lead()
-        c.resync()
+        c.elector.try_lead()
+        sync(c)
         key = ("apps/v1", "Deployment", "ml", "web")
-        c.stores[next(r for r in c.stores if r.kind == "Deployment")].apply("MODIFIED", cluster.deployments["web"])
-        c.queue.add(key)
-        c.drain()                                    # the watch event of our own (undone) write: no new write
-        assert len(cluster.patches()) == 1 and c.undone == {key: "6"}
+        deliver(c, api, "MODIFIED", dict(cluster.deployments["web"], apiVersion="apps/v1", kind="Deployment"))
+        # the watch event of our own (undone) write: no new write
+        assert len(cluster.patches()) == 1 and c.reconciler.undone == {key: "6"}
         assert c.metrics.errors.labels("undone")._value.get() == 1
-        c.resync()                                   # a resync tries again
+        sync(c)                                   # a resync tries again
         assert len(cluster.patches()) == 2
     [w] = plan([stored], load_config(ENFORCE))
     assert undone_by_admission(w.patch, stored)

@@ -201,6 +201,7 @@ def test_property_reapplying_an_unchanged_manifest_never_changes_the_stored_temp
         current = r.object
         # the controller has nothing to roll: it does not fight the re-apply
         assert [w for w in plan([current], cfg) if w.rollout] == []
+    assert current is not stored, "no re-apply was checked"
 
 
 # --- Volcano Jobs and Kubeflow gang metadata ------------------------------------------------

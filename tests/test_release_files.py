@@ -1,4 +1,4 @@
-"""LICENSE, CHANGELOG and the README's operating notes agree with the project (issue 20, item 7)."""
+"""LICENSE, CHANGELOG and the README's operating notes agree with the project."""
 import configparser
 import re
 

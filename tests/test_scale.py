@@ -14,7 +14,8 @@ from typing import Any
 
 from bench.scale_objects import deployment_as_stored, hpa_as_stored
 from policylib import load_config
-from webhook import kube
+from policylib.shell import kube
+from tests.controller_driver import sync
 from webhook.controller import Controller, Options
 
 
@@ -46,7 +47,7 @@ def cluster(n: int) -> ListApi:
 def sync_operations(api: ListApi) -> int:
     """Function calls made by one initial sync of a leading controller (writes and Events on)."""
     c = Controller(api, Options(load_config(None), identity="scale"))  # type: ignore[arg-type]
-    c._set_leading(True, time.monotonic() + 3600)
+    c.elector.set_leading(True, time.monotonic() + 3600)
     calls = 0
 
     def count(frame, event, arg):
@@ -55,7 +56,7 @@ def sync_operations(api: ListApi) -> int:
             calls += 1
     sys.setprofile(count)
     try:
-        c.resync()
+        sync(c)
     finally:
         sys.setprofile(None)
     assert len(c.stores[kube.DEPLOYMENTS]) == len(api.objects[kube.DEPLOYMENTS])

@@ -507,7 +507,7 @@ def _random_cluster(rng):
 
 @pytest.mark.parametrize("seed", range(60))
 def test_incremental_engine_places_each_pod_where_recomputing_everything_does(seed, monkeypatch):
-    """Issue 24's property: the fast path (after a bind, only the bound node's entries are recomputed) places every
+    """Rule R9's property: the fast path (after a bind, only the bound node's entries are recomputed) places every
     replica on the same node as recomputing every filter and score from the bound pods for each replica."""
     import random
 
@@ -536,7 +536,7 @@ def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
 
 
 def test_pods_in_the_nodes_file_count_as_bound(tmp_path):
-    """Issue 25: a file input carries existing pods too: Pods bound to a Node in the --nodes files (as in -f)."""
+    """A file input carries existing pods too: Pods bound to a Node in the --nodes files (as in -f)."""
     busy = bound_pod("old", "a", requests={"cpu": "7"})
     (tmp_path / "nodes.yaml").write_text(yaml.safe_dump_all([node("a"), busy]))
     (tmp_path / "deploy.yaml").write_text(yaml.safe_dump(deploy(replicas=2, requests={"cpu": "1"})))

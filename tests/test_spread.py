@@ -148,6 +148,7 @@ def test_label_selector_is_the_deployments_own_selector_with_expressions():
     sel = {"matchLabels": {"app": "web", "tier": "serve"},
            "matchExpressions": [{"key": "track", "operator": "In", "values": ["stable", "canary"]}]}
     d = deployment(labels={"app": "web", "tier": "serve", "track": "stable"}, selector=sel)
+    assert len(constraints(mutate(d).object)) == 2   # zone and host
     for c in constraints(mutate(d).object):
         assert c["labelSelector"] == sel
 
@@ -156,6 +157,7 @@ def test_label_selector_never_contains_a_match_label_key():
     sel = {"matchLabels": {"app": "web", "pod-template-hash": "abc"},
            "matchExpressions": [{"key": "pod-template-hash", "operator": "Exists"}]}
     d = deployment(labels={"app": "web", "pod-template-hash": "abc"}, selector=sel)
+    assert len(constraints(mutate(d).object)) == 2   # zone and host
     for c in constraints(mutate(d).object):
         assert c["labelSelector"] == {"matchLabels": {"app": "web"}}
         assert c["matchLabelKeys"] == ["pod-template-hash"]
@@ -481,7 +483,7 @@ def test_malformed_anti_affinity_terms_are_kept_not_crashed_on(term):
     assert pod_spec(r.object)["affinity"] == pod_spec(d)["affinity"]
 
 
-# --- issue 12: UPDATE of Deployments policylib never wrote, and warnings -----------------------------
+# --- UPDATE of Deployments policylib never wrote, and warnings ------------------------------------
 
 def _pre_existing(replicas=4):
     """Created before the webhook: the legacy anti-affinity and the user's own host constraint."""
@@ -574,7 +576,7 @@ def test_revert_warning_names_only_the_reverted_key():
     assert pod_spec(r.object)["topologySpreadConstraints"] == pod_spec(written)["topologySpreadConstraints"]
 
 
-# --- issue 14: numbers that fit their fields, objects that are objects ---------------------------------
+# --- numbers that fit their fields, objects that are objects ----------------------------------------
 
 @pytest.mark.parametrize("raw", ["2147483648", "9000000000", "99999999999999999999"])
 def test_autoscaling_annotation_past_int32_is_ignored_with_a_warning(raw):

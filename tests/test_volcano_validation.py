@@ -1,7 +1,7 @@
 """Volcano's job admission rules (pkg/webhooks/admission/jobs/validate), ported."""
 import pytest
 
-from policylib.validation import validate_volcano_job, validate_volcano_policies
+from policylib.volcano.admission import validate_volcano_job, validate_volcano_policies
 
 
 def job(tasks, **spec):

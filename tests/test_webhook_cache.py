@@ -268,8 +268,9 @@ def test_a_failed_read_falls_back_to_the_cache_and_is_counted(api, synced_empty_
     assert response["allowed"] is True
     assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
     assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 1.0}
-    [record] = [r for r in caplog.records if r.getMessage() == "HPA read failed, using the watch cache"]
-    assert (record.namespace, record.deployment, record.error) == ("ml", "web", "HTTP 500 InternalError: etcd unavailable")
+    [record] = [r for r in caplog.records if r.name == "webhook.cache"]
+    assert (record.getMessage(), record.namespace, record.deployment, record.error) == (
+        "HPA read failed, using the watch cache", "ml", "web", "HTTP 500 InternalError: etcd unavailable")
 
 
 def test_read_hpas_on_create_false_reads_the_watch_only(api, synced_empty_cache):

@@ -66,6 +66,7 @@ def test_the_server_uses_no_private_name_of_gunicorn_or_gevent_and_gunicorn_has_
 
 def test_every_requirement_and_the_build_backend_are_pinned_inside_their_range():
     pins = constraints()
+    assert install_requires() and build_requires()
     for requirement in install_requires() + build_requires():
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{requirement.name} is not pinned in constraints.txt"

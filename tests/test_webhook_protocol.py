@@ -479,7 +479,7 @@ def test_a_body_that_cannot_be_read_is_408_or_400_not_500(app, error, status, me
     assert app.metric(f'policylib_webhook_bad_requests_total{{code="{status}"}}') == 1
 
 
-# --- issue 14: an answer that cannot be encoded is a policy failure, never a 500 ------------------------
+# --- an answer that cannot be encoded is a policy failure, never a 500 ---------------------------------
 
 def _deep_constraint_review():
     nested: object = 1

@@ -543,7 +543,7 @@ def test_clients_that_never_close_after_connection_close_do_not_stall_the_worker
             tls.close()
 
 
-# --- issue 23: what the API server's client costs the server -------------------------------------
+# --- what the API server's client costs the server ----------------------------------------------
 
 def test_a_kept_alive_connection_is_one_tls_handshake_counted_by_protocol(server):
     """``policylib_webhook_tls_handshakes_total`` counts new connections by ALPN protocol: reviews on one

@@ -169,7 +169,7 @@ def cli_page() -> str:
 
     top = record(cli.build_parser)
     lines = [HEADER + "# CLI reference: `policylib`", "",
-             "Every command and flag, from the parsers in `policylib/cli.py`; exit statuses from "
+             "Every command and flag, from the parsers of the commands in `policylib/cli/` (one module each); exit statuses from "
              "`policylib.cli.EXIT_STATUS`. A command line argparse refuses (an unknown flag, a missing "
              "required one) exits 2 with the usage. How to use them, with examples that run: "
              "[the CLI guide](../cli.md).", ""]
@@ -234,12 +234,16 @@ def metrics_page() -> str:
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller.py` and `webhook/certrotator.py`. "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py` and "
+             "`webhook/certrotator.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
     lines += metric_rows(Metrics()) + [""]
-    lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(ControllerMetrics()) + [""]
+    controller = ControllerMetrics()
+    lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(controller) + [""]
+    lines += ["Its work queue's, as client-go's workqueue metrics (`name` is the queue's: `controller` for the "
+              "reconciler's):", ""] + metric_rows(controller.queue) + [""]
     lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
     return "\n".join(lines).rstrip() + "\n"
@@ -340,12 +344,6 @@ def config_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def has_config_schema() -> bool:
-    from policylib import config
-
-    return hasattr(config, "config_schema")
-
-
 # --- the Helm chart's values ------------------------------------------------------------------------
 
 def chart_generator() -> Any:
@@ -427,12 +425,8 @@ def testcluster_page() -> str:
 
 def pages() -> dict[str, Callable[[], str]]:
     """Generated page (relative to docs/reference/) -> its generator."""
-    generated = {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page,
-                 "testcluster.md": testcluster_page}
-    if has_config_schema():
-        generated["config.md"] = config_page
-    generated["helm-values.md"] = helm_values_page
-    return generated
+    return {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page,
+            "testcluster.md": testcluster_page, "config.md": config_page, "helm-values.md": helm_values_page}
 
 
 def stale() -> list[str]:

@@ -10,7 +10,9 @@ import shlex
 import sys
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, WEBHOOK_PORT
 
 try:
     from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
     from .server import ServeOptions
 
 SERVICE = "policylib-webhook"
-NAMESPACE = "policylib-system"
+NAMESPACE = INSTALL_NAMESPACE
 SAMPLE = "deployment-create.json"
 #: The samples run-local offers a curl for: one per workload family, each changed by the default config.
 SAMPLES = (("a Deployment", "deployment-create.json"),
@@ -51,7 +53,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
           f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=sys.stderr)
     print(state.ca_bundle, flush=True)
     if args.patch_configuration:
-        from . import kube
+        from policylib.shell import kube
+
         from .certs import patch_configuration
         api = kube.Api(kube.api_client(args.context, args.kubeconfig))
         names, changed = patch_configuration(api, args.patch_configuration, state.ca_bundle)
@@ -113,7 +116,7 @@ def cmd_controller(args: argparse.Namespace) -> int:
     import os
 
     from .controller import run_controller
-    namespace = args.namespace or os.environ.get("POD_NAMESPACE") or "policylib-system"
+    namespace = args.namespace or os.environ.get("POD_NAMESPACE") or INSTALL_NAMESPACE
     return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
                           context=args.context, host=args.host, port=args.port,
                           certificates=certificate_settings(args, namespace),
@@ -135,7 +138,7 @@ def _shown(path: Path) -> str:
 
 def curl_command(cert_dir: str, host: str, port: int, sample: str = SAMPLE) -> str:
     """A ready-to-paste curl that posts a sample review and checks the chain against ca.crt."""
-    if host in ("0.0.0.0", "::", ""):
+    if host in (ANY_ADDRESS, "::", ""):
         host = "127.0.0.1"
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     parts = ["curl", "-sS", "--cacert", _shown(Path(cert_dir) / "ca.crt"), "-H", "Content-Type: application/json",
@@ -200,7 +203,7 @@ def _positive(value: str) -> int:
 def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> None:
     p.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
     p.add_argument("--host", default=host, help=f"address to listen on (default {host})")
-    p.add_argument("--port", type=int, default=8443, help="port (default 8443)")
+    p.add_argument("--port", type=int, default=WEBHOOK_PORT, help=f"port (default {WEBHOOK_PORT})")
     p.add_argument("--workers", type=int, default=workers, help=f"gunicorn worker processes (default {workers})")
     p.add_argument("--threads", type=int, default=4,
                    help="accepted for compatibility and ignored: each connection is a greenlet of its worker")
@@ -237,7 +240,7 @@ def parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", help="serve the webhook over TLS with gunicorn")
     s.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
-    _add_server_args(s, "0.0.0.0", 2)
+    _add_server_args(s, ANY_ADDRESS, 2)
     s.add_argument("--facts", choices=["auto", "watch", "none"], default="auto",
                    help="cluster facts (HPAs): auto = watch when running in a pod or with --kubeconfig")
     s.add_argument("--kubeconfig", help="watch HPAs with this kubeconfig (outside a cluster)")
@@ -246,10 +249,10 @@ def parser() -> argparse.ArgumentParser:
     ctl = sub.add_parser("controller", help="keep existing objects right: apply policylib's plan (leader-elected)")
     ctl.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
     ctl.add_argument("--dry-run", action="store_true", help="log the plan as JSON lines and write nothing")
-    ctl.add_argument("--namespace", help="namespace of the Lease (default: $POD_NAMESPACE or policylib-system)")
+    ctl.add_argument("--namespace", help=f"namespace of the Lease (default: $POD_NAMESPACE or {INSTALL_NAMESPACE})")
     ctl.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
     ctl.add_argument("--context", help="kubeconfig context")
-    ctl.add_argument("--host", default="0.0.0.0", help="address of /healthz, /readyz, /metrics (default 0.0.0.0)")
+    ctl.add_argument("--host", default=ANY_ADDRESS, help=f"address of /healthz, /readyz, /metrics (default {ANY_ADDRESS})")
     ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
     ctl.add_argument("--webhook-configuration", default="policylib-webhook",
                      help="the MutatingWebhookConfiguration whose namespaceSelector and objectSelector say which "
@@ -277,9 +280,14 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, log_to: TextIO | None = None) -> int:
+    """Run a command line. ``log_to``: where the process's log goes, as JSON lines (webhook/logs.py); the
+    process's entry point gives stderr, a caller in a process of its own leaves its logging alone."""
     import policylib
     args = parser().parse_args(argv)
+    if log_to is not None:
+        from .logs import configure
+        configure(getattr(args, "log_level", "info"), log_to)
     try:
         return int(args.func(args))
     except (policylib.PolicylibError, CertError) as e:
@@ -296,4 +304,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(log_to=sys.stderr))

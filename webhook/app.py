@@ -23,6 +23,7 @@ import policylib
 from . import review
 from .cache import ConfirmedHpas, ObjectOnlyFacts, decide_overlapped, for_review
 from .metrics import Metrics, kind_label
+from .protocols import FactsSource, ServingTls
 
 log = logging.getLogger(__name__)
 REVIEW_LOG = "webhook.review"
@@ -71,14 +72,15 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
     return orjson.dumps(line).decode()
 
 
-def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *, facts: Any = None,
-               tls: Any = None, review_log: Callable[[str], None] | None = None) -> Flask:
+def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
+               facts: policylib.ClusterFacts | None = None, tls: ServingTls | None = None,
+               review_log: Callable[[str], None] | None = None) -> Flask:
     """Build the webhook app (Flask's app-factory pattern: no module-level state).
 
     ``config`` is anything ``policylib.load_config`` takes. ``facts`` is a
-    ``policylib.ClusterFacts``, default object-only; the ones in :mod:`webhook.cache`
-    also tell ``/readyz`` whether they are ``ready`` and their ``status()``. ``tls`` gives ``not_after`` and ``status()`` (see
-    :class:`webhook.server.ServingCertificate`) when the app serves TLS itself.
+    ``policylib.ClusterFacts``, default object-only; a :class:`~webhook.protocols.FactsSource` (the ones in
+    :mod:`webhook.cache`) also tells ``/readyz`` whether it is ``ready`` and its ``status()``. ``tls``
+    (a :class:`~webhook.protocols.ServingTls`) is given when the app serves TLS itself.
     ``review_log`` takes each review's JSON line; default: the ``webhook.review``
     logger at INFO (the server passes a buffered writer instead).
     """
@@ -171,8 +173,9 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     @app.get("/readyz")
     def readyz() -> Response:
         tls_status = tls.status() if tls is not None else {"loaded": True, "served": "by the caller"}
-        facts_status = facts.status() if hasattr(facts, "status") else {"facts": "given"}
-        ready = bool(getattr(facts, "ready", True) and tls_status.get("loaded"))
+        source = facts if isinstance(facts, FactsSource) else None
+        facts_status = source.status() if source is not None else {"facts": "given"}
+        ready = bool((source is None or source.ready) and tls_status.get("loaded"))
         body = {"ready": ready, "config": "loaded", "failureMode": config.webhook.failureMode,
                 **facts_status, "tls": tls_status, "pid": os.getpid()}
         return _json(body, 200 if ready else 503)

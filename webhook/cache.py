@@ -28,6 +28,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Iterable, TypeVar, cast
 
+from policylib.constants import AUTOSCALING_API_VERSION
 from policylib.facts import ClusterFacts, hpa_target
 from policylib.projection import project
 from policylib.shell import kube
@@ -37,7 +38,7 @@ from .informer import Reflector, Store
 log = logging.getLogger(__name__)
 
 OBJECT_ONLY, WATCH = "object-only", "watch"
-HPA_API_VERSION = "autoscaling/v2"
+HPA_API_VERSION = AUTOSCALING_API_VERSION
 WATCH_SECONDS = 300
 MAX_BACKOFF = 30.0
 #: The confirming read's (connect, read) timeout: well inside the webhook configuration's
@@ -323,7 +324,7 @@ class ConfirmedHpas(ClusterFacts):
         if not found and (page.get("metadata") or {}).get("continue"):
             # One request only, so the read stays within its timeout: past the first page, the watch's answer.
             log.warning("HPA read: more HPAs in the namespace than one page, using the watch cache",
-                        extra={"namespace": namespace, "deployment": name, "limit": CONFIRM_LIMIT})
+                        extra={"namespace": namespace, "deployment": name, "page": CONFIRM_LIMIT})
             self.counted(CONFIRMED_ERROR)
             return None
         self.counted(CONFIRMED_FOUND if found else CONFIRMED_NONE)
@@ -362,7 +363,7 @@ def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespac
     return decide(facts) if facts.found(namespace, name) else first
 
 
-def for_review(facts: Any, operation: str, counted: Callable[[str], None]) -> Any:
+def for_review(facts: ClusterFacts, operation: str, counted: Callable[[str], None]) -> ClusterFacts:
     """The facts a review reads: :class:`ConfirmedHpas` over a watch cache for a CREATE (rule W4),
     else ``facts`` itself."""
     if operation == "CREATE" and isinstance(facts, HpaCache):

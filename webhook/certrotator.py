@@ -40,10 +40,12 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from . import kube
+from policylib.constants import INSTALL_NAMESPACE
+from policylib.shell import kube
+
 from .certs import key_problem, make_ca, make_serving, service_dns_names
 
-log = logging.getLogger("policylib.certrotator")
+log = logging.getLogger(__name__)
 
 SECRETS = kube.Resource("", "v1", "secrets", "Secret")
 MUTATING_WEBHOOKS = kube.Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
@@ -75,7 +77,7 @@ def parse_duration(text: str) -> int:
 class Settings:
     """Where the certificates live and how long they last (the controller's ``--certificates-*`` flags)."""
 
-    namespace: str = "policylib-system"
+    namespace: str = INSTALL_NAMESPACE
     service: str = "policylib-webhook"
     webhook_configuration: str = "policylib-webhook"
     ca_secret: str = "policylib-webhook-ca"
@@ -376,7 +378,7 @@ class Rotator:
             step = plan(state, self.settings, now)
             if step.action == "wait":
                 return step
-            log.info(json.dumps({"msg": "certificates", "action": step.action, "reason": step.reason}))
+            log.info("certificates", extra={"action": step.action, "reason": step.reason})
             self.make(step, ca_secret, tls_secret, config, now)
             self.steps.labels(step.action).inc()
         return step
@@ -455,7 +457,7 @@ class Rotator:
                         delay = min(poll, max(0.2, step.wake_at - self.clock()))
                 except Exception as e:  # noqa: BLE001 -- conflicts, the API away: next round reads afresh
                     self.failures.inc()
-                    log.warning(json.dumps({"msg": "certificate round failed", "error": str(e)[:500]}))
+                    log.warning("certificate round failed", extra={"error": str(e)[:500]})
             stop.wait(delay)
 
 

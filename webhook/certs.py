@@ -380,7 +380,7 @@ def with_ca_bundle(configuration: dict[str, Any], ca_bundle: str) -> tuple[dict[
 def patch_configuration(api: Any, name: str, ca_bundle: str, attempts: int = 5) -> tuple[list[str], list[str]]:
     """Put ``ca_bundle`` on every webhook of the MutatingWebhookConfiguration ``name`` (a read and an update
     at its resourceVersion, again on a conflict); returns (every webhook's name, the ones changed)."""
-    from . import kube
+    from policylib.shell import kube
     res = kube.Resource(*MUTATING_WEBHOOKS)
     for attempt in range(attempts):
         try:

@@ -1,26 +1,23 @@
 """Informer pieces for the controller, after client-go: an indexed store kept in step with events, a
-reflector that lists then watches and resumes, and a keyed, rate-limited work queue.
+reflector that lists then watches and resumes (the work queue is :mod:`webhook.workqueue`).
 
-- :class:`Store` holds one resource's objects by (namespace, name) with named indexes, and ignores an
-  event older than the object it holds (a lower resourceVersion).
+- :class:`Store` holds one resource's objects by (namespace, name) with named indexes. Its one writer
+  is its :class:`Reflector`; it ignores an event older than the object it holds only where the API
+  server says resourceVersions compare (:func:`compare_resource_versions`).
 - :class:`Reflector` lists, then watches from the list's resourceVersion with bookmarks, resumes from
   the last version seen after a watch ends or fails, and lists again only on 410 Gone; the relist
   replaces the store and yields a DELETED event for every object that vanished in the gap.
-- :class:`WorkQueue` collapses duplicate keys, never hands one key to two workers at once, and
-  requeues failures with capped exponential backoff per key.
 """
 from __future__ import annotations
 
-import heapq
 import logging
+import re
 import threading
-import time
-from collections import deque
 from typing import Any, Callable, Hashable, Iterable, Iterator
 
 from policylib.shell import kube
 
-log = logging.getLogger("webhook.informer")
+log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
 #: Objects per page of a reflector's list (rule W7: projected page by page).
@@ -39,7 +36,8 @@ def whole(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 class Store:
-    """One resource's objects by (namespace, name), with indexes; one writer, any readers. ``project``
+    """One resource's objects by (namespace, name), with indexes; one writer (its reflector: what a
+    controller writes itself goes into its own overlay, never here), any readers. ``project``
     is applied to every object before it is stored (rule W7: :func:`policylib.projection.project` keeps
     only what the planners read)."""
 
@@ -132,13 +130,30 @@ class Store:
                         del self._indexes[name][value]
 
 
+#: A resourceVersion the API server lets clients compare: a positive integer without leading zeros
+#: (Kubernetes' "comparable resource versions", GA in 1.35: apimachinery's
+#: ``util/resourceversion.CompareResourceVersion``). Anything else is opaque: equality only.
+COMPARABLE_VERSION = re.compile(r"[1-9][0-9]*")
+
+
+def compare_resource_versions(a: object, b: object) -> int | None:
+    """-1, 0 or 1 as ``a`` is older than, the same as or newer than ``b``, two resourceVersions of
+    objects of one resource, as the API server documents their order (longer is newer, then digit by
+    digit); None when either is not of the documented form: the API calls those opaque."""
+    if not (isinstance(a, str) and isinstance(b, str) and COMPARABLE_VERSION.fullmatch(a)
+            and COMPARABLE_VERSION.fullmatch(b)):
+        return None
+    left, right = (len(a), a), (len(b), b)
+    return (left > right) - (left < right)
+
+
 def is_older(obj: dict[str, Any], held: dict[str, Any]) -> bool:
-    """``obj`` is an older version of ``held``: a lower resourceVersion of the same object (same uid)."""
-    new, old = kube.resource_version(obj), kube.resource_version(held)
-    if new is None or old is None:
-        return False
+    """``obj`` is an older version of ``held``: the same object (same uid) at a resourceVersion the API
+    server orders before ``held``'s. Versions of any other form are opaque: never older."""
     same = (obj.get("metadata") or {}).get("uid") == (held.get("metadata") or {}).get("uid")
-    return same and new < old
+    order = compare_resource_versions((obj.get("metadata") or {}).get("resourceVersion"),
+                                      (held.get("metadata") or {}).get("resourceVersion"))
+    return same and order == -1
 
 
 class ReflectorMetrics:
@@ -193,24 +208,38 @@ class Reflector:
             if version:
                 self.resource_version = version
 
+    def sync(self) -> bool:
+        """List, as the first step of :meth:`run` and after 410 Gone. False when the cluster does not
+        serve the resource (a CRD not installed): the reflector then counts as synced, with nothing
+        to wait for, and :meth:`run` looks again later."""
+        try:
+            if self.synced.is_set():
+                self.metrics.relist(self.res.plural)
+            self.list()
+        except kube.NotFound as e:
+            self.served, self.resource_version = False, None
+            self.synced.set()
+            self.last_error = str(e)
+            return False
+        self.served = True
+        return True
+
     def run(self, stop: threading.Event) -> None:
         backoff = 0.5
         while not stop.is_set():
             try:
-                if self.resource_version is None:
-                    if self.synced.is_set():
-                        self.metrics.relist(self.res.plural)
-                    self.list()
-                    self.served = True
+                if self.resource_version is None and not self.sync():
+                    stop.wait(self.max_backoff)
+                    continue
                 self.watch_once()
                 self.metrics.watch_restart(self.res.plural)
                 backoff, self.last_error = 0.5, None
                 continue
             except kube.Gone:
-                self.resource_version = None  # too old: list[Any] again, now
+                self.resource_version = None  # too old: list again, now
                 continue
             except kube.NotFound as e:
-                # The cluster does not serve it (a CRD not installed): look again later.
+                # The cluster stopped serving it (a CRD removed): look again later.
                 self.served, self.resource_version = False, None
                 self.synced.set()
                 self.last_error = str(e)
@@ -218,118 +247,7 @@ class Reflector:
                 continue
             except Exception as e:  # noqa: BLE001 -- network or server trouble: back off, resume
                 self.last_error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:300]
-                log.warning('{"msg": "watch failed", "resource": "%s", "error": "%s"}', self.res.plural,
-                            self.last_error.replace('"', "'"))
+                log.warning("watch failed", extra={"resource": self.res.plural, "error": self.last_error})
                 self.metrics.watch_restart(self.res.plural)
             stop.wait(backoff)
             backoff = min(backoff * 2, self.max_backoff)
-
-
-class WorkQueue:
-    """Keys to reconcile. A key added while queued is queued once; a key added while a worker holds it
-    is queued again when that worker is done. ``add_rate_limited`` requeues after an exponential
-    backoff per key (``base * 2**failures``, at most ``cap``); ``forget`` resets it."""
-
-    def __init__(self, base: float = 0.05, cap: float = 60.0, clock: Callable[[], float] = time.monotonic):
-        self.base, self.cap, self.clock = base, cap, clock
-        self._queue: deque[Any] = deque()
-        self._dirty: set[Any] = set()
-        self._processing: set[Any] = set()
-        self._failures: dict[Any, int] = {}
-        self._waiting: list[tuple[float, int, Any]] = []
-        self._waiting_at: dict[Any, float] = {}
-        self._seq = 0
-        self._cond = threading.Condition()
-        self._shutdown = False
-
-    def __len__(self) -> int:
-        with self._cond:
-            return len(self._queue)
-
-    def add(self, key: Any) -> None:
-        with self._cond:
-            if self._shutdown or key in self._dirty:
-                return
-            self._dirty.add(key)
-            if key not in self._processing:
-                self._queue.append(key)
-                self._cond.notify()
-
-    def add_after(self, key: Any, delay: float) -> None:
-        if delay <= 0:
-            return self.add(key)
-        with self._cond:
-            ready = self.clock() + delay
-            if key in self._waiting_at and self._waiting_at[key] <= ready:
-                return  # already waiting, and due sooner (client-go keeps the earliest too)
-            self._waiting_at[key] = ready
-            self._seq += 1
-            heapq.heappush(self._waiting, (ready, self._seq, key))
-            self._cond.notify()
-
-    def add_rate_limited(self, key: Any) -> float:
-        """Requeue ``key`` after its backoff; returns the delay."""
-        with self._cond:
-            failures = self._failures.get(key, 0)
-            self._failures[key] = failures + 1
-        delay = min(self.base * 2.0 ** failures, self.cap)
-        self.add_after(key, delay)
-        return delay
-
-    def failures(self, key: Any) -> int:
-        return self._failures.get(key, 0)
-
-    def forget(self, key: Any) -> None:
-        with self._cond:
-            self._failures.pop(key, None)
-
-    def get(self, timeout: float | None = None) -> Any:
-        """The next key (the caller must call ``done``), or None after ``timeout`` or at shutdown."""
-        deadline = None if timeout is None else self.clock() + timeout
-        with self._cond:
-            while True:
-                self._promote()
-                if self._queue:
-                    key = self._queue.popleft()
-                    self._processing.add(key)
-                    self._dirty.discard(key)
-                    return key
-                if self._shutdown:
-                    return None
-                wait = None if deadline is None else deadline - self.clock()
-                if self._waiting:
-                    due = self._waiting[0][0] - self.clock()
-                    wait = due if wait is None else min(wait, due)
-                if wait is not None and wait <= 0:
-                    if deadline is not None and self.clock() >= deadline:
-                        return None
-                    continue
-                self._cond.wait(wait)
-
-    def done(self, key: Any) -> None:
-        with self._cond:
-            self._processing.discard(key)
-            if key in self._dirty:
-                self._queue.append(key)
-                self._cond.notify()
-
-    def pending_delayed(self) -> int:
-        with self._cond:
-            return len(self._waiting_at)
-
-    def shutdown(self) -> None:
-        with self._cond:
-            self._shutdown = True
-            self._cond.notify_all()
-
-    def _promote(self) -> None:
-        now = self.clock()
-        while self._waiting and self._waiting[0][0] <= now:
-            ready, _, key = heapq.heappop(self._waiting)
-            if self._waiting_at.get(key) != ready:
-                continue  # superseded by an earlier time
-            del self._waiting_at[key]
-            if key not in self._dirty:
-                self._dirty.add(key)
-                if key not in self._processing:
-                    self._queue.append(key)

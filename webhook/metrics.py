@@ -13,6 +13,8 @@ import os
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
+from policylib.constants import APPS_GROUP, KUBEFLOW_GROUP, VOLCANO_BATCH_GROUP, VOLCANO_DOMAIN
+
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 PREFIX = "policylib_webhook"
 #: Includes the API server's own webhook latency buckets 5 ms, 25 ms and 100 ms.
@@ -24,13 +26,13 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 #: from the request, random kinds would add series (and bytes to every worker's multiprocess
 #: file, on a small emptyDir) without bound.
 POLICY_KINDS = {
-    "apps": frozenset({"Deployment"}),
-    "batch.volcano.sh": frozenset({"Job"}),
-    "kubeflow.org": frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
+    APPS_GROUP: frozenset({"Deployment"}),
+    VOLCANO_BATCH_GROUP: frozenset({"Job"}),
+    KUBEFLOW_GROUP: frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
     "": frozenset({"Pod"}),   # gang method workload: labelled Pods only (rule G17)
 }
 #: Volcano's HyperJob, in whichever ``*volcano.sh`` group (as policylib matches it).
-VOLCANO_GROUP_SUFFIX, HYPERJOB = "volcano.sh", "HyperJob"
+VOLCANO_GROUP_SUFFIX, HYPERJOB = VOLCANO_DOMAIN, "HyperJob"
 OTHER_KIND = "other"
 
 

@@ -133,7 +133,7 @@ def parse_review(body: bytes) -> ReviewRequest:
 
 # --- deciding -----------------------------------------------------------------
 
-def decide(req: ReviewRequest, config: policylib.Config, facts: Any = None) -> Answer:
+def decide(req: ReviewRequest, config: policylib.Config, facts: policylib.ClusterFacts | None = None) -> Answer:
     """Rule W1: run policylib for CREATE and UPDATE; DELETE and CONNECT pass untouched.
 
     A policy's ``Result.denial`` rejects the object (403, no patch). A policy

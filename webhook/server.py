@@ -60,6 +60,8 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
+from policylib.constants import ANY_ADDRESS, WEBHOOK_PORT
+
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
 
 if TYPE_CHECKING:
@@ -369,8 +371,8 @@ class ServeOptions:
 
     cert_dir: str
     config: str | None = None
-    host: str = "0.0.0.0"
-    port: int = 8443
+    host: str = ANY_ADDRESS
+    port: int = WEBHOOK_PORT
     workers: int = 2
     threads: int = 4  # accepted for compatibility; a gevent worker serves each connection in a greenlet
     max_connections: int = MAX_CONNECTIONS
@@ -441,13 +443,9 @@ class LineBuffer:
 
 
 def configure_logging(level: str) -> None:
-    """The webhook's own messages on stderr, formatted like gunicorn's."""
-    other = logging.getLogger("webhook")
-    if not other.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("[%(asctime)s] [%(process)d] [%(levelname)s] %(name)s: %(message)s"))
-        other.addHandler(handler)
-    other.setLevel(level.upper())
+    """The webhook's own messages on stderr, as JSON lines (webhook/logs.py)."""
+    from .logs import configure
+    configure(level)
 
 
 class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no type hints
@@ -507,7 +505,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
-def missing_certificates(cert_dir: str | Path, host: str = "0.0.0.0") -> str | None:
+def missing_certificates(cert_dir: str | Path, host: str = ANY_ADDRESS) -> str | None:
     """Why ``cert_dir`` cannot hold the serving certificate (not there, or ``tls.crt``/``tls.key``
     missing) and the command that makes them; None when both files are there."""
     import shlex

@@ -1,10 +1,18 @@
 """The metadata keys each gang scheduler reads, and which objects are Kubeflow jobs."""
 from __future__ import annotations
 
-API_VERSION = "kubeflow.org/v1"
-#: The MPI Operator's current API (v0.4+): the same mpiReplicaSpecs (Launcher, Worker) and
-#: runPolicy.schedulingPolicy as kubeflow.org/v1, so the same gang treatment.
-MPI_V2_API_VERSION = "kubeflow.org/v2beta1"
+from ..constants import (
+    KUBEFLOW_API_VERSION,
+    NATIVE_GANG_API_VERSION,
+    SIGS_PODGROUP_API_VERSION,
+    VOLCANO_PODGROUP_API_VERSION,
+    X_K8S_PODGROUP_API_VERSION,
+)
+from ..constants import MPI_V2_API_VERSION as MPI_V2_API_VERSION
+
+API_VERSION = KUBEFLOW_API_VERSION
+# MPI_V2_API_VERSION, the MPI Operator's current API (v0.4+): the same mpiReplicaSpecs (Launcher, Worker) and
+# runPolicy.schedulingPolicy as kubeflow.org/v1, so the same gang treatment.
 #: Where each kind keeps its replica specs (kubeflow/training-operator v1.9 CRDs; mpi-operator v2beta1).
 REPLICA_SPECS = {"TFJob": "tfReplicaSpecs", "PyTorchJob": "pytorchReplicaSpecs", "MPIJob": "mpiReplicaSpecs"}
 #: The kinds served in each API version.
@@ -41,15 +49,15 @@ VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
 #: the Kubeflow operators' CRDs prune ``schedulingGroup`` from pod templates, and they copy template labels.
 SCHEDULING_GROUP_LABEL = "policylib.io/scheduling-group"
 #: Kubernetes' own Workload and PodGroup (1.36 alpha, feature gates GangScheduling and GenericWorkload).
-WORKLOAD_API_VERSION = "scheduling.k8s.io/v1alpha2"
+WORKLOAD_API_VERSION = NATIVE_GANG_API_VERSION
 
 #: The PodGroup API each scheduler watches: ACK >= 1.31 accepts only scheduling.x-k8s.io
 #: (rule G5); Koordinator still vendors scheduling.sigs.k8s.io.
 PODGROUP_API_VERSION = {
-    "ack": "scheduling.x-k8s.io/v1alpha1",
-    "koordinator": "scheduling.sigs.k8s.io/v1alpha1",
-    "scheduler-plugins": "scheduling.x-k8s.io/v1alpha1",
-    "volcano": "scheduling.volcano.sh/v1beta1",
+    "ack": X_K8S_PODGROUP_API_VERSION,
+    "koordinator": SIGS_PODGROUP_API_VERSION,
+    "scheduler-plugins": X_K8S_PODGROUP_API_VERSION,
+    "volcano": VOLCANO_PODGROUP_API_VERSION,
 }
 #: Where each scheduler reads a pod's PodGroup when it is not a label: Volcano reads the annotation
 #: scheduling.k8s.io/group-name (rule G21; scheduler/api/job_info.go getJobID).

@@ -15,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import GangSettings
-from .keys import MPI_V2_API_VERSION, POD_GROUP_LABEL, REPLICA_SPECS, VOLCANO_GROUP_NAME
+from ..constants import MPI_V2_API_VERSION, VOLCANO_PODGROUP_API_VERSION, X_K8S_PODGROUP_API_VERSION
+from .keys import POD_GROUP_LABEL, REPLICA_SPECS, VOLCANO_GROUP_NAME
 
 #: The PodGroup each operator gang mode creates, and the pod key that points at it.
 OPERATOR_PODGROUP = {
-    "scheduler-plugins": ("scheduling.x-k8s.io/v1alpha1", f"label {POD_GROUP_LABEL}"),
-    "volcano": ("scheduling.volcano.sh/v1beta1", f"annotation {VOLCANO_GROUP_NAME}"),
+    "scheduler-plugins": (X_K8S_PODGROUP_API_VERSION, f"label {POD_GROUP_LABEL}"),
+    "volcano": (VOLCANO_PODGROUP_API_VERSION, f"annotation {VOLCANO_GROUP_NAME}"),
 }
 #: The scheduler name whose pods only an operator's Volcano gang mode gangs.
 VOLCANO_SCHEDULER = "volcano"
@@ -74,7 +75,7 @@ def operator_gang_reason(obj: dict[str, Any], settings: GangSettings) -> str | N
     if volcano_without_gang(obj, settings):
         flag = "--gang-scheduling=volcano" if operator == "the MPI Operator" else "--gang-scheduler-name=volcano"
         return (f"the pods are scheduled by {VOLCANO_SCHEDULER!r}: policylib writes no gang metadata and no PodGroup "
-                f"for them. Only {operator} run with {flag} gangs them (PodGroup scheduling.volcano.sh/v1beta1 "
+                f"for them. Only {operator} run with {flag} gangs them (PodGroup {VOLCANO_PODGROUP_API_VERSION} "
                 f"{name}; set gang.operatorGang: volcano to say so); without it Volcano makes a one-pod PodGroup per "
                 "pod and nothing gangs the job: set gang.method: podgroup and gang.scheduler: volcano for policylib "
                 "to create the Volcano PodGroup")

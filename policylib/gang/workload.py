@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config, GangSettings
+from ..constants import KUBEFLOW_GROUP, NATIVE_GANG_API_VERSION
 from ..labels import dns1123_subdomain_errors
 from ..patch import Draft, diff_owned
 from ..result import Outcome, Result, admission
@@ -34,7 +35,7 @@ TEMPLATE_NAME = "gang"
 #: What a cluster needs to serve and honour method workload (Kubernetes 1.36: the gate names of
 #: pkg/features/kube_features.go; an alpha API is served only when --runtime-config enables it).
 FEATURE_GATES = "GangScheduling=true,GenericWorkload=true"
-RUNTIME_CONFIG = "scheduling.k8s.io/v1alpha2=true"
+RUNTIME_CONFIG = f"{NATIVE_GANG_API_VERSION}=true"
 API_NOT_SERVED = (f"the API server does not serve {WORKLOAD_API_VERSION} (gang.method workload): start "
                   f"kube-apiserver, kube-scheduler and kube-controller-manager with --feature-gates={FEATURE_GATES} "
                   f"and kube-apiserver with --runtime-config={RUNTIME_CONFIG}")
@@ -59,7 +60,7 @@ def workload_objects(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -
     for gang in plan.gangs:
         meta = {"name": gang.name, "namespace": plan.namespace}
         out.append({"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": dict(meta),
-                    "spec": {"controllerRef": {"apiGroup": "kubeflow.org", "kind": job.kind, "name": job.name},
+                    "spec": {"controllerRef": {"apiGroup": KUBEFLOW_GROUP, "kind": job.kind, "name": job.name},
                              "podGroupTemplates": [{"name": TEMPLATE_NAME,
                                                     "schedulingPolicy": gang_policy(gang.min_available)}]}})
         out.append({"apiVersion": WORKLOAD_API_VERSION, "kind": "PodGroup", "metadata": dict(meta),

@@ -13,6 +13,22 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
+from ..constants import (
+    APPS_GROUP,
+    AUTOSCALING_GROUP,
+    COORDINATION_GROUP,
+    INSTALL_NAMESPACE,
+    KUBEFLOW_GROUP,
+    KUBEFLOW_VERSION,
+    MPI_V2_VERSION,
+    NATIVE_GANG_GROUP,
+    NATIVE_GANG_VERSION,
+    SIGS_GROUP,
+    VOLCANO_PODGROUP_VERSION,
+    VOLCANO_SCHEDULING_GROUP,
+    X_K8S_GROUP,
+)
+
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover -- policylib without the webhook's dependencies
@@ -54,24 +70,24 @@ class Resource:
         return f"{base}/{name}" if name else base
 
 
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
-HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
-TFJOBS = Resource("kubeflow.org", "v1", "tfjobs", "TFJob")
-PYTORCHJOBS = Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob")
-MPIJOBS = Resource("kubeflow.org", "v1", "mpijobs", "MPIJob")
+DEPLOYMENTS = Resource(APPS_GROUP, "v1", "deployments", "Deployment")
+HPAS = Resource(AUTOSCALING_GROUP, "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+TFJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "tfjobs", "TFJob")
+PYTORCHJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "pytorchjobs", "PyTorchJob")
+MPIJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "mpijobs", "MPIJob")
 #: The MPI Operator's API; a cluster serves mpijobs.kubeflow.org from one operator or the other.
-MPIJOBS_V2 = Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob")
+MPIJOBS_V2 = Resource(KUBEFLOW_GROUP, MPI_V2_VERSION, "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
-PODGROUPS = (Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
-             Resource("scheduling.sigs.k8s.io", "v1alpha1", "podgroups", "PodGroup"))
+PODGROUPS = (Resource(X_K8S_GROUP, "v1alpha1", "podgroups", "PodGroup"),
+             Resource(SIGS_GROUP, "v1alpha1", "podgroups", "PodGroup"))
 #: Kubernetes' own Workload and PodGroup (1.36 alpha; gang method workload, rule G18).
-WORKLOADS = Resource("scheduling.k8s.io", "v1alpha2", "workloads", "Workload")
-NATIVE_PODGROUPS = Resource("scheduling.k8s.io", "v1alpha2", "podgroups", "PodGroup")
+WORKLOADS = Resource(NATIVE_GANG_GROUP, NATIVE_GANG_VERSION, "workloads", "Workload")
+NATIVE_PODGROUPS = Resource(NATIVE_GANG_GROUP, NATIVE_GANG_VERSION, "podgroups", "PodGroup")
 NATIVE_GANG = (WORKLOADS, NATIVE_PODGROUPS)
 #: Volcano's PodGroups, which policylib makes for gang.scheduler volcano (rule G21); watched only then
 #: (Volcano's own controller makes one per pod of every other workload it schedules).
-VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
-LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+VOLCANO_PODGROUPS = Resource(VOLCANO_SCHEDULING_GROUP, VOLCANO_PODGROUP_VERSION, "podgroups", "PodGroup")
+LEASES = Resource(COORDINATION_GROUP, "v1", "leases", "Lease")
 EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
@@ -362,15 +378,6 @@ def server_version(api: Api) -> str:
     return str(api.request("GET", "/version").get("gitVersion", ""))
 
 
-def resource_version(obj: dict[str, Any]) -> int | None:
-    """An object's resourceVersion as a number, where it is one (etcd's revisions are)."""
-    value = (obj.get("metadata") or {}).get("resourceVersion") if isinstance(obj, dict) else None
-    try:
-        return int(value)  # type: ignore[arg-type]  # None and junk raise, caught below
-    except (TypeError, ValueError):
-        return None
-
-
 # --- what the controller uses: its webhook configuration's scope, its config -----------------------
 
 def labelled(api: Api, res: Resource, selector: str, namespace: str | None = None) -> list[dict[str, Any]]:
@@ -399,10 +406,10 @@ def installed_scope(api: Api, name: str, release_namespace: str | None = None) -
         configuration = api.get(MUTATING_WEBHOOKS, None, name)
         scope = scope_from_configuration(configuration, excluded)
     except NotFound:
-        scope = default_scope(release_namespace or "policylib-system",
+        scope = default_scope(release_namespace or INSTALL_NAMESPACE,
                               f"no MutatingWebhookConfiguration {name} is installed")
     except Forbidden:   # a user who may read workloads but not admission configurations: say so, go on
-        scope = default_scope(release_namespace or "policylib-system",
+        scope = default_scope(release_namespace or INSTALL_NAMESPACE,
                               f"MutatingWebhookConfiguration {name} cannot be read: forbidden")
     try:
         namespaces, _ = api.list(NAMESPACES)
@@ -427,13 +434,17 @@ def _configmap_volumes(deployment: dict[str, Any]) -> list[str]:
             if isinstance(v, dict) and isinstance(v.get("configMap"), dict) and v["configMap"].get("name")]
 
 
+class AmbiguousInstall(ValueError):
+    """More than one installed policylib config, and nothing says which: the message names them."""
+
+
 def installed_config(api: Api, release: str | None = None,
                      namespace: str | None = None) -> tuple[dict[str, Any] | None, str]:
     """Rule C10: the ConfigMap holding the config the installed controller reads (the one its Deployment
     mounts; else the chart's labelled ``policylib-config``), as (the ConfigMap, its namespace/name), or
     (None, why none) when nothing is installed. ``release`` keeps the objects of that Helm release
     (``app.kubernetes.io/instance``); ``namespace`` prefers, then requires, that namespace when more
-    than one is found. Raises :class:`ValueError` naming the candidates when it cannot choose."""
+    than one is found. Raises :class:`AmbiguousInstall` naming the candidates when it cannot choose."""
     instance = f",app.kubernetes.io/instance={release}" if release else ""
     found: dict[tuple[str, str], str] = {}
     for d in labelled(api, DEPLOYMENTS, CONTROLLER_LABELS + instance):
@@ -453,7 +464,7 @@ def installed_config(api: Api, release: str | None = None,
         found = {k: v for k, v in found.items() if k[0] == namespace} or found
     if len(found) > 1:
         names = ", ".join(f"{ns}/{name}" for ns, name in sorted(found))
-        raise ValueError(f"more than one installed policylib config ({names}): name one with --release "
+        raise AmbiguousInstall(f"more than one installed policylib config ({names}): name one with --release "
                          "(and -n NAMESPACE), or give --config FILE")
     if not found:
         return None, (f"no policylib controller or config of release {release!r} found" if release else

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..config import Config, load_config
+from ..constants import VOLCANO_JOB_API_VERSION
 from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
 from ..hypernodes import discover_hypernodes, leaf_nodes
@@ -289,7 +290,7 @@ def is_bound_pod(obj: Any) -> bool:
 
 
 def is_volcano_job(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == "batch.volcano.sh/v1alpha1"
+    return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == VOLCANO_JOB_API_VERSION
 
 
 def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:

@@ -17,6 +17,10 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ..constants import ANY_ADDRESS, HOSTNAME_LABEL, POD_TEMPLATE_HASH
+from ..constants import UNSCHEDULABLE_TAINT as UNSCHEDULABLE_TAINT_KEY
+from ..constants import ZONE_LABEL as ZONE_LABEL
+
 if TYPE_CHECKING:
     import numpy as np
 else:
@@ -36,9 +40,8 @@ from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from .resources import NON_MISSING, fit_failures, fits, pod_requests
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
-HOSTNAME = "kubernetes.io/hostname"
-ZONE_LABEL = "topology.kubernetes.io/zone"
-UNSCHEDULABLE_TAINT = {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+HOSTNAME = HOSTNAME_LABEL
+UNSCHEDULABLE_TAINT = {"key": UNSCHEDULABLE_TAINT_KEY, "effect": "NoSchedule"}
 #: PodTopologySpread's System default constraints (pods without constraints of their own, owned by a ReplicaSet).
 SYSTEM_DEFAULT_SPREAD = ((HOSTNAME, 3), (ZONE_LABEL, 5))
 MAX_SCORE = 100
@@ -212,7 +215,7 @@ def _host_ports(spec: dict[str, Any]) -> list[tuple[str, int, str]]:
     for c in list(spec.get("containers") or []) + list(spec.get("initContainers") or []):
         for p in (c.get("ports") or []) if isinstance(c, dict) else []:
             if isinstance(p, dict) and p.get("hostPort"):
-                out.append((str(p.get("protocol") or "TCP"), int(p["hostPort"]), str(p.get("hostIP") or "0.0.0.0")))
+                out.append((str(p.get("protocol") or "TCP"), int(p["hostPort"]), str(p.get("hostIP") or ANY_ADDRESS)))
     return out
 
 
@@ -246,7 +249,7 @@ class PodShape:
         required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
         labels = dict(meta.get("labels") or {})
         if revision:
-            labels.setdefault("pod-template-hash", revision)   # the ReplicaSet's label, unique per revision
+            labels.setdefault(POD_TEMPLATE_HASH, revision)   # the ReplicaSet's label, unique per revision
         unmodelled: list[str] = []
         pod_aff, pod_anti = affinity.get("podAffinity") or {}, affinity.get("podAntiAffinity") or {}
         key = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -256,7 +259,7 @@ class PodShape:
         default_selector = None
         if owner_selector is not None and revision:
             default_selector = {"matchLabels": {**(owner_selector.get("matchLabels") or {}),
-                                                "pod-template-hash": labels["pod-template-hash"]},
+                                                POD_TEMPLATE_HASH: labels[POD_TEMPLATE_HASH]},
                                 "matchExpressions": list(owner_selector.get("matchExpressions") or [])}
         return cls(namespace, labels, dict(spec.get("nodeSelector") or {}),
                    None if required is None else list(required.get("nodeSelectorTerms") or []),
@@ -836,7 +839,7 @@ class Cycle:
         out = np.ones(len(self.c.states), dtype=bool)
         for i, used in enumerate(self.c.ports):
             for proto, port, ip in self.pod.host_ports:
-                if any(p == proto and q == port and (a == ip or "0.0.0.0" in (a, ip)) for p, q, a in used):
+                if any(p == proto and q == port and (a == ip or ANY_ADDRESS in (a, ip)) for p, q, a in used):
                     out[i] = False
         return out
 

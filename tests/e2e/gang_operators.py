@@ -1,4 +1,4 @@
-"""Shared pieces of the end-to-end gang tests with the real job operators (issue 21): the clusters
+"""Shared pieces of the end-to-end gang tests with the real job operators: the clusters
 (``testcluster --training-operator``, ``--mpi-operator``, ``--koordinator``), the jobs, and what to read
 back. Each test creates only the job; the operator creates its pods, the webhook mutated the job."""
 from __future__ import annotations

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from webhook import kube
+from policylib.shell import kube
 
 from .harness import CONFIG_LABEL, ROOT, Controller, deployment, free_port, wait_for, webhook_rules
 

@@ -97,7 +97,7 @@ def test_drift_writes_are_the_plan_then_nothing(own, controllers, tmp_path):
     wait_for("the controller made the planned writes",
              lambda: len(ctl.log_entries("write")) >= len(planned), timeout=120)
     writes = ctl.log_entries("write")
-    assert sorted((w["namespace"], w["name"], w["action"], w["rollout"], tuple(w["reasons"])) for w in writes) == \
+    assert sorted((w["namespace"], w["object_name"], w["action"], w["rollout"], tuple(w["reasons"])) for w in writes) == \
         sorted((p["namespace"], p["name"], p["action"], p["rollout"], tuple(p["reasons"])) for p in planned)
     for p in planned:
         after = wait_rolled_out(own, ns, p["name"])

@@ -1,4 +1,4 @@
-"""Gang scheduling end to end with the real Kubeflow operators (issue 21): each test creates only the job;
+"""Gang scheduling end to end with the real Kubeflow operators (rules G1-G20): each test creates only the job;
 the webhook mutates it, training-operator (``testcluster --training-operator``) or the MPI Operator
 (``--mpi-operator``) creates its pods, and scheduler-plugins' Coscheduling (``--coscheduling``) places
 them. Rows of docs/compatibility.md name these tests."""

@@ -1,4 +1,4 @@
-"""Production behaviour on the real API server, deployment controller and scheduler (issue 20):
+"""Production behaviour on the real API server, deployment controller and scheduler:
 how many ReplicaSets each way of changing a Deployment's count creates under ``rewrite:
 OnCountChange`` (today's behaviour, the default) and ``OnNextRollout`` (rules S11, S19); apply order
 (rule S21); a required anti-affinity kept hard (rule S18); a Deployment admitted while the webhook

@@ -88,6 +88,8 @@ def leftovers(rec: dict, before: set[str] | None = None) -> list[str]:
     routes = subprocess.run(["ip", "-4", "-o", "route", "show", "table", "all"], capture_output=True, text=True,
                             check=True).stdout
     found += [f"route {line}" for line in routes.splitlines() if line.startswith(prefix)]
+    addrs = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    found += [f"address {line}" for line in addrs.splitlines() if f" {rec['apiAddress']}/" in line]
     found += [f"file {p}" for p in dirs if Path(p).exists()]
     found += [f"file {p}" for p in Path("/var/lib/cni/results").glob(f"{rec['network']}-*")]
     netns = Path("/run/netns")

@@ -1,19 +1,29 @@
 """The chart the way users install it, on the real node: ``helm install charts/policylib`` with the image ``make image``
-builds (imported into the node's containerd), the webhook pod Running and Ready with the chart's securityContext
-(non-root, read-only root filesystem) and probes, the API server calling the webhook through its Service (its ready
-endpoint, the pod IP), and a Deployment created with ``kubectl apply`` stored mutated exactly as ``policylib preview``
-says (docs/e2e.md, "A real node").
+builds (imported into the node's containerd) and the chart's defaults (two webhook and two controller replicas,
+their securityContext, resources, probes and PodDisruptionBudgets, the self-managed certificates the controller's
+leader makes, the NetworkPolicy enabled), a policylib config for the gang and Volcano families, and ``nodeSelector``
+``real-0`` (the harness's other nodes are fake). The pods run Running and Ready; they reach the API server with their
+service-account tokens at the ``kubernetes`` Service's ClusterIP (docs/e2e.md, "A real node"); the API server calls
+the webhook through its Service (its ready endpoints, the pod IPs); a Deployment, a Volcano Job and a TFJob created
+with ``kubectl apply`` are stored mutated exactly as ``policylib preview`` says; and the controller's leader, frozen
+and then deleted without a grace period (so it never gives the Lease up), is replaced by the other replica within the
+Lease's bound, which writes each Deployment once.
 
-Not here yet: the controller (it needs the API server from inside a pod: a service-account token and a route to
-the API server, which the harness does not give pods), the self-managed certificates (the controller makes them), two
-replicas (one real node) and the NetworkPolicy (no network plugin here enforces one).
+Not here: two webhook replicas on two nodes (one real node), a network plugin that enforces the NetworkPolicy (none
+here does: the test checks that the API server accepts it and that its selector, port and source block match the pods
+and the API server's connections), kube-proxy (the ClusterIP is the API server's own address), and the day-2
+scenarios.
 """
 from __future__ import annotations
 
-import base64
+import ipaddress
 import json
+import os
+import signal
 import subprocess
-import sys
+import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 import yaml
@@ -21,12 +31,46 @@ import yaml
 from tests.helmtool import CHART, helm_binary
 from tests.test_image import ARCHIVE
 
-from .harness import ROOT, Cluster, deployment, wait_for
+from .conftest import CONFIGS
+from .harness import ROOT, SHARED, Cluster, deployment, wait_for
 from .test_real_node import built  # noqa: F401 -- the fixture: real nodes can run here, their binaries exist
 from .util import managed, preview
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = pytest.mark.timeout(900)
 NAMESPACE = "policylib-system"
+CONFIG = CONFIGS["gang"]
+CRDS = ("schemas/volcano/batch.volcano.sh_jobs.yaml", "schemas/volcano/scheduling.volcano.sh_podgroups.yaml",
+        "schemas/kubeflow/kubeflow.org_tfjobs.yaml", "schemas/scheduler-plugins/scheduling.x-k8s.io_podgroups.yaml")
+VOLCANO_JOB = SHARED / "examples/volcano/job-basic.yaml"
+TFJOB = SHARED / "examples/kubeflow/tfjob-simple.yaml"
+DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
+LEASE_SECONDS = 15   # controller.leaseDurationSeconds, the default
+#: Workloads go to the fake nodes of zone-a (their pods run without an image); never to real-0, whose containerd
+#: would try to pull their image.
+FAKE_ZONE = {"topology.kubernetes.io/zone": "zone-a"}
+
+
+def real_node_values(cidr: str) -> dict:
+    """What the test sets: the config, the NetworkPolicy and the API server's source block, the real node."""
+    on_real = {"kubernetes.io/hostname": "real-0"}
+    return {"config": CONFIG, "networkPolicy": {"enabled": True, "from": [{"ipBlock": {"cidr": cidr}}]},
+            "webhook": {"nodeSelector": on_real}, "controller": {"nodeSelector": on_real}}
+
+
+def helm_install(c: Cluster, tmp: Path, values: dict) -> None:
+    (tmp / "values.yaml").write_text(yaml.safe_dump(values))
+    install = subprocess.run([str(helm_binary()), "install", "policylib", str(CHART), "-n", NAMESPACE,
+                              "--create-namespace", "-f", str(tmp / "values.yaml"), "--wait", "--timeout", "480s"],
+                             capture_output=True, text=True, env=c.env, timeout=540)
+    assert install.returncode == 0, (install.stdout, install.stderr,
+                                     c.kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide").stdout)
+
+
+def gateway(c: Cluster) -> str:
+    """The host's address on the pods' side (ptp gives every host-side veth the subnet's first address): the
+    source of what the API server and the kubelet send to a pod."""
+    rec = json.loads((c.dir / "real-node.json").read_text())
+    return str(next(ipaddress.ip_network(rec["subnet"]).hosts()))
 
 
 @pytest.fixture(scope="module")
@@ -34,67 +78,234 @@ def chart_on_real_node(built, tmp_path_factory):  # noqa: F811
     if not ARCHIVE.is_file():
         pytest.fail(f"{ARCHIVE.relative_to(ROOT)} missing: `make image` builds it", pytrace=False)
     tmp = tmp_path_factory.mktemp("real-chart")
-    certs = tmp / "certs"
-    run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(certs)], capture_output=True,
-                         text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
     c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)))
     try:
-        c.kubectl("create", "namespace", NAMESPACE)
-        c.kubectl("-n", NAMESPACE, "create", "secret", "tls", "policylib-webhook-tls",
-                  "--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key"))
-        values = {
-            "certificates": {"mode": "existingSecret", "existingSecret": {
-                "name": "policylib-webhook-tls",
-                "caBundle": base64.b64encode((certs / "ca.crt").read_bytes()).decode()}},
-            "controller": {"enabled": False},
-            "webhook": {"replicas": 1, "nodeSelector": {"kubernetes.io/hostname": "real-0"}},
-            "image": {"pullPolicy": "Never"},
-        }
-        (tmp / "values.yaml").write_text(yaml.safe_dump(values))
-        install = subprocess.run([str(helm_binary()), "install", "policylib", str(CHART), "-n", NAMESPACE,
-                                  "-f", str(tmp / "values.yaml"), "--wait", "--timeout", "240s"],
-                                 capture_output=True, text=True, env=c.env, timeout=300)
-        assert install.returncode == 0, (install.stdout, install.stderr,
-                                         c.kubectl("-n", NAMESPACE, "get", "pods", "-o", "wide").stdout)
+        c.install_crds(*CRDS)
+        helm_install(c, tmp, real_node_values(f"{gateway(c)}/32"))
         yield c, tmp
     finally:
-        code = c.stop(timeout=90)
+        code = c.stop(timeout=120)
         assert code == 0, c.stderr_text()
 
 
-def test_the_webhook_pod_runs_the_image_on_the_real_node(chart_on_real_node):
+def pods(c: Cluster, app: str) -> list[dict]:
+    return [p for p in c.list("pods", NAMESPACE, f"app.kubernetes.io/name={app}")
+            if not p["metadata"].get("deletionTimestamp")]
+
+
+def ready(pod: dict) -> bool:
+    return {x["type"]: x["status"] for x in pod["status"].get("conditions", [])}.get("Ready") == "True"
+
+
+@pytest.mark.parametrize("app,values", [("policylib-webhook", "webhook"), ("policylib-controller", "controller")])
+def test_the_pods_run_the_image_with_the_charts_settings(chart_on_real_node, app, values):
     c, _ = chart_on_real_node
-    pods = json.loads(c.kubectl("-n", NAMESPACE, "get", "pods", "-o", "json").stdout)["items"]
-    assert len(pods) == 1
-    pod = pods[0]
-    assert pod["spec"]["nodeName"] == "real-0"
-    assert {x["type"]: x["status"] for x in pod["status"]["conditions"]}["Ready"] == "True"
-    (status,) = pod["status"]["containerStatuses"]
-    assert status["ready"] and status["restartCount"] == 0, status
-    assert status["image"].endswith("policylib-webhook:0.1.0")
-    container = pod["spec"]["containers"][0]
-    assert container["securityContext"]["readOnlyRootFilesystem"] is True
-    assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
-    slices = json.loads(c.kubectl("-n", NAMESPACE, "get", "endpointslices", "-o", "json").stdout)["items"]
+    running = pods(c, app)
+    assert len(running) == DEFAULTS[values]["replicas"] == 2
+    for pod in running:
+        assert pod["spec"]["nodeName"] == "real-0" and ready(pod), pod["status"]
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["ready"] and status["restartCount"] == 0, status
+        assert status["image"].endswith("policylib-webhook:0.1.0")
+        (container,) = pod["spec"]["containers"]
+        assert container["imagePullPolicy"] == "IfNotPresent"
+        assert container["resources"] == DEFAULTS[values]["resources"]
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+        assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
+        assert all(container[p]["httpGet"] for p in ("readinessProbe", "livenessProbe", "startupProbe"))
+        # the ServiceAccount admission plugin mounted the projected token, CA and namespace
+        (api,) = [v for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]
+        sources = {next(iter(s)) for s in api["projected"]["sources"]}
+        assert sources == {"serviceAccountToken", "configMap", "downwardAPI"}
+    pdb = c.get("poddisruptionbudget", app, NAMESPACE)
+    assert pdb["spec"]["minAvailable"] == 1
+    wait_for(f"{app}'s PodDisruptionBudget allows one disruption",
+             lambda: (c.get("poddisruptionbudget", app, NAMESPACE)["status"].get("disruptionsAllowed"),
+                      c.get("poddisruptionbudget", app, NAMESPACE)["status"].get("currentHealthy")) == (1, 2),
+             timeout=60)
+
+
+def test_the_controller_made_the_certificates_and_the_service_routes_to_the_pods(chart_on_real_node):
+    c, _ = chart_on_real_node
+    ca = c.get("secret", "policylib-webhook-ca", NAMESPACE)
+    tls = c.get("secret", "policylib-webhook-tls", NAMESPACE)
+    assert tls["type"] == "kubernetes.io/tls"
+    hooks = c.get("mutatingwebhookconfiguration", "policylib-webhook")["webhooks"]
+    assert {h["clientConfig"]["caBundle"] for h in hooks} == {ca["data"]["ca.crt"]}
+    assert {h["clientConfig"]["service"]["name"] for h in hooks} == {"policylib-webhook"}
+    assert c.get_or_none("configmap", "kube-root-ca.crt", NAMESPACE) is not None
+    slices = c.list("endpointslices", NAMESPACE, "kubernetes.io/service-name=policylib-webhook")
     addresses = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
-    assert addresses == {pod["status"]["podIP"]}
+    assert addresses == {p["status"]["podIP"] for p in pods(c, "policylib-webhook")}
+    kubernetes = c.get("service", "kubernetes", "default")["spec"]["clusterIP"]
+    endpoints = {a for s in c.list("endpointslices", "default", "kubernetes.io/service-name=kubernetes")
+                 for e in s.get("endpoints") or [] for a in e["addresses"]}
+    assert endpoints == {kubernetes}, "the kubernetes Service's endpoint is its ClusterIP: the API server listens there"
 
 
-def test_a_deployment_created_with_kubectl_is_mutated_as_preview_says(chart_on_real_node):
-    c, tmp = chart_on_real_node
-    c.kubectl("create", "namespace", "apps")
-    body = deployment("web", "apps", 3)
-    expected = preview([body], {}, tmp)[0]
-    assert managed(expected) != managed(body), "preview changes nothing: the comparison could not fail"
+def test_the_network_policy_is_accepted_and_matches_the_pods_and_the_api_server(chart_on_real_node):
+    """Nothing enforces it here (the ptp CNI plugin has no policy engine): what can be checked is that the API
+    server stores it, that its selector picks exactly the webhook's pods, its port is their serving port, and every
+    connection the API server and the kubelet hold to them comes from its ipBlock."""
+    c, _ = chart_on_real_node
+    policy = c.get("networkpolicy", "policylib-webhook", NAMESPACE)
+    selector = ",".join(f"{k}={v}" for k, v in policy["spec"]["podSelector"]["matchLabels"].items())
+    selected = {p["metadata"]["name"] for p in c.list("pods", NAMESPACE, selector)}
+    webhook = pods(c, "policylib-webhook")
+    assert selected == {p["metadata"]["name"] for p in webhook}
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8443}]
+    assert {p["containerPort"] for pod in webhook for p in pod["spec"]["containers"][0]["ports"]} == {8443}
+    blocks = [ipaddress.ip_network(f["ipBlock"]["cidr"]) for f in rule["from"]]
+    ips = {p["status"]["podIP"] for p in webhook}
+
+    def sources():
+        out = subprocess.run(["ss", "-tnH", "state", "established"], capture_output=True, text=True,
+                             check=True).stdout
+        found = set()
+        for line in out.splitlines():
+            local, peer = line.split()[-2:]
+            if peer.rsplit(":", 1)[0] in ips and peer.endswith(":8443"):
+                found.add(local.rsplit(":", 1)[0])
+        return found
+    seen = wait_for("connections to the webhook pods", sources, timeout=60)
+    assert all(any(ipaddress.ip_address(s) in b for b in blocks) for s in seen), (seen, blocks)
+
+
+def stored_as_preview(c: Cluster, tmp: Path, body: dict, resource: str, config: dict = CONFIG) -> tuple[dict, dict]:
+    """``kubectl apply`` of ``body`` until the webhook has mutated it (the API server reaches it once the
+    caBundle and the endpoints are in place); returns (stored, preview)."""
+    expected = preview([body], config, tmp)[0]
+    assert expected != body, "preview changes nothing: the comparison could not fail"
+    name, ns = body["metadata"]["name"], body["metadata"]["namespace"]
 
     def created():
         c.kubectl("apply", "-f", "-", input=json.dumps(body))
-        got = json.loads(c.kubectl("-n", "apps", "get", "deployment", "web", "-o", "json").stdout)
-        if managed(got) == managed(body):  # admitted unchanged (failurePolicy Ignore): not yet reachable
-            c.kubectl("-n", "apps", "delete", "deployment", "web", "--wait=true")
-            return None
-        return got
+        got = c.get(resource, name, ns)
+        if contains(got["spec"], expected["spec"]) and policylib_metadata(got) == policylib_metadata(expected):
+            return got
+        if policylib_metadata(got) == policylib_metadata(body):   # admitted unchanged (failurePolicy Ignore)
+            c.kubectl("-n", ns, "delete", resource, name, "--wait=true")
+        return None
+    return wait_for(f"{body['kind']} {name} stored as preview says", created, timeout=120), expected
 
-    got = wait_for("the Deployment mutated by the webhook through its Service", created, timeout=120)
+
+def contains(stored, value) -> bool:
+    """``value`` is in ``stored``: maps may hold more keys (the API server's defaults), lists are equal item by
+    item, all else is equal."""
+    if isinstance(value, dict):
+        return isinstance(stored, dict) and all(k in stored and contains(stored[k], v) for k, v in value.items())
+    if isinstance(value, list):
+        return isinstance(stored, list) and len(stored) == len(value) and all(map(contains, stored, value))
+    return stored == value
+
+
+def policylib_metadata(obj: dict) -> dict:
+    meta = obj["metadata"]
+    return {k: {x: y for x, y in (meta.get(k) or {}).items() if "policylib" in x or "scheduling" in x}
+            for k in ("annotations", "labels")}
+
+
+def jobs_in(path: Path, ns: str) -> dict:
+    (job,) = [d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") in ("Job", "TFJob")]
+    job["metadata"]["namespace"] = ns
+    job["metadata"].pop("generateName", None)
+    job["metadata"].setdefault("name", path.stem)
+    return job
+
+
+def test_objects_created_with_kubectl_are_stored_as_preview_says(chart_on_real_node):
+    c, tmp = chart_on_real_node
+    c.kubectl("create", "namespace", "apps")
+    got, expected = stored_as_preview(c, tmp, deployment("web", "apps", 3, node_selector=FAKE_ZONE), "deployment")
     assert managed(got) == managed(expected)
+    for path, resource in ((VOLCANO_JOB, "jobs.batch.volcano.sh"), (TFJOB, "tfjobs.kubeflow.org")):
+        got, expected = stored_as_preview(c, tmp, jobs_in(path, "apps"), resource)
+        assert contains(got["spec"], expected["spec"])
+        assert policylib_metadata(got) == policylib_metadata(expected)
+    # the reviews reached the webhook's pods: their logs (read through the kubelet) name each object, mutated
+    reviewed = set()
+    for p in pods(c, "policylib-webhook"):
+        for line in c.kubectl("-n", NAMESPACE, "logs", p["metadata"]["name"]).stdout.splitlines():
+            entry = json.loads(line) if line.startswith("{") else {}
+            if entry.get("msg") == "review" and entry.get("namespace") == "apps" and entry.get("mutated"):
+                reviewed.add((entry.get("kind"), entry.get("name")))
+    assert {("Deployment", "web"), ("Job", "test-job"), ("TFJob", "tfjob-simple")} <= reviewed, reviewed
+
+
+# --- the controller's leader, killed ----------------------------------------------------------------------------
+
+def container_processes(pod: dict) -> list[int]:
+    """The host pids of a pod's processes (their cgroup names the pod's UID)."""
+    uid = pod["metadata"]["uid"]
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cgroups = (proc / "cgroup").read_text()
+        except OSError:
+            continue
+        if f"pod{uid}" in cgroups or f"pod{uid.replace('-', '_')}" in cgroups:
+            out.append(int(proc.name))
+    return out
+
+
+def holder(c: Cluster) -> str | None:
+    lease = c.get_or_none("lease", "policylib-controller", NAMESPACE)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") or None
+
+
+def metric(pod: dict, name: str) -> float:
+    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:8081/metrics", timeout=5) as r:
+        text = r.read().decode()
+    return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+               if line.startswith(name + "{") or line.startswith(name + " "))
+
+
+def test_the_controllers_leader_killed_the_other_takes_over_and_writes_once(chart_on_real_node):
+    c, _ = chart_on_real_node
+    ns = "failover"
+    c.kubectl("create", "namespace", ns)
+    names = [f"app-{i}" for i in range(4)]
+    for name in names:
+        c.apply(deployment(name, ns, 2, node_selector=FAKE_ZONE))
+    record = "policylib.io/spread-effective-replicas"
+    wait_for("the webhook recorded 2 replicas", lambda: all(
+        (c.get("deployment", n, ns)["metadata"].get("annotations") or {}).get(record) == "2" for n in names))
+    leader_name = wait_for("a controller leads", lambda: holder(c), timeout=LEASE_SECONDS * 4)
+    (leader,) = [p for p in pods(c, "policylib-controller") if p["metadata"]["name"] == leader_name]
+    (standby,) = [p for p in pods(c, "policylib-controller") if p["metadata"]["name"] != leader_name]
+    assert ready(standby) and metric(standby, "policylib_controller_leader") == 0
+    before = {n: c.get("deployment", n, ns)["metadata"]["generation"] for n in names}
+
+    # Freeze the leader (it can neither renew nor give the Lease up), then delete its pod without a grace period:
+    # the kubelet's SIGTERM stays pending and its SIGKILL ends it. A crash, not a rolling update.
+    procs = container_processes(leader)
+    assert procs, f"no process of {leader_name} on this host"
+    for pid in procs:
+        os.kill(pid, signal.SIGSTOP)
+    killed = time.monotonic()
+    c.kubectl("-n", ns, "scale", "deployment", "--all", "--replicas=6")
+    c.kubectl("-n", NAMESPACE, "delete", "pod", leader_name, "--grace-period=0", "--force")
+    wait_for("the standby leads", lambda: holder(c) == standby["metadata"]["name"], timeout=LEASE_SECONDS * 4)
+    took = time.monotonic() - killed
+    print(f"\ncontroller failover on the real node: the standby led {took:.1f}s after the leader was killed "
+          f"(leaseDurationSeconds {LEASE_SECONDS})")
+    # client-go's rule: the Lease must go unrenewed for its duration, checked every third of it
+    assert took < LEASE_SECONDS + LEASE_SECONDS / 3 + 3, f"failover took {took:.1f}s"
+
+    wait_for("every Deployment rewritten for 6 replicas", lambda: all(
+        (c.get("deployment", n, ns)["metadata"].get("annotations") or {}).get(record) == "6" for n in names),
+        timeout=180)
+    wait_for("the new leader's writes counted", lambda: metric(standby, "policylib_controller_writes_total")
+             >= len(names), timeout=30)
+    assert metric(standby, "policylib_controller_writes_total") == len(names)
+    events = [e for e in c.list("events.events.k8s.io", ns) if e.get("reason") == "SpreadRewritten"]
+    assert sorted(e["regarding"]["name"] for e in events) == names, "one write per Deployment"
+    assert {e["reportingInstance"] for e in events} == {standby["metadata"]["name"]}
+    # the scale and the one rewrite: nothing else changed a spec
+    assert {n: c.get("deployment", n, ns)["metadata"]["generation"] for n in names} == {
+        n: g + 2 for n, g in before.items()}
+    print(f"writes: {len(names)} Deployments, {len(events)} rewrites, all by {standby['metadata']['name']}")

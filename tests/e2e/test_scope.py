@@ -126,7 +126,7 @@ def test_the_controller_and_plan_act_only_inside_the_webhooks_scope(cluster, sce
         wait_for("the controller leads", lambda: ctl.status()["leader"], timeout=60)
 
         def written():
-            return {(e["namespace"], e["name"]) for e in ctl.log_entries("write") if e["namespace"] in names.values()}
+            return {(e["namespace"], e["object_name"]) for e in ctl.log_entries("write") if e["namespace"] in names.values()}
         wait_for("the planned writes", lambda: written() == expected, timeout=120)
         wait_for("the queue worked off", lambda: ctl.metric("policylib_controller_queue_depth") == 0, timeout=60)
         wait_for("the AdmittedWithoutPolicy Events", lambda: {

@@ -52,6 +52,7 @@ type cluster struct {
 	etcd       *embed.Etcd
 	pki        *pki
 	kubeconfig string
+	apiHost    string // where the API server listens: loopback, or with a real node the pods' address for it
 	apiPort    int
 	mu         sync.Mutex
 	components map[string]*process
@@ -92,10 +93,27 @@ func (c *cluster) start(ctx context.Context) error {
 		return err
 	}
 	etcdClient, etcdPeer := ports[0], ports[1]
-	c.apiPort = ports[2]
+	c.apiHost, c.apiPort = "127.0.0.1", ports[2]
 	schedulerPort, cmPort := ports[3], ports[4]
+	services, disabled := "10.96.0.0/16", disabledAdmission
+	var apiServerExtra, cmExtra []string
+	if c.realNode != nil {
+		// Pods reach the API server at the `kubernetes` Service's ClusterIP, 443, as the kubelet tells them
+		// (KUBERNETES_SERVICE_HOST/PORT): with no kube-proxy to translate it, the API server itself listens
+		// there (an address this harness adds to the host's loopback interface), and advertises it as the Service's endpoint.
+		if err := c.prepareRealNode(); err != nil {
+			return fmt.Errorf("real node: %v", err)
+		}
+		c.apiHost, c.apiPort, services = c.realNode.rec.APIAddress, 443, c.realNode.rec.Services
+		// Pods get service-account tokens (projected, TokenRequest): the ServiceAccount admission plugin,
+		// with the serviceaccount controller (each namespace's `default`) and the kube-root-ca.crt publisher.
+		disabled = "TaintNodesByCondition"
+		// `kubectl logs` and `exec` dial the kubelet at the node's InternalIP (its hostname does not resolve).
+		apiServerExtra = []string{"--kubelet-preferred-address-types=InternalIP,Hostname"}
+		cmExtra = []string{"--root-ca-file=" + filepath.Join(c.dir, "pki", "ca.crt")}
+	}
 
-	if c.pki, err = newPKI(filepath.Join(c.dir, "pki")); err != nil {
+	if c.pki, err = newPKI(filepath.Join(c.dir, "pki"), c.apiHost); err != nil {
 		return fmt.Errorf("certificates: %v", err)
 	}
 	if err := c.startEtcd(etcdClient, etcdPeer); err != nil {
@@ -107,25 +125,25 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	c.launch("kube-apiserver", "apiserver", append([]string{
 		"--etcd-servers=" + fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
-		"--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		"--bind-address=" + c.apiHost, "--advertise-address=" + c.apiHost,
 		"--secure-port=" + strconv.Itoa(c.apiPort),
 		"--tls-cert-file=" + c.pki.servingCert, "--tls-private-key-file=" + c.pki.servingKey,
 		"--cert-dir=" + filepath.Join(c.dir, "pki"),
 		"--token-auth-file=" + c.pki.tokenFile,
 		"--authorization-mode=RBAC",
-		"--service-cluster-ip-range=10.96.0.0/16",
+		"--service-cluster-ip-range=" + services,
 		"--service-account-issuer=https://kubernetes.default.svc",
 		"--service-account-key-file=" + c.pki.serviceAccountPub,
 		"--service-account-signing-key-file=" + c.pki.serviceAccountKey,
 		"--enable-admission-plugins=MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ValidatingAdmissionPolicy",
-		"--disable-admission-plugins=" + disabledAdmission,
+		"--disable-admission-plugins=" + disabled,
 		"--allow-privileged=true",
 		// Webhooks and APIServices behind a Service are called at their endpoints, never at a
 		// ClusterIP: nothing routes the service range here, and with no endpoints a call fails at
 		// once instead of hanging until the webhook's timeout.
 		"--enable-aggregator-routing=true",
 		"--profiling=false",
-	}, c.operators.apiServerArgs()...))
+	}, append(apiServerExtra, c.operators.apiServerArgs()...)...))
 	client, err := c.client()
 	if err != nil {
 		return err
@@ -141,7 +159,7 @@ func (c *cluster) start(ctx context.Context) error {
 		"--secure-port=" + strconv.Itoa(cmPort), "--profiling=false",
 		// the default 20 QPS makes the ReplicaSet controller the bottleneck of tests that create thousands of pods
 		"--kube-api-qps=100", "--kube-api-burst=200",
-	}, append(authn, c.operators.featureGateArgs()...)...))
+	}, append(append(authn, cmExtra...), c.operators.featureGateArgs()...)...))
 	schedCfg, err := c.writeSchedulerConfig()
 	if err != nil {
 		return err
@@ -222,7 +240,7 @@ func (c *cluster) startEtcd(clientPort, peerPort int) error {
 func (c *cluster) writeKubeconfig() error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["testcluster"] = &clientcmdapi.Cluster{
-		Server: fmt.Sprintf("https://127.0.0.1:%d", c.apiPort), CertificateAuthorityData: c.pki.caCert}
+		Server: fmt.Sprintf("https://%s", net.JoinHostPort(c.apiHost, strconv.Itoa(c.apiPort))), CertificateAuthorityData: c.pki.caCert}
 	cfg.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: c.pki.adminToken}
 	cfg.Contexts["testcluster"] = &clientcmdapi.Context{Cluster: "testcluster", AuthInfo: "admin", Namespace: "default"}
 	cfg.CurrentContext = "testcluster"
@@ -360,10 +378,13 @@ func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 }
 
 // controllers are the controllers kube-controller-manager runs: with a real node, also the endpoint
-// controllers, so that a Service (a webhook's) has the pod IPs of its ready pods as endpoints.
+// controllers, so that a Service (a webhook's) has the pod IPs of its ready pods as endpoints, and what
+// service-account tokens need (each namespace's `default` ServiceAccount, the kube-root-ca.crt ConfigMap),
+// and the disruption controller (a PodDisruptionBudget's status: what `kubectl drain` and `helm --wait` read).
 func (c *cluster) controllers() string {
 	if c.realNode != nil {
-		return c.operators.controllers() + ",endpoints-controller,endpointslice-controller"
+		return c.operators.controllers() + ",endpoints-controller,endpointslice-controller," +
+			"serviceaccount-controller,root-ca-certificate-publisher-controller,disruption-controller"
 	}
 	return c.operators.controllers()
 }
@@ -371,7 +392,7 @@ func (c *cluster) controllers() string {
 // stop ends every component: SIGTERM, then SIGKILL after 6 s; then etcd. A real node's pods are deleted
 // first (while its kubelet and the API server run), and what is left of it is removed last.
 func (c *cluster) stop() {
-	if c.realNode != nil && c.realNode.rec.PID != 0 {
+	if c.realNode != nil && c.realNode.rec.PID != 0 && c.components["kube-apiserver"] != nil {
 		c.drainRealNode()
 	}
 	c.mu.Lock()

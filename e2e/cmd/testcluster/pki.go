@@ -38,9 +38,10 @@ func serial() *big.Int {
 	return n
 }
 
-// newPKI makes a throw-away CA, a serving certificate for the loopback addresses signed by it,
+// newPKI makes a throw-away CA, a serving certificate for the loopback addresses (and host, when not
+// loopback: the address pods reach the API server at) signed by it,
 // the service-account signing key and a static token for the cluster-admin user.
-func newPKI(dir string) (*pki, error) {
+func newPKI(dir, host string) (*pki, error) {
 	p := &pki{dir: dir}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -75,6 +76,9 @@ func newPKI(dir string) (*pki, error) {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("::1")},
+	}
+	if ip := net.ParseIP(host); ip != nil && !ip.IsLoopback() {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {

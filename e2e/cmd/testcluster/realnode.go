@@ -56,6 +56,12 @@ type realNodeRecord struct {
 	Subnet  string `json:"subnet"`  // the pods' /24 (ptp + host-local)
 	Network string `json:"network"` // the CNI network's name
 	NodeIP  string `json:"nodeIP"`
+	// The API server's address for pods: an address of the host's loopback interface, labelled APILabel (this
+	// machine has no dummy interfaces), the first address of the service range (the `kubernetes` Service's
+	// ClusterIP), routed into every pod through its gateway.
+	APILabel   string `json:"apiLabel"`
+	APIAddress string `json:"apiAddress"`
+	Services   string `json:"services"` // --service-cluster-ip-range
 }
 
 type realNode struct {
@@ -91,9 +97,10 @@ func realNodeBinaries() (*realNode, error) {
 	return n, nil
 }
 
-// startRealNode removes what killed harnesses left, then starts containerd and the kubelet and waits for
-// the Node to be Ready.
-func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface) error {
+// prepareRealNode runs before the API server starts: it removes what killed harnesses left, picks the pods'
+// subnet and the API server's address for pods, records them (so that stop, or the next start after a
+// SIGKILL, removes everything), and adds that address to the loopback interface under a label of its own.
+func (c *cluster) prepareRealNode() error {
 	n := c.realNode
 	if err := os.MkdirAll(registryDir, 0o755); err != nil {
 		return err
@@ -104,13 +111,15 @@ func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface
 	if err != nil {
 		return err
 	}
-	subnet, err := freeSubnet(pid)
+	i, err := freeSubnet(pid)
 	if err != nil {
 		return err
 	}
 	n.rec = realNodeRecord{PID: pid, Node: realNodeName, Run: filepath.Join(registryDir, strconv.Itoa(pid)),
-		State: filepath.Join(c.dir, "real-node"), Cgroup: fmt.Sprintf("testcluster-%d", pid), Subnet: subnet,
-		Network: fmt.Sprintf("testcluster-%d", pid), NodeIP: ip}
+		State: filepath.Join(c.dir, "real-node"), Cgroup: fmt.Sprintf("testcluster-%d", pid),
+		Subnet: fmt.Sprintf("%s.%d.0/24", podPrefix, i), Network: fmt.Sprintf("testcluster-%d", pid), NodeIP: ip,
+		APILabel: fmt.Sprintf("lo:tc%d", pid), APIAddress: fmt.Sprintf("%s.%d.1", servicePrefix, i),
+		Services: fmt.Sprintf("%s.%d.0/24", servicePrefix, i)}
 	r := n.rec
 	for _, d := range []string{r.Run, filepath.Join(r.State, "cni"), filepath.Join(r.State, "containerd")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -127,6 +136,18 @@ func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface
 	if err := os.WriteFile(filepath.Join(c.dir, "real-node.json"), record, 0o644); err != nil {
 		return err
 	}
+	args := []string{"addr", "add", r.APIAddress + "/32", "dev", "lo", "label", r.APILabel}
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+// startRealNode starts containerd and the kubelet (prepareRealNode ran before the API server) and waits for
+// the Node to be Ready.
+func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface) error {
+	n := c.realNode
+	r := n.rec
 	if err := makeCgroupRoot(r.Cgroup); err != nil {
 		return fmt.Errorf("cgroup %s: %v", r.Cgroup, err)
 	}
@@ -185,7 +206,9 @@ func (n *realNode) writeContainerdConfig(sock string) (string, error) {
 		"plugins": []interface{}{map[string]interface{}{
 			"type": "ptp", "ipMasq": false,
 			"ipam": map[string]interface{}{"type": "host-local", "dataDir": filepath.Join(r.State, "cni", "ipam"),
-				"ranges": [][]map[string]string{{{"subnet": r.Subnet}}}},
+				"ranges": [][]map[string]string{{{"subnet": r.Subnet}}},
+				// the API server, through the pod's gateway (the host); no other destination
+				"routes": []map[string]string{{"dst": r.APIAddress + "/32"}}},
 		}},
 	}
 	conf, _ := json.MarshalIndent(cni, "", "  ")
@@ -333,11 +356,22 @@ func nodeIP() (string, error) {
 	return "", errors.New("--real-node: no non-loopback IPv4 address on this machine for the node")
 }
 
-// freeSubnet picks a 10.244.N.0/24 that no route and no other real node uses.
-func freeSubnet(pid int) (string, error) {
+// The pods' subnets are podPrefix.N.0/24; the API server's address for them and the service range of the
+// same harness are servicePrefix.N.1 and servicePrefix.N.0/24.
+const (
+	podPrefix     = "10.244"
+	servicePrefix = "10.245"
+)
+
+// freeSubnet picks an N for which no route and no other real node uses podPrefix.N or servicePrefix.N.
+func freeSubnet(pid int) (int, error) {
 	routes, err := exec.Command("ip", "-4", "-o", "route", "show", "table", "all").Output()
 	if err != nil {
-		return "", fmt.Errorf("ip route: %v", err)
+		return 0, fmt.Errorf("ip route: %v", err)
+	}
+	addrs, err := exec.Command("ip", "-4", "-o", "addr").Output()
+	if err != nil {
+		return 0, fmt.Errorf("ip addr: %v", err)
 	}
 	used := map[string]bool{}
 	for _, rec := range realNodeRecords() {
@@ -345,12 +379,16 @@ func freeSubnet(pid int) (string, error) {
 	}
 	for i := 0; i < 250; i++ {
 		n := (pid+i)%250 + 1
-		subnet := fmt.Sprintf("10.244.%d.0/24", n)
-		if !used[subnet] && !strings.Contains(string(routes), fmt.Sprintf("10.244.%d.", n)) {
-			return subnet, nil
+		taken := used[fmt.Sprintf("%s.%d.0/24", podPrefix, n)]
+		for _, prefix := range []string{podPrefix, servicePrefix} {
+			p := fmt.Sprintf("%s.%d.", prefix, n)
+			taken = taken || strings.Contains(string(routes), p) || strings.Contains(string(addrs), p)
+		}
+		if !taken {
+			return n, nil
 		}
 	}
-	return "", errors.New("--real-node: no free 10.244.N.0/24 for the pods")
+	return 0, errors.New("--real-node: no free 10.244.N.0/24 for the pods")
 }
 
 func saveSysctls() error {
@@ -482,6 +520,9 @@ func removeRealNode(rec realNodeRecord) {
 		}
 	}
 	deleteRoutes(rec.Subnet)
+	if rec.APIAddress != "" {
+		_ = exec.Command("ip", "addr", "del", rec.APIAddress+"/32", "dev", "lo").Run()
+	}
 	for _, h := range cgroupHierarchies() {
 		removeCgroupTree(filepath.Join(h, rec.Cgroup))
 	}

@@ -1,4 +1,4 @@
-"""Volcano Jobs: partitions with network topology, and RestartPartition (rules V13-V19).
+"""The Volcano Job policy: partitions with network topology, and RestartPartition (rules V13-V19).
 
 Pod rescheduling by partition has a job restart a whole
 partition when one of its pods is evicted or fails, so that the partition is
@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import quantity
-from .config import Config, VolcanoSettings
-from .errors import FieldPath, PolicyError, invalid, raise_if_any
-from .facts import ClusterFacts
-from .hypernodes import discover_hypernodes, leaf_nodes
-from .patch import Draft, diff_owned
-from .result import DOMAIN, Outcome, Result, admission
-from .validation import (
+from .. import quantity
+from ..config import Config, VolcanoSettings
+from ..errors import FieldPath, PolicyError, invalid, raise_if_any
+from ..facts import ClusterFacts
+from ..hypernodes import discover_hypernodes, leaf_nodes
+from ..patch import Draft, diff_owned
+from ..result import DOMAIN, Outcome, Result, admission
+from .admission import (
     RESTART_PARTITION,
     policy_events,
     unenforced_partition_tier_name,
@@ -38,19 +38,9 @@ from .validation import (
     validate_volcano_job_shape,
 )
 
-JOB_API_VERSION = "batch.volcano.sh/v1alpha1"
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
 PARTITION_SIZE_ANNOTATION = f"{DOMAIN}/partition-size"
 TASKS = ("spec", "tasks")
-
-
-def is_volcano_job(obj: object) -> bool:
-    return isinstance(obj, dict) and obj.get("apiVersion") == JOB_API_VERSION and obj.get("kind") == "Job"
-
-
-def is_volcano_workload(obj: object) -> bool:
-    """Other kinds of Volcano's API groups (HyperJob among them)."""
-    return isinstance(obj, dict) and str(obj.get("apiVersion", "")).split("/")[0].endswith("volcano.sh")
 
 
 def _contains_key(node: Any, key: str) -> bool:
@@ -211,7 +201,7 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
 # --- the mutation ------------------------------------------------------------------
 
 def _checked_tasks(job: dict[str, Any], ref: str) -> list[dict[str, Any]]:
-    """The tasks, after :func:`~policylib.validation.validate_volcano_job_shape` found nothing."""
+    """The tasks, after :func:`~policylib.volcano.admission.validate_volcano_job_shape` found nothing."""
     raise_if_any(ref, validate_volcano_job_shape(job))
     tasks: list[dict[str, Any]] = job["spec"]["tasks"]
     return tasks

@@ -1,0 +1,54 @@
+"""``policylib check``: the specification's rules for choosing settings, checked against Nodes and workloads."""
+from __future__ import annotations
+
+import argparse
+from typing import TextIO
+
+from ..documents import Document
+from ..errors import PolicyError
+from .cluster import cluster_scope, resolve_config, served_apis, workload_api_served
+from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
+from .inputs import nodes_and_objects
+
+NAME = "check"
+EXIT_STATUS = {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
+               EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"}
+
+
+def add_parser(add: AddParser) -> argparse.ArgumentParser:
+    ck = add("check", help="settings advice for these Nodes (and workloads)",
+             description="The specification's rules for choosing settings, checked against the Nodes and "
+                         "workloads. Exit 3 when a finding is an error, 2 on bad input, 0 otherwise.")
+    add_cluster_source(ck, files_required=False, scoped=True)
+    ck.add_argument("--node-group-label", metavar="LABEL",
+                    help="the Node label naming node groups (default: the first of the common cloud labels present)")
+    ck.add_argument("-o", "--output", choices=("table", "json"), default="table")
+    return ck
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """The settings advice: findings for this config on these Nodes and workloads."""
+    from ..check import check
+    from ..render import table
+    config = resolve_config(args, stderr)
+    docs: list[Document] = []
+    nodes, objects, version = nodes_and_objects(args, stdin, stderr, workloads_from_cluster=True, docs=docs)
+    if args.cluster:   # rules W5, W6: the workloads the webhook is sent, as the controller
+        admitted = cluster_scope(args, stderr)
+        objects = [o for o in objects if admitted(o)]
+    try:
+        findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version,
+                         workload_api_served=workload_api_served(args) if args.cluster and config.gang.enabled
+                         and config.gang.method == "workload" else None,
+                         served_apis=served_apis(args) if args.cluster else None)
+    except PolicyError as e:
+        raise locate(e, docs) from None
+    if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
+        findings = [f for f in findings if f.key != "pending" or f" {args.namespace}/" in f.message.split(":")[0]]
+    if args.output == "json":
+        stdout.write(json_array([f.as_dict() for f in findings]))
+    elif findings:
+        stdout.write(table([("SEVERITY", "KEY", "MESSAGE")] + [(f.severity, f.key, f.message) for f in findings]))
+    else:
+        stdout.write("no findings: these settings suit these Nodes\n")
+    return EXIT_PENDING if any(f.severity == "error" for f in findings) else EXIT_OK

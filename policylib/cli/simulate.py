@@ -1,0 +1,61 @@
+"""``policylib simulate``: where every replica would land, and which stay Pending."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Sequence, TextIO
+
+from ..documents import Document
+from ..errors import InputError, PolicyError, object_ref
+from ..facts import is_fact
+from .cluster import resolve_config
+from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
+from .inputs import nodes_and_objects
+
+NAME = "simulate"
+EXIT_STATUS = {EXIT_OK: "every replica is placed", EXIT_PENDING: "some replica would stay Pending",
+               EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"}
+
+
+def add_parser(add: AddParser) -> argparse.ArgumentParser:
+    sm = add("simulate", help="where every replica would land, and which stay Pending",
+             description="Place each workload's effective replica count on the Nodes as kube-scheduler's "
+                         "filters would, after policylib's mutation. Exit 0 when every replica is placed, "
+                         "3 when some would stay Pending, 2 on bad input.")
+    add_cluster_source(sm, files_required=True)
+    sm.add_argument("-o", "--output", choices=("table", "json", "svg"), default="table",
+                    help="table (default), json, or svg: a bar chart per workload")
+    return sm
+
+
+def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    """Where every replica would land, and which stay Pending."""
+    from ..render import placements_svg, placements_table
+    from ..simulate import simulate
+    config = resolve_config(args, stderr)
+    docs: list[Document] = []
+    nodes, objects, _ = nodes_and_objects(args, stdin, stderr, docs=docs)
+    try:
+        placements = simulate(objects, nodes, config)
+    except PolicyError as e:
+        raise locate(e, docs) from None
+    for obj in not_simulated(objects):
+        stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
+                     "Deployments and Volcano Jobs; check counts Kubeflow gangs)\n")
+    if not placements:
+        raise InputError(f"no Deployment or Volcano Job in {', '.join(args.filename)}")
+    if args.output == "json":
+        stdout.write(json_array([p.as_dict() for p in placements]))
+    elif args.output == "svg":
+        stdout.write(placements_svg(placements))
+    else:
+        stdout.write(placements_table(placements))
+    return EXIT_PENDING if any(p.pending_max for p in placements) else EXIT_OK
+
+
+def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs and the
+    context it reads (Pods as load, HPAs, PodGroups)."""
+    from ..simulate import is_volcano_job
+    from ..spread import is_deployment
+    return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
+                                                                or o.get("kind") in ("Pod", "Node"))]

@@ -1,0 +1,76 @@
+"""The names policylib shares with the API server and the install, defined once.
+
+The API groups, versions and kinds policylib reads and writes, the well-known label keys it reads on
+Nodes and pods, the namespace it is installed in and the server's listening defaults. Every other
+module imports them from here; ``tests/test_layers.py`` fails on one of these values written as a
+literal anywhere else in ``policylib`` or ``webhook`` (docstrings excepted: they explain, they do
+not decide). The metadata keys each gang scheduler reads are :mod:`policylib.gang.keys`'s.
+"""
+from __future__ import annotations
+
+# --- built-in APIs -----------------------------------------------------------------------------------------
+
+APPS_GROUP = "apps"
+APPS_API_VERSION = f"{APPS_GROUP}/v1"
+AUTOSCALING_GROUP = "autoscaling"
+AUTOSCALING_API_VERSION = f"{AUTOSCALING_GROUP}/v2"
+COORDINATION_GROUP = "coordination.k8s.io"
+COORDINATION_API_VERSION = f"{COORDINATION_GROUP}/v1"
+
+# --- Kubeflow --------------------------------------------------------------------------------------------
+
+KUBEFLOW_GROUP = "kubeflow.org"
+#: training-operator's TFJob, PyTorchJob and MPIJob.
+KUBEFLOW_VERSION = "v1"
+KUBEFLOW_API_VERSION = f"{KUBEFLOW_GROUP}/{KUBEFLOW_VERSION}"
+#: The MPI Operator's current API (v0.4+).
+MPI_V2_VERSION = "v2beta1"
+MPI_V2_API_VERSION = f"{KUBEFLOW_GROUP}/{MPI_V2_VERSION}"
+
+# --- Volcano -----------------------------------------------------------------------------------------------
+
+#: Every Volcano API group ends with this (batch.volcano.sh, scheduling.volcano.sh, topology.volcano.sh, ...).
+VOLCANO_DOMAIN = "volcano.sh"
+VOLCANO_BATCH_GROUP = f"batch.{VOLCANO_DOMAIN}"
+VOLCANO_JOB_VERSION = "v1alpha1"
+VOLCANO_JOB_API_VERSION = f"{VOLCANO_BATCH_GROUP}/{VOLCANO_JOB_VERSION}"
+VOLCANO_SCHEDULING_GROUP = f"scheduling.{VOLCANO_DOMAIN}"
+VOLCANO_PODGROUP_VERSION = "v1beta1"
+VOLCANO_PODGROUP_API_VERSION = f"{VOLCANO_SCHEDULING_GROUP}/{VOLCANO_PODGROUP_VERSION}"
+HYPERNODE_GROUP = f"topology.{VOLCANO_DOMAIN}"
+HYPERNODE_API_VERSION = f"{HYPERNODE_GROUP}/v1alpha1"
+
+# --- PodGroups of the coscheduling schedulers ----------------------------------------------------------
+
+#: scheduler-plugins' (and ACK >= 1.31's) PodGroup API.
+X_K8S_GROUP = "scheduling.x-k8s.io"
+X_K8S_PODGROUP_API_VERSION = f"{X_K8S_GROUP}/v1alpha1"
+#: Koordinator's (and scheduler-plugins <= v0.24's) PodGroup API.
+SIGS_GROUP = "scheduling.sigs.k8s.io"
+SIGS_PODGROUP_API_VERSION = f"{SIGS_GROUP}/v1alpha1"
+KOORDINATOR_GROUP = "scheduling.koordinator.sh"
+PODGROUP_KIND = "PodGroup"
+
+# --- Kubernetes' own gang scheduling (1.36 alpha; rules G16-G20) --------------------------------------
+
+NATIVE_GANG_GROUP = "scheduling.k8s.io"
+NATIVE_GANG_VERSION = "v1alpha2"
+NATIVE_GANG_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_VERSION}"
+WORKLOAD_KIND = "Workload"
+
+# --- well-known label keys and taints ------------------------------------------------------------------
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+#: The label a Deployment's controller puts on each ReplicaSet's pods.
+POD_TEMPLATE_HASH = "pod-template-hash"
+UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
+
+# --- the install -------------------------------------------------------------------------------------------
+
+#: The namespace the manifests and the chart install into by default.
+INSTALL_NAMESPACE = "policylib-system"
+#: Every address of the host (a server's default listening address; a hostPort's default hostIP).
+ANY_ADDRESS = "0.0.0.0"
+#: The webhook server's default port.
+WEBHOOK_PORT = 8443

@@ -1,0 +1,244 @@
+"""The planners (pure): for one existing object of a workload family, the writes that keep it right.
+
+Each workload family (:data:`policylib.families.FAMILIES`) lists its planners; :func:`policylib.plan.plan`
+runs them over a snapshot. A compliant object never gets a write.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .config import ON_NEXT_ROLLOUT, Config
+from .constants import APPS_API_VERSION, INSTALL_NAMESPACE
+from .facts import ClusterFacts, namespace_of
+from .gang import is_kubeflow_job, mutate_kubeflow_job
+from .gang.workload import min_count
+from .result import is_opted_out
+from .spread import (
+    RECORD_ANNOTATIONS,
+    effective_replicas,
+    is_deployment,
+    mutate_deployment,
+    pending_rewrite,
+    recorded_replicas,
+    spread_drift,
+)
+
+
+@dataclass
+class Write:
+    """One write the controller would make.
+
+    ``action`` is ``patch`` (an RFC 6902 ``patch`` guarded by the object's
+    resourceVersion) or ``create`` (``object`` is created). ``rollout`` says
+    whether the write changes a pod template and so rolls pods. ``legacy_anti_affinity`` says the
+    rewrite replaces pod anti-affinity (:attr:`policylib.spread.Drift.replaces_anti_affinity`).
+    """
+
+    kind: str
+    namespace: str
+    name: str
+    reasons: list[str]
+    rollout: bool
+    action: str = "patch"
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    object: dict[str, Any] | None = None
+    api_version: str = APPS_API_VERSION
+    resource_version: str | None = None
+    error: bool = False
+    legacy_anti_affinity: bool = False
+    #: Rule S19: the Deployment's new constraints wait for its next rollout (``action`` is ``patch``
+    #: for the metadata-only write that records it, ``none`` when it is recorded already).
+    pending: str | None = None
+    #: Rule S20: a stored Deployment policylib manages that carries none of its record annotations.
+    unrecorded: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {"kind": self.kind, "namespace": self.namespace, "name": self.name, "reasons": self.reasons,
+               "rollout": self.rollout, "action": self.action}
+        if self.patch:
+            out["patch"] = self.patch
+        if self.object is not None:
+            out["object"] = self.object
+        if self.error:
+            out["error"] = True
+        if self.pending:
+            out["pending"] = self.pending
+        if self.unrecorded:
+            out["unrecorded"] = True
+        return out
+
+
+def rolls_pods(patch: list[dict[str, Any]]) -> bool:
+    """A write rolls pods exactly when it changes the pod template."""
+    return any(op["path"].startswith("/spec/template") for op in patch)
+
+
+def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFacts) -> Write | None:
+    """Rules S11 and S17 for one existing Deployment.
+
+    - the effective replica count differs from the one recorded when the spread
+      was written: rewrite (HPA minReplicas changes, scale-subresource writes);
+    - ``reconcileDrift: true``: a Deployment with >= hardMinReplicas effective
+      replicas that still has pod anti-affinity or constraints differing from
+      the current settings: remove the anti-affinity, write the current spread;
+    - otherwise, or when the rewrite would change nothing: no write.
+    """
+    if not is_deployment(deployment) or is_opted_out(deployment):
+        return None
+    ns = namespace_of(deployment)
+    meta = deployment.get("metadata") or {}
+    effective = effective_replicas(deployment, facts, ns)
+    recorded = recorded_replicas(deployment)
+    reasons: list[str] = []
+    legacy = False
+    if recorded is not None and recorded != effective.replicas:
+        reasons.append(f"effective replicas changed: {recorded} when the spread was written, "
+                       f"{effective.replicas} now ({effective.source})")
+    elif config.host.reconcileDrift:
+        drift = spread_drift(deployment, config, facts, ns)
+        if drift.needs_rewrite:
+            reasons += [f"reconcileDrift: {r}" for r in drift.reasons]
+            legacy = drift.replaces_anti_affinity
+    unrecorded = admitted_without_policy(deployment, config)
+    if unrecorded and not reasons:
+        return Write("Deployment", ns, meta.get("name", ""), [UNRECORDED_REASON], False, action="none",
+                     unrecorded=True)
+    if not reasons:
+        return None
+    if config.host.rewrite == ON_NEXT_ROLLOUT and recorded is not None and recorded != effective.replicas:
+        # rule S19: the webhook's UPDATE path with nothing changed by a user: the count change alone
+        # writes the pending record, never the pod template
+        result = mutate_deployment(deployment, config, old=deployment, facts=facts, namespace=ns)
+        pending = pending_rewrite(result.object)
+        if pending and not rolls_pods(result.patch):
+            return Write("Deployment", ns, meta.get("name", ""), reasons + [f"pending until the next rollout: {pending}"],
+                         False, action="patch" if result.patch else "none", patch=result.patch,
+                         resource_version=meta.get("resourceVersion"), pending=pending)
+    result = mutate_deployment(deployment, config, facts=facts, namespace=ns)
+    if not result.patch:
+        return Write("Deployment", ns, meta.get("name", ""), [UNRECORDED_REASON] + reasons, False, action="none",
+                     unrecorded=True) if unrecorded else None
+    rollout = rolls_pods(result.patch)
+    detail = [r for r in result.reasons if r.startswith(("host spread enforced", "removed"))]
+    return Write("Deployment", ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
+                 resource_version=meta.get("resourceVersion"), legacy_anti_affinity=legacy, unrecorded=unrecorded)
+
+
+#: Namespaces the webhook configuration never sends (manifests/base/mutatingwebhookconfiguration.yaml), for
+#: a snapshot planned without one; the controller and ``plan --cluster`` plan only what the installed
+#: configuration sends (``only``: :meth:`policylib.scope.Scope.admits`, rules W5, W6).
+UNWATCHED_NAMESPACES = frozenset({"kube-system", "kube-node-lease", INSTALL_NAMESPACE})
+UNRECORDED_REASON = ("no policylib record: admitted while the webhook was unreachable (failurePolicy Ignore), or "
+                     "created before policylib was installed")
+
+
+def admitted_without_policy(deployment: dict[str, Any], config: Config) -> bool:
+    """Rule S20: a Deployment the API server stored (it has a uid) in a namespace the webhook serves,
+    not opted out, while a spread is enabled, that carries none of the record annotations rule S15
+    writes on every admission: the webhook never saw it (fail-open, or it predates the install).
+    Manifests (no uid) never count."""
+    meta = deployment.get("metadata") or {}
+    if not meta.get("uid") or not (config.zone.enabled or config.host.enabled) or is_opted_out(deployment):
+        return False
+    if namespace_of(deployment) in UNWATCHED_NAMESPACES:
+        return False
+    annotations = meta.get("annotations") or {}
+    return not any(k in annotations for k in RECORD_ANNOTATIONS)
+
+
+def owner_reference(job: dict[str, Any]) -> dict[str, Any] | None:
+    """The controller ownerReference to ``job``; None without a uid (a snapshot made from manifests)."""
+    meta = job.get("metadata") or {}
+    if not meta.get("uid"):
+        return None
+    return {"apiVersion": job["apiVersion"], "kind": job["kind"], "name": meta.get("name"), "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}
+
+
+def owned_by(obj: dict[str, Any], job: dict[str, Any]) -> bool:
+    uid = (job.get("metadata") or {}).get("uid")
+    return any(r.get("controller") and (r.get("uid") == uid if uid else r.get("name") == job["metadata"].get("name"))
+               and r.get("kind") == job.get("kind") for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
+    """Gang ``method: podgroup`` (rule G5): the job's PodGroups must exist,
+    owned by the job, before its pods are scheduled.
+
+    Only jobs that carry our pod-group metadata as the gang policy writes it
+    get PodGroups (the webhook wrote it, so the policy has nothing to change);
+    a missing PodGroup is created with a controller ownerReference; one we own
+    whose ``minMember`` differs from the job's minimum is patched; one owned by
+    someone else (training-operator's own gang mode) is left alone.
+    """
+    if not config.gang.enabled or config.gang.method != "podgroup" or not is_kubeflow_job(job):
+        return None
+    ns = namespace_of(job)
+    result = mutate_kubeflow_job(job, config, namespace=ns)
+    if result.patch or result.denial or not result.extra_objects:
+        return None
+    writes = []
+    for pg in result.extra_objects:
+        name = pg["metadata"]["name"]
+        existing = facts.podgroup(pg["apiVersion"], ns, name)
+        if existing is None:
+            writes.append(create_owned(job, pg, f"{job['kind']} {ns}/{job['metadata'].get('name')} carries gang "
+                                                f"{name} and has no PodGroup (minMember {pg['spec']['minMember']})"))
+        elif owned_by(existing, job) and (existing.get("spec") or {}).get("minMember") != pg["spec"]["minMember"]:
+            old = (existing.get("spec") or {}).get("minMember")
+            writes.append(Write("PodGroup", ns, name, [f"minMember {old} -> {pg['spec']['minMember']}: the job's "
+                                                       "minimum changed"], False,
+                                patch=[{"op": "replace" if old is not None else "add", "path": "/spec/minMember",
+                                        "value": pg["spec"]["minMember"]}],
+                                api_version=pg["apiVersion"],
+                                resource_version=(existing.get("metadata") or {}).get("resourceVersion")))
+    return writes or None
+
+
+def create_owned(job: dict[str, Any], obj: dict[str, Any], reason: str) -> Write:
+    """The create of a gang object the job lacks (a PodGroup, a Workload), with a controller
+    ownerReference to the job so garbage collection deletes it with the job."""
+    owner = owner_reference(job)
+    meta = obj["metadata"]
+    created = dict(obj, metadata=dict(meta, **({"ownerReferences": [owner]} if owner else {})))
+    reasons = [reason]
+    if owner is None:
+        reasons.append("the job has no uid in this snapshot: the controller sets the ownerReference")
+    return Write(obj["kind"], meta["namespace"], meta["name"], reasons, False, action="create", object=created,
+                 api_version=obj["apiVersion"])
+
+
+def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
+    """Gang ``method: workload`` (rule G19): the job's ``scheduling.k8s.io/v1alpha2`` Workload, then its
+    PodGroup, must exist, owned by the job (garbage collection deletes them with it).
+
+    Only a job that carries our scheduling-group label as the gang policy writes it gets them. A missing
+    one is created with a controller ownerReference; one the job owns whose ``minCount`` differs from the
+    job's minimum is an error entry: the gang policy of both is immutable, so it is not patched (delete
+    both to have them made again); one owned by someone else is left alone.
+    """
+    if not config.gang.enabled or config.gang.method != "workload" or not is_kubeflow_job(job):
+        return None
+    ns = namespace_of(job)
+    result = mutate_kubeflow_job(job, config, namespace=ns)
+    if result.patch or result.denial or not result.extra_objects:
+        return None
+    ref = f"{job['kind']} {ns}/{(job.get('metadata') or {}).get('name')}"
+    writes = []
+    for want in result.extra_objects:
+        kind, name, count = want["kind"], want["metadata"]["name"], min_count(want)
+        existing = facts.native_gang_object(kind, ns, name)
+        if existing is None:
+            writes.append(create_owned(job, want, f"{ref} carries gang {name} and has no {kind} (minCount {count})"))
+        elif owned_by(existing, job) and min_count(existing) != count:
+            writes.append(Write(kind, ns, name, [
+                f"{kind} {ns}/{name} has minCount {min_count(existing)} but the gang of {ref} needs {count}: its "
+                "gang policy is immutable; delete the Workload and PodGroup to have them made again"], False,
+                action="none", api_version=want["apiVersion"], error=True))
+    return writes or None
+
+
+#: A planner: the writes one existing object needs (an entry of a workload family's ``planners``,
+#: :data:`policylib.families.FAMILIES`).
+Planner = Callable[[dict[str, Any], Config, ClusterFacts], "Write | list[Write] | None"]

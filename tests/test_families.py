@@ -1,0 +1,83 @@
+"""The workload families' table (policylib.families.FAMILIES): one entry per family, read by ``mutate()`` and by
+``plan()``; adding a family is adding an entry (rule P2)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import policylib.families as families
+from policylib import load_config, mutate
+from policylib.families import FAMILIES, PLANNERS, Family, family_of
+from policylib.plan import PLANNERS as PLAN_PLANNERS
+from policylib.plan import Write, plan
+from policylib.result import Result
+from tests.helpers import deployment
+
+TFJOB = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "t", "namespace": "ml"},
+         "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}}}}
+VCJOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "v", "namespace": "ml"},
+         "spec": {"tasks": [{"name": "w", "replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}]}}
+HYPERJOB = {"apiVersion": "training.volcano.sh/v1alpha1", "kind": "HyperJob", "metadata": {"name": "h"}}
+POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": {"containers": []}}
+CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+
+
+@pytest.mark.parametrize("obj,name", [(deployment(), "Deployment"), (TFJOB, "gang"), (VCJOB, "Volcano"),
+                                      (HYPERJOB, "Volcano"), (POD, "Pod"), (CONFIGMAP, None)])
+def test_each_kind_has_exactly_its_family(obj, name):
+    found = [f.name for f in FAMILIES if f.matches(obj)]
+    assert found == ([name] if name else [])
+    assert (family_of(obj).name if family_of(obj) else None) == name
+
+
+def test_plan_runs_every_familys_planners_in_table_order():
+    assert PLANNERS == PLAN_PLANNERS == tuple(p for f in FAMILIES for p in f.planners)
+    assert [p.__name__ for p in PLANNERS] == ["plan_deployment", "plan_podgroups", "plan_workload"]
+
+
+@pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (VCJOB, "volcano.enabled"),
+                                         (HYPERJOB, "volcano.enabled")])
+def test_a_family_switched_off_by_its_setting_is_left_unchanged_naming_the_setting(obj, setting):
+    section, key = setting.split(".")
+    result = mutate(obj, {section: {key: False}})
+    assert result.patch == [] and result.object == obj
+    assert result.reasons == [f"{family_of(obj).name} policies are off ({setting}: false): left unchanged"]
+    assert family_of(obj).enabled == setting
+
+
+def test_adding_a_family_is_adding_an_entry(monkeypatch):
+    """A new family, one entry: mutate() applies its policy and plan() runs its planner on its objects only."""
+    def is_statefulset(obj: object) -> bool:
+        return isinstance(obj, dict) and obj.get("kind") == "StatefulSet"
+
+    def label_it(obj, config, *, old, facts, namespace):
+        changed = dict(obj, metadata=dict(obj["metadata"], labels={"seen": "yes"}))
+        return Result(changed, patch=[{"op": "add", "path": "/metadata/labels", "value": {"seen": "yes"}}])
+
+    def plan_statefulset(obj, config, facts):
+        return Write("StatefulSet", "ml", obj["metadata"]["name"], ["seen"], False, action="none")
+
+    entry = Family("StatefulSet", is_statefulset, label_it, enabled="gang.enabled", planners=(plan_statefulset,))
+    monkeypatch.setattr(families, "FAMILIES", FAMILIES + (entry,))
+    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s", "namespace": "ml"}}
+    assert mutate(sts).object["metadata"]["labels"] == {"seen": "yes"}
+    assert mutate(sts, {"gang": {"enabled": False}}).reasons == [
+        "StatefulSet policies are off (gang.enabled: false): left unchanged"]
+    writes = plan([sts, TFJOB, deployment()], load_config(None), planners=(plan_statefulset,))
+    assert [(w.kind, w.name) for w in writes] == [("StatefulSet", "s")]
+
+
+def test_a_planner_of_no_family_runs_on_every_object():
+    seen = []
+
+    def mine(obj, config, facts):
+        seen.append(obj["kind"])
+
+    plan([deployment(), TFJOB, CONFIGMAP], None, planners=(mine,))
+    assert seen == ["Deployment", "TFJob", "ConfigMap"]
+
+
+def test_family_entries_are_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        FAMILIES[0].name = "x"  # type: ignore[misc]

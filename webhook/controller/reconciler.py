@@ -1,0 +1,475 @@
+"""The reconciler: the event handlers that queue keys, and the one worker that plans and writes them.
+
+Event handlers run on the reflector threads and only add keys to the :class:`~webhook.workqueue.WorkQueue`.
+The worker (:meth:`Reconciler.process_next`) owns every other piece of per-key state and recovers it
+itself: the rollout gate (after it takes the lead), the notices of rules S19/S20, the writes admission
+undid, the jobs told that an API is not served, and the :class:`Overlay` of what it just wrote.
+Nothing here writes to an informer's store: its reflector is its one writer.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any, Callable
+
+import policylib
+from policylib.facts import ClusterFacts, namespace_of
+from policylib.plan import UNRECORDED_REASON, Write, plan
+from policylib.projection import project
+from policylib.scope import NAMESPACE_NAME_LABEL, Scope, default_scope, scope_fields, scope_from_configuration
+from policylib.shell import kube
+
+from ..informer import Reflector, Store
+from ..workqueue import WorkQueue
+from .events import EventRecorder
+from .metrics import ControllerMetrics
+from .rollouts import Key, Rollouts, undone_by_admission
+
+log = logging.getLogger(__name__)
+
+#: A key that failed this many times in a row is dropped with an error in the log (client-go's
+#: ``maxRetries`` pattern); the next resync queues it again. With the per-key backoff (50 ms doubling
+#: to 60 s) that is about ten minutes of trying.
+MAX_RETRIES = 15
+
+
+def version_of(obj: dict[str, Any] | None) -> str | None:
+    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
+
+
+class Overlay:
+    """What the worker wrote (or re-read after a 409) that the informer's store may not show yet, by
+    (apiVersion, kind, namespace, name). An entry is read instead of the stored object only while the
+    store still holds the version it was written over; once the store moves on (our write came back
+    through the watch, or a newer change did) the entry is dropped, and a resync drops them all (a
+    plan on a store that is still behind costs one 409: every write is guarded). Only equality of
+    resourceVersions is used: the API calls them opaque. The worker alone reads and writes it (as
+    client-go's ``MutationCache``, without its integer comparison)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[Key, tuple[str | None, dict[str, Any]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def put(self, key: Key, stored: dict[str, Any] | None, obj: dict[str, Any]) -> None:
+        """``obj`` is newer than ``stored``, what the store holds now (None: nothing)."""
+        self._entries[key] = (version_of(stored), project(obj))
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+    def get(self, key: Key, stored: dict[str, Any] | None) -> dict[str, Any] | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            return stored
+        if version_of(stored) == entry[0]:
+            return entry[1]
+        del self._entries[key]
+        return stored
+
+
+class OverlayFacts(ClusterFacts):
+    """The facts a plan reads, from the stores' indexes (nothing is copied per event) seen through
+    the overlay."""
+
+    def __init__(self, stores: dict[kube.Resource, Store], overlay: Overlay):
+        super().__init__()
+        self.stores, self.overlay = stores, overlay
+        self._by_kind = {(r.api_version, r.kind): s for r, s in stores.items()}
+
+    def stored(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as its informer's store holds it."""
+        store = self._by_kind.get((api_version, kind))
+        return store.get(namespace, name) if store else None
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The object as the worker knows it: the overlay's while the store has not caught up."""
+        return self.overlay.get((api_version, kind, namespace, name), self.stored(api_version, kind, namespace, name))
+
+    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
+        store = self.stores.get(kube.HPAS)
+        return store.by_index("target", (namespace, name)) if store else []
+
+    def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(api_version, "PodGroup", namespace, name)
+
+    def native_gang_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.get(kube.WORKLOADS.api_version, kind, namespace, name)
+
+
+class Reconciler:
+    """The controller's built-in worker: Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
+
+    ``event_keys(event type, object, old)`` says which keys a watch event touches; ``reconciled`` are
+    the resources whose every object is a key (a resync queues them all)."""
+
+    name = "controller"
+
+    def __init__(self, api: kube.Api, config: policylib.Config, *, namespace: str, webhook_configuration: str,
+                 stores: dict[kube.Resource, Store], reflectors: list[Reflector], reconciled: tuple[kube.Resource, ...],
+                 event_keys: Callable[[str, dict[str, Any], dict[str, Any] | None], list[Key]],
+                 planners: tuple[Any, ...], metrics: ControllerMetrics, recorder: EventRecorder,
+                 leading: Callable[[], bool], dry_run: bool):
+        self.api, self.config, self.namespace = api, config, namespace
+        self.webhook_configuration = webhook_configuration
+        self.stores, self.reflectors, self.reconciled = stores, reflectors, reconciled
+        self.event_keys, self.planners, self.metrics, self.recorder = event_keys, planners, metrics, recorder
+        self._leading, self.dry_run = leading, dry_run
+        self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
+        metrics.queue_depth.set_function(self.queue.__len__)
+        self.overlay = Overlay()
+        self.facts = OverlayFacts(stores, self.overlay)
+        self.rollouts = Rollouts(config.controller.maxConcurrentRollouts)
+        #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
+        #: its Event recorded once per state; the gauges count these.
+        self.notices: dict[Key, dict[str, str]] = {}
+        #: How many of ``notices`` hold each kind of notice, kept as they change (the gauges' values: a sum
+        #: over every notice per key made the initial sync quadratic in the Deployments).
+        self.notice_counts: dict[str, int] = {"pending": 0, "unrecorded": 0}
+        #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
+        #: until the object changes or the next resync).
+        self.undone: dict[Key, str | None] = {}
+        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server does not serve
+        #: scheduling.k8s.io/v1alpha2 (one Event per job, not one per resync).
+        self.unserved_told: set[tuple[Key, str]] = set()
+        #: The first sync (rule W8): every key queued on taking the lead planned once. ``to_plan`` keys
+        #: were queued then, ``planned`` of them are done; /readyz reports both.
+        self.first_sync = threading.Event()
+        self.to_plan = 0
+        self.planned = 0
+        #: Resyncs and leaderships begun (counted by the run loop's thread) and the counts the worker last
+        #: acted on: the worker notices a change before its next key and recovers its own state.
+        self._resyncs = self._resyncs_seen = 0
+        self._terms = self._terms_seen = 0
+        #: The scope as last built, and the webhook configuration's resourceVersion it was built from.
+        self._scope: tuple[str | None, Scope] | None = None
+        self.scope_resources = (kube.NAMESPACES, kube.webhook_configuration(webhook_configuration))
+
+    @property
+    def leading(self) -> bool:
+        return self._leading()
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+    # events -> keys (the reflector threads) -----------------------------------------------
+    def on_event(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
+        """Queue the keys an event touches: the object itself, an HPA's targets (old and new), a
+        PodGroup's owning job; for the scope (rule W5) every key when the webhook configuration changes,
+        a Namespace's keys when its labels change. Runs on the reflector threads: it writes nothing but
+        the queue."""
+        kind = obj.get("kind")
+        if kind == "MutatingWebhookConfiguration" and self.leading:
+            # a change the scope does not read (the caBundle the certificate rotation writes) replans nothing;
+            # before every list is done the leader's pass that follows plans every key (rule W8)
+            if self.synced and not (event_type == "MODIFIED" and old is not None
+                                    and scope_fields(old) == scope_fields(obj)):
+                self.enqueue_all("scope")
+        elif kind == "Namespace" and self.leading and old is not None and event_type == "MODIFIED" and \
+                (old.get("metadata") or {}).get("labels") != (obj.get("metadata") or {}).get("labels"):
+            self.enqueue_namespace((obj.get("metadata") or {}).get("name", ""))
+        elif self.leading:
+            for key in self.event_keys(event_type, obj, old):
+                self.queue.add(key)
+
+    def started_leading(self) -> None:
+        """This replica took the lead (the run loop): the worker recovers the rollout gate before its next
+        key, and every key is queued."""
+        self._terms += 1
+        self.enqueue_all("leader")
+
+    def resync(self) -> None:
+        """Every ``controller.resyncSeconds`` (the run loop): queue every key again."""
+        self.enqueue_all("resync")
+
+    def shutdown(self) -> None:
+        self.queue.shutdown()
+
+    def enqueue_all(self, trigger: str) -> None:
+        """Queue every Deployment and job, without planning inline."""
+        self.metrics.reconciles.labels(trigger).inc()
+        self._resyncs += 1    # the worker forgets undone writes when it sees this (observe)
+        queued = 0
+        for res in self.reconciled:
+            for ns, name in self.stores[res].keys():  # noqa: SIM118 -- Store.keys(), not a dict's
+                self.queue.add((res.api_version, res.kind, ns, name))
+                queued += 1
+        if not self.first_sync.is_set() and self.synced:   # rule W8: a pass over every store, listed whole
+            self.to_plan, self.planned = queued, 0
+            if not queued:
+                self.first_sync.set()
+
+    def enqueue_namespace(self, namespace: str) -> None:
+        """Queue every Deployment and job of one namespace (its labels changed: the scope may have)."""
+        for res in self.reconciled:
+            for ns, name in self.stores[res].keys():  # noqa: SIM118 -- Store.keys(), not a dict's
+                if ns == namespace:
+                    self.queue.add((res.api_version, res.kind, ns, name))
+
+    def sync_progress(self) -> dict[str, Any]:
+        """Rule W8: how far the first sync is: objects listed per resource, keys planned of those queued."""
+        return {"firstSync": self.first_sync.is_set(), "planned": self.planned, "toPlan": self.to_plan,
+                "listed": {r.res.plural: r.listed for r in self.reflectors if r.served}}
+
+    # the worker --------------------------------------------------------------------------
+    def process_next(self, timeout: float | None = None) -> bool:
+        """Reconcile the next key from the queue; False when none came within ``timeout``."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        started = time.perf_counter()
+        try:
+            self.reconcile(key)
+        except Exception as e:  # noqa: BLE001 -- a bug or odd data must not stop the worker
+            self.metrics.errors.labels("reconcile").inc()
+            log.warning("reconcile failed", extra={"key": list(key), "error": str(e)[:500]})
+            self.retry(key)
+        finally:
+            self.queue.done(key)
+            self.metrics.latency.observe(time.perf_counter() - started)
+            if self.to_plan and not self.first_sync.is_set():
+                self.planned += 1
+                if not len(self.queue):
+                    self.first_sync.set()
+        return True
+
+    def retry(self, key: Key) -> None:
+        """Queue ``key`` again after its backoff, or give it up after :data:`MAX_RETRIES` failures in a row."""
+        if self.queue.retries(key) < MAX_RETRIES:
+            self.metrics.retries.inc()
+            self.queue.add_rate_limited(key)
+            return
+        self.queue.forget(key)
+        self.metrics.gave_up.inc()
+        log.error("gave up on key until the next resync", extra={"key": list(key), "retries": MAX_RETRIES})
+
+    def recover(self) -> None:
+        """The worker's own state after a resync or a new term, before its next key: a resync tries
+        undone writes again (the configs may agree by now); a new term counts the rollouts a previous
+        leader started against the cap (read from the store: the overlay was just cleared)."""
+        if self._resyncs_seen != self._resyncs:
+            self._resyncs_seen = self._resyncs
+            self.undone.clear()
+            self.overlay.clear()
+        if self._terms_seen != self._terms:
+            self._terms_seen = self._terms
+            store = self.stores.get(kube.DEPLOYMENTS)
+            self.rollouts.recover(store.values() if store else [])
+
+    def reconcile(self, key: Key) -> list[Write]:
+        """Plan one object and make its writes; returns the writes made. Requeues on failure."""
+        self.recover()
+        obj = self.facts.get(*key)
+        if not self.observe(key, obj) or obj is None:
+            self.queue.forget(key)
+            return []
+        if not all(r.synced.is_set() for r in self.reflectors if r.res in self.scope_resources):
+            return []   # the scope is not known yet: the pass that follows the sync plans it
+        self.metrics.reconciles.labels("key").inc()
+        made, failed = [], False
+        # rules W5, W6: outside the scope nothing is planned, written or noticed
+        writes = plan([obj], self.config, planners=self.planners, facts=self.facts, only=self.in_scope)
+        if key[1] == "Deployment":
+            self.notice(key, obj, writes)
+        for write in writes:
+            if write.error:
+                self.metrics.errors.labels("plan").inc()
+                log.warning("cannot plan", extra={"object": f"{write.kind} {write.namespace}/{write.name}",
+                                                  "reasons": write.reasons})
+                continue
+            if write.action == "none":
+                continue   # a notice only (pending, unrecorded): recorded by notice()
+            outcome = self.apply(key, write)
+            if outcome == "written":
+                made.append(write)
+            elif outcome == "failed":
+                failed = True
+            elif outcome == "conflict":
+                self.queue.add(key)  # fresh state is in the overlay: plan it again
+                break
+        if failed:
+            self.retry(key)
+        else:
+            self.queue.forget(key)
+        self.metrics.rolling.set(self.rollouts.rolling())
+        return made
+
+    def observe(self, key: Key, obj: dict[str, Any] | None) -> bool:
+        """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
+        a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again;
+        a Deployment that went drops its notices (rules S19, S20). False when the key is not to be
+        planned now: our last write to it was undone by admission and the object has not changed since."""
+        if key[1] != "Deployment":
+            return True
+        for deferred in self.rollouts.observe(key, obj):
+            self.queue.add(deferred)
+        if obj is None:
+            self.undone.pop(key, None)
+            self._set_notices(key, {})
+            return True
+        if key in self.undone and self.undone[key] == version_of(obj):
+            return False
+        self.undone.pop(key, None)
+        return True
+
+    def apply(self, key: Key, write: Write) -> str:
+        """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
+        ``conflict`` (fresh state in the overlay), ``gone``, ``unserved`` or ``failed``."""
+        gate_key = (write.namespace, write.name)
+        if write.kind == "Deployment" and write.rollout and not self.rollouts.admit(key, gate_key):
+            self.metrics.deferred.inc()
+            return "deferred"
+        entry = {"kind": write.kind, "namespace": write.namespace, "object_name": write.name, "action": write.action,
+                 "rollout": write.rollout, "reasons": write.reasons}
+        if self.dry_run:
+            log.info("dry-run", extra=entry)
+            self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "true").inc()
+            return "written"
+        if not self.leading:
+            return "skipped"  # the Lease ran out: another replica may lead now
+        res = kube.resource_for(write.api_version, write.kind)
+        target: Key = (write.api_version, write.kind, write.namespace, write.name)
+        before = self.facts.stored(*target)
+        try:
+            if write.action == "create":
+                assert write.object is not None  # a create carries the object to create
+                body = self.api.create(res, write.namespace, write.object)
+            else:
+                guard = [{"op": "replace", "path": "/metadata/resourceVersion", "value": write.resource_version}] \
+                    if write.resource_version else []
+                body = self.api.patch(res, write.namespace, write.name, guard + write.patch)
+        except kube.Conflict:
+            if write.action == "create":
+                return "gone"  # created meanwhile: the watch brings it
+            self.metrics.conflicts.inc()
+            return self._refresh(res, target, before)
+        except kube.NotFound:
+            if write.action == "create" and res in kube.NATIVE_GANG and not self.served(res):
+                self.api_not_served(key, write)
+                return "unserved"
+            return "gone"
+        except Exception as e:  # noqa: BLE001 -- any failure of the write: logged, retried with backoff
+            self.metrics.errors.labels("write").inc()
+            log.warning("write failed", extra=dict(entry, error=str(e)[:500]))
+            return "failed"
+        log.info("write", extra=entry)
+        self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
+        if write.kind == "Deployment" and write.rollout:
+            self.rollouts.started(gate_key)
+        if write.kind == "Deployment" and write.rollout and isinstance(body, dict) and undone_by_admission(write.patch, body):
+            # an admission webhook put the template back (its config differs from ours, for example while a
+            # config change rolls out): planning again on the watch event would write again, forever
+            self.undone[key] = version_of(body)
+            self.metrics.errors.labels("undone").inc()
+            log.warning("write undone by admission: not retried until the object changes or the next resync "
+                        "(do the webhook and the controller share one config?)", extra=entry)
+        if isinstance(body, dict) and any((r.api_version, r.kind) == target[:2] for r in self.stores):
+            self.overlay.put(target, before, body)
+        self.recorder.record(write, body)
+        return "written"
+
+    def _refresh(self, res: kube.Resource, target: Key, before: dict[str, Any] | None) -> str:
+        """After a 409: read the object as it is now into the overlay, so the next plan sees it."""
+        try:
+            fresh = self.api.get(res, target[2], target[3])
+        except kube.NotFound:
+            return "gone"
+        except Exception as e:  # noqa: BLE001
+            self.metrics.errors.labels("write").inc()
+            log.warning("re-read after conflict failed", extra={"error": str(e)[:500]})
+            return "failed"
+        if res in self.stores:
+            self.overlay.put(target, before, fresh)
+        return "conflict"
+
+    def served(self, res: kube.Resource) -> bool:
+        """Whether the API server serves ``res``'s group version (its discovery document answers)."""
+        try:
+            found = self.api.request("GET", f"/apis/{res.group}/{res.version}")
+        except kube.NotFound:
+            return False
+        except Exception:  # noqa: BLE001 -- discovery itself failed: do not claim the API is missing
+            return True
+        return any(r.get("name") == res.plural for r in (found or {}).get("resources") or [] if isinstance(r, dict))
+
+    def api_not_served(self, key: Key, write: Write) -> None:
+        """Rule G20: a job of gang method workload on a cluster that does not serve
+        scheduling.k8s.io/v1alpha2: an error in the log, and a Warning Event on the job naming the feature
+        gates, once per job."""
+        from policylib.gang.workload import API_NOT_SERVED
+        api_version, kind, ns, name = key
+        job = self.facts.get(*key)
+        uid = ((job or {}).get("metadata") or {}).get("uid") or ""
+        message = f"{kind} {ns}/{name}: no {write.kind} {write.name} made: {API_NOT_SERVED}"
+        log.error("API not served", extra={"object": f"{kind} {ns}/{name}", "error": message})
+        self.metrics.errors.labels("unserved").inc()
+        if (key, uid) in self.unserved_told:
+            return
+        self.unserved_told.add((key, uid))
+        self.recorder.record(Write(kind, ns, name, [message], False, action="none", api_version=api_version), job,
+                             reason="WorkloadAPINotServed", note=message, warning=True)
+
+    def notice(self, key: Key, obj: dict[str, Any], writes: list[Write]) -> None:
+        """Rules S19 and S20: keep the pending and unrecorded gauges, and record one Event per new state
+        (``SpreadPending``, Normal, for a rewrite held for the next rollout: the metadata write that
+        records it carries its own; ``AdmittedWithoutPolicy``, Warning, for a Deployment without our
+        record)."""
+        before = self.notices.get(key, {})
+        now: dict[str, str] = {}
+        for w in writes:
+            if w.pending:
+                now["pending"] = w.pending
+            if w.unrecorded:
+                now["unrecorded"] = (obj.get("metadata") or {}).get("uid", "") or "yes"
+        self._set_notices(key, now)
+        if "unrecorded" in now and before.get("unrecorded") != now["unrecorded"]:
+            self.metrics.unrecorded_seen.inc()
+        if self.dry_run or not self.leading:
+            return
+        for w in writes:
+            if w.pending and w.action == "none" and before.get("pending") != w.pending:
+                self.recorder.record(w, obj)
+            if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
+                self.recorder.record(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
+
+    def _set_notices(self, key: Key, now: dict[str, str]) -> None:
+        """Store ``key``'s notices and move the gauges by the change alone (constant work per key)."""
+        before = self.notices.pop(key, {})
+        if now:
+            self.notices[key] = now
+        for kind in self.notice_counts:
+            self.notice_counts[kind] += (kind in now) - (kind in before)
+        self.metrics.pending.set(self.notice_counts["pending"])
+        self.metrics.unrecorded.set(self.notice_counts["unrecorded"])
+
+    # the scope (rules W5, W6) -------------------------------------------------------------
+    def scope(self) -> Scope:
+        """Rule W5: the scope of the installed webhook configuration, or the default selectors of
+        manifests/ when there is none; never the controller's own namespace (rule W6)."""
+        name = self.webhook_configuration
+        configuration = self.stores[self.scope_resources[1]].get("", name)
+        version = version_of(configuration) if configuration else None
+        if self._scope is not None and self._scope[0] == version:
+            return self._scope[1]
+        if configuration is None:
+            scope = default_scope(self.namespace, f"no MutatingWebhookConfiguration {name} is installed")
+        else:
+            try:
+                scope = scope_from_configuration(configuration, {self.namespace})
+            except policylib.PolicylibError as e:   # a selector the API server would refuse: act on nothing
+                log.error("cannot read the webhook configuration's selectors", extra={"error": str(e)})
+                scope = Scope((), frozenset({self.namespace}), f"unreadable MutatingWebhookConfiguration {name}")
+        log.info("scope", extra={"source": scope.source, "excluded": sorted(scope.excluded_namespaces)})
+        self._scope = (version, scope)
+        return scope
+
+    def in_scope(self, obj: dict[str, Any]) -> bool:
+        """Rules W5, W6: whether the API server sends ``obj`` to the webhook (its Namespace's labels from
+        the Namespace store; one not there has only its name label)."""
+        ns = namespace_of(obj)
+        namespace = self.stores[kube.NAMESPACES].get("", ns)
+        labels = {NAMESPACE_NAME_LABEL: ns, **(((namespace or {}).get("metadata") or {}).get("labels") or {})}
+        return self.scope().admits(obj, {ns: labels})

@@ -1,0 +1,37 @@
+"""The typed seams between the admission server and what it is given (docs/architecture.md, "Seams").
+
+A review reads :class:`policylib.ClusterFacts` (the HPAs of a Deployment, Nodes, PodGroups): the policies'
+one interface to the cluster, which the sources in :mod:`webhook.cache` and the controller's store extend.
+What the server needs beyond that is declared here, not guessed with ``hasattr``:
+
+- :class:`FactsSource`: facts kept by something the server runs (a watch cache), with its readiness and
+  the status ``/readyz`` reports; plain ``ClusterFacts`` (a test's, a library user's) are always ready;
+- :class:`ServingTls`: the serving certificate ``/readyz`` and ``/metrics`` report
+  (:class:`webhook.server.ServingCertificate`).
+"""
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class FactsSource(Protocol):
+    """Facts a source keeps up to date (:class:`webhook.cache.HpaCache`, :class:`webhook.cache.ObjectOnlyFacts`)."""
+
+    @property
+    def ready(self) -> bool:
+        """Whether the facts are synced: ``/readyz`` answers 503 until they are."""
+
+    def status(self) -> dict[str, Any]:
+        """What ``/readyz`` reports about the source (its mode, why, what it has synced)."""
+
+
+class ServingTls(Protocol):
+    """The certificate the server serves with."""
+
+    @property
+    def not_after(self) -> float | None:
+        """Its notAfter (seconds since the epoch), or None before one is loaded."""
+
+    def status(self) -> dict[str, Any]:
+        """What ``/readyz`` reports: ``loaded`` (a certificate is served), and where it came from."""
