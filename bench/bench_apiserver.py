@@ -6,8 +6,13 @@ namespace per arm, each matched by its own webhook configuration:
 - ``none``: no webhook; the API server's own cost of a create;
 - ``noop``: ``e2e/bin/noopwebhook``, Go's standard library admitting everything unchanged (it
   offers HTTP/2 by ALPN, as Go servers do): the API server's cost of calling any webhook over TLS;
+- ``go-spread``: the same Go binary answering with a JSON patch that adds the same two spread
+  constraints: the floor of a webhook that *mutates* (the API server applies the patch);
+- ``go-spread-read``: ``go-spread`` that also reads the namespace's HPAs from the API server on every
+  Deployment CREATE, as rule W4 does: the floor of a mutating webhook that keeps W4's guarantee;
 - ``policylib``: ``python -m webhook serve`` with its defaults (2 workers, info logging, the HPA
-  watch through ``--kubeconfig`` as in a cluster), registered like ``manifests/base``;
+  watch through ``--kubeconfig`` as in a cluster, rule W4's read on), registered like ``manifests/base``;
+- ``policylib-nohpa``: the same with ``webhook.readHpasOnCreate: false`` (the watch only);
 - ``kyverno`` (``--kyverno PATH``, a ``cmd/kyverno`` binary): Kyverno's admission controller run
   out of cluster, with a ClusterPolicy writing the same two spread constraints (zone and host, the
   Deployment's own selector) in its namespace only.
@@ -16,14 +21,16 @@ Phase 1, server-side dry-run creates of a realistic Deployment (no etcd write, n
 rounds that alternate the arms so the machine's noise hits them all: at concurrency 1 the median
 and p99 latency per create and the latency *added* over ``none``; at concurrency 8 creates/s.
 Phase 2 (``--real N``, default 1,000): real creates of N Deployments per arm at concurrency 8 in
-alternating chunks, as a GitOps sync does; creates/s. Prints one table per phase and the ratios
-policylib/noop (targets: added latency <= 1.25x, creates/s >= 0.9x) and policylib/kyverno.
+alternating chunks, as a GitOps sync does; creates/s. Prints one table per phase and the ratios of
+every policylib arm to every other arm; the targets (added latency <= 1.25x, creates/s >= 0.9x) are
+policylib/go-spread-read and policylib-nohpa/go-spread. ``--scale 1,2,3`` runs instead policylib as
+1, 2 and 3 separate servers behind one URL (replicas) at concurrency 8 and 32.
 
 The client is Python (one keep-alive connection per thread, the admin token): it shares the
 cores with the API server and the webhooks, as a CI runner would. Run by hand (a minute or
 several); ``--smoke`` runs a few requests per arm to check it works end to end.
 
-    .venv/bin/python bench/bench_apiserver.py [--rounds 6] [--real 1000] [--kyverno PATH]
+    .venv/bin/python bench/bench_apiserver.py [--rounds 6] [--real 1000] [--kyverno PATH] [--scale 1,2,3]
 """
 from __future__ import annotations
 
@@ -109,7 +116,10 @@ class Client:
         server = cluster["server"].removeprefix("https://")
         self.host, port = server.rsplit(":", 1)
         self.port = int(port)
-        self.context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        self.server = cluster["server"]
+        self.ca_pem = base64.b64decode(cluster["certificate-authority-data"]).decode()
+        self.token = user["token"]
+        self.context = ssl.create_default_context(cadata=self.ca_pem)
         self.headers = {"Authorization": f"Bearer {user['token']}", "Content-Type": "application/json",
                         "Accept": "application/json"}
         self.local = threading.local()
@@ -127,27 +137,51 @@ class Client:
         if dry_run:
             path += "?dryRun=All"
         body = json.dumps(obj).encode()
-        conn = self._connection()
-        start = time.perf_counter()
-        try:
-            conn.request("POST", path, body=body, headers=self.headers)
-            response = conn.getresponse()
-            data = response.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            self.local.conn = None
-            raise
+        for attempt in (0, 1):
+            conn = self._connection()
+            start = time.perf_counter()
+            try:
+                conn.request("POST", path, body=body, headers=self.headers)
+                response = conn.getresponse()
+                data = response.read()
+                break
+            except (OSError, http.client.HTTPException):
+                # the server closed a kept-alive connection (an overloaded machine): once more on a new one
+                conn.close()
+                self.local.conn = None
+                if attempt:
+                    raise
         seconds = time.perf_counter() - start
+        if response.status == 409 and attempt and not dry_run:
+            return seconds, self.get(obj)   # the first attempt's create went through before the connection broke
         if response.status != 201:
             raise AssertionError(f"create {obj['metadata']['namespace']}/{obj['metadata']['name']}: "
                                  f"{response.status} {data[:300]!r}")
         return seconds, json.loads(data)
 
-    def delete_all(self, namespace: str) -> None:
+    def get(self, obj: dict) -> dict:
         conn = self._connection()
-        conn.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments", headers=self.headers)
+        conn.request("GET", f"/apis/apps/v1/namespaces/{obj['metadata']['namespace']}/deployments/"
+                     f"{obj['metadata']['name']}", headers=self.headers)
         response = conn.getresponse()
-        response.read()
+        data = response.read()
+        if response.status != 200:
+            raise AssertionError(f"get {obj['metadata']['name']}: {response.status} {data[:300]!r}")
+        return dict(json.loads(data))
+
+    def delete_all(self, namespace: str) -> None:
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request("DELETE", f"/apis/apps/v1/namespaces/{namespace}/deployments", headers=self.headers)
+                response = conn.getresponse()
+                response.read()
+                break
+            except (OSError, http.client.HTTPException):
+                conn.close()   # a connection idle since phase 1, closed by the server meanwhile: once more
+                self.local.conn = None
+                if attempt:
+                    raise
         if response.status != 200:
             raise AssertionError(f"deletecollection in {namespace}: {response.status}")
 
@@ -164,6 +198,9 @@ class Arm:
     port: int = 0
     metrics_url: str | None = None
     ca: Path | None = None
+    #: Creates that came back without the constraints from an arm that writes them: admitted unchanged by the
+    #: webhook configuration's ``failurePolicy: Ignore`` (the call timed out or failed), reported, not fatal.
+    unpatched: int = 0
 
     @property
     def namespace(self) -> str:
@@ -241,16 +278,26 @@ def wait_https(url: str, ca: Path, what: str, proc: subprocess.Popen, log: Path)
     harness.wait_for(what, up, timeout=60)
 
 
-def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False, spread: bool = False) -> Arm:
-    """The Go webhook: the no-op, or (``spread``) the same binary writing the two spread constraints."""
-    arm = Arm("go-spread" if spread else "noop-http1" if http1 else "noop", expect_spread=spread)
+def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False, spread: bool = False,
+               read_hpas: Client | None = None) -> Arm:
+    """The Go webhook: the no-op, or (``spread``) the same binary writing the two spread constraints; with
+    ``read_hpas`` (the client whose server, token and CA it uses) it also reads the namespace's HPAs on every
+    Deployment CREATE, as rule W4 does (``go-spread-read``)."""
+    name = "go-spread-read" if spread and read_hpas else "go-spread" if spread else "noop-http1" if http1 else "noop"
+    arm = Arm(name, expect_spread=spread)
+    reading: list[str] = []
+    if read_hpas is not None:
+        (tmp / "go-token").write_text(read_hpas.token)
+        (tmp / "go-api-ca.crt").write_text(read_hpas.ca_pem)
+        reading = ["--read-hpas", "--api-server", read_hpas.server, "--token-file", str(tmp / "go-token"),
+                   "--api-ca", str(tmp / "go-api-ca.crt")]
     certs = tmp / f"certs-{arm.name}"
     ca_bundle = make_certs(certs)
     arm.port = harness.free_port()
     log = tmp / f"{arm.name}.log"
     arm.procs.append(subprocess.Popen([str(NOOP), "--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key"),
                                        "--addr", f"127.0.0.1:{arm.port}", *(["--http1"] if http1 else []),
-                                       *(["--spread"] if spread else [])],
+                                       *(["--spread"] if spread else []), *reading],
                                       stdout=log.open("w"), stderr=subprocess.STDOUT))
     wait_https(f"https://127.0.0.1:{arm.port}/healthz", certs / "ca.crt", "the Go no-op webhook", arm.procs[0], log)
     cluster.apply(webhook_configuration(arm.name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
@@ -258,18 +305,23 @@ def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False, spread:
 
 
 def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str], name: str = "policylib",
-                    source: Path = REPO) -> Arm:
-    """``python -m webhook serve`` with its defaults (plus ``extra``), from the source tree ``source``."""
+                    source: Path = REPO, replicas: int = 1) -> Arm:
+    """``python -m webhook serve`` with its defaults (plus ``extra``), from the source tree ``source``;
+    ``replicas`` > 1: that many separate servers on one port (``--reuse-port``: the kernel spreads the API
+    server's connections over them, as a Service spreads them over pods)."""
     arm = Arm(name, expect_spread=True)
     certs = tmp / f"certs-{name}"
     ca_bundle = make_certs(certs)
     arm.port = harness.free_port()
-    log = tmp / f"{name}.log"
-    arm.procs.append(subprocess.Popen(
-        [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(certs), "--host", "127.0.0.1", "--port",
-         str(arm.port), "--kubeconfig", str(cluster.kubeconfig), *extra],
-        stdout=subprocess.DEVNULL, stderr=log.open("w"), cwd=source, env={**os.environ, "PYTHONPATH": str(source)}))
-    wait_https(f"https://127.0.0.1:{arm.port}/readyz", certs / "ca.crt", "python -m webhook serve", arm.procs[0], log)
+    for replica in range(replicas):
+        log = tmp / f"{name}-{replica}.log"
+        arm.procs.append(subprocess.Popen(
+            [sys.executable, "-m", "webhook", "serve", "--cert-dir", str(certs), "--host", "127.0.0.1", "--port",
+             str(arm.port), "--kubeconfig", str(cluster.kubeconfig), *(["--reuse-port"] if replicas > 1 else []),
+             *extra],
+            stdout=subprocess.DEVNULL, stderr=log.open("w"), cwd=source, env={**os.environ, "PYTHONPATH": str(source)}))
+        wait_https(f"https://127.0.0.1:{arm.port}/readyz", certs / "ca.crt", "python -m webhook serve",
+                   arm.procs[-1], log)
     arm.metrics_url, arm.ca = f"https://127.0.0.1:{arm.port}/metrics", certs / "ca.crt"
     cluster.apply(webhook_configuration(name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
     return arm
@@ -339,12 +391,28 @@ def wait_arm_ready(client: Client, arm: Arm, timeout: float = 120) -> None:
     harness.wait_for(f"the API server calls arm {arm.name}", admitted, timeout=timeout, interval=0.5)
 
 
+_COUNT = threading.Lock()
+
+
+def check_answer(arm: Arm, obj: dict) -> None:
+    """The create came back as the arm writes it; one without any constraint from an arm that writes them
+    was admitted unchanged by ``failurePolicy: Ignore`` and is counted (``Arm.unpatched``); anything else
+    is a wrong answer."""
+    keys = spread_keys(obj)
+    if (keys == [HOST, ZONE]) == arm.expect_spread:
+        return
+    if arm.expect_spread and not keys:
+        with _COUNT:
+            arm.unpatched += 1
+        return
+    raise AssertionError(f"arm {arm.name}: answered with spread {keys}")
+
+
 def run_sequential(client: Client, arm: Arm, count: int, tag: str, dry_run: bool = True) -> list[float]:
     out = []
     for i in range(count):
         seconds, obj = client.create(deployment(f"{tag}-{i}", arm.namespace), dry_run)
-        if (spread_keys(obj) == [HOST, ZONE]) != arm.expect_spread:
-            raise AssertionError(f"arm {arm.name}: answered with spread {spread_keys(obj)}")
+        check_answer(arm, obj)
         out.append(seconds)
     return out
 
@@ -363,8 +431,7 @@ def run_concurrent(client: Client, arm: Arm, count: int, concurrency: int, tag: 
                 return
             try:
                 _, obj = client.create(deployment(f"{tag}-{i}", arm.namespace), dry_run)
-                if (spread_keys(obj) == [HOST, ZONE]) != arm.expect_spread:
-                    raise AssertionError(f"arm {arm.name}: answered with spread {spread_keys(obj)}")
+                check_answer(arm, obj)
             except BaseException as e:  # noqa: BLE001 -- reported below
                 errors.append(e)
                 return
@@ -463,17 +530,36 @@ def dry_run_table(arms: list[Arm], results: dict[str, dict[str, Any]]) -> tuple[
     return "\n".join(rows), added
 
 
+#: The targets: (our arm, the floor it is judged against).
+TARGETS = (("policylib", "go-spread-read"), ("policylib-nohpa", "go-spread"))
+
+
 def ratios(added: dict[str, float]) -> list[str]:
-    """policylib (and its variants) against the no-op (the targets) and against each other webhook arm."""
+    """policylib (and its variants) against each other webhook arm: the no-op, the Go webhook writing the same
+    constraints (``go-spread``, the mutating floor) and the same with rule W4's read (``go-spread-read``)."""
     lines = []
     names = [k for k in added if ":" not in k and k != "none"]
     for ours in [n for n in names if n.startswith("policylib")]:
         for other in [n for n in names if not n.startswith("policylib")]:
             lat = added[ours] / added[other] if added[other] > 0 else float("inf")
             thr = added[ours + ":c8"] / added[other + ":c8"]
-            target = " (targets: <= 1.25x, >= 0.90x)" if (ours, other) == ("policylib", "noop") else ""
+            target = " (targets: <= 1.25x, >= 0.90x)" if (ours, other) in TARGETS else ""
             lines.append(f"{ours}/{other}: added latency at c=1 {lat:.2f}x, creates/s at c=8 {thr:.2f}x{target}")
     return lines
+
+
+def measure_scale(client: Client, arms: list[Arm], rounds: int, count: int, concurrencies: list[int],
+                  say: Callable[[str], None]) -> dict[str, dict[int, float]]:
+    """Creates/s per arm at each concurrency: the median over ``rounds`` rounds of ``count`` dry-run creates,
+    arms rotating."""
+    out: dict[str, dict[int, list[float]]] = {a.name: {c: [] for c in concurrencies} for a in arms}
+    for r in range(rounds):
+        for c in concurrencies:
+            for arm in rotated(arms, r):
+                out[arm.name][c].append(run_concurrent(client, arm, count, c, f"s{r}c{c}"))
+        say(f"  scale round {r + 1}/{rounds}: " + ", ".join(
+            f"{a.name} " + "/".join(f"{out[a.name][c][-1]:.0f}" for c in concurrencies) for a in arms))
+    return {a: {c: statistics.median(v) for c, v in by_c.items()} for a, by_c in out.items()}
 
 
 def measure_real(client: Client, arms: list[Arm], count: int, chunk: int, say: Callable[[str], None]) -> dict[str, float]:
@@ -509,8 +595,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also a Go no-op that offers only HTTP/1.1 (what the API server uses for a webhook "
                         "reached through a Service)")
     p.add_argument("--go-spread", action="store_true",
-                   help="also go-spread: the Go webhook writing the same two spread constraints (a JSON patch), the "
-                        "floor of a webhook that mutates (the API server's cost of applying a patch included)")
+                   help="accepted for compatibility: go-spread (the Go webhook writing the same two spread constraints, "
+                        "the floor of a webhook that mutates) and go-spread-read (the same reading the namespace's HPAs "
+                        "on every Deployment CREATE, as rule W4) always run")
+    p.add_argument("--scale", metavar="N,N,...",
+                   help="instead of the other phases: policylib as 1, 2, 3... separate servers on one port (replicas), "
+                        "creates/s at each --scale-concurrency, beside go-spread-read")
+    p.add_argument("--scale-concurrency", default="8,32", metavar="C,C",
+                   help="client concurrencies of the --scale phase (default 8,32)")
     p.add_argument("--webhook-arg", action="append", default=[],
                    help="an extra argument to python -m webhook serve (repeatable), e.g. --webhook-arg=--workers=1")
     p.add_argument("--replicas", type=int, default=6, help="replicas of each Deployment (default 6)")
@@ -525,6 +617,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.smoke:
         args.rounds, args.c1, args.c8, args.real = 1, 3, 8, 8
+    args.scale = [int(n) for n in args.scale.split(",")] if args.scale else []
+    args.scale_concurrency = [int(n) for n in args.scale_concurrency.split(",")]
     return args
 
 
@@ -539,12 +633,17 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
     try:
         client = Client(cluster.kubeconfig)
         arms.append(Arm("none", expect_spread=False))
+        if args.scale:
+            return run_scale(cluster, args, tmp, client, arms)
         arms.append(start_noop(cluster, tmp))
         if args.noop_http1:
             arms.append(start_noop(cluster, tmp, http1=True))
-        if args.go_spread:
-            arms.append(start_noop(cluster, tmp, spread=True))
+        arms.append(start_noop(cluster, tmp, spread=True))
+        arms.append(start_noop(cluster, tmp, spread=True, read_hpas=client))
         arms.append(start_policylib(cluster, tmp, args.webhook_arg))
+        no_read = tmp / "no-hpa-read.yaml"
+        no_read.write_text(json.dumps({"webhook": {"readHpasOnCreate": False}}))
+        arms.append(start_policylib(cluster, tmp, [*args.webhook_arg, "--config", str(no_read)], "policylib-nohpa"))
         if args.baseline:
             arms.append(start_policylib(cluster, tmp, args.webhook_arg, "policylib-baseline", args.baseline.resolve()))
         for variant in args.variant:
@@ -577,16 +676,45 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
             "machine": machine(), "added_ms": {k: v * 1000 for k, v in added.items() if ":" not in k},
             "creates_per_s_c8": {k.split(":")[0]: v for k, v in added.items() if ":" in k},
             "tls_handshakes": None if handshakes is None or handshakes0 is None else handshakes - handshakes0}
+        say("\n".join(out))   # phase 1's report now: a failure in phase 2 does not lose it
         if args.real:
             real = measure_real(client, arms, args.real, max(1, args.real // 5), say)
             out += ["", f"Real creates, {args.real} Deployments per arm at concurrency 8 (alternating chunks):", "",
                     "| arm | creates/s |", "|---|---|"] + [f"| {a} | {v:.0f} |" for a, v in real.items()]
             out += [f"policylib/{o}: {real['policylib'] / real[o]:.2f}x" for o in real if o not in ("none", "policylib")]
             figures["real_creates_per_s"] = real
+        figures["unpatched"] = {a.name: a.unpatched for a in arms}
+        if any(a.unpatched for a in arms):
+            out.append("Admitted unchanged (failurePolicy Ignore: the webhook call timed out or failed): " +
+                       ", ".join(f"{a.name} {a.unpatched}" for a in arms if a.unpatched))
         return "\n".join(out), figures
     finally:
         for arm in arms:
             arm.stop()
+
+
+def run_scale(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path, client: Client,
+              arms: list[Arm]) -> tuple[str, dict[str, Any]]:
+    """The replicas phase: policylib as 1, 2, 3... servers behind one URL, beside the Go floor."""
+    arms.append(start_noop(cluster, tmp, spread=True, read_hpas=client))
+    for n in args.scale:
+        arms.append(start_policylib(cluster, tmp, args.webhook_arg, f"policylib-x{n}", replicas=n))
+    for arm in arms:
+        cluster.namespace(arm.namespace)
+    for arm in arms:
+        wait_arm_ready(client, arm)
+        run_concurrent(client, arm, 8 if args.smoke else 80, 8, "warm")
+    say(f"replicas: {args.rounds} rounds x {args.c8} creates per arm at c={args.scale_concurrency}")
+    rates = measure_scale(client, arms, args.rounds, args.c8, args.scale_concurrency, say)
+    rows = ["| arm | " + " | ".join(f"c={c} creates/s" for c in args.scale_concurrency) + " | RSS MiB |",
+            "|---|" + "---|" * (len(args.scale_concurrency) + 1)]
+    for arm in arms:
+        rss = f"{arm.rss_mib():.0f}" if arm.procs else "-"
+        rows.append(f"| {arm.name} | " + " | ".join(f"{rates[arm.name][c]:.0f}" for c in args.scale_concurrency)
+                    + f" | {rss} |")
+    out = [f"Machine: {machine()}; the client, the API server and the webhooks share it.", "",
+           "Server-side dry-run creates, policylib as N separate servers behind one URL (SO_REUSEPORT):", ""] + rows
+    return "\n".join(out), {"machine": machine(), "scale_creates_per_s": rates}
 
 
 def main(argv: list[str] | None = None) -> int:

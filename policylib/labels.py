@@ -107,6 +107,8 @@ def validate_label_selector(selector: object, path: Path) -> list[FieldError]:
         return []
     if not isinstance(selector, dict):
         return [invalid(path, selector, "must be an object")]
+    if selector_plainly_valid(selector):
+        return []
     path = path if isinstance(path, FieldPath) else FieldPath(path)
     errs: list[FieldError] = []
     match_labels = selector.get("matchLabels") or {}
@@ -139,6 +141,19 @@ def validate_label_selector(selector: object, path: Path) -> list[FieldError]:
         for j, v in enumerate(values if isinstance(values, list) else []):
             errs += [invalid(p.child("values").index(j), v, m) for m in label_value_errors(v)]
     return errs
+
+
+def selector_plainly_valid(selector: dict[str, Any]) -> bool:
+    """A selector of ``matchLabels`` only whose every key and value is a string with a clean (remembered) check:
+    one the full check of :func:`validate_label_selector` finds nothing in, told without building a path."""
+    match_labels = selector.get("matchLabels") or {}
+    if selector.get("matchExpressions") or not isinstance(match_labels, dict):
+        return False
+    for key, value in match_labels.items():
+        if not (isinstance(key, str) and isinstance(value, str)) or _qualified_name_errors(key) or \
+                _label_value_errors(value):
+            return False
+    return True
 
 
 def selector_keys(selector: Mapping[str, Any] | None) -> set[str]:

@@ -9,6 +9,7 @@ deep-copied; an unchanged object yields an empty patch.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 Path = Sequence[str]
@@ -122,7 +123,14 @@ def diff_owned(original: dict[str, Any], mutated: dict[str, Any], owned: Iterabl
 
 
 def _pointer(path: OwnedPath) -> str:
-    """The JSON Pointer (RFC 6901) of ``path``."""
+    """The JSON Pointer (RFC 6901) of ``path`` (a policy's owned paths are a few constant tuples: remembered)."""
+    if isinstance(path, tuple):
+        return _tuple_pointer(path)
+    return "".join("/" + escape_token(key) for key in path)
+
+
+@lru_cache(maxsize=256)
+def _tuple_pointer(path: tuple[str | int, ...]) -> str:
     return "".join("/" + escape_token(key) for key in path)
 
 
@@ -148,7 +156,10 @@ def _diff_values(ptr: str, a: Any, b: Any, ops: list[dict[str, Any]]) -> None:
         for key, value in b.items():
             if key not in a:
                 ops.append({"op": "add", "path": f"{ptr}/{escape_token(key)}", "value": value})
-            else:
-                _diff_values(f"{ptr}/{escape_token(key)}", a[key], value, ops)
+                continue
+            old = a[key]
+            if old is value or (type(old) is type(value) and old == value):
+                continue  # unchanged (most of a map): no pointer built for it
+            _diff_values(f"{ptr}/{escape_token(key)}", old, value, ops)
         return
     ops.append({"op": "replace", "path": ptr, "value": b})

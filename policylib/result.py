@@ -83,8 +83,11 @@ def is_opted_out(obj: dict[str, Any]) -> bool:
     meta = obj.get("metadata")
     if not isinstance(meta, dict):
         return False
-    return any(isinstance(meta.get(k), dict) and str(meta[k].get(SKIP_KEY, "")).lower() == "true"
-               for k in ("labels", "annotations"))
+    for k in ("labels", "annotations"):
+        values = meta.get(k)
+        if isinstance(values, dict) and SKIP_KEY in values and str(values[SKIP_KEY]).lower() == "true":
+            return True
+    return False
 
 
 @dataclass(frozen=True)

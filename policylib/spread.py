@@ -22,13 +22,14 @@ from .errors import (
     int32_errors,
     int_field,
     invalid,
+    is_int,
     map_errors,
     object_ref,
     raise_if_any,
     required,
 )
 from .facts import NO_FACTS, ClusterFacts, namespace_of
-from .labels import selector_matches, validate_label_selector, without_keys
+from .labels import selector_matches, selector_plainly_valid, validate_label_selector, without_keys
 from .patch import Draft, diff_owned
 from .result import DOMAIN, SKIP_KEY, Admission, Outcome, Result, admission
 from .validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY, validate_topology_spread_constraints
@@ -91,10 +92,9 @@ def effective_replicas(deployment: dict[str, Any], facts: ClusterFacts = NO_FACT
     the API defaults to 1.
     """
     ns = namespace or namespace_of(deployment)
-    ref = object_ref(deployment, ns)
     replicas = (deployment.get("spec") or {}).get("replicas")
-    if replicas is not None:
-        int_field(replicas, ref, "spec.replicas", 0)
+    if replicas is not None and not (is_int(replicas) and 0 <= replicas <= INT32_MAX):
+        int_field(replicas, object_ref(deployment, ns), "spec.replicas", 0)
     name = (deployment.get("metadata") or {}).get("name")
     hpas = facts.hpas_for(ns, name) if isinstance(name, str) and name else []
     if hpas:
@@ -113,9 +113,10 @@ def effective_replicas(deployment: dict[str, Any], facts: ClusterFacts = NO_FACT
         try:
             count = int(str(raw).strip(), 10)
         except ValueError:
-            raise PolicyError.from_errors(ref, [invalid(path, raw, "must be a whole number as a string")]) from None
+            raise PolicyError.from_errors(object_ref(deployment, ns),
+                                          [invalid(path, raw, "must be a whole number as a string")]) from None
         if count <= INT32_MAX:
-            int_field(count, ref, path, 0)
+            int_field(count, object_ref(deployment, ns), path, 0)
             return Effective(count, f"annotation {AUTOSCALING_MIN_ANNOTATION}={count}")
         shown = str(raw).strip()
         shown = shown if len(shown) <= 20 else shown[:20] + "..."
@@ -137,6 +138,11 @@ def spread_label_selector(deployment_selector: dict[str, Any], match_label_keys:
     The API server rejects a key in both labelSelector and matchLabelKeys
     (validateMatchLabelKeysInTopologySpread).
     """
+    labels = deployment_selector.get("matchLabels")
+    if not deployment_selector.get("matchExpressions") and isinstance(labels, dict):
+        # the common case: matchLabels only, copied without the keys of matchLabelKeys
+        kept = {k: v for k, v in labels.items() if k not in match_label_keys} if match_label_keys else dict(labels)
+        return {"matchLabels": kept} if kept else {}
     return without_keys(deployment_selector, match_label_keys)
 
 
@@ -370,6 +376,8 @@ class SpreadInputs:
 def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
     metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
+    if _plainly_valid_shape(obj):
+        return []
     meta = obj.get("metadata")
     meta_errs = [] if isinstance(meta, dict) else [invalid("metadata", meta, "must be an object")]
     for key in ("labels", "annotations"):
@@ -399,6 +407,31 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     if affinity is not None and not isinstance(affinity, dict):
         errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
     return errs
+
+
+def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
+    """Every check of :func:`deployment_shape_errors` passes, told by type tests alone (the common case, with no
+    error to name); any doubt goes to the full check, which names each error."""
+    meta, spec = obj.get("metadata"), obj.get("spec")
+    if not (isinstance(meta, dict) and isinstance(spec, dict)):
+        return False
+    labels, annotations = meta.get("labels"), meta.get("annotations")
+    if not ((labels is None or isinstance(labels, dict)) and (annotations is None or isinstance(annotations, dict))):
+        return False
+    selector, replicas, template = spec.get("selector"), spec.get("replicas"), spec.get("template")
+    if not (isinstance(selector, dict) and selector.get("matchLabels") and selector_plainly_valid(selector)):
+        return False
+    if replicas is not None and not (is_int(replicas) and 0 <= replicas <= INT32_MAX):
+        return False
+    if not isinstance(template, dict):
+        return False
+    pod, template_meta = template.get("spec"), template.get("metadata")
+    if not isinstance(pod, dict) or not (template_meta is None or isinstance(template_meta, dict)):
+        return False
+    template_labels = template_meta.get("labels") if template_meta is not None else None
+    constraints, affinity = pod.get("topologySpreadConstraints"), pod.get("affinity")
+    return ((template_labels is None or isinstance(template_labels, dict))
+            and (constraints is None or isinstance(constraints, list)) and (affinity is None or isinstance(affinity, dict)))
 
 
 def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -444,8 +477,10 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
                   RECORD_KEYS: ",".join(c["topologyKey"] for c in desired)}
         if replaced_required:
             record[RECORD_REQUIRED] = "true"
-        if any(annotations.get(k) != v for k, v in record.items()):
-            draft.dict_at(ANNOTATIONS).update(record)
+        for k, v in record.items():
+            if annotations.get(k) != v:
+                draft.dict_at(ANNOTATIONS).update(record)
+                break
     elif any(k in annotations for k in RECORD_ANNOTATIONS):
         target = draft.dict_at(ANNOTATIONS)
         for k in RECORD_ANNOTATIONS:
@@ -458,9 +493,11 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
 
 def replaced_required_before(*objs: dict[str, Any] | None) -> bool:
     """Rule S18: whether a record says the spread replaced a required anti-affinity earlier."""
-    return any(((o or {}).get("metadata") or {}).get("annotations", {}) and
-               (((o or {}).get("metadata") or {}).get("annotations") or {}).get(RECORD_REQUIRED) == "true"
-               for o in objs)
+    for o in objs:
+        annotations = ((o or {}).get("metadata") or {}).get("annotations")
+        if annotations and annotations.get(RECORD_REQUIRED) == "true":
+            return True
+    return False
 
 
 def weakened_anti_affinity_warning(config: Config, effective: int) -> str:

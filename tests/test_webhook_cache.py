@@ -296,3 +296,42 @@ def test_the_read_is_one_request_and_past_its_page_the_watch_answers(api, synced
     reads = [r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]
     assert [(r["query"]["limit"], r["query"].get("continue")) for r in reads] == [("500", None), ("500", None)]
     assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 1.0}
+
+
+GEVENT_OVERLAP = """
+from gevent import monkey; monkey.patch_all()
+import socket
+from webhook.cache import concurrently
+left, right = socket.socketpair()
+steps = []
+def read():
+    steps.append("sent")
+    left.sendall(b"request")
+    answer = left.recv(100)
+    steps.append("answered")
+    return answer
+wait = concurrently(read)
+steps.append("policy")      # the caller goes on while the read waits for its answer
+assert right.recv(100) == b"request"
+right.sendall(b"answer")
+assert wait() == b"answer"
+print(",".join(steps))
+"""
+
+
+def test_in_a_gevent_worker_the_read_is_sent_before_the_policy_and_waited_for_after():
+    """Rule W4's overlap: under gevent, ``concurrently`` has sent the read's request when it returns, the caller
+    runs on while the answer is outstanding, and the waiter returns the read's result."""
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", GEVENT_OVERLAP], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "sent,policy,answered"
+
+
+def test_without_gevent_the_read_runs_at_once():
+    from webhook.cache import concurrently
+    steps: list[str] = []
+    wait = concurrently(lambda: steps.append("read") or "result")
+    steps.append("policy")
+    assert (wait(), steps) == ("result", ["read", "policy"])

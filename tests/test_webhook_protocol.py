@@ -227,7 +227,9 @@ def test_an_unexpected_exception_follows_the_failure_mode_too(monkeypatch, app, 
     response = app.answer(review_of(deployment("web", "ml")))
     assert response["allowed"] is True
     assert response["warnings"] == ["policylib not applied: internal error KeyError: 'spec'"]
-    assert "policy raised KeyError on Deployment ml/web" in caplog.text
+    [record] = [r for r in caplog.records if r.getMessage() == "policy raised an unexpected exception"]
+    assert (record.exception, record.kind, record.namespace, record.object_name) == ("KeyError", "Deployment", "ml", "web")
+    assert record.exc_info is not None and record.exc_info[0] is KeyError
 
 
 # --- bad input: 400, 405, 413, never 500 ---------------------------------------------

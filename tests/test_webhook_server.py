@@ -606,3 +606,78 @@ def test_an_answer_is_one_tls_record(server):
     length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
     assert head.startswith(b"HTTP/1.1 200") and len(rest) == length
     assert json.loads(rest)["response"]["uid"] == "one-record"
+
+
+# --- gunicorn does not terminate our TLS: it must not act as if the socket were plain ----------------
+
+class RecordingSocket:
+    """What a served TLS socket is given: ``sendall`` writes recorded, ``sendfile`` refused (it would write the
+    file's bytes past the TLS layer)."""
+
+    def __init__(self):
+        self.writes: list[bytes] = []
+
+    def settimeout(self, seconds):
+        pass
+
+    def sendall(self, data):
+        self.writes.append(bytes(data))
+
+    def sendfile(self, *args, **kwargs):
+        raise AssertionError("sendfile(2) on a TLS connection")
+
+
+class AliveWorker:
+    alive = True
+
+
+def served_request(cert_dir: Path, raw: bytes):
+    """``webhook serve``'s gunicorn settings, and gunicorn's own parser on ``raw``, the request marked as served
+    over TLS as the worker marks every request."""
+    from gunicorn.http.parser import RequestParser
+
+    from webhook.server import ServeOptions, ServingCertificate, WebhookServer, served_over_tls
+    options = ServeOptions(cert_dir=str(cert_dir), host="127.0.0.1", port=free_port())
+    cfg = WebhookServer(options, policylib.load_config(None), ServingCertificate(cert_dir), None).cfg
+    req = next(iter(RequestParser(cfg, iter([raw]), ("127.0.0.1", 5000))))
+    served_over_tls(req)
+    return cfg, req
+
+
+def test_requests_are_https_to_the_app_whatever_a_forwarded_header_says(certs):
+    """The app sees ``wsgi.url_scheme`` https (gunicorn only knows when it wraps the socket itself), even when a
+    loopback client, whose forwarding headers gunicorn trusts by default, says http."""
+    from gunicorn.http.wsgi import create
+    cfg, req = served_request(certs, b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Forwarded-Proto: http\r\n\r\n")
+    _, environ = create(req, RecordingSocket(), ("127.0.0.1", 5000), ("127.0.0.1", 8443), cfg)
+    assert environ["wsgi.url_scheme"] == "https"
+
+
+def test_a_file_answer_goes_through_tls_after_its_head_never_by_sendfile(certs, tmp_path):
+    """A file handed to gunicorn (``wsgi.file_wrapper``) is written through the TLS socket, after the answer's
+    head, in the one write the worker gathers: sendfile is off in the server's settings, and the socket
+    itself writes a file through TLS whatever gunicorn decides."""
+    from gunicorn.http.wsgi import FileWrapper, create
+
+    from webhook.server import DeadlineSocket
+    cfg, req = served_request(certs, b"GET /file HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert cfg.sendfile is False
+    content = os.urandom(300_000)   # more than one gathered write holds
+    (tmp_path / "body").write_bytes(content)
+    raw = RecordingSocket()
+    sock = DeadlineSocket(raw, AliveWorker())
+    sock.hold()
+    response, _ = create(req, sock, ("127.0.0.1", 5000), ("127.0.0.1", 8443), cfg)
+    response.start_response("200 OK", [("Content-Length", str(len(content)))])
+    with open(tmp_path / "body", "rb") as f:
+        response.write_file(FileWrapper(f))
+    sock.holding = False
+    sock.release()
+    sent = b"".join(raw.writes)
+    head, _, body = sent.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK") and body == content
+    # and the socket alone, whatever gunicorn's setting: a file written through sendall, from its offset
+    other = RecordingSocket()
+    with open(tmp_path / "body", "rb") as f:
+        assert DeadlineSocket(other, AliveWorker()).sendfile(f, offset=10, count=1000) == 1000
+    assert b"".join(other.writes) == content[10:1010]

@@ -70,7 +70,7 @@ def _serve_options(args: argparse.Namespace, **overrides: Any) -> ServeOptions:
                   workers=args.workers, threads=args.threads, max_connections=args.max_connections,
                   graceful_timeout=args.graceful_timeout,
                   facts=getattr(args, "facts", "auto"), kubeconfig=getattr(args, "kubeconfig", None),
-                  log_level=args.log_level)
+                  log_level=args.log_level, reuse_port=getattr(args, "reuse_port", False))
     fields.update(overrides)
     return ServeOptions(**fields)
 
@@ -212,6 +212,9 @@ def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> Non
     p.add_argument("--graceful-timeout", type=int, default=20,
                    help="seconds SIGTERM waits for in-flight requests (default 20)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--reuse-port", action="store_true",
+                   help="bind with SO_REUSEPORT: several servers on one address and port, the kernel spreading new "
+                        "connections over them (replicas on one machine)")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -21,10 +21,11 @@ from werkzeug.wsgi import get_content_length
 import policylib
 
 from . import review
-from .cache import ObjectOnlyFacts, for_review
+from .cache import ConfirmedHpas, ObjectOnlyFacts, decide_overlapped, for_review
 from .metrics import Metrics, kind_label
 from .protocols import FactsSource, ServingTls
 
+log = logging.getLogger(__name__)
 REVIEW_LOG = "webhook.review"
 JSON = "application/json"
 #: The paths the app serves: the label values of the server-errors metric.
@@ -86,7 +87,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     config = policylib.load_config(config)
     facts = facts if facts is not None else ObjectOnlyFacts("no facts source given")
     review_log = review_log or logging.getLogger(REVIEW_LOG).info
-    errors = logging.getLogger("webhook.app")
+    errors = log
     metrics = Metrics()
     app = Flask("webhook")
     limit = config.webhook.maxRequestBytes
@@ -98,7 +99,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             start = time.perf_counter()
             with metrics.in_flight.track_inprogress():
                 req = review.parse_review(read_body(environ, limit))
-                answer = review.decide(req, config, reviewed_facts(req.operation))
+                answer = decide(req)
                 try:
                     payload = orjson.dumps(review.response_review(req, answer))
                 except (TypeError, ValueError, OverflowError, RecursionError) as e:
@@ -117,16 +118,21 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             metrics.bad_requests.labels(str(code)).inc()
             return code, orjson.dumps({"error": e.description, "code": code})
         except Exception:  # noqa: BLE001 -- a failure of ours: logged with its traceback, counted, a JSON 500
-            errors.exception("Exception on /mutate [POST]")
+            errors.exception("exception on POST /mutate")
             metrics.server_errors.labels("/mutate").inc()
             return 500, orjson.dumps({"error": "internal error", "code": 500})
 
     def count_hpa_read(result: str) -> None:
         metrics.hpa_reads.labels(result).inc()
 
-    def reviewed_facts(operation: str) -> policylib.ClusterFacts:
-        """Rule W4 unless ``webhook.readHpasOnCreate`` is false."""
-        return for_review(facts, operation, count_hpa_read) if config.webhook.readHpasOnCreate else facts
+    def decide(req: review.ReviewRequest) -> review.Answer:
+        """Rule W4 unless ``webhook.readHpasOnCreate`` is false, its read overlapped with the policy."""
+        if not config.webhook.readHpasOnCreate:
+            return review.decide(req, config, facts)
+        reviewed = for_review(facts, req.operation, count_hpa_read)
+        if isinstance(reviewed, ConfirmedHpas):
+            return decide_overlapped(lambda f: review.decide(req, config, f), reviewed, req.namespace, req.obj)
+        return review.decide(req, config, reviewed)
 
     def record(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> None:
         kind = kind_label(req.group, req.kind)  # a bounded label: never the request's free text
@@ -134,8 +140,9 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
         if answer.error:
             metrics.policy_failures.labels(kind, config.webhook.failureMode).inc()
             if not isinstance(answer.exception, policylib.PolicylibError):
-                errors.error("policy raised %s on %s %s/%s", type(answer.exception).__name__, req.kind,
-                             req.namespace, req.name, exc_info=answer.exception)
+                errors.error("policy raised an unexpected exception", exc_info=answer.exception,
+                             extra={"exception": type(answer.exception).__name__, "kind": req.kind,
+                                    "namespace": req.namespace, "object_name": req.name})
         review_log(review_log_line(req, answer, seconds))
 
     @app.post("/mutate")

@@ -25,6 +25,11 @@ docs/figures.md, "Reliability"):
   webhook behind a Service, so the server offers HTTP/1.1 only.
 - an answer's head and body go out in one TLS write (one record, one wake-up
   of the client) instead of gunicorn's two (docs/performance.md).
+- gunicorn does not terminate TLS here, so it is told twice over that the
+  connection is TLS: each request's scheme is ``https`` (``wsgi.url_scheme``),
+  and ``sendfile`` is off (gunicorn's setting, and :meth:`DeadlineSocket.sendfile`
+  writes through TLS whatever gunicorn decides): a file answer can never go to
+  the client's socket unencrypted or ahead of its head.
 - no control socket (it needs a writable ``$HOME`` or ``$XDG_RUNTIME_DIR``);
   SIGTERM stops accepting, answers each kept-alive connection's next request
   with ``Connection: close`` (an idle one is closed after
@@ -90,7 +95,7 @@ SHUTDOWN_IDLE_SECONDS = 10.0
 MAX_CONNECTIONS = 1000
 #: An answer's writes are gathered up to this many bytes, then written (an answer is usually a few KiB).
 HOLD_BYTES = 256 * 1024
-log = logging.getLogger("webhook.server")
+log = logging.getLogger(__name__)
 
 
 class ServingCertificate:
@@ -144,12 +149,13 @@ class ServingCertificate:
             not_after = certificate_not_after(self.cert_path)
         except (ssl.SSLError, OSError, ValueError) as e:
             self.error = f"{type(e).__name__}: {e}"
-            log.warning("serving certificate not (re)loaded, keeping the previous one: %s", self.error)
+            log.warning("serving certificate not reloaded, keeping the previous one",
+                        extra={"certificate": str(self.cert_path), "error": self.error})
             return
         if self._files_signature() != signature:
             return  # changed while loading: load again on the next connection
         self._context, self._signature, self.not_after, self.error = context, signature, not_after, None
-        log.info("serving certificate loaded from %s (notAfter %.0f)", self.cert_path, not_after)
+        log.info("serving certificate loaded", extra={"certificate": str(self.cert_path), "not_after": round(not_after)})
 
     def status(self) -> dict[str, Any]:
         return {"loaded": self._context is not None, "certificate": str(self.cert_path),
@@ -244,6 +250,19 @@ class DeadlineSocket:
     def send(self, data: bytes) -> int:
         return self._write(self.sock.send, data)
 
+    def sendfile(self, file: IO[bytes], offset: int = 0, count: int | None = None) -> int:
+        """A file's bytes written through TLS and :meth:`sendall` (after a head :meth:`hold` gathered),
+        never by ``sendfile(2)``, which would put them on the socket unencrypted, or ahead of the head."""
+        file.seek(offset)
+        sent = 0
+        while count is None or sent < count:
+            chunk = file.read(HOLD_BYTES if count is None else min(HOLD_BYTES, count - sent))
+            if not chunk:
+                break
+            self.sendall(chunk)
+            sent += len(chunk)
+        return sent
+
     def sendall(self, data: bytes) -> None:
         """While an answer is written (``holding``), its pieces are gathered and go out together at
         :meth:`release` (or once :data:`HOLD_BYTES` are held): gunicorn writes the head and the body
@@ -275,6 +294,13 @@ class DeadlineSocket:
             return write(data)
         except TimeoutError:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
+
+
+def served_over_tls(req: Any) -> None:
+    """A parsed gunicorn request arrived over our TLS: its scheme (``wsgi.url_scheme``) is ``https``. gunicorn
+    only knows that when it terminates TLS itself (its ``certfile``), which here the worker does; a client's
+    ``X-Forwarded-Proto`` cannot say otherwise."""
+    req.scheme = "https"
 
 
 class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no type hints
@@ -317,14 +343,16 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
                 raise
             self.client_too_slow("handshake")
         except (ssl.SSLError, OSError, ValueError) as e:
-            self.log.debug("TLS handshake with %s failed: %s", addr, e)
+            log.debug("TLS handshake failed", extra={"peer": str(addr), "error": str(e)})
         finally:
             timer.close()
         sock.close()  # the TLS socket owns the connection once made
         return None
 
     def handle_request(self, listener_name: Any, req: Any, sock: DeadlineSocket, addr: Any) -> Any:
-        """gunicorn's, with the answer's writes gathered into one (:meth:`DeadlineSocket.sendall`)."""
+        """gunicorn's, over TLS (:func:`served_over_tls`), with the answer's writes gathered into one
+        (:meth:`DeadlineSocket.sendall`)."""
+        served_over_tls(req)
         sock.hold()
         try:
             return super().handle_request(listener_name, req, sock, addr)
@@ -343,7 +371,7 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
             metrics.tls_handshakes.labels(sock.selected_alpn_protocol() or "none").inc()
 
     def client_too_slow(self, stage: str) -> None:
-        self.log.debug("closing a connection: no complete TLS %s within %g s", stage, CLIENT_DEADLINE)
+        log.debug("closing a connection: the client is too slow", extra={"stage": stage, "deadline_s": CLIENT_DEADLINE})
         metrics = self._metrics()
         if metrics is not None:
             metrics.slow_clients.labels(stage).inc()
@@ -364,6 +392,8 @@ class ServeOptions:
     facts: str = "auto"
     kubeconfig: str | None = None
     log_level: str = "info"
+    #: SO_REUSEPORT: several ``webhook serve`` processes on one address, the kernel spreading connections.
+    reuse_port: bool = False
 
 
 def bind_address(host: str, port: int) -> str:
@@ -452,6 +482,8 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
             "graceful_timeout": o.graceful_timeout,
             "timeout": 30,
             "control_socket_disable": True,
+            "sendfile": False,  # gunicorn does not terminate the TLS: see DeadlineSocket.sendfile
+            "reuse_port": o.reuse_port,
             "http_protocols": "h1",
             "proc_name": "policylib-webhook",
             "accesslog": None,

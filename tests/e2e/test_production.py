@@ -161,14 +161,14 @@ def test_apply_order(cluster, mode, ns, order, tmp_path):
             "Helm install order": helm_sorted(objs[::-1])}[order]
     position = next(i for i, o in enumerate(objs) if o["kind"] == "Deployment")
     note = apply_order_note(objs, position, load_config(CONFIGS[mode]))
+    if note is None:   # the HPA first: stored for its minimum at once, whether or not the watch had it (W4)
+        hpa_first_every_time(cluster, mode, space, objs, f"apply order: {order}")
+        return
     cluster.apply(*objs)
     acted(cluster, space, 6, mode)
     final = settled(cluster, space, mode, (cluster.get("hpa", "web", space),))
     n = record(f"apply order: {order}", mode, cluster, space)
     first = host_constraint(revisions(cluster, space)[1])   # the template first stored
-    if note is None:   # the HPA first: stored for its minimum at once, whether or not the watch had it (W4)
-        assert (n, first["maxSkew"], annotations(final)[RECORD]) == (1, 2, "6")
-        return
     # The Deployment first: it is first stored for its own 3 replicas, as preview's note says.
     assert "first stored with effective replicas 3 (host spread DoNotSchedule, maxSkew 1)" in note
     assert first["maxSkew"] == 1
@@ -183,6 +183,31 @@ def test_apply_order(cluster, mode, ns, order, tmp_path):
         assert shown is not None and annotations(final)[PENDING] == annotations(shown.object)[PENDING]
         assert final["spec"]["template"]["spec"]["topologySpreadConstraints"] == \
             shown.object["spec"]["template"]["spec"]["topologySpreadConstraints"]
+
+
+#: Rule W4 holds whatever the watch's timing: the HPA-first apply is repeated this many times in a row.
+HPA_FIRST_RUNS = 20
+
+
+def hpa_first_every_time(cluster, mode: str, space: str, objs: list[dict], scenario: str) -> None:
+    """Rule W4, strictly: the HPA then its Deployment in one ``kubectl apply``, :data:`HPA_FIRST_RUNS` times in a
+    row (each in a namespace of its own, applied one after another as fast as kubectl goes): every time the
+    Deployment is stored for the HPA's minimum at once (its first template has maxSkew 2 and records 6) and
+    makes exactly one ReplicaSet. The rollouts are waited for together, after the last apply."""
+    spaces = [space] + [namespace_for(cluster, f"{space}-{i}", mode) for i in range(1, HPA_FIRST_RUNS)]
+    stored = {}
+    for s in spaces:
+        cluster.apply(*[{**o, "metadata": {**o["metadata"], "namespace": s}} for o in objs])
+        stored[s] = cluster.get("deployment", "web", s)   # as admitted: before any controller wrote to it
+    wrong = {s: (host_constraint(d)["maxSkew"], annotations(d).get(RECORD)) for s, d in stored.items()
+             if (host_constraint(d)["maxSkew"], annotations(d).get(RECORD)) != (2, "6")}
+    assert not wrong, f"stored for another count than the HPA's minimum 6: {wrong}"
+    for s in spaces:
+        acted(cluster, s, 6, mode)
+        final = settled(cluster, s, mode, (cluster.get("hpa", "web", s),))
+        n = record(scenario, mode, cluster, s)
+        first = host_constraint(revisions(cluster, s)[1])   # the template first stored
+        assert (s, n, first["maxSkew"], annotations(final)[RECORD]) == (s, 1, 2, "6")
 
 
 def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhooks, ns):

@@ -12,18 +12,29 @@
 // constraints with a JSON patch adding a zone and a host constraint that select the Deployment's
 // own pods (what policylib writes by default), so the API server's cost of applying a patch is
 // counted as it is for policylib.
+//
+// --read-hpas (with --api-server, --token-file and --api-ca) makes it also read, on every Deployment
+// CREATE, the namespace's HorizontalPodAutoscalers from the API server (one consistent list, limit 500,
+// on a kept-alive connection, decoded), as policylib's rule W4 does: the floor of a webhook that proves
+// no HPA targets the Deployment before it writes the spread.
 // Usage: noopwebhook --cert tls.crt --key tls.key --addr 127.0.0.1:PORT [--http1] [--spread]
+//
+//	[--read-hpas --api-server https://HOST:PORT --token-file FILE --api-ca FILE]
 package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"log"
 	"net/http"
+	"net/url"
 	"os"
+	"strings"
+	"time"
 )
 
 // review is the part of an admission.k8s.io/v1 AdmissionReview this webhook reads.
@@ -31,8 +42,16 @@ type review struct {
 	APIVersion string `json:"apiVersion"`
 	Kind       string `json:"kind"`
 	Request    *struct {
-		UID    string `json:"uid"`
+		UID       string `json:"uid"`
+		Operation string `json:"operation"`
+		Namespace string `json:"namespace"`
+		Kind      struct {
+			Kind string `json:"kind"`
+		} `json:"kind"`
 		Object *struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
 			Spec struct {
 				Selector *struct {
 					MatchLabels map[string]string `json:"matchLabels"`
@@ -63,6 +82,73 @@ type constraint struct {
 }
 
 var spread = false
+
+// hpaReader lists a namespace's HPAs from the API server (rule W4's read, in Go).
+type hpaReader struct {
+	server string
+	token  string
+	client *http.Client
+}
+
+type hpaList struct {
+	Metadata struct {
+		Continue string `json:"continue"`
+	} `json:"metadata"`
+	Items []struct {
+		Spec struct {
+			MinReplicas    *int32 `json:"minReplicas"`
+			ScaleTargetRef struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+				Name       string `json:"name"`
+			} `json:"scaleTargetRef"`
+		} `json:"spec"`
+	} `json:"items"`
+}
+
+var reader *hpaReader
+
+// minReplicas reads the namespace's HPAs and returns the highest minReplicas of those targeting the
+// Deployment (0 when none does).
+func (r *hpaReader) minReplicas(namespace, name string) (int32, error) {
+	req, err := http.NewRequest(http.MethodGet, r.server+"/apis/autoscaling/v2/namespaces/"+
+		url.PathEscape(namespace)+"/horizontalpodautoscalers?limit=500", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+r.token)
+	req.Header.Set("Accept", "application/json")
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("HPA list: %d %s", resp.StatusCode, body)
+	}
+	var list hpaList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return 0, err
+	}
+	var best int32
+	for _, h := range list.Items {
+		ref := h.Spec.ScaleTargetRef
+		if ref.Kind == "Deployment" && ref.Name == name && strings.HasPrefix(ref.APIVersion, "apps/") {
+			m := int32(1)
+			if h.Spec.MinReplicas != nil {
+				m = *h.Spec.MinReplicas
+			}
+			if m > best {
+				best = m
+			}
+		}
+	}
+	return best, nil
+}
 
 // spreadPatch adds a zone and a host constraint selecting the Deployment's own pods, when it has none.
 func spreadPatch(in *review) []byte {
@@ -105,6 +191,12 @@ func mutate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := response{UID: in.Request.UID, Allowed: true}
+	if reader != nil && in.Request.Operation == "CREATE" && in.Request.Kind.Kind == "Deployment" &&
+		in.Request.Object != nil && in.Request.Object.Metadata.Name != "" {
+		if _, err := reader.minReplicas(in.Request.Namespace, in.Request.Object.Metadata.Name); err != nil {
+			log.Printf("HPA read failed: %v", err)
+		}
+	}
 	if spread {
 		if patch := spreadPatch(&in); patch != nil {
 			resp.PatchType, resp.Patch = "JSONPatch", patch
@@ -121,10 +213,27 @@ func main() {
 	addr := flag.String("addr", "127.0.0.1:8443", "address to listen on")
 	http1 := flag.Bool("http1", false, "offer HTTP/1.1 only (no HTTP/2 by ALPN)")
 	flag.BoolVar(&spread, "spread", false, "add a zone and a host spread constraint to Deployments without any")
+	readHpas := flag.Bool("read-hpas", false, "read the namespace's HPAs from the API server on every Deployment CREATE")
+	apiServer := flag.String("api-server", "", "with --read-hpas: the API server's URL")
+	tokenFile := flag.String("token-file", "", "with --read-hpas: a file holding the bearer token")
+	apiCA := flag.String("api-ca", "", "with --read-hpas: the API server's CA (PEM)")
 	flag.Parse()
 	if *cert == "" || *key == "" {
 		fmt.Fprintln(os.Stderr, "noopwebhook: --cert and --key are required")
 		os.Exit(2)
+	}
+	if *readHpas {
+		token, err1 := os.ReadFile(*tokenFile)
+		caPEM, err2 := os.ReadFile(*apiCA)
+		pool := x509.NewCertPool()
+		if err1 != nil || err2 != nil || *apiServer == "" || !pool.AppendCertsFromPEM(caPEM) {
+			fmt.Fprintln(os.Stderr, "noopwebhook: --read-hpas needs --api-server, --token-file and --api-ca (PEM)")
+			os.Exit(2)
+		}
+		transport := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, MaxIdleConnsPerHost: 64,
+			IdleConnTimeout: 90 * time.Second}
+		reader = &hpaReader{server: strings.TrimRight(*apiServer, "/"), token: strings.TrimSpace(string(token)),
+			client: &http.Client{Transport: transport, Timeout: 2 * time.Second}}
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/mutate", mutate)
