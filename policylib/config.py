@@ -144,6 +144,7 @@ class ControllerSettings:
     dryRun: bool = False
     leaseName: str = "policylib-controller"
     leaseDurationSeconds: int = 15
+    spreadAwareScaleDown: bool = True
 
 
 GANG_METHODS = ("labels", "podgroup", "koordinator", "workload")
@@ -471,6 +472,8 @@ _SECTION_PROPERTIES: dict[str, tuple[str, str | None, dict[str, dict[str, Any]]]
         "leaseName": _setting("string", "policylib-controller", "The Lease of the controller's leader election.",
                               None, format="dns-subdomain"),
         "leaseDurationSeconds": _count(15, "How long a leader's Lease lasts without renewal.", None),
+        "spreadAwareScaleDown": _flag(True, "Keep a pod deletion cost on the pods of the Deployments policylib "
+                                      "manages, so a scale-down removes pods of the fullest zone first.", "S23"),
     }),
 }
 

@@ -41,6 +41,8 @@ class Resource:
     namespaced: bool = True
     #: A ``fieldSelector`` every list and watch carries (``metadata.name=X``: RBAC may then name the object).
     field_selector: str = ""
+    #: A ``labelSelector`` every list and watch carries (the controller's pod watch, rule S27).
+    label_selector: str = ""
 
     @property
     def api_version(self) -> str:
@@ -254,6 +256,8 @@ class Api:
             query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", token)] if token else [])
             if res.field_selector:
                 query.append(("fieldSelector", res.field_selector))
+            if res.label_selector:
+                query.append(("labelSelector", res.label_selector))
             body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
             items = [self._typed(res, item) for item in body.get("items") or []]
             meta = body.get("metadata") or {}
@@ -291,6 +295,7 @@ class Api:
                                             ("timeoutSeconds", timeout_seconds)]
             query += [("resourceVersion", resource_version)] if resource_version else []
             query += [("fieldSelector", res.field_selector)] if res.field_selector else []
+            query += [("labelSelector", res.label_selector)] if res.label_selector else []
             method, url, headers, body, post = self.client.param_serialize(
                 "GET", res.path(), query_params=query, header_params={"Accept": "application/json"},
                 auth_settings=["BearerToken"])
