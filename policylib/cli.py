@@ -390,6 +390,16 @@ def plan_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr
     else:
         objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
     writes = plan(objects, config, planners=PLANNERS, only=only)
+    if args.cluster:   # rules S25, S28: spread broken now, costs another manager owns
+        from .scaledown import cluster_report, project_pod
+        try:
+            pods = kube.snapshot(api, args.namespace, resources=(kube.DEPLOYMENT_PODS,), project=project_pod)
+            nodes = kube.snapshot(api, resources=(kube.NODES,), project=strip)
+        except Exception as e:  # network or API errors: one clear line
+            raise InputError(f"cannot read the cluster: {e}") from None
+        violations, notes = cluster_report([o for o in objects if only is None or only(o)] + pods, nodes)
+        stderr.writelines([f"policylib: warning: {v.message()}\n" for v in violations] +
+                          [f"policylib: note: {n}\n" for n in notes])
     del objects   # the plan is made: what it read can go before the output is written
     if args.output == "json":
         write_json_array(stdout, (w.as_dict() for w in writes))
@@ -481,6 +491,10 @@ def simulate_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, st
     config = resolve_config(args, stderr)
     docs: list[Document] = []
     nodes, objects, _ = _nodes_and_objects(args, stdin, stderr, docs=docs)
+    if args.scale:   # rule S26: the ReplicaSet controller's victims, without and with the deletion costs
+        from .scaledown import scale_report
+        stdout.write(scale_report(args.scale, objects, nodes, config.zoneTopologySpread.topologyKey, args.output))
+        return EXIT_OK
     try:
         placements = simulate(objects, nodes, config)
     except PolicyError as e:
@@ -510,7 +524,7 @@ def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     """The settings advice: findings for this config on these Nodes and workloads."""
-    from .check import check
+    from .check import Finding, check
     from .render import table
     config = resolve_config(args, stderr)
     docs: list[Document] = []
@@ -525,6 +539,9 @@ def check_command(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stder
                          served_apis=_served_apis(args) if args.cluster else None)
     except PolicyError as e:
         raise locate(e, docs) from None
+    if args.cluster:   # rule S28: managed Deployments whose pods break their own spread now
+        from .scaledown import cluster_report
+        findings += [Finding("warning", "spread-violated", v.message()) for v in cluster_report(objects, nodes)[0]]
     if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
         findings = [f for f in findings if f.key != "pending" or f" {args.namespace}/" in f.message.split(":")[0]]
     if args.output == "json":
@@ -688,6 +705,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_source(sm, files_required=True)
     sm.add_argument("-o", "--output", choices=("table", "json", "svg"), default="table",
                     help="table (default), json, or svg: a bar chart per workload")
+    sm.add_argument("--scale", metavar="NAME=N", action="append",
+                    help="scale Deployment NAME (or NAMESPACE/NAME) to N: which of its bound pods the ReplicaSet "
+                         "controller removes, without and with policylib's pod deletion costs (repeatable)")
     sm.set_defaults(func=simulate_command)
     ck = sub.add_parser("check", help="settings advice for these Nodes (and workloads)",
                         description="The specification's rules for choosing settings, checked against the Nodes and "

@@ -356,7 +356,9 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
     meta = _meta(deployment)
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
-    node_labels = {str(_meta(n).get("name") or ""): (_meta(n).get("labels") or {}) for n in nodes}
+    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    node_labels = {str(_meta(n).get("name") or ""): (_meta(n).get("labels") or {}) for n in nodes
+                   if all((_meta(n).get("labels") or {}).get(k) == v for k, v in selector.items())}
     mine = [p for p in pods if is_active(p) and node_of(p) and str(_meta(p).get("namespace") or "default") == ns]
     out: list[Violation] = []
     for c in spec.get("topologySpreadConstraints") or ():
@@ -465,3 +467,83 @@ def least_skew_after(counts: Mapping[str, int], remaining: int) -> int:
         keep[open_[0][1]] += 1
         left -= 1
     return skew_of(keep)
+
+
+# --- what check --cluster and plan --cluster report (rules S25, S28) ------------------------------------
+
+def is_managed(deployment: Mapping[str, Any]) -> bool:
+    """A Deployment whose spread policylib wrote: it carries S15's record, and is not opted out (rule P1)."""
+    from .result import is_opted_out
+    from .spread import RECORD_REPLICAS, is_deployment
+    return is_deployment(deployment) and not is_opted_out(dict(deployment)) and \
+        RECORD_REPLICAS in (_meta(deployment).get("annotations") or {})
+
+
+def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]]) \
+        -> tuple[list[Violation], list[str]]:
+    """Rules S25, S28: the spread violations of the managed Deployments among ``objects`` (their Pods
+    among them too), and a note per managed Deployment whose pods carry a deletion cost another field
+    manager owns (policylib leaves those alone)."""
+    objects = list(objects)
+    pods = [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
+    violations: list[Violation] = []
+    notes: list[str] = []
+    for d in objects:
+        if not is_managed(d):
+            continue
+        mine = deployment_pods(d, pods)
+        violations += spread_violations(d, mine, nodes)
+        foreign = sorted({cost_owner(p) or "(unknown)" for p in mine if foreign_cost(p)})
+        if foreign:
+            count = sum(1 for p in mine if foreign_cost(p))
+            meta = _meta(d)
+            notes.append(f"deployment {meta.get('namespace') or 'default'}/{meta.get('name')}: {count} pod(s) carry a "
+                         f"{DELETION_COST} set by {', '.join(foreign)}; policylib leaves their cost alone, so a "
+                         "scale-down may not keep the zone spread")
+    return violations, notes
+
+
+def scale_table(results: Sequence[ScaleDown]) -> str:
+    """``simulate --scale``'s table: per Deployment, the pods removed and the zones left, without and with
+    the costs."""
+    lines = []
+    for r in results:
+        lines.append(f"deployment {r.namespace}/{r.name}: {sum(r.before.values())} -> {r.replicas} replicas; "
+                     f"pods per zone now {_zones(r.before)}")
+        for label, removed, after in (("without the costs", r.removed_without, r.after_without),
+                                      ("with the costs", r.removed_with, r.after_with)):
+            lines.append(f"  {label}: removes {', '.join(removed) or 'nothing'}; leaves {_zones(after)} "
+                         f"(zone skew {skew_of(after)})")
+    return "\n".join(lines) + "\n"
+
+
+def _zones(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{z or '(no zone)'}={n}" for z, n in counts.items())
+
+
+def scale_report(specs: Sequence[str], objects: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
+                 zone_key: str, output: str = "table", now: datetime | None = None) -> str:
+    """``simulate --scale NAME=N`` (rule S26): each named Deployment among ``objects`` scaled to N over its
+    bound pods among them; an unknown name or a count that is not a non-negative int32 is an InputError."""
+    from .errors import InputError
+    from .spread import is_deployment
+    deployments = [d for d in objects if is_deployment(d)]
+    results = []
+    for spec in specs:
+        name, sep, count = spec.partition("=")
+        if not sep or not count.isdigit() or int(count) > _INT32[1]:
+            raise InputError(f"--scale {spec}: expected NAME=N or NAMESPACE/NAME=N with N a replica count (0 to "
+                             f"{_INT32[1]})")
+        ns, _, short = name.rpartition("/")
+        found = [d for d in deployments if _meta(d).get("name") == short
+                 and (not ns or (_meta(d).get("namespace") or "default") == ns)]
+        if len(found) != 1:
+            known = ", ".join(sorted(f"{_meta(d).get('namespace') or 'default'}/{_meta(d).get('name')}"
+                                     for d in deployments)) or "none"
+            what = "no Deployment" if not found else "more than one Deployment (give NAMESPACE/NAME)"
+            raise InputError(f"--scale {spec}: {what} named {name} in the input; Deployments: {known}")
+        results.append(scale_down(found[0], objects, nodes, int(count), zone_key, now))
+    if output == "json":
+        import json
+        return json.dumps([r.as_dict() for r in results], indent=2) + "\n"
+    return scale_table(results)

@@ -29,7 +29,6 @@ from policylib.result import is_opted_out
 from policylib.scaledown import (
     DELETION_COST,
     FIELD_MANAGER,
-    TEMPLATE_HASH,
     cost_owner,
     cost_writes,
     deployment_name,
@@ -46,8 +45,7 @@ from .informer import Reflector, Store, WorkQueue
 
 log = logging.getLogger(__name__)
 
-#: Rule S27: the pods a Deployment's ReplicaSets made, and no other.
-DEPLOYMENT_PODS = kube.Resource("", "v1", "pods", "Pod", label_selector=TEMPLATE_HASH)
+DEPLOYMENT_PODS = kube.DEPLOYMENT_PODS
 MERGE_PATCH = "application/merge-patch+json"
 Key = tuple[str, str]
 

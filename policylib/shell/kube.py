@@ -89,6 +89,8 @@ def webhook_configuration(name: str) -> Resource:
 
 
 PODS = Resource("", "v1", "pods", "Pod")
+#: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
+DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector="pod-template-hash")
 #: What ``policylib plan --cluster`` reads.
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
