@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
 
+from .errors import INT32_MAX
 from .labels import selector_matches
 
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -36,7 +37,7 @@ FIELD_MANAGER = "policylib-scaledown"
 TEMPLATE_HASH = "pod-template-hash"
 _COST_FIELD = f"f:{DELETION_COST}"
 _PHASE_ORDINAL = {"Pending": 0, "Unknown": 1, "Running": 2}
-_INT32 = (-(2 ** 31), 2 ** 31 - 1)
+_INT32 = (-INT32_MAX - 1, INT32_MAX)
 
 #: Rule W7 for Pods: what the controller's pod watch holds (identity, owner, Node, phase, labels for the
 #: constraints' selectors, the cost annotation and, of ``managedFields``, only who owns the cost).
@@ -69,7 +70,7 @@ def project_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
         owner = cost_owner(pod)
         if owner is not None:
             kept["managedFields"] = [{"manager": owner, "fieldsV1": {"f:metadata": {"f:annotations": {_COST_FIELD: {}}}}}]
-    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    status: Mapping[str, Any] = pod.get("status") or {}
     return {"apiVersion": "v1", "kind": "Pod", "metadata": kept,
             "spec": {"nodeName": (pod.get("spec") or {}).get("nodeName") or ""},
             "status": {"phase": status.get("phase") or ""}}
@@ -168,7 +169,7 @@ def desired_costs(pods: Iterable[Mapping[str, Any]], zone_of: Mapping[str, str])
         groups.setdefault((owner, zone_of.get(node_of(pod), "")), []).append(pod)
     costs: dict[str, int] = {}
     for members in groups.values():
-        for pod, level in zip(members, zone_levels(members)):
+        for pod, level in zip(members, zone_levels(members), strict=True):
             costs[str(_meta(pod).get("uid") or "")] = -level
     return costs
 
@@ -249,8 +250,8 @@ def rank_less(a: Mapping[str, Any], b: Mapping[str, Any], rank_a: int, rank_b: i
     na, nb = node_of(a), node_of(b)
     if na != nb and (not na or not nb):
         return not na
-    pa, pb = _PHASE_ORDINAL.get((a.get("status") or {}).get("phase"), 0), \
-        _PHASE_ORDINAL.get((b.get("status") or {}).get("phase"), 0)
+    pa, pb = _PHASE_ORDINAL.get(str((a.get("status") or {}).get("phase")), 0), \
+        _PHASE_ORDINAL.get(str((b.get("status") or {}).get("phase")), 0)
     if pa != pb:
         return pa < pb
     (ra, ta), (rb, tb) = _ready(a), _ready(b)
@@ -356,7 +357,7 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
     meta = _meta(deployment)
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
-    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+    selector: Mapping[str, Any] = spec.get("nodeSelector") or {}
     node_labels = {str(_meta(n).get("name") or ""): (_meta(n).get("labels") or {}) for n in nodes
                    if all((_meta(n).get("labels") or {}).get(k) == v for k, v in selector.items())}
     mine = [p for p in pods if is_active(p) and node_of(p) and str(_meta(p).get("namespace") or "default") == ns]
@@ -379,7 +380,7 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
         for values, counts in sorted(groups.items()):
             skew = skew_of(counts, int(c.get("minDomains") or 1))
             if skew > max_skew:
-                group = ", ".join(f"{k}={v}" for k, v in zip(keys, values))
+                group = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
                 out.append(Violation(ns, name, key, str(c.get("whenUnsatisfiable") or ""), max_skew, skew,
                                      counts, group))
     return out

@@ -123,7 +123,7 @@ def run_side(cluster: Cluster, ns: str, group: str, costs: bool, plan: list[list
     for round_ in plan:
         steps = max(len(counts) for counts in round_)
         for step in range(steps):
-            targets = {app: counts[min(step, len(counts) - 1)] for app, counts in zip(apps, round_)}
+            targets = {app: counts[min(step, len(counts) - 1)] for app, counts in zip(apps, round_, strict=True)}
             before = {app: zones_of(cluster, ns, app, zone_of, group) for app in apps}
             scale(cluster, ns, targets)
             wait_for(f"{ns}: {targets}", lambda t=targets: settled(cluster, ns, t, costs), timeout=120, interval=0.3)
@@ -200,3 +200,80 @@ def test_scale_down_keeps_the_zone_spread_with_the_costs_and_not_without(setup):
         assert on["pod_writes"] <= 1.25 * on["pods_created"], report
     # the baseline the costs fix: without them the ReplicaSet controller's colocation ranking empties zones
     assert table[("even", "off")]["zones_emptied"] > 0, report
+
+
+#: The repair profile of docs/concepts/deployments.md ("Repair"), with the namespaces the test's webhook serves.
+DESCHEDULER_POLICY = """
+apiVersion: descheduler/v1alpha2
+kind: DeschedulerPolicy
+profiles:
+  - name: policylib-spread-repair
+    pluginConfig:
+      - name: DefaultEvictor
+        args:
+          # only the pods of Deployments (every one carries pod-template-hash) ...
+          labelSelector:
+            matchExpressions: [{key: pod-template-hash, operator: Exists}]
+          # ... in the namespaces policylib's webhook serves (its namespaceSelector)
+          namespaceLabelSelector:
+            matchLabels: {NAMESPACE_LABELS}
+          nodeFit: true
+      - name: RemovePodsViolatingTopologySpreadConstraint
+        args:
+          # policylib's zone spread is a preference (rule S3): ScheduleAnyway constraints are repaired too
+          constraints: [DoNotSchedule, ScheduleAnyway]
+    plugins:
+      balance:
+        enabled: [RemovePodsViolatingTopologySpreadConstraint]
+"""
+
+
+def test_the_descheduler_profile_repairs_a_zone_that_came_back(setup, tmp_path):
+    """The costs cannot prevent a skew a lost or cordoned zone leaves: the controller reports it (the gauge,
+    a SpreadViolated Event) and one run of the descheduler with the documented profile, evicting through
+    the Eviction API (a PodDisruptionBudget allows two at a time), repairs it."""
+    from .harness import E2E, require_built
+    require_built("descheduler")
+    cluster, sides = setup
+    name, ctl = sides["on"]
+    ns = cluster.namespace("sd-repair", config=name)
+    zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in cluster.list("nodes")
+               if n["metadata"]["labels"].get(GROUP) == "even"}
+    cluster.apply(deployment("repair", ns, replicas=6, node_selector={GROUP: "even"}))
+    cluster.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "repair", "namespace": ns},
+                   "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "repair"}}}})
+    wait_for("6 pods with costs", lambda: settled(cluster, ns, {"repair": 6}, True), timeout=120)
+    # zone c goes away (cordoned, its pods deleted and placed in a and b), then comes back
+    baseline = ctl.metric("policylib_spread_violated_deployments")   # the other tests' Deployments
+    zone_c = [n for n, z in zone_of.items() if z == "zone-c"]
+    cluster.kubectl("cordon", *zone_c)
+    try:
+        for p in pods(cluster, ns):
+            if zone_of[p["spec"]["nodeName"]] == "zone-c":
+                cluster.kubectl("-n", ns, "delete", "pod", p["metadata"]["name"], "--wait=false")
+        wait_for("6 pods in zones a and b", lambda: settled(cluster, ns, {"repair": 6}, True)
+                 and zones_of(cluster, ns, "repair", zone_of, "even")["zone-c"] == 0, timeout=120)
+    finally:
+        cluster.kubectl("uncordon", *zone_c)
+    broken = zones_of(cluster, ns, "repair", zone_of, "even")
+    assert skew_of(broken) == 3, broken
+    wait_for("the violation gauge", lambda: ctl.metric("policylib_spread_violated_deployments") >= baseline + 1,
+             timeout=60)
+    wait_for("a SpreadViolated Event", lambda: [e for e in cluster.list("events.events.k8s.io", ns)
+                                                if e.get("reason") == "SpreadViolated"], timeout=60)
+    policy = tmp_path / "descheduler.yaml"
+    policy.write_text(DESCHEDULER_POLICY.replace("{NAMESPACE_LABELS}", json.dumps({CONFIG_LABEL: name})))
+    import subprocess
+    run = subprocess.run([str(E2E / "bin" / "descheduler"), "--kubeconfig", str(cluster.kubeconfig),
+                          "--policy-config-file", str(policy), "--descheduling-interval", "0", "--v", "3"],
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-3000:]
+    evicted = run.stderr.count("Evicted pod")
+    wait_for("6 pods again, one zone skew at most 1",
+             lambda: settled(cluster, ns, {"repair": 6}, True)
+             and skew_of(zones_of(cluster, ns, "repair", zone_of, "even")) <= MAX_SKEW, timeout=120)
+    print(f"\ndescheduler: {broken} repaired to {zones_of(cluster, ns, 'repair', zone_of, 'even')} "
+          f"({evicted} evictions)", file=sys.stderr)
+    assert 1 <= evicted <= 2, run.stderr[-3000:]
+    wait_for("the violation gauge back", lambda: ctl.metric("policylib_spread_violated_deployments") == baseline,
+             timeout=60)
