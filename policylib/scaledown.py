@@ -358,14 +358,18 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
     spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
     selector: Mapping[str, Any] = spec.get("nodeSelector") or {}
-    node_labels = {str(_meta(n).get("name") or ""): (_meta(n).get("labels") or {}) for n in nodes
-                   if all((_meta(n).get("labels") or {}).get(k) == v for k, v in selector.items())}
+    tolerations = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
+    nodes = list(nodes)
     mine = [p for p in pods if is_active(p) and node_of(p) and str(_meta(p).get("namespace") or "default") == ns]
     out: list[Violation] = []
     for c in spec.get("topologySpreadConstraints") or ():
         if not isinstance(c, dict) or not isinstance(c.get("topologyKey"), str):
             continue
         key = c["topologyKey"]
+        node_labels = {str(_meta(n).get("name") or ""): (_meta(n).get("labels") or {}) for n in nodes
+                       if (c.get("nodeAffinityPolicy") == "Ignore"
+                           or all((_meta(n).get("labels") or {}).get(k) == v for k, v in selector.items()))
+                       and (c.get("nodeTaintsPolicy") != "Honor" or _tolerated(n, tolerations))}
         domains = {labels[key] for labels in node_labels.values() if key in labels}
         keys = [k for k in c.get("matchLabelKeys") or () if isinstance(k, str)]
         groups: dict[tuple[str, ...], dict[str, int]] = {}
@@ -384,6 +388,19 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
                 out.append(Violation(ns, name, key, str(c.get("whenUnsatisfiable") or ""), max_skew, skew,
                                      counts, group))
     return out
+
+
+def _tolerated(node: Mapping[str, Any], tolerations: list[dict[str, Any]]) -> bool:
+    """Every NoSchedule and NoExecute taint of the Node is tolerated (nodeTaintsPolicy Honor)."""
+    for taint in (node.get("spec") or {}).get("taints") or ():
+        if not isinstance(taint, dict) or taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            continue
+        if not any((not t.get("effect") or t.get("effect") == taint.get("effect"))
+                   and (not t.get("key") or t.get("key") == taint.get("key"))
+                   and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
+                   and (t.get("key") or t.get("operator") == "Exists") for t in tolerations):
+            return False
+    return True
 
 
 def deployment_pods(deployment: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -328,3 +328,25 @@ def test_cluster_report_lists_violations_and_foreign_costs_of_managed_deployment
     assert notes == ["deployment default/web: 1 pod(s) carry a controller.kubernetes.io/pod-deletion-cost set by "
                      "karpenter; policylib leaves their cost alone, so a scale-down may not keep the zone spread"]
     assert cluster_report([deployment([zone_constraint()]), *pods], NODES) == ([], [])
+
+
+def test_violations_count_only_the_nodes_the_inclusion_policies_admit():
+    host = dict(zone_constraint(), topologyKey=HOST, nodeTaintsPolicy="Honor")
+    tainted = node("cp", "a")
+    tainted["spec"] = {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}
+    tainted["metadata"]["labels"]["pool"] = "cpu"
+    other = node("gpu", "b")
+    other["metadata"]["labels"]["pool"] = "gpu"
+    for n in NODES:
+        n["metadata"]["labels"]["pool"] = "cpu"
+    d = deployment([host])
+    d["spec"]["template"]["spec"]["nodeSelector"] = {"pool": "cpu"}
+    pods = [pod(f"p{i}{j}", n["metadata"]["name"]) for i, n in enumerate(NODES) for j in range(2)]
+    try:
+        assert spread_violations(d, pods, NODES + [tainted, other]) == []
+        d["spec"]["template"]["spec"]["tolerations"] = [{"operator": "Exists"}]   # the control plane counts now
+        (v,) = spread_violations(d, pods, NODES + [tainted, other])
+        assert v.counts["cp"] == 0 and "gpu" not in v.counts
+    finally:
+        for n in NODES:
+            del n["metadata"]["labels"]["pool"]

@@ -1055,7 +1055,7 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
         from . import certrotator
         certrotator.start(api, certificates, lambda: c.leading, c.stop, c.metrics.registry)
-    from . import podcost   # rule S23: the pod deletion costs, under the same Lease
+    from . import podcost  # rule S23: the pod deletion costs, under the same Lease
     podcost.start(api, c)
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())
     signal.signal(signal.SIGINT, lambda *_: c.stop.set())

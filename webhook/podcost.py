@@ -51,10 +51,12 @@ Key = tuple[str, str]
 
 
 def project_node(node: dict[str, Any]) -> dict[str, Any]:
-    """What the pod costs hold of a Node: its name, version and labels (the zone and host keys)."""
+    """What the pod costs hold of a Node: its name, version, labels (the zone and host keys) and taints
+    (a constraint's nodeTaintsPolicy)."""
     meta = node.get("metadata") or {}
     return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {k: meta[k] for k in ("name", "resourceVersion", "labels") if k in meta}}
+            "metadata": {k: meta[k] for k in ("name", "resourceVersion", "labels") if k in meta},
+            "spec": {"taints": (node.get("spec") or {}).get("taints") or []}}
 
 
 def pod_key(pod: dict[str, Any]) -> Key | None:

@@ -83,10 +83,16 @@ def pods(cluster: Cluster, ns: str) -> list[dict]:
 
 
 def zones_of(cluster: Cluster, ns: str, app: str, zone_of: dict[str, str], group: str) -> dict[str, int]:
-    counts = dict.fromkeys(sorted({f"zone-{z}" for z in ZONES[group]}), 0)
+    return all_zones(cluster, ns, zone_of, group, [app])[app]
+
+
+def all_zones(cluster: Cluster, ns: str, zone_of: dict[str, str], group: str, apps: list[str]) -> dict[str, dict[str, int]]:
+    """Bound pods per zone of each app, from one list."""
+    counts = {app: dict.fromkeys(sorted({f"zone-{z}" for z in ZONES[group]}), 0) for app in apps}
     for p in pods(cluster, ns):
-        if p["metadata"]["labels"].get("app") == app and p["spec"].get("nodeName"):
-            counts[zone_of[p["spec"]["nodeName"]]] += 1
+        app = p["metadata"]["labels"].get("app")
+        if app in counts and p["spec"].get("nodeName"):
+            counts[app][zone_of[p["spec"]["nodeName"]]] += 1
     return counts
 
 
@@ -105,8 +111,11 @@ def settled(cluster: Cluster, ns: str, want: dict[str, int], costs: bool) -> boo
 
 
 def scale(cluster: Cluster, ns: str, targets: dict[str, int]) -> None:
+    by_count: dict[int, list[str]] = {}
     for app, n in targets.items():
-        cluster.kubectl("-n", ns, "scale", f"deployment/{app}", f"--replicas={n}")
+        by_count.setdefault(n, []).append(app)
+    for n, apps in by_count.items():
+        cluster.kubectl("-n", ns, "scale", "deployment", *apps, f"--replicas={n}")
 
 
 def run_side(cluster: Cluster, ns: str, group: str, costs: bool, plan: list[list[int]]) -> dict:
@@ -124,15 +133,16 @@ def run_side(cluster: Cluster, ns: str, group: str, costs: bool, plan: list[list
         steps = max(len(counts) for counts in round_)
         for step in range(steps):
             targets = {app: counts[min(step, len(counts) - 1)] for app, counts in zip(apps, round_, strict=True)}
-            before = {app: zones_of(cluster, ns, app, zone_of, group) for app in apps}
+            before = all_zones(cluster, ns, zone_of, group, apps)
             scale(cluster, ns, targets)
-            wait_for(f"{ns}: {targets}", lambda t=targets: settled(cluster, ns, t, costs), timeout=120, interval=0.3)
+            wait_for(f"{ns}: {targets}", lambda t=targets: settled(cluster, ns, t, costs), timeout=180, interval=1.0)
+            after_all = all_zones(cluster, ns, zone_of, group, apps)
             for app in apps:
                 n, was = targets[app], current[app]
                 if n > was:
                     result["pods_created"] += n - was
                 elif n < was:
-                    after = zones_of(cluster, ns, app, zone_of, group)
+                    after = after_all[app]
                     result["scale_downs"] += 1
                     skew = skew_of(after)
                     result["worst_skew"] = max(result["worst_skew"], skew)
