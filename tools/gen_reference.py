@@ -234,7 +234,7 @@ def metrics_page() -> str:
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller.py` and `webhook/certrotator.py`. "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller.py`, `webhook/certrotator.py` and `webhook/podcost.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
@@ -242,6 +242,13 @@ def metrics_page() -> str:
     lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(ControllerMetrics()) + [""]
     lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
+    from types import SimpleNamespace
+
+    from policylib import load_config
+    from webhook.podcost import PodCosts
+    costs = PodCosts(None, SimpleNamespace(config=load_config(None), metrics=ControllerMetrics()))  # type: ignore[arg-type]
+    lines += ["With `controller.spreadAwareScaleDown` (webhook/podcost.py; [scale-down](../concepts/deployments.md"
+              "#scale-down-which-replicas-go)), on the same port:", ""] + metric_rows(costs) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -241,7 +241,7 @@ profiles:
 def test_the_descheduler_profile_repairs_a_zone_that_came_back(setup, tmp_path):
     """The costs cannot prevent a skew a lost or cordoned zone leaves: the controller reports it (the gauge,
     a SpreadViolated Event) and one run of the descheduler with the documented profile, evicting through
-    the Eviction API (a PodDisruptionBudget allows two at a time), repairs it."""
+    the Eviction API, repairs it."""
     from .harness import E2E, require_built
     require_built("descheduler")
     cluster, sides = setup
@@ -250,8 +250,8 @@ def test_the_descheduler_profile_repairs_a_zone_that_came_back(setup, tmp_path):
     zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in cluster.list("nodes")
                if n["metadata"]["labels"].get(GROUP) == "even"}
     cluster.apply(deployment("repair", ns, replicas=6, node_selector={GROUP: "even"}))
-    cluster.apply({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "repair", "namespace": ns},
-                   "spec": {"maxUnavailable": 2, "selector": {"matchLabels": {"app": "repair"}}}})
+    # no PodDisruptionBudget here: the harness's kube-controller-manager runs no disruption controller, so a
+    # budget's status would never allow an eviction (429, which the descheduler's client retries until killed)
     wait_for("6 pods with costs", lambda: settled(cluster, ns, {"repair": 6}, True), timeout=120)
     # zone c goes away (cordoned, its pods deleted and placed in a and b), then comes back
     baseline = ctl.metric("policylib_spread_violated_deployments")   # the other tests' Deployments
@@ -276,14 +276,14 @@ def test_the_descheduler_profile_repairs_a_zone_that_came_back(setup, tmp_path):
     import subprocess
     run = subprocess.run([str(E2E / "bin" / "descheduler"), "--kubeconfig", str(cluster.kubeconfig),
                           "--policy-config-file", str(policy), "--descheduling-interval", "0", "--v", "3"],
-                         capture_output=True, text=True, timeout=180)
+                         capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
-    evicted = run.stderr.count("Evicted pod")
+    evicted = run.stderr.count('"Evicted pod" pod=')
     wait_for("6 pods again, one zone skew at most 1",
              lambda: settled(cluster, ns, {"repair": 6}, True)
              and skew_of(zones_of(cluster, ns, "repair", zone_of, "even")) <= MAX_SKEW, timeout=120)
     print(f"\ndescheduler: {broken} repaired to {zones_of(cluster, ns, 'repair', zone_of, 'even')} "
           f"({evicted} evictions)", file=sys.stderr)
-    assert 1 <= evicted <= 2, run.stderr[-3000:]
+    assert evicted >= 1, run.stderr[-3000:]
     wait_for("the violation gauge back", lambda: ctl.metric("policylib_spread_violated_deployments") == baseline,
              timeout=60)
