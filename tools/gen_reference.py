@@ -234,8 +234,8 @@ def metrics_page() -> str:
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller.py`, `webhook/certrotator.py` and `webhook/podcost.py`. "
-             "Label values are "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller.py`, `webhook/certrotator.py` and "
+             "`webhook/podcost.py`. Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
     lines += metric_rows(Metrics()) + [""]
