@@ -278,7 +278,7 @@ def test_the_descheduler_profile_repairs_a_zone_that_came_back(setup, tmp_path):
                           "--policy-config-file", str(policy), "--descheduling-interval", "0", "--v", "3"],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-3000:]
-    evicted = run.stderr.count('"Evicted pod" pod=')
+    evicted = run.stderr.count(f'"Evicted pod" pod="{ns}/')   # the other managed namespaces have their own
     wait_for("6 pods again, one zone skew at most 1",
              lambda: settled(cluster, ns, {"repair": 6}, True)
              and skew_of(zones_of(cluster, ns, "repair", zone_of, "even")) <= MAX_SKEW, timeout=120)
