@@ -167,3 +167,23 @@ def test_the_controller_adds_it_only_with_the_setting_on():
     assert "if config.controller.spreadAwareScaleDown:" in source and "c.add(PodCosts(c))" in source
     assert load_config(None).controller.spreadAwareScaleDown is True
     assert load_config({"controller": {"spreadAwareScaleDown": False}}).controller.spreadAwareScaleDown is False
+
+
+def test_a_pod_just_written_is_planned_as_written_until_the_watch_brings_it(tmp_path):
+    """The store has one writer (its reflector): the worker keeps what it wrote beside it, so a second pass
+    before the watch event writes nothing, and drops it once the store moves on."""
+    with FakeAPI() as api:
+        served = Pods(api, twelve())
+        client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
+        costs = PodCosts(stub(client, [managed()]))  # type: ignore[arg-type]
+        for r in costs.reflectors:
+            r.list()
+        assert costs.reconcile(("default", "web")) == 12
+        assert {p["metadata"].get("annotations", {}).get(DELETION_COST) for p in costs.pods.values()} == {None}
+        assert len(costs.written) == 12
+        assert costs.reconcile(("default", "web")) == 0   # the store is behind: planned on what was written
+        assert len(patches(api)) == 12
+        costs.reflectors[0].list()   # the store catches up
+        assert costs.reconcile(("default", "web")) == 0 and costs.written == {}
+        assert sorted(int(p["metadata"]["annotations"][DELETION_COST]) for p in served.pods.values()) == \
+            [-3, -3, -3, -2, -2, -2, -1, -1, -1, 0, 0, 0]

@@ -110,6 +110,10 @@ class PodCosts:
         #: Per Deployment key: the violations and the foreign managers last told by an Event (once per state).
         self.violations: dict[Key, frozenset[str]] = {}
         self.foreigners: dict[Key, frozenset[str]] = {}
+        #: Pods the worker wrote that the store may not show yet: (namespace, name) -> (the resourceVersion
+        #: written over, the pod as written). Only the worker reads and writes it; an entry goes when the store
+        #: moves on or the pod is gone (few entries: the pods written since their last watch event).
+        self.written: dict[Key, tuple[str | None, dict[str, Any]]] = {}
         controller.follow(kube.DEPLOYMENTS, self._on_deployment)
 
     @property
@@ -156,7 +160,9 @@ class PodCosts:
             self._forget(key)
             return 0
         assert deployment is not None
-        pods = deployment_pods(deployment, self.pods.by_index("deployment", key))
+        for gone in [at for at in self.written if self.pods.get(*at) is None]:
+            del self.written[gone]
+        pods = deployment_pods(deployment, [self._as_written(p) for p in self.pods.by_index("deployment", key)])
         nodes = self.nodes.values()
         zone_of = {(n["metadata"].get("name") or ""): ((n["metadata"].get("labels") or {}).get(self.zone_key) or "")
                    for n in nodes}
@@ -175,10 +181,26 @@ class PodCosts:
                 continue
             self.writes.labels("written").inc()
             made += 1
-            if isinstance(written, dict):
-                self.pods.apply("MODIFIED", dict(written, apiVersion="v1", kind="Pod"))
+            if isinstance(written, dict):   # until the watch brings it, plan on the pod as written
+                stored = self.pods.get(w.namespace, w.name)
+                self.written[(w.namespace, w.name)] = ((stored or {}).get("metadata", {}).get("resourceVersion"),
+                                                       project_pod(dict(written, apiVersion="v1", kind="Pod")))
             log.info("pod deletion cost written", extra={"namespace": w.namespace, "pod": w.name, "cost": w.cost})
         return made
+
+    def _as_written(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """``pod`` as the worker last wrote it while the store still holds the version written over (as the
+        reconciler's ``Overlay``: the informer's store has one writer, its reflector); once the store moves
+        on, the store's."""
+        meta = pod.get("metadata") or {}
+        at = (meta.get("namespace") or "", meta.get("name") or "")
+        entry = self.written.get(at)
+        if entry is None:
+            return pod
+        if entry[0] == meta.get("resourceVersion"):
+            return entry[1]
+        del self.written[at]
+        return pod
 
     def _forget(self, key: Key) -> None:
         if self.violations.pop(key, None) is not None:
