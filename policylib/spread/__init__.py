@@ -49,15 +49,20 @@ from .model import (
     RECORD_REQUIRED,
     RECORD_SETTINGS,
     REQUIRED_ANTI_AFFINITY,
+    affinity_of,
+    constraints_of,
+    describe_constraint,
     is_deployment,
     managed_keys,
     recorded_keys,
     recorded_replicas,
     replaced_required_before,
+    split_managed,
+    template_of,
 )
 from .mutate import mutate_deployment
 from .rollout import Held, hold_for_next_rollout, pending_note, pending_rewrite
-from .shape import SpreadInputs, deployment_shape_errors
+from .shape import SpreadInputs, checked_old_object, deployment_shape_errors, spread_inputs
 from .update import (
     brings_new_required_anti_affinity,
     keep_old_placement,
@@ -90,9 +95,13 @@ __all__ = [
     "REQUIRED_ANTI_AFFINITY",
     "SKIP_KEY",
     "SpreadInputs",
+    "affinity_of",
     "brings_new_required_anti_affinity",
+    "checked_old_object",
+    "constraints_of",
     "deployment_shape_errors",
     "derived_max_skew",
+    "describe_constraint",
     "desired_constraints",
     "effective_replicas",
     "hold_for_next_rollout",
@@ -116,8 +125,11 @@ __all__ = [
     "replaced_required_before",
     "restore_anti_affinity",
     "restored_anti_affinity",
+    "split_managed",
     "spread_drift",
+    "spread_inputs",
     "spread_label_selector",
+    "template_of",
     "term_selects_own_pods",
     "update_trigger",
     "weakened_anti_affinity_warning",

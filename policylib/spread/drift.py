@@ -10,13 +10,13 @@ from ..patch import Draft
 from ..result import Outcome, admission
 from .model import (
     AFFINITY,
-    _constraints_of,
-    _describe,
-    _split,
+    constraints_of,
+    describe_constraint,
     is_deployment,
     managed_keys,
+    split_managed,
 )
-from .shape import _spread_of
+from .shape import spread_inputs
 from .write import write_spread
 
 
@@ -45,7 +45,7 @@ def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts
     req, skipped = admission(deployment, config, None, facts, namespace)
     if not is_deployment(deployment) or skipped:
         return Drift(False, 0, ("not a managed Deployment",))
-    ctx = _spread_of(req)
+    ctx = spread_inputs(req)
     config, effective = req.config, ctx.effective
     if effective.replicas < config.host.hardMinReplicas:
         return Drift(False, effective.replicas, (f"{effective.replicas} effective replicas < hardMinReplicas "
@@ -57,22 +57,23 @@ def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts
     replaces_anti_affinity = before_aff != after_aff
     if replaces_anti_affinity:
         reasons.append("has pod anti-affinity that the spread replaces")
-    before, after = _constraints_of(deployment), _constraints_of(draft.root)
+    before, after = constraints_of(deployment), constraints_of(draft.root)
     if before != after:
         keys = managed_keys(config, deployment)
-        _, old_ours = _split(before, keys)
-        _, new_ours = _split(after, keys)
+        _, old_ours = split_managed(before, keys)
+        _, new_ours = split_managed(after, keys)
         old_by_key = {c.get("topologyKey"): c for c in old_ours}
         new_by_key = {c.get("topologyKey"): c for c in new_ours}
         for key in sorted(set(old_by_key) | set(new_by_key)):
             o, n = old_by_key.get(key), new_by_key.get(key)
             if o is None and n is not None:
-                reasons.append(f"missing spread on {key} ({_describe(n)})")
+                reasons.append(f"missing spread on {key} ({describe_constraint(n)})")
             elif n is None:
                 reasons.append(f"has a spread on {key} that the current settings do not write")
             elif o is not None and o != n:
-                reasons.append(f"spread on {key} differs: {_describe(o)} -> {_describe(n)}"
-                               if _describe(o) != _describe(n) else f"spread on {key} differs in selector or policies")
+                was, now = describe_constraint(o), describe_constraint(n)
+                reasons.append(f"spread on {key} differs: {was} -> {now}"
+                               if was != now else f"spread on {key} differs in selector or policies")
         if not reasons:
             reasons.append("topology spread constraints differ from the current settings")
     return Drift(bool(reasons), effective.replicas, tuple(reasons), replaces_anti_affinity)

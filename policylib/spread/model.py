@@ -73,26 +73,31 @@ def managed_keys(config: Config, *objs: dict[str, Any] | None) -> set[str]:
     return keys
 
 
-def _constraints_of(obj: dict[str, Any]) -> list[Any]:
+def constraints_of(obj: dict[str, Any]) -> list[Any]:
+    """The pod template's topologySpreadConstraints (an empty list when absent or not a list)."""
     value = (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("topologySpreadConstraints")
     return value if isinstance(value, list) else []
 
 
-def _affinity_of(obj: dict[str, Any]) -> Any:
+def affinity_of(obj: dict[str, Any]) -> Any:
+    """The pod template's affinity, as it is."""
     return (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("affinity")
 
 
-def _template(obj: dict[str, Any]) -> Any:
+def template_of(obj: dict[str, Any]) -> Any:
+    """The Deployment's pod template, as it is."""
     return (obj.get("spec") or {}).get("template")
 
 
-def _split(constraints: list[Any], keys: set[str]) -> tuple[list[Any], list[Any]]:
+def split_managed(constraints: list[Any], keys: set[str]) -> tuple[list[Any], list[Any]]:
+    """Rule S8: the constraints on other keys (kept in order) and those on the managed ``keys``."""
     def managed(c: object) -> bool:
         return isinstance(c, dict) and isinstance(c.get("topologyKey"), str) and c["topologyKey"] in keys
     return [c for c in constraints if not managed(c)], [c for c in constraints if managed(c)]
 
 
-def _describe(c: dict[str, Any]) -> str:
+def describe_constraint(c: dict[str, Any]) -> str:
+    """A constraint in words for reasons and notes: ``DoNotSchedule, maxSkew 2, minDomains 3``."""
     parts = [f"{c.get('whenUnsatisfiable')}", f"maxSkew {c.get('maxSkew')}"]
     if "minDomains" in c:
         parts.append(f"minDomains {c['minDomains']}")

@@ -15,11 +15,11 @@ from .model import (
     ANNOTATIONS,
     OWNED_PATHS,
     PENDING,
-    _constraints_of,
+    constraints_of,
     recorded_replicas,
 )
 from .rollout import hold_for_next_rollout
-from .shape import _checked_old, _spread_of
+from .shape import checked_old_object, spread_inputs
 from .update import (
     brings_new_required_anti_affinity,
     keep_old_placement,
@@ -41,7 +41,7 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
     req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
-    ctx = _spread_of(req)
+    ctx = spread_inputs(req)
     out = Outcome([f"effective replicas {ctx.effective.replicas} ({ctx.effective.source})"],
                   list(ctx.effective.warnings))
     draft = Draft(obj)
@@ -49,7 +49,7 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
     if old is None:
         written = write_spread(draft, ctx, out)
     else:
-        _checked_old(old, req.ref)
+        checked_old_object(old, req.ref)
         trigger = update_trigger(ctx.effective, _old_effective(old, req.facts, req.namespace), recorded_replicas(old))
         held = hold_for_next_rollout(obj, old, ctx) if trigger else None
         if not trigger and brings_new_required_anti_affinity(obj, old, ctx):
@@ -75,5 +75,5 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
         draft.prune_empty(ANNOTATIONS)
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
-    out.warn(*invalid_constraint_warnings(_constraints_of(result_obj), written))
+    out.warn(*invalid_constraint_warnings(constraints_of(result_obj), written))
     return out.result(result_obj, patch)

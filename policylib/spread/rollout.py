@@ -10,11 +10,11 @@ from ..result import Outcome
 from .model import (
     ANNOTATIONS,
     PENDING,
-    _constraints_of,
-    _describe,
-    _template,
+    constraints_of,
+    describe_constraint,
     recorded_keys,
     recorded_replicas,
+    template_of,
 )
 from .shape import SpreadInputs
 from .update import (
@@ -32,7 +32,7 @@ def pending_note(before: list[Any], after: list[Any], recorded: int | None, effe
     for key in sorted(k for k in set(old) | set(new) if isinstance(k, str)):
         o, n = old.get(key), new.get(key)
         if o != n:
-            changes.append(f"{key} {_describe(o) if o else 'none'} -> {_describe(n) if n else 'none'}")
+            changes.append(f"{key} {describe_constraint(o) if o else 'none'} -> {describe_constraint(n) if n else 'none'}")
     written_for = f" (written for {recorded})" if recorded is not None else ""
     return f"{effective} effective replicas{written_for}: {'; '.join(changes) or 'placement rules differ'}"
 
@@ -55,13 +55,13 @@ def hold_for_next_rollout(obj: dict[str, Any], old: dict[str, Any], ctx: SpreadI
         return None
     kept = Draft(obj)
     keep_old_placement(kept, old, ctx, Outcome())
-    if _template(kept.root) != _template(old):
+    if template_of(kept.root) != template_of(old):
         return None   # the user rolls: the new constraints ride along
     probe = Draft(kept.root)
     write_spread(probe, ctx, Outcome(), previous=old)
-    if _template(probe.root) == _template(old):
+    if template_of(probe.root) == template_of(old):
         return None
-    note = pending_note(_constraints_of(old), _constraints_of(probe.root), recorded_replicas(old),
+    note = pending_note(constraints_of(old), constraints_of(probe.root), recorded_replicas(old),
                         ctx.effective.replicas)
     if (kept.get(ANNOTATIONS) or {}).get(PENDING) != note:
         kept.dict_at(ANNOTATIONS)[PENDING] = note

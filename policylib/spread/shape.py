@@ -103,7 +103,7 @@ def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[
     return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
 
-def _checked_old(old: Any, ref: str) -> None:
+def checked_old_object(old: Any, ref: str) -> None:
     """Rule S1 for the old object of an UPDATE (the API server's stored Deployment): the update rules
     read it too; its errors are named under ``oldObject``."""
     if not isinstance(old, dict):
@@ -111,7 +111,7 @@ def _checked_old(old: Any, ref: str) -> None:
     raise_if_any(ref, [e.under("oldObject") for e in deployment_shape_errors(old)])
 
 
-def _spread_of(req: Admission) -> SpreadInputs:
+def spread_inputs(req: Admission) -> SpreadInputs:
     """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
     selector, pod_labels = _checked_shape(req.obj, req.ref)
     effective = effective_replicas(req.obj, req.facts, req.namespace)

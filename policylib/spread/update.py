@@ -19,12 +19,12 @@ from .model import (
     CONSTRAINTS,
     RECORD_ANNOTATIONS,
     REQUIRED_ANTI_AFFINITY,
-    _affinity_of,
-    _constraints_of,
-    _split,
+    affinity_of,
+    constraints_of,
     managed_keys,
     recorded_keys,
     replaced_required_before,
+    split_managed,
 )
 from .shape import SpreadInputs
 
@@ -59,9 +59,9 @@ def keep_old_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInputs, out
         return
     remove_restored_anti_affinity(draft, old, ctx, out)
     keys = managed_keys(ctx.config, old, draft.original)
-    current = _constraints_of(draft.root)
-    others, ours_new = _split(current, keys)
-    _, ours_old = _split(_constraints_of(old), keys)
+    current = constraints_of(draft.root)
+    others, ours_new = split_managed(current, keys)
+    _, ours_old = split_managed(constraints_of(old), keys)
     if ours_new != ours_old:
         new = others + ours_old
         draft.set(CONSTRAINTS, new) if new else draft.delete(CONSTRAINTS)
@@ -92,9 +92,9 @@ def keep_unwritten_placement(draft: Draft, old: dict[str, Any], ctx: SpreadInput
     if not (ctx.config.zone.enabled or ctx.config.host.enabled):
         return
     keys = managed_keys(ctx.config, old, draft.original)
-    current = _constraints_of(draft.root)
+    current = constraints_of(draft.root)
     present = {c.get("topologyKey") for c in current if isinstance(c, dict)}
-    _, ours_old = _split(_constraints_of(old), keys)
+    _, ours_old = split_managed(constraints_of(old), keys)
     dropped = [c for c in ours_old if c.get("topologyKey") not in present]
     kept = []
     if dropped:
@@ -121,8 +121,8 @@ def restored_anti_affinity(obj: dict[str, Any], old: dict[str, Any], ctx: Spread
     if not recorded_keys(old) or not (config.zone.enabled or config.host.enabled):
         return {}
     mode = config.removePodAntiAffinity
-    new_terms = managed_anti_affinity(_affinity_of(obj), ctx.pod_labels, ctx.namespace, mode)
-    old_terms = managed_anti_affinity(_affinity_of(old), ctx.pod_labels, ctx.namespace, mode)
+    new_terms = managed_anti_affinity(affinity_of(obj), ctx.pod_labels, ctx.namespace, mode)
+    old_terms = managed_anti_affinity(affinity_of(old), ctx.pod_labels, ctx.namespace, mode)
     out: dict[str, list[Any]] = {}
     for key, terms in new_terms.items():
         back = [t for t in terms if t not in old_terms.get(key, [])]
@@ -149,7 +149,7 @@ def remove_restored_anti_affinity(draft: Draft, old: dict[str, Any], ctx: Spread
     scope = "" if ctx.config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
     out.reason(f"removed {removed} pod anti-affinity term(s){scope} that the update brought back: "
                "the spread replaced them when it was written")
-    host = next((c for c in _constraints_of(old) if isinstance(c, dict)
+    host = next((c for c in constraints_of(old) if isinstance(c, dict)
                  and c.get("topologyKey") == ctx.config.host.topologyKey), None)
     if terms.get(REQUIRED_ANTI_AFFINITY) and (host is None or host.get("whenUnsatisfiable") != DO_NOT_SCHEDULE):
         out.warn(weakened_anti_affinity_warning(ctx.config, ctx.effective.replicas))

@@ -25,10 +25,10 @@ from .model import (
     RECORD_REQUIRED,
     RECORD_SETTINGS,
     REQUIRED_ANTI_AFFINITY,
-    _constraints_of,
-    _split,
+    constraints_of,
     managed_keys,
     replaced_required_before,
+    split_managed,
 )
 from .shape import SpreadInputs
 
@@ -46,8 +46,8 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
     replaced_required = bool(required) or replaced_required_before(draft.original, previous)
     desired, why = desired_constraints(ctx.selector, ctx.effective.replicas, config, replaced_required)
     out.reason(*why)
-    current = _constraints_of(draft.root)
-    others, _ = _split(current, managed_keys(config, draft.original, previous))
+    current = constraints_of(draft.root)
+    others, _ = split_managed(current, managed_keys(config, draft.original, previous))
     new = others + desired
     if new != current:
         if new:
