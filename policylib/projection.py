@@ -42,7 +42,9 @@ FIELDS: dict[tuple[str, str], Fields] = {
         "apiVersion": ALL, "kind": ALL, "metadata": METADATA,
         "spec": {"replicas": ALL, "selector": ALL,
                  "template": {"metadata": {"labels": ALL, "annotations": ALL},
-                              "spec": {"affinity": ALL, "topologySpreadConstraints": ALL}}},
+                              "spec": {"affinity": ALL, "topologySpreadConstraints": ALL,
+                                       # rule S28: the Nodes a constraint counts (its inclusion policies)
+                                       "nodeSelector": ALL, "tolerations": ALL}}},
         "status": {"observedGeneration": ALL, "replicas": ALL, "updatedReplicas": ALL, "availableReplicas": ALL},
     },
     # policylib.facts.hpa_target, policylib.spread.hpa_min_replicas

@@ -153,6 +153,9 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["list", "watch", "create"]},
         # events.k8s.io/v1 Events (reason SpreadRewritten) on rewritten objects, in any namespace.
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        # rule S23: the pods of Deployments (their deletion cost) and the Nodes' zone labels
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
         # its scope (rule W5): the webhook configuration's selectors, by name, and the Namespaces' labels
         {"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
          "resourceNames": ["policylib-webhook"], "verbs": ["get", "list", "watch"]},

@@ -234,8 +234,8 @@ def metrics_page() -> str:
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py` and "
-             "`webhook/certrotator.py`. "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py`, "
+             "`webhook/certrotator.py` and `webhook/podcost.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
@@ -246,6 +246,12 @@ def metrics_page() -> str:
               "reconciler's):", ""] + metric_rows(controller.queue) + [""]
     lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
+    from prometheus_client import CollectorRegistry
+
+    from webhook.podcost import PodCostMetrics
+    costs = PodCostMetrics(CollectorRegistry())
+    lines += ["With `controller.spreadAwareScaleDown` (webhook/podcost.py; [scale-down](../concepts/deployments.md"
+              "#scale-down-which-replicas-go)), on the same port:", ""] + metric_rows(costs) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

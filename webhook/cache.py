@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from typing import Any, Callable, Iterable, TypeVar, cast
 
-from policylib.constants import AUTOSCALING_API_VERSION
+from policylib.constants import APPS_API_VERSION, AUTOSCALING_API_VERSION
 from policylib.facts import ClusterFacts, hpa_target
 from policylib.projection import project
 from policylib.shell import kube
@@ -354,7 +354,7 @@ def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespac
     the one deciding with ``facts`` gives: without an HPA both see none, with one the second decision
     has it, and a failed read leaves the cache's answer."""
     name = ((obj or {}).get("metadata") or {}).get("name") if isinstance(obj, dict) else None
-    deployment = isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == "apps/v1"
+    deployment = isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == APPS_API_VERSION
     if not deployment or not facts.needs_read(namespace, name):
         return decide(facts)
     assert namespace is not None and isinstance(name, str)  # needs_read checked them

@@ -28,7 +28,7 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     """The settings advice: findings for this config on these Nodes and workloads."""
-    from ..check import check
+    from ..check import Finding, check
     from ..render import table
     config = resolve_config(args, stderr)
     docs: list[Document] = []
@@ -43,6 +43,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
                          served_apis=served_apis(args) if args.cluster else None)
     except PolicyError as e:
         raise locate(e, docs) from None
+    if args.cluster:   # rule S28: managed Deployments whose pods break their own spread now
+        from ..scaledown import cluster_report
+        findings += [Finding("warning", "spread-violated", v.message()) for v in cluster_report(objects, nodes)[0]]
     if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
         findings = [f for f in findings if f.key != "pending" or f" {args.namespace}/" in f.message.split(":")[0]]
     if args.output == "json":

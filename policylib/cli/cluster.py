@@ -147,6 +147,19 @@ def planned_objects(args: argparse.Namespace, config: Config, stderr: TextIO,
     return objects
 
 
+def deployment_pods_and_nodes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """What ``plan --cluster`` reads for rules S25 and S28: the pods Deployments made (only what the pod
+    costs read of each) and the Nodes."""
+    from ..scaledown import project_pod
+    from ..shell import kube
+    c = cluster(args)
+    with c.reading():
+        pods = kube.snapshot(c.api, args.namespace, resources=(kube.DEPLOYMENT_PODS,), project=project_pod,
+                             limit=kube.PROJECTED_PAGE)
+        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=strip, limit=kube.PROJECTED_PAGE)
+    return pods, nodes
+
+
 def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
          show: Callable[[str, int], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""

@@ -6,7 +6,7 @@ from typing import TextIO
 
 from ..plan import PLANNERS, Write, plan, summarize
 from ..shell.files import read_documents
-from .cluster import cluster_scope, planned_objects, resolve_config
+from .cluster import cluster_scope, deployment_pods_and_nodes, planned_objects, resolve_config
 from .common import (
     CONFIG_HELP,
     DIR_HELP,
@@ -58,6 +58,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     else:
         objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
     writes = plan(objects, config, planners=PLANNERS, only=only)
+    if args.cluster:   # rules S25, S28: spread broken now, costs another manager owns
+        from ..scaledown import cluster_report
+        pods, nodes = deployment_pods_and_nodes(args)
+        violations, notes = cluster_report([o for o in objects if only is None or only(o)] + pods, nodes)
+        stderr.writelines([f"policylib: warning: {v.message()}\n" for v in violations] +
+                          [f"policylib: note: {n}\n" for n in notes])
     del objects   # the plan is made: what it read can go before the output is written
     if args.output == "json":
         write_json_array(stdout, (w.as_dict() for w in writes))

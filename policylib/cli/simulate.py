@@ -24,6 +24,9 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
     add_cluster_source(sm, files_required=True)
     sm.add_argument("-o", "--output", choices=("table", "json", "svg"), default="table",
                     help="table (default), json, or svg: a bar chart per workload")
+    sm.add_argument("--scale", metavar="NAME=N", action="append",
+                    help="scale Deployment NAME (or NAMESPACE/NAME) to N: which of its bound pods the ReplicaSet "
+                         "controller removes, without and with policylib's pod deletion costs (repeatable)")
     return sm
 
 
@@ -34,6 +37,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     config = resolve_config(args, stderr)
     docs: list[Document] = []
     nodes, objects, _ = nodes_and_objects(args, stdin, stderr, docs=docs)
+    if args.scale:   # rule S26: the ReplicaSet controller's victims, without and with the deletion costs
+        from ..scaledown import scale_report
+        stdout.write(scale_report(args.scale, objects, nodes, config.zoneTopologySpread.topologyKey, args.output))
+        return EXIT_OK
     try:
         placements = simulate(objects, nodes, config)
     except PolicyError as e:

@@ -235,6 +235,8 @@ class ControllerSettings:
     leaseName: str = setting("string", "policylib-controller", "The Lease of the controller's leader election.",
                              None, format="dns-subdomain")
     leaseDurationSeconds: int = count(15, "How long a leader's Lease lasts without renewal.", None)
+    spreadAwareScaleDown: bool = flag(True, "Keep a pod deletion cost on the pods of the Deployments policylib "
+                                      "manages, so a scale-down removes pods of the fullest zone first.", "S23")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from ..constants import (
     MPI_V2_VERSION,
     NATIVE_GANG_GROUP,
     NATIVE_GANG_VERSION,
+    POD_TEMPLATE_HASH,
     SIGS_GROUP,
     VOLCANO_PODGROUP_VERSION,
     VOLCANO_SCHEDULING_GROUP,
@@ -57,6 +58,8 @@ class Resource:
     namespaced: bool = True
     #: A ``fieldSelector`` every list and watch carries (``metadata.name=X``: RBAC may then name the object).
     field_selector: str = ""
+    #: A ``labelSelector`` every list and watch carries (the controller's pod watch, rule S27).
+    label_selector: str = ""
 
     @property
     def api_version(self) -> str:
@@ -103,6 +106,8 @@ def webhook_configuration(name: str) -> Resource:
 
 
 PODS = Resource("", "v1", "pods", "Pod")
+#: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
+DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
 #: What ``policylib plan --cluster`` reads.
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
@@ -270,6 +275,8 @@ class Api:
             query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", token)] if token else [])
             if res.field_selector:
                 query.append(("fieldSelector", res.field_selector))
+            if res.label_selector:
+                query.append(("labelSelector", res.label_selector))
             body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
             items = [self._typed(res, item) for item in body.get("items") or []]
             meta = body.get("metadata") or {}
@@ -307,6 +314,7 @@ class Api:
                                             ("timeoutSeconds", timeout_seconds)]
             query += [("resourceVersion", resource_version)] if resource_version else []
             query += [("fieldSelector", res.field_selector)] if res.field_selector else []
+            query += [("labelSelector", res.label_selector)] if res.label_selector else []
             method, url, headers, body, post = self.client.param_serialize(
                 "GET", res.path(), query_params=query, header_params={"Accept": "application/json"},
                 auth_settings=["BearerToken"])

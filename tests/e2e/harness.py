@@ -77,6 +77,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "testcluster-mpi-operator": ("mpi-operator/mpi-operator",),
     "testcluster-koordinator": ("koordinator/koord-scheduler",),
     "testcluster-real-node": ("kubelet", "pause"),
+    "descheduler": ("descheduler",),
 }
 
 

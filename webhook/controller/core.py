@@ -107,6 +107,13 @@ def reconciled_resources(resources: tuple[kube.Resource, ...]) -> tuple[kube.Res
     return tuple(r for r in resources if r.kind == "Deployment" or is_kubeflow_kind(r.kind))
 
 
+def chain(first: Handler, then: Handler) -> Handler:
+    def handle(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        first(event_type, obj, old)
+        then(event_type, obj, old)
+    return handle
+
+
 # --- the controller ------------------------------------------------------------------------------
 
 class Component(Protocol):
@@ -174,6 +181,13 @@ class Controller:
         store = store if store is not None else self.stores[res]
         return Reflector(self.api, res, store, handler, self.metrics,
                          watch_seconds=min(self.config.controller.resyncSeconds, 300))
+
+    def follow(self, res: kube.Resource, handler: Handler) -> None:
+        """Call ``handler`` too on every change of ``res`` that the controller's own informer sees (a component
+        that reads the controller's store of ``res`` and must hear of its changes: one watch, one store)."""
+        for r in self.reconciler.reflectors:
+            if r.res == res:
+                r.handler = chain(r.handler, handler)
 
     def add(self, component: Component) -> None:
         """Run ``component`` beside the reconciler, under the same Lease (before :meth:`run`)."""
@@ -263,6 +277,9 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
         from .. import certrotator
         certrotator.start(api, certificates, lambda: c.leading, c.stop, c.metrics.registry)
+    if config.controller.spreadAwareScaleDown:   # rule S23: the pod deletion costs, under the same Lease
+        from ..podcost import PodCosts
+        c.add(PodCosts(c))
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())
     signal.signal(signal.SIGINT, lambda *_: c.stop.set())
     log.info("controller started", extra={"identity": identity, "namespace": namespace, "dry_run": c.dry_run,

@@ -1,0 +1,189 @@
+"""The controller's pod deletion costs (rules S23 to S28) against recorded API responses: which pods it
+writes and how, what it leaves alone, and the Events and gauge of a violation."""
+from __future__ import annotations
+
+import copy
+import datetime as dt
+from types import SimpleNamespace
+from typing import Any
+
+from policylib import load_config
+from policylib.scaledown import DELETION_COST, FIELD_MANAGER
+from policylib.shell import kube
+from tests.fakeapi import FakeAPI, paged_list
+from tests.test_scaledown import NODES, deployment, pod, twelve, zone_constraint
+from webhook.controller import ControllerMetrics
+from webhook.informer import Reflector, Store
+from webhook.podcost import PodCosts
+
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
+
+
+def managed() -> dict[str, Any]:
+    d = deployment([zone_constraint()])
+    d["metadata"].update(annotations={"policylib.io/spread-effective-replicas": "12"}, uid="d-1", resourceVersion="3")
+    return d
+
+
+def stub(api: kube.Api, deployments: list[dict[str, Any]], leading: bool = True) -> SimpleNamespace:
+    """What a component reads of :class:`webhook.controller.Controller`: its client, config, metrics, stores,
+    scope, Lease, clock and identity, ``informer`` and ``follow`` (recorded)."""
+    store = Store()
+    for d in deployments:
+        store.apply("ADDED", d)
+    metrics = ControllerMetrics()
+    followed: list[tuple[kube.Resource, Any]] = []
+    return SimpleNamespace(api=api, config=load_config(None), metrics=metrics, stores={kube.DEPLOYMENTS: store},
+                           reconciler=SimpleNamespace(in_scope=lambda obj: True), dry_run=False, leading=leading,
+                           clock=lambda: NOW, options=SimpleNamespace(identity="me"), followed=followed,
+                           informer=lambda res, handler, store: Reflector(api, res, store, handler, metrics),
+                           follow=lambda res, handler: followed.append((res, handler)))
+
+
+def sync(costs: PodCosts) -> None:
+    """List both resources, queue every Deployment with pods (as the run loop's resync), work the queue off."""
+    for r in costs.reflectors:
+        r.list()
+    costs.resync()
+    while costs.process_next(timeout=0):
+        pass
+
+
+class Pods:
+    """A pod list and the PATCHes the server applies (a merge patch of the cost, guarded by resourceVersion)."""
+
+    def __init__(self, api: FakeAPI, pods: list[dict[str, Any]]):
+        self.pods = {p["metadata"]["name"]: copy.deepcopy(p) for p in pods}
+        api.route("GET", "/api/v1/pods", lambda req: paged_list("Pod", list(self.pods.values()), 500)(req))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", NODES, 500))
+        api.route("POST", "/apis/events.k8s.io/v1/namespaces/default/events", lambda req: (201, req["body"]))
+        for name in self.pods:
+            api.route("PATCH", f"/api/v1/namespaces/default/pods/{name}", lambda req, n=name: self.patch(n, req))
+
+    def patch(self, name: str, req: dict[str, Any]) -> tuple[int, Any]:
+        current = self.pods[name]
+        meta = req["body"]["metadata"]
+        if meta["resourceVersion"] != current["metadata"]["resourceVersion"]:
+            return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+        current["metadata"].setdefault("annotations", {}).update(meta["annotations"])
+        current["metadata"]["managedFields"] = [{"manager": req["query"]["fieldManager"], "fieldsV1": {
+            "f:metadata": {"f:annotations": {f"f:{DELETION_COST}": {}}}}}]
+        current["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
+        return 200, current
+
+
+def costs_of(api: FakeAPI, tmp_path, pods: list[dict[str, Any]], deployments: list[dict[str, Any]],
+             leading: bool = True) -> tuple[PodCosts, Pods]:
+    served = Pods(api, pods)
+    client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
+    costs = PodCosts(stub(client, deployments, leading))  # type: ignore[arg-type]
+    sync(costs)
+    return costs, served
+
+
+def patches(api: FakeAPI) -> list[dict[str, Any]]:
+    return [r for r in api.requests if r["method"] == "PATCH"]
+
+
+def test_every_bound_pod_is_written_once_by_merge_patch_with_our_field_manager_then_nothing(tmp_path):
+    with FakeAPI() as api:
+        costs, served = costs_of(api, tmp_path, twelve(), [managed()])
+        sent = patches(api)
+        assert len(sent) == 12
+        assert {r["query"]["fieldManager"] for r in sent} == {FIELD_MANAGER}
+        assert {r["headers"]["content-type"] for r in sent} == {"application/merge-patch+json"}
+        assert all(set(r["body"]["metadata"]) == {"annotations", "resourceVersion", "uid"} for r in sent)
+        assert sorted(int(p["metadata"]["annotations"][DELETION_COST]) for p in served.pods.values()) == \
+            [-3, -3, -3, -2, -2, -2, -1, -1, -1, 0, 0, 0]
+        # the list and the list selector: only the pods of Deployments
+        lists = [r for r in api.requests if r["method"] == "GET" and r["path"] == "/api/v1/pods"]
+        assert lists and lists[0]["query"]["labelSelector"] == "pod-template-hash"
+        # steady state: the next pass over the same pods (as the watch now holds them) writes nothing
+        api.requests.clear()
+        sync(costs)
+        assert patches(api) == []
+        assert costs.writes.labels("written")._value.get() == 12
+
+
+def test_pods_of_unmanaged_deployments_and_a_standby_write_nothing(tmp_path):
+    with FakeAPI() as api:
+        costs_of(api, tmp_path, twelve(), [deployment([zone_constraint()])])   # no record: not managed
+        assert patches(api) == []
+    with FakeAPI() as api:
+        costs_of(api, tmp_path, twelve(), [managed()], leading=False)
+        assert patches(api) == []
+
+
+def test_a_cost_another_manager_owns_is_left_alone_with_one_warning_event(tmp_path):
+    pods = twelve()
+    pods[0] = pod("web-0", "a1", cost="100", manager="karpenter")
+    with FakeAPI() as api:
+        costs, _ = costs_of(api, tmp_path, pods, [managed()])
+        assert "web-0" not in {r["path"].rsplit("/", 1)[1] for r in patches(api)}
+        events = [r["body"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]
+        assert [(e["reason"], e["type"]) for e in events] == [("DeletionCostOwnedElsewhere", "Warning")]
+        assert "set by karpenter" in events[0]["note"] and events[0]["regarding"]["name"] == "web"
+        assert costs.foreign._value.get() == 1
+        api.requests.clear()
+        sync(costs)   # the same state: no second Event
+        assert [r for r in api.requests if r["method"] == "POST"] == []
+
+
+def test_a_violation_sets_the_gauge_and_records_one_spread_violated_event(tmp_path):
+    pods = [pod("p1", "a1"), pod("p2", "a2"), pod("p3", "c1")]
+    with FakeAPI() as api:
+        costs, _ = costs_of(api, tmp_path, pods, [managed()])
+        events = [r["body"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]
+        assert [e["reason"] for e in events] == ["SpreadViolated"]
+        assert "topology.kubernetes.io/zone skew 2 > maxSkew 1" in events[0]["note"]
+        assert costs.violated._value.get() == 1
+        api.requests.clear()
+        sync(costs)
+        assert [r for r in api.requests if r["method"] == "POST"] == []
+
+
+def test_it_is_a_component_of_the_controller_its_informers_queue_and_a_deployments_change_queue_its_key(tmp_path):
+    from tests.test_controller import controller
+    with FakeAPI() as api:
+        c = controller(api, tmp_path)
+        costs = PodCosts(c)
+        c.add(costs)
+        assert costs in c.components and set(costs.reflectors) <= set(c.reflectors)
+        assert [r.res for r in costs.reflectors] == [kube.DEPLOYMENT_PODS, kube.NODES]
+        assert costs.queue.name == "podcost"
+        (deployments,) = [r for r in c.reconciler.reflectors if r.res == kube.DEPLOYMENTS]
+        deployments.handler("MODIFIED", managed(), None)   # as the controller's Deployment watch calls it
+        assert costs.queue.get(timeout=0) == ("default", "web")
+        costs.queue.done(("default", "web"))
+        costs.shutdown()
+        assert costs.queue.get(timeout=0) is None
+
+
+def test_the_controller_adds_it_only_with_the_setting_on():
+    import inspect
+
+    from webhook.controller import core
+    source = inspect.getsource(core.run_controller)
+    assert "if config.controller.spreadAwareScaleDown:" in source and "c.add(PodCosts(c))" in source
+    assert load_config(None).controller.spreadAwareScaleDown is True
+    assert load_config({"controller": {"spreadAwareScaleDown": False}}).controller.spreadAwareScaleDown is False
+
+
+def test_a_pod_just_written_is_planned_as_written_until_the_watch_brings_it(tmp_path):
+    """The store has one writer (its reflector): the worker keeps what it wrote beside it, so a second pass
+    before the watch event writes nothing, and drops it once the store moves on."""
+    with FakeAPI() as api:
+        served = Pods(api, twelve())
+        client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
+        costs = PodCosts(stub(client, [managed()]))  # type: ignore[arg-type]
+        for r in costs.reflectors:
+            r.list()
+        assert costs.reconcile(("default", "web")) == 12
+        assert {p["metadata"].get("annotations", {}).get(DELETION_COST) for p in costs.pods.values()} == {None}
+        assert len(costs.written) == 12
+        assert costs.reconcile(("default", "web")) == 0   # the store is behind: planned on what was written
+        assert len(patches(api)) == 12
+        costs.reflectors[0].list()   # the store catches up
+        assert costs.reconcile(("default", "web")) == 0 and costs.written == {}
+        assert sorted(int(p["metadata"]["annotations"][DELETION_COST]) for p in served.pods.values()) == \
+            [-3, -3, -3, -2, -2, -2, -1, -1, -1, 0, 0, 0]
