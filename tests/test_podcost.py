@@ -7,6 +7,8 @@ import datetime as dt
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
 from policylib import load_config
 from policylib.scaledown import DELETION_COST, FIELD_MANAGER
 from policylib.shell import kube
@@ -34,7 +36,7 @@ def stub(api: kube.Api, deployments: list[dict[str, Any]], leading: bool = True)
     metrics = ControllerMetrics()
     followed: list[tuple[kube.Resource, Any]] = []
     return SimpleNamespace(api=api, config=load_config(None), metrics=metrics, stores={kube.DEPLOYMENTS: store},
-                           reconciler=SimpleNamespace(in_scope=lambda obj: True), dry_run=False, leading=leading,
+                           reconciler=SimpleNamespace(in_scope=lambda obj: True), dry_run=False, leading=leading, synced=True,
                            clock=lambda: NOW, options=SimpleNamespace(identity="me"), followed=followed,
                            informer=lambda res, handler, store: Reflector(api, res, store, handler, metrics),
                            follow=lambda res, handler: followed.append((res, handler)))
@@ -187,3 +189,47 @@ def test_a_pod_just_written_is_planned_as_written_until_the_watch_brings_it(tmp_
         assert costs.reconcile(("default", "web")) == 0 and costs.written == {}
         assert sorted(int(p["metadata"]["annotations"][DELETION_COST]) for p in served.pods.values()) == \
             [-3, -3, -3, -2, -2, -2, -1, -1, -1, 0, 0, 0]
+
+
+def test_nothing_is_planned_before_every_store_has_listed(tmp_path):
+    """Until the Nodes (the zones) and the controller's stores have listed, a key is dropped, not planned on
+    a partial view: the first sync queues every Deployment again."""
+    with FakeAPI() as api:
+        Pods(api, twelve())
+        client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
+        controller = stub(client, [managed()])
+        controller.synced = False
+        costs = PodCosts(controller)  # type: ignore[arg-type]
+        sync(costs)
+        assert patches(api) == []
+        controller.synced = True
+        sync(costs)
+        assert len(patches(api)) == 12
+
+
+def test_one_refused_pod_does_not_keep_the_others_from_their_cost_and_the_key_is_retried(tmp_path):
+    with FakeAPI() as api:
+        served = Pods(api, twelve())
+        api.route("PATCH", "/api/v1/namespaces/default/pods/web-0",
+                  lambda req: (403, {"kind": "Status", "code": 403, "reason": "Forbidden"}))
+        client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
+        costs = PodCosts(stub(client, [managed()]))  # type: ignore[arg-type]
+        for r in costs.reflectors:
+            r.list()
+        with pytest.raises(kube.ApiError):
+            costs.reconcile(("default", "web"))
+        written = [name for name, p in served.pods.items() if DELETION_COST in (p["metadata"].get("annotations") or {})]
+        assert sorted(written) == sorted(n for n in served.pods if n != "web-0")
+        assert costs.writes.labels("failed")._value.get() == 1
+
+
+def test_a_standby_tells_nothing_so_the_next_leader_tells_every_violation(tmp_path):
+    pods = twelve()
+    pods[0] = pod("web-0", "a1", cost="100", manager="karpenter")
+    with FakeAPI() as api:
+        costs, _ = costs_of(api, tmp_path, pods, [managed()], leading=False)
+        assert costs.foreigners == {} and costs.violations == {}
+        costs.c.leading = True
+        sync(costs)
+        events = [r["body"]["reason"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]
+        assert events == ["DeletionCostOwnedElsewhere"]

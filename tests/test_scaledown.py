@@ -351,3 +351,15 @@ def test_violations_count_only_the_nodes_the_inclusion_policies_admit():
     finally:
         for n in NODES:
             del n["metadata"]["labels"]["pool"]
+
+
+def test_the_cli_s_live_pods_keep_whose_cost_it_is():
+    """``simulate --cluster --scale`` reads Pods through ``strip_pod``: a cost the controller wrote stays the
+    controller's (rule S25), another manager's stays foreign."""
+    from policylib.cli.cluster import strip_pod
+    from policylib.projection import strip
+    from policylib.scaledown import FIELD_MANAGER, foreign_cost
+    ours = pod("web-0", "a1", cost="-1", manager=FIELD_MANAGER)
+    theirs = pod("web-1", "a1", cost="100", manager="karpenter")
+    assert foreign_cost(strip(ours)) is True   # what the plain projection lost
+    assert (foreign_cost(strip_pod(ours)), foreign_cost(strip_pod(theirs))) == (False, True)

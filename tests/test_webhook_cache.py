@@ -335,3 +335,15 @@ def test_without_gevent_the_read_runs_at_once():
     wait = concurrently(lambda: steps.append("read") or "result")
     steps.append("policy")
     assert (wait(), steps) == ("result", ["read", "policy"])
+
+
+def test_a_read_answered_with_items_that_are_not_a_list_of_objects_falls_back_and_never_fails_the_review(
+        api, synced_empty_cache):
+    api.route("GET", NAMESPACED_HPA_PATH, (200, {"kind": "HorizontalPodAutoscalerList", "items": ["not", "objects"]}))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    answer = app.post("/mutate", json=review_of(deployment("web", "ml", replicas=3)))
+    assert answer.status_code == 200
+    response = answer.get_json()["response"]
+    assert response["allowed"] is True
+    assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
+    assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 1.0}

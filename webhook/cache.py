@@ -49,6 +49,8 @@ CONFIRM_TIMEOUT = (0.5, 1.0)
 CREDENTIALS_SECONDS = 1.0
 #: The confirming read is one request: the first this many HPAs of the namespace.
 CONFIRM_LIMIT = 500
+#: Kept-alive connections held for the read at most (one per concurrent read up to this; extras are closed).
+MAX_IDLE = 16
 W = TypeVar("W")
 R = TypeVar("R")
 #: ``result`` label values of the confirming reads' counter.
@@ -255,17 +257,26 @@ class HpaRead:
                 conn.request("GET", path, headers=headers)
                 response = conn.getresponse()
                 raw = response.read()
-            except (OSError, http.client.HTTPException):
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                # The server closed a kept-alive connection while it sat idle: once more on a new one. Never
+                # after a timeout: the review's own deadline (the webhook's timeoutSeconds) has no room for it.
                 conn.close()
                 conn = None
                 if reused and attempt == 0:
                     continue
                 raise
+            except (OSError, http.client.HTTPException):
+                conn.close()
+                raise
             if response.will_close:
                 conn.close()
             else:
                 with self._lock:
-                    self._idle.append(conn)
+                    keep = len(self._idle) < MAX_IDLE
+                    if keep:
+                        self._idle.append(conn)
+                if not keep:
+                    conn.close()
             return response.status, raw
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -315,12 +326,12 @@ class ConfirmedHpas(ClusterFacts):
         """The namespace's HPAs targeting the Deployment, or None when the read cannot tell."""
         try:
             page = self.cache.read(namespace)
-        except Exception as e:  # noqa: BLE001 -- any failure of the read: the cache's answer stands
+            found = [slim_hpa(h) for h in page.get("items") or [] if hpa_target(h) == (namespace, name)]
+        except Exception as e:  # noqa: BLE001 -- any failure of the read or of its answer: the cache's answer stands
             log.warning("HPA read failed, using the watch cache",
                         extra={"namespace": namespace, "deployment": name, "error": str(e)})
             self.counted(CONFIRMED_ERROR)
             return None
-        found = [slim_hpa(h) for h in page.get("items") or [] if hpa_target(h) == (namespace, name)]
         if not found and (page.get("metadata") or {}).get("continue"):
             # One request only, so the read stays within its timeout: past the first page, the watch's answer.
             log.warning("HPA read: more HPAs in the namespace than one page, using the watch cache",

@@ -155,6 +155,10 @@ class PodCosts:
     def reconcile(self, key: Key) -> int:
         """Plan one Deployment's pods; returns the cost writes made."""
         ns, name = key
+        if not (self.synced and self.c.synced):
+            # Until every store has listed, Nodes (the zones) and the scope may be missing: nothing is planned.
+            # Nothing is lost: the first sync's started_leading/resync queues every Deployment again.
+            return 0
         deployment = self.c.stores[kube.DEPLOYMENTS].get(ns, name)
         if not self.managed(deployment):
             self._forget(key)
@@ -166,18 +170,26 @@ class PodCosts:
         nodes = self.nodes.values()
         zone_of = {(n["metadata"].get("name") or ""): ((n["metadata"].get("labels") or {}).get(self.zone_key) or "")
                    for n in nodes}
+        if self.c.dry_run or not self.c.leading:
+            # A standby (or a dry run) neither writes nor tells: the Events' memory of what was told is the
+            # leader's, so a violation that appears before a failover is told by the next leader.
+            return 0
         self._tell_foreign(key, deployment, pods)
         self._tell_violations(key, deployment, spread_violations(deployment, pods, nodes))
-        if self.c.dry_run or not self.c.leading:
-            return 0
-        made = 0
+        made, failed = 0, None
         for w in cost_writes(pods, zone_of):
+            if not self.c.leading:   # the Lease can be lost between two writes (each may take seconds)
+                break
             try:
                 written = self.api.request("PATCH", kube.PODS.path(w.namespace, w.name),
                                            query=[("fieldManager", FIELD_MANAGER)], body=w.patch(),
                                            content_type=MERGE_PATCH)
             except (kube.Conflict, kube.NotFound):   # the watch brings the pod as it is now; plan it again then
                 self.writes.labels("conflict").inc()
+                continue
+            except kube.ApiError as e:   # one pod refused (an admission policy, a 422): the others still get theirs
+                self.writes.labels("failed").inc()
+                failed = e
                 continue
             self.writes.labels("written").inc()
             made += 1
@@ -186,6 +198,8 @@ class PodCosts:
                 self.written[(w.namespace, w.name)] = ((stored or {}).get("metadata", {}).get("resourceVersion"),
                                                        project_pod(dict(written, apiVersion="v1", kind="Pod")))
             log.info("pod deletion cost written", extra={"namespace": w.namespace, "pod": w.name, "cost": w.cost})
+        if failed is not None:   # the key is retried with backoff (the queue's rate limiter)
+            raise failed
         return made
 
     def _as_written(self, pod: dict[str, Any]) -> dict[str, Any]:

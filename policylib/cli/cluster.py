@@ -160,6 +160,18 @@ def deployment_pods_and_nodes(args: argparse.Namespace) -> tuple[list[dict[str, 
     return pods, nodes
 
 
+def strip_pod(pod: Any) -> Any:
+    """A Pod as :func:`~policylib.projection.strip` keeps it, plus the ``managedFields`` entry that owns its
+    deletion cost (rule S25: whose cost it is decides whether ``simulate --scale`` counts it as the
+    controller's or another manager's)."""
+    from ..scaledown import project_pod
+    kept = strip(pod)
+    owner = project_pod(pod)["metadata"].get("managedFields") if isinstance(pod, dict) else None
+    if owner and isinstance(kept, dict):
+        kept = {**kept, "metadata": {**(kept.get("metadata") or {}), "managedFields": owner}}
+    return kept
+
+
 def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
          show: Callable[[str, int], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
@@ -169,7 +181,7 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
     page = kube.PROJECTED_PAGE
     with c.reading():
         nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=strip, limit=page)
-        pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip, limit=page)   # every Pod loads the Nodes
+        pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip_pod, limit=page)   # every Pod loads the Nodes
         objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show, project=strip,
                                 limit=page) if workloads else []
         version = kube.server_version(c.api)
