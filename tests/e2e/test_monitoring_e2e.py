@@ -127,4 +127,4 @@ def test_every_queried_metric_is_exposed(cluster, webhooks, tmp_path, ns):
                     unlabelled.append((label, sorted(names)))
     assert sorted(set(missing)) == []
     assert unlabelled == []
-    assert len(queries()) == 29   # with the controller memory alert and the memory panel's two targets
+    assert len(queries()) == 30   # with the controller memory alert, the memory panel's two targets and the spread alert
