@@ -161,6 +161,9 @@ def test_the_network_policy_is_accepted_and_matches_the_pods_and_the_api_server(
     ips = {p["status"]["podIP"] for p in webhook}
 
     def sources():
+        # A review now, so the API server holds a connection to a webhook pod while ``ss`` looks (an idle
+        # kept-alive connection may have been closed since the last review).
+        c.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(deployment("probe", "default", 1)))
         out = subprocess.run(["ss", "-tnH", "state", "established"], capture_output=True, text=True,
                              check=True).stdout
         found = set()
@@ -225,13 +228,18 @@ def test_objects_created_with_kubectl_are_stored_as_preview_says(chart_on_real_n
         assert contains(got["spec"], expected["spec"])
         assert policylib_metadata(got) == policylib_metadata(expected)
     # the reviews reached the webhook's pods: their logs (read through the kubelet) name each object, mutated
-    reviewed = set()
-    for p in pods(c, "policylib-webhook"):
-        for line in c.kubectl("-n", NAMESPACE, "logs", p["metadata"]["name"]).stdout.splitlines():
-            entry = json.loads(line) if line.startswith("{") else {}
-            if entry.get("msg") == "review" and entry.get("namespace") == "apps" and entry.get("mutated"):
-                reviewed.add((entry.get("kind"), entry.get("name")))
-    assert {("Deployment", "web"), ("Job", "test-job"), ("TFJob", "tfjob-simple")} <= reviewed, reviewed
+    # (the review lines are written in batches, so the last one may reach the log a moment after its answer)
+    wanted = {("Deployment", "web"), ("Job", "test-job"), ("TFJob", "tfjob-simple")}
+
+    def reviewed():
+        found = set()
+        for p in pods(c, "policylib-webhook"):
+            for line in c.kubectl("-n", NAMESPACE, "logs", p["metadata"]["name"]).stdout.splitlines():
+                entry = json.loads(line) if line.startswith("{") else {}
+                if entry.get("msg") == "review" and entry.get("namespace") == "apps" and entry.get("mutated"):
+                    found.add((entry.get("kind"), entry.get("name")))
+        return found if wanted <= found else None
+    wait_for("every object's review in the webhook pods' logs", reviewed, timeout=60)
 
 
 # --- the controller's leader, killed ----------------------------------------------------------------------------
