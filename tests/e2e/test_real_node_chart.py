@@ -301,8 +301,10 @@ def test_the_controllers_leader_killed_the_other_takes_over_and_writes_once(char
     took = time.monotonic() - killed
     print(f"\ncontroller failover on the real node: the standby led {took:.1f}s after the leader was killed "
           f"(leaseDurationSeconds {LEASE_SECONDS})")
-    # client-go's rule: the Lease must go unrenewed for its duration, checked every third of it
-    assert took < LEASE_SECONDS + LEASE_SECONDS / 3 + 3, f"failover took {took:.1f}s"
+    # client-go's rule: the Lease must go unrenewed for its duration, counted from when the standby first saw its last
+    # record (up to one round, a third of the duration, after the leader's last renewal, itself up to a round before the
+    # kill), and the standby looks once a round: at most the duration and two rounds, plus the API's latency on a busy host
+    assert took < LEASE_SECONDS + 2 * LEASE_SECONDS / 3 + 5, f"failover took {took:.1f}s"
 
     wait_for("every Deployment rewritten for 6 replicas", lambda: all(
         (c.get("deployment", n, ns)["metadata"].get("annotations") or {}).get(record) == "6" for n in names),
