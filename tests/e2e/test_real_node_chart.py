@@ -1,6 +1,7 @@
 """The chart the way users install it, on the real node: ``helm install charts/policylib`` with the image ``make image``
 builds (imported into the node's containerd) and the chart's defaults (two webhook and two controller replicas,
-their securityContext, resources, probes and PodDisruptionBudgets, the self-managed certificates the controller's
+their securityContext (admitted in a namespace that enforces Pod Security's restricted level), resources, probes
+and PodDisruptionBudgets, the self-managed certificates the controller's
 leader makes, the NetworkPolicy enabled), a policylib config for the gang and Volcano families, and ``nodeSelector``
 ``real-0`` (the harness's other nodes are fake). The pods run Running and Ready; they reach the API server with their
 service-account tokens at the ``kubernetes`` Service's ClusterIP (docs/e2e.md, "A real node"); the API server calls
@@ -45,6 +46,7 @@ VOLCANO_JOB = SHARED / "examples/volcano/job-basic.yaml"
 TFJOB = SHARED / "examples/kubeflow/tfjob-simple.yaml"
 DEFAULTS = yaml.safe_load((CHART / "values.yaml").read_text())
 LEASE_SECONDS = 15   # controller.leaseDurationSeconds, the default
+PSS = ("pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/enforce-version=latest")
 #: Workloads go to the fake nodes of zone-a (their pods run without an image); never to real-0, whose containerd
 #: would try to pull their image.
 FAKE_ZONE = {"topology.kubernetes.io/zone": "zone-a"}
@@ -81,6 +83,10 @@ def chart_on_real_node(built, tmp_path_factory):  # noqa: F811
     c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)))
     try:
         c.install_crds(*CRDS)
+        # the namespace at Pod Security's restricted level, enforced: the API server admits no pod of the chart's
+        # that breaks it (helm's --create-namespace leaves an existing namespace as it is)
+        c.kubectl("create", "namespace", NAMESPACE)
+        c.kubectl("label", "namespace", NAMESPACE, *PSS)
         helm_install(c, tmp, real_node_values(f"{gateway(c)}/32"))
         yield c, tmp
     finally:
@@ -118,6 +124,12 @@ def test_the_pods_run_the_image_with_the_charts_settings(chart_on_real_node, app
         (api,) = [v for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]
         sources = {next(iter(s)) for s in api["projected"]["sources"]}
         assert sources == {"serviceAccountToken", "configMap", "downwardAPI"}
+    # admitted under Pod Security's restricted level, and still within it: a server-side dry run of the label warns
+    # about every running pod that breaks the level, and names none
+    labels = c.get("namespace", NAMESPACE)["metadata"]["labels"]
+    assert {f"{k}={v}" for k, v in labels.items()} >= set(PSS)
+    check = c.kubectl("label", "--dry-run=server", "--overwrite", "namespace", NAMESPACE, *PSS)
+    assert "Warning" not in check.stderr and "violate" not in check.stderr, check.stderr
     pdb = c.get("poddisruptionbudget", app, NAMESPACE)
     assert pdb["spec"]["minAvailable"] == 1
     wait_for(f"{app}'s PodDisruptionBudget allows one disruption",
