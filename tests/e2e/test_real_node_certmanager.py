@@ -60,6 +60,7 @@ class CertManager:
                     stdout=log, stderr=subprocess.STDOUT)
 
     def running(self) -> None:
+        """Fails, with its log, when a process has exited."""
         for name, proc in self.procs.items():
             if proc.poll() is not None:
                 raise AssertionError(f"cert-manager {name} exited {proc.returncode}: {self.log(name)[-3000:]}")
@@ -106,6 +107,8 @@ def cert_manager_install(built, tmp_path_factory):  # noqa: F811
         c.kubectl("create", "namespace", LOAD_NS)
         cm = CertManager(c, tmp)
         c.kubectl("apply", "-k", str(ROOT / "manifests/cert-manager"))
+        wait_for(f"cert-manager issued Secret {SECRET}", lambda: cm.running() or c.get_or_none("secret", SECRET, NAMESPACE),
+                 timeout=180, interval=0.5)
         for name in ("policylib-webhook", "policylib-controller"):
             c.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{name}", "--timeout=480s", timeout=510)
         cm.running()

@@ -33,9 +33,11 @@ import (
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
-	leaseNamespace := flag.String("leader-election-namespace", "", "namespace of the leader-election Lease (empty: no leader election)")
-	flag.Parse()
+	// A FlagSet of its own: controller-runtime registers --kubeconfig on flag.CommandLine.
+	flags := flag.NewFlagSet("cainjector", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the API server")
+	leaseNamespace := flags.String("leader-election-namespace", "", "namespace of the leader-election Lease (empty: no leader election)")
+	_ = flags.Parse(os.Args[1:])
 	logf.InitLogs()
 	defer logf.FlushLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)

@@ -51,10 +51,12 @@ var enabled = []string{
 }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the API server")
-	namespace := flag.String("cluster-resource-namespace", "cert-manager", "namespace for ClusterIssuers' Secrets")
-	workers := flag.Int("concurrent-workers", 5, "workers per controller")
-	flag.Parse()
+	// A FlagSet of its own: controller-runtime registers --kubeconfig on flag.CommandLine.
+	flags := flag.NewFlagSet("controller", flag.ExitOnError)
+	kubeconfig := flags.String("kubeconfig", "", "kubeconfig of the API server")
+	namespace := flags.String("cluster-resource-namespace", "cert-manager", "namespace for ClusterIssuers' Secrets")
+	workers := flags.Int("concurrent-workers", 5, "workers per controller")
+	_ = flags.Parse(os.Args[1:])
 	logf.InitLogs()
 	defer logf.FlushLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
