@@ -171,7 +171,8 @@ def test_a_renewal_under_load_fails_no_admission(cert_manager_install):
              timeout=120)
     before = x509.load_pem_x509_certificate(secret_data(c, SECRET)["tls.crt"])
     bundle = ca_bundle(c)
-    ips = [p["status"]["podIP"] for p in pods(c, "policylib-webhook")]
+    webhooks = pods(c, "policylib-webhook")
+    ips = [p["status"]["podIP"] for p in webhooks]
     assert len(ips) == 2 and {served_certificate(ip) for ip in ips} == {before.public_bytes(Encoding.DER)}
     revision = c.get("certificate", SERVING, NAMESPACE)["status"]["revision"]
     with AdmissionLoad(c, LOAD_NS) as load:
@@ -206,7 +207,9 @@ def test_a_renewal_under_load_fails_no_admission(cert_manager_install):
     assert cert["status"]["revision"] == revision + 1 and condition(cert, "Ready") == "True", cert["status"]
     assert public_key(after) != public_key(before)   # rotationPolicy: Always, a new private key
     assert after.issuer == before.issuer and ca_bundle(c) == bundle   # same CA: the caBundle stands
-    assert [p["metadata"]["uid"] for p in pods(c, "policylib-webhook")] and all(
-        s["restartCount"] == 0 for p in pods(c, "policylib-webhook") for s in p["status"]["containerStatuses"])
+    # the same pods, not restarted: the files changed under them
+    after_pods = pods(c, "policylib-webhook")
+    assert {p["metadata"]["uid"] for p in after_pods} == {p["metadata"]["uid"] for p in webhooks}
+    assert all(s["restartCount"] == 0 for p in after_pods for s in p["status"]["containerStatuses"]), after_pods
     load.result.assert_clean(least=50)
     cm.running()
