@@ -68,7 +68,8 @@ class CertManager:
     def log(self, name: str) -> str:
         return self.logs[name].read_text()
 
-    def stop(self) -> None:
+    def stop(self) -> dict[str, int]:
+        """SIGTERM to both, a kill after 30 s; their exit statuses."""
         for proc in self.procs.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -78,6 +79,7 @@ class CertManager:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+        return {name: proc.returncode for name, proc in self.procs.items()}
 
 
 def install_cert_manager_crds(c: Cluster) -> None:
@@ -114,10 +116,11 @@ def cert_manager_install(built, tmp_path_factory):  # noqa: F811
         cm.running()
         yield c, tmp, cm
     finally:
-        if cm:
-            cm.stop()
+        stopped = cm.stop() if cm else {}
         code = c.stop(timeout=120)
         assert code == 0, c.stderr_text()
+        # both ended on SIGTERM by themselves (not killed), before the API server went away
+        assert stopped == dict.fromkeys(stopped, 0), (stopped, {n: cm.log(n)[-2000:] for n in stopped} if cm else {})
 
 
 def condition(obj: dict, kind: str) -> str | None:
