@@ -10,7 +10,7 @@ GO     ?= go
 GO_BIN := $(shell command -v $(GO) 2>/dev/null)
 AS_ROOT := $(filter 0,$(shell id -u))
 
-.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler cert-manager
+.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -147,7 +147,7 @@ e2e/bin/descheduler: $(call gosrc,e2e/descheduler,e2e/descheduler)
 # crds.enabled=true, as its cert-manager.crds.yaml is made) by e2e/bin/helm (docs/e2e.md).
 .PHONY: cert-manager
 cert-manager: e2e/bin/cert-manager/controller
-e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,e2e/cert-manager,e2e/cert-manager) e2e/bin/helm
+e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,e2e/cert-manager,e2e/cert-manager) | e2e/bin/helm
 	cd e2e/cert-manager && $(GO) build -o ../bin/cert-manager/ ./controller ./cainjector && \
 	  d=$$($(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/charts/cert-manager && \
 	  mkdir -p ../bin/cert-manager/crd && ../bin/helm template cert-manager $$d --namespace cert-manager \
