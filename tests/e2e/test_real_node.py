@@ -178,18 +178,21 @@ def test_a_real_node_runs_a_pod_and_stop_leaves_nothing(built, tmp_path):
 
 def test_a_killed_harness_is_cleaned_by_the_next_start(built, tmp_path):
     before, paths = sysctls(), machine_paths()
-    first = Cluster(tmp_path / "first", extra_args=("--real-node",))
+    # two real nodes, a pod on each: the next start removes what both left
+    first = Cluster(tmp_path / "first", extra_args=("--real-node", "--real-nodes", "2"))
     try:
         rec = record(first)
-        run_web_pod(first, "killed")
+        for node in ("real-0", "real-1"):
+            run_web_pod(first, "killed", node=node, name=f"web-{node}")
     finally:
         first.proc.kill()
         first.proc.wait(30)
-    left = leftovers(rec)
-    # SIGKILL ends testcluster, its kubelet and containerd, but not the shim, the pod's processes, its network
-    # namespace, route and cgroups
-    assert any(x.startswith("process") for x in left) and any(x.startswith("cgroup") for x in left), left
-    assert any(x.startswith("route") for x in left), left
+    # SIGKILL ends testcluster, its kubelets and containerds, but not the shims, the pods' processes, their network
+    # namespaces, routes and cgroups
+    for node in nodes_of(rec):
+        left = node_leftovers(node)
+        assert any(x.startswith("process") for x in left) and any(x.startswith("cgroup") for x in left), left
+        assert any(x.startswith("route") for x in left), left
     second = Cluster(tmp_path / "second", extra_args=("--real-node",))
     try:
         assert leftovers(rec) == []

@@ -259,7 +259,7 @@ def test_kubectl_drain_completes_on_two_real_nodes(two_nodes):
     load.result.assert_clean(least=50)
 
     with AdmissionLoad(r.c, LOAD_NS) as held_load:
-        drain = r.c.kubectl("drain", "real-1", *drain_args, "--timeout=30s", check=False, timeout=120)
+        drain = r.c.kubectl("drain", "real-1", *drain_args, "--timeout=15s", check=False, timeout=120)
         held, pending = r.ready_pods(), [p for p in r.pods() if p["status"]["phase"] == "Pending"]
         r.c.kubectl("uncordon", "real-0", "real-1")
         r.wait_ready()

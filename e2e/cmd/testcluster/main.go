@@ -98,7 +98,7 @@ func run(args []string) int {
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
 	fs.IntVar(&o.realNodes, "real-nodes", 1, "with --real-node: how many real nodes, real-0 .. real-(N-1), each its own containerd and kubelet")
-	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into its containerd (repeatable)")
+	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into each real node's containerd (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
