@@ -4,7 +4,8 @@ answers at its pod IP; stopping the harness, or starting the next one after it w
 on the machine: no process, mount, network namespace, route, cgroup or file, and the kernel settings the kubelet
 changes are back (docs/e2e.md, "A real node"). ``--real-nodes 2``: two such nodes, each its own containerd, kubelet,
 pods' subnet and cgroup root, both Ready and labelled, each running a pod that answers at its pod IP; stop leaves
-nothing of either."""
+nothing of either, nor does the next start after a two-node harness was killed; a record written before
+``--real-nodes`` (no ``nodes`` list) is still read and swept."""
 from __future__ import annotations
 
 import json
@@ -244,3 +245,23 @@ def test_two_real_nodes_each_run_a_pod_and_stop_leaves_nothing(built, tmp_path):
 def test_real_nodes_flag_errors(tmp_path, args, message):
     require_built("testcluster")
     assert refused("--dir", str(tmp_path / "c"), *args).startswith(message)
+
+
+def test_a_record_from_before_real_nodes_is_still_swept(built, tmp_path):
+    """A killed harness's record in the format before ``--real-nodes`` (one node, no ``nodes`` list): the next start
+    removes its directories."""
+    pid = 4_194_304 + os.getpid() % 100_000  # above the kernel's largest pid_max: never a running process
+    run, state = Path("/run/testcluster", str(pid)), tmp_path / "old-state"
+    (state / "containerd").mkdir(parents=True)
+    run.mkdir(parents=True)
+    old = {"pid": pid, "node": "real-0", "run": str(run), "state": str(state), "cgroup": f"testcluster-{pid}",
+           "subnet": "10.244.251.0/24", "network": f"testcluster-{pid}", "nodeIP": "192.0.2.1",
+           "apiLabel": f"lo:tc{pid}", "apiAddress": "", "services": ""}
+    (run / "record.json").write_text(json.dumps(old))
+    c = Cluster(tmp_path / "c", extra_args=("--real-node",))
+    try:
+        assert f"removing what the killed real node of pid {pid} left" in c.stderr_text()
+        assert not run.exists() and not state.exists()
+    finally:
+        code = c.stop(timeout=90)
+    assert code == 0, c.stderr_text()
