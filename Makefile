@@ -67,7 +67,7 @@ clean:
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
 # (measured: docs/figures.md).
 HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
-	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
+	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler cert-manager \
 	$(if $(AS_ROOT),testcluster-real-node)
 .PHONY: harness
 harness: $(HARNESS)
@@ -139,6 +139,21 @@ e2e/bin/descheduler: $(call gosrc,e2e/descheduler,e2e/descheduler)
 	  $(GO) build -ldflags "-X sigs.k8s.io/descheduler/pkg/version.version=$$v" -o ../bin/descheduler \
 	    sigs.k8s.io/descheduler/cmd/descheduler
 	touch $@
+
+# cert-manager (github.com/cert-manager/cert-manager; e2e/cert-manager/go.mod pins the release) for
+# tests/e2e/test_real_node_certmanager.py: its controller and cainjector, from the small mains in
+# e2e/cert-manager (the release's own mains are nested modules the module proxy does not serve), run out of
+# cluster by the test; the CRDs rendered from the release's chart (deploy/charts/cert-manager in its module,
+# crds.enabled=true, as its cert-manager.crds.yaml is made) by e2e/bin/helm (docs/e2e.md).
+.PHONY: cert-manager
+cert-manager: e2e/bin/cert-manager/controller
+e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,e2e/cert-manager,e2e/cert-manager) | e2e/bin/helm
+	cd e2e/cert-manager && $(GO) build -o ../bin/cert-manager/ ./controller ./cainjector && \
+	  d=$$($(GO) list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)/deploy/charts/cert-manager && \
+	  mkdir -p ../bin/cert-manager/crd && ../bin/helm template cert-manager $$d --namespace cert-manager \
+	    --set crds.enabled=true $$(cd $$d && printf -- '--show-only %s ' templates/crd-*.yaml) \
+	    > ../bin/cert-manager/crd/cert-manager.crds.yaml
+	touch e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector
 
 e2e: $(STAMP) testcluster
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

@@ -78,6 +78,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "testcluster-koordinator": ("koordinator/koord-scheduler",),
     "testcluster-real-node": ("kubelet", "pause"),
     "descheduler": ("descheduler",),
+    "cert-manager": ("cert-manager/controller", "cert-manager/cainjector", "cert-manager/crd/cert-manager.crds.yaml"),
 }
 
 
