@@ -2,7 +2,10 @@
 containerd and runc runs a pod with a read-only root filesystem, a non-root user and an HTTP readiness probe, which
 answers at its pod IP; stopping the harness, or starting the next one after it was killed, leaves nothing of it
 on the machine: no process, mount, network namespace, route, cgroup or file, and the kernel settings the kubelet
-changes are back (docs/e2e.md, "A real node")."""
+changes are back (docs/e2e.md, "A real node"). ``--real-nodes 2``: two such nodes, each its own containerd, kubelet,
+pods' subnet and cgroup root, both Ready and labelled, each running a pod that answers at its pod IP; stop leaves
+nothing of either, nor does the next start after a two-node harness was killed; a record written before
+``--real-nodes`` (no ``nodes`` list) is still read and swept."""
 from __future__ import annotations
 
 import json
@@ -15,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Cluster, require_built, wait_for
+from .harness import Cluster, refused, require_built, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -65,10 +68,24 @@ def machine_paths() -> set[str]:
             for p in [Path(place), *Path(place).rglob("*")]}
 
 
+def nodes_of(rec: dict) -> list[dict]:
+    """Every real node of a record (``nodes``; a record written before ``--real-nodes`` is its one node)."""
+    return rec.get("nodes") or [rec]
+
+
 def leftovers(rec: dict, before: set[str] | None = None) -> list[str]:
-    """Everything of the real node ``rec`` still on the machine (and, given ``before``, any path in the shared
+    """Everything of the real nodes of ``rec`` still on the machine (and, given ``before``, any path in the shared
     places that was not there before)."""
     found = [f"new path {p}" for p in sorted(machine_paths() - before)] if before is not None else []
+    for node in nodes_of(rec):
+        found += node_leftovers(node)
+    addrs = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
+    found += [f"address {line}" for line in addrs.splitlines() if f" {rec['apiAddress']}/" in line]
+    return found
+
+
+def node_leftovers(rec: dict) -> list[str]:
+    found = []
     dirs = (rec["run"], rec["state"])
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -88,8 +105,6 @@ def leftovers(rec: dict, before: set[str] | None = None) -> list[str]:
     routes = subprocess.run(["ip", "-4", "-o", "route", "show", "table", "all"], capture_output=True, text=True,
                             check=True).stdout
     found += [f"route {line}" for line in routes.splitlines() if line.startswith(prefix)]
-    addrs = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=True).stdout
-    found += [f"address {line}" for line in addrs.splitlines() if f" {rec['apiAddress']}/" in line]
     found += [f"file {p}" for p in dirs if Path(p).exists()]
     found += [f"file {p}" for p in Path("/var/lib/cni/results").glob(f"{rec['network']}-*")]
     netns = Path("/run/netns")
@@ -101,12 +116,12 @@ def leftovers(rec: dict, before: set[str] | None = None) -> list[str]:
     return found
 
 
-def web_pod(name: str) -> dict:
+def web_pod(name: str, node: str = "real-0") -> dict:
     """A pod the way the chart writes its own: non-root, read-only root filesystem, an HTTP readiness probe."""
     return {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
         "spec": {
-            "nodeSelector": {"kubernetes.io/hostname": "real-0"},
+            "nodeSelector": {"kubernetes.io/hostname": node},
             "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534},
             "terminationGracePeriodSeconds": 2,
             "containers": [{
@@ -121,12 +136,13 @@ def web_pod(name: str) -> dict:
     }
 
 
-def run_web_pod(c: Cluster, ns: str) -> dict:
-    c.kubectl("create", "namespace", ns)
-    c.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(web_pod("web")))
+def run_web_pod(c: Cluster, ns: str, node: str = "real-0", name: str = "web") -> dict:
+    if c.kubectl("get", "namespace", ns, check=False).returncode != 0:
+        c.kubectl("create", "namespace", ns)
+    c.kubectl("apply", "-n", ns, "-f", "-", input=json.dumps(web_pod(name, node)))
 
     def ready():
-        pod = json.loads(c.kubectl("get", "pod", "web", "-n", ns, "-o", "json").stdout)
+        pod = json.loads(c.kubectl("get", "pod", name, "-n", ns, "-o", "json").stdout)
         conds = {x["type"]: x["status"] for x in pod["status"].get("conditions", [])}
         return pod if conds.get("Ready") == "True" and pod["status"].get("podIP") else None
 
@@ -163,18 +179,21 @@ def test_a_real_node_runs_a_pod_and_stop_leaves_nothing(built, tmp_path):
 
 def test_a_killed_harness_is_cleaned_by_the_next_start(built, tmp_path):
     before, paths = sysctls(), machine_paths()
-    first = Cluster(tmp_path / "first", extra_args=("--real-node",))
+    # two real nodes, a pod on each: the next start removes what both left
+    first = Cluster(tmp_path / "first", extra_args=("--real-node", "--real-nodes", "2"))
     try:
         rec = record(first)
-        run_web_pod(first, "killed")
+        for node in ("real-0", "real-1"):
+            run_web_pod(first, "killed", node=node, name=f"web-{node}")
     finally:
         first.proc.kill()
         first.proc.wait(30)
-    left = leftovers(rec)
-    # SIGKILL ends testcluster, its kubelet and containerd, but not the shim, the pod's processes, its network
-    # namespace, route and cgroups
-    assert any(x.startswith("process") for x in left) and any(x.startswith("cgroup") for x in left), left
-    assert any(x.startswith("route") for x in left), left
+    # SIGKILL ends testcluster, its kubelets and containerds, but not the shims, the pods' processes, their network
+    # namespaces, routes and cgroups
+    for node in nodes_of(rec):
+        left = node_leftovers(node)
+        assert any(x.startswith("process") for x in left) and any(x.startswith("cgroup") for x in left), left
+        assert any(x.startswith("route") for x in left), left
     second = Cluster(tmp_path / "second", extra_args=("--real-node",))
     try:
         assert leftovers(rec) == []
@@ -186,3 +205,63 @@ def test_a_killed_harness_is_cleaned_by_the_next_start(built, tmp_path):
     assert leftovers(rec2, paths) == []
     assert leftovers(rec, paths) == []
     assert sysctls() == before
+
+
+def test_two_real_nodes_each_run_a_pod_and_stop_leaves_nothing(built, tmp_path):
+    before, paths = sysctls(), machine_paths()
+    c = Cluster(tmp_path / "c", extra_args=("--real-node", "--real-nodes", "2"))
+    try:
+        rec = record(c)
+        nodes = nodes_of(rec)
+        assert [n["node"] for n in nodes] == ["real-0", "real-1"]
+        # real-0 at the top level too, as in a one-node record
+        assert {k: rec[k] for k in nodes[0]} == nodes[0]
+        for key in ("run", "state", "cgroup", "subnet", "network"):
+            assert len({n[key] for n in nodes}) == 2, (key, nodes)
+        endpoints = set()
+        for n in nodes:
+            node = json.loads(c.kubectl("get", "node", n["node"], "-o", "json").stdout)
+            labels = node["metadata"]["labels"]
+            assert (labels["topology.kubernetes.io/zone"], labels["kubernetes.io/hostname"]) == ("zone-real", n["node"])
+            assert {x["type"]: x["status"] for x in node["status"]["conditions"]}["Ready"] == "True"
+            assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+            endpoints.add(node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"])
+            pod = run_web_pod(c, "two", node=n["node"], name=f"web-{n['node']}")
+            assert pod["spec"]["nodeName"] == n["node"] and pod["status"]["hostIP"] == rec["nodeIP"]
+            assert re.fullmatch(rf"{re.escape(n['subnet'].rsplit('.', 1)[0])}\.\d+", pod["status"]["podIP"])
+            assert node_leftovers(n), "a running node shows up in leftovers(): the check can fail"
+        assert len(endpoints) == 2  # each kubelet its own port
+    finally:
+        code = c.stop(timeout=90)
+    assert code == 0, c.stderr_text()
+    assert leftovers(rec, paths) == []
+    assert sysctls() == before
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--real-nodes", "2"), "testcluster: error: --real-nodes needs --real-node; usage: testcluster --dir DIR "),
+    (("--real-node", "--real-nodes", "0"), "testcluster: error: --real-nodes 0: from 1 to 8"),
+])
+def test_real_nodes_flag_errors(tmp_path, args, message):
+    require_built("testcluster")
+    assert refused("--dir", str(tmp_path / "c"), *args).startswith(message)
+
+
+def test_a_record_from_before_real_nodes_is_still_swept(built, tmp_path):
+    """A killed harness's record in the format before ``--real-nodes`` (one node, no ``nodes`` list): the next start
+    removes its directories."""
+    pid = 4_194_304 + os.getpid() % 100_000  # above the kernel's largest pid_max: never a running process
+    run, state = Path("/run/testcluster", str(pid)), tmp_path / "old-state"
+    (state / "containerd").mkdir(parents=True)
+    run.mkdir(parents=True)
+    old = {"pid": pid, "node": "real-0", "run": str(run), "state": str(state), "cgroup": f"testcluster-{pid}",
+           "subnet": "10.244.251.0/24", "network": f"testcluster-{pid}", "nodeIP": "192.0.2.1",
+           "apiLabel": f"lo:tc{pid}", "apiAddress": "", "services": ""}
+    (run / "record.json").write_text(json.dumps(old))
+    c = Cluster(tmp_path / "c", extra_args=("--real-node",))
+    try:
+        assert f"removing what the killed real node of pid {pid} left" in c.stderr_text()
+        assert not run.exists() and not state.exists()
+    finally:
+        code = c.stop(timeout=90)
+    assert code == 0, c.stderr_text()

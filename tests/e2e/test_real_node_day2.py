@@ -6,8 +6,10 @@ operations on the real node"; docs/operations.md, "Upgrades, restarts and drains
 - ``helm upgrade`` changing the config, and one changing the image (a second tag of the same image, so the pod
   template changes): both replicas replaced one by one;
 - a webhook pod deleted;
-- ``kubectl drain`` of the node: the PodDisruptionBudget lets one replica go and holds the other (one real node:
-  the replacement has nowhere to run until the node is uncordoned);
+- ``kubectl drain`` on two real nodes (a harness of its own, ``--real-nodes 2``, the chart's default spread putting
+  one replica on each): draining real-0 completes, its replica rescheduled on real-1; draining real-1 next is held
+  by the PodDisruptionBudget (one replica evicted, its replacement Pending with both nodes cordoned, the other
+  serving alone);
 - the serving certificate and its CA rotated in the Secret the kubelet mounts, in the steps the controller's
   rotation takes (docs/operations.md, "CA rotation"): the kubelet's delay measured per pod, against the chart's
   default ``certificates.self.propagation``;
@@ -21,6 +23,7 @@ counters' increase) and asserts all but ``sent`` are 0. The certificate is an ``
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import socket
@@ -63,14 +66,14 @@ def b64(path: Path) -> str:
 class Release:
     """The chart installed on the real node, and what the scenarios do to it."""
 
-    def __init__(self, c: Cluster, tmp: Path):
+    def __init__(self, c: Cluster, tmp: Path, node_selector: dict[str, str]):
         self.c, self.tmp = c, tmp
         self.ca = certs(tmp / "certs-1")
         self.values: dict = {
             "certificates": {"mode": "existingSecret", "existingSecret": {"name": SECRET,
                                                                          "caBundle": b64(self.ca / "ca.crt")}},
             "controller": {"enabled": False},
-            "webhook": {"replicas": 2, "nodeSelector": {"kubernetes.io/hostname": "real-0"}},
+            "webhook": {"replicas": 2, "nodeSelector": node_selector},
             "image": {"pullPolicy": "Never"},
         }
         self.revision = 0
@@ -116,14 +119,17 @@ def seconds(duration: str) -> int:
     return int(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
 
 
-@pytest.fixture(scope="module")
-def release(built, tmp_path_factory):  # noqa: F811
+@contextlib.contextmanager
+def installed(tmp: Path, nodes: int):
+    """A harness with ``nodes`` real nodes and the chart installed on them (their zone, zone-real: the other nodes
+    are fake), serving through its Service."""
     if not ARCHIVE.is_file():
         pytest.fail(f"{ARCHIVE.relative_to(ROOT)} missing: `make image` builds it", pytrace=False)
-    tmp = tmp_path_factory.mktemp("real-day2")
-    c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)))
+    count = ("--real-nodes", str(nodes)) if nodes > 1 else ()
+    c = Cluster(tmp / "c", extra_args=("--real-node", *count, "--image", str(ARCHIVE)))
     try:
-        r = Release(c, tmp)
+        selector = {"kubernetes.io/hostname": "real-0"} if nodes == 1 else {"topology.kubernetes.io/zone": "zone-real"}
+        r = Release(c, tmp, selector)
         c.kubectl("create", "namespace", NAMESPACE)
         c.kubectl("create", "namespace", LOAD_NS)
         c.kubectl("-n", NAMESPACE, "create", "secret", "tls", SECRET,
@@ -134,11 +140,24 @@ def release(built, tmp_path_factory):  # noqa: F811
         with AdmissionLoad(c, LOAD_NS, threads=1) as probe:
             wait_for("a create mutated through the Service", lambda: probe.result.sent > probe.result.unmutated,
                      timeout=120)
-        print(f"cluster with the real node ready in {c.ready_seconds:.0f} s")
+        print(f"cluster with {nodes} real node(s) ready in {c.ready_seconds:.0f} s")
         yield r
     finally:
         code = c.stop(timeout=90)
         assert code == 0, c.stderr_text()
+
+
+@pytest.fixture(scope="module")
+def release(built, tmp_path_factory):  # noqa: F811
+    with installed(tmp_path_factory.mktemp("real-day2"), 1) as r:
+        yield r
+
+
+@pytest.fixture
+def two_nodes(built, tmp_path):  # noqa: F811
+    """Its own harness, real-0 and real-1: only the drain uses it, and it stops when the drain test ends."""
+    with installed(tmp_path, 2) as r:
+        yield r
 
 
 def rolled(r: Release, before: list[dict]) -> None:
@@ -216,24 +235,41 @@ def test_a_webhook_pod_deleted(release):
     load.result.assert_clean(least=50)
 
 
-def test_kubectl_drain_respects_the_pdb(release):
-    r = release
+def node_of(pods: list[dict]) -> dict[str, str]:
+    return {p["metadata"]["uid"]: p["spec"].get("nodeName", "") for p in pods}
+
+
+def test_kubectl_drain_completes_on_two_real_nodes(two_nodes):
+    """One replica on each node (the chart's default spread, its hostname constraint ScheduleAnyway, no value set):
+    ``kubectl drain real-0`` completes, the evicted replica's replacement Ready on real-1; ``kubectl drain real-1``
+    next is held by the PodDisruptionBudget (minAvailable 1): one replica evicted, its replacement Pending (both
+    nodes cordoned), the other serving alone."""
+    r = two_nodes
     before = r.wait_ready()
+    assert sorted(node_of(before).values()) == ["real-0", "real-1"], r.pods_wide()
+    (evicted,) = [uid for uid, node in node_of(before).items() if node == "real-0"]
+    drain_args = ("--ignore-daemonsets", "--delete-emptydir-data")
     with AdmissionLoad(r.c, LOAD_NS) as load:
-        drain = r.c.kubectl("drain", "real-0", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s",
-                            check=False, timeout=120)
+        drain = r.c.kubectl("drain", "real-0", *drain_args, "--timeout=180s", check=False, timeout=240)
+        after = r.wait_ready()
+    print(f"kubectl drain real-0: {load.result}")
+    print(f"kubectl drain real-0 exit {drain.returncode}: {drain.stdout.strip().splitlines()[-1:]}")
+    assert drain.returncode == 0, (drain.stdout, drain.stderr, r.pods_wide())
+    assert evicted not in node_of(after) and set(node_of(after).values()) == {"real-1"}, r.pods_wide()
+    load.result.assert_clean(least=50)
+
+    with AdmissionLoad(r.c, LOAD_NS) as held_load:
+        drain = r.c.kubectl("drain", "real-1", *drain_args, "--timeout=15s", check=False, timeout=120)
         held, pending = r.ready_pods(), [p for p in r.pods() if p["status"]["phase"] == "Pending"]
-        r.c.kubectl("uncordon", "real-0")
+        r.c.kubectl("uncordon", "real-0", "real-1")
         r.wait_ready()
-    print(f"kubectl drain: {load.result}")
-    print(f"kubectl drain exit {drain.returncode}: {drain.stderr.strip().splitlines()[-1:]}")
-    # one real node: the first eviction is allowed, the second refused by the PDB (minAvailable 1) until drain
-    # gives up; the evicted pod's replacement is Pending (the node is cordoned) and the held one serves alone
+    print(f"kubectl drain real-1 (after real-0): {held_load.result}")
+    print(f"kubectl drain real-1 exit {drain.returncode}: {drain.stderr.strip().splitlines()[-1:]}")
     assert drain.returncode != 0, drain.stdout
     assert "disruption budget" in drain.stdout + drain.stderr, (drain.stdout, drain.stderr)
-    assert len(held) == 1 and held[0]["metadata"]["uid"] in {p["metadata"]["uid"] for p in before}, r.pods_wide()
+    assert len(held) == 1 and held[0]["metadata"]["uid"] in node_of(after), r.pods_wide()
     assert len(pending) == 1 and not pending[0]["spec"].get("nodeName"), r.pods_wide()
-    load.result.assert_clean(least=50)
+    held_load.result.assert_clean(least=50)
 
 
 def test_certificate_rotation_through_the_kubelet(release):

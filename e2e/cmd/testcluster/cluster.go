@@ -46,7 +46,7 @@ type cluster struct {
 	coschedulingPath string                       // --coscheduling: the scheduler-plugins scheduler
 	volcano          *volcanoOptions              // --volcano
 	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --feature-gates
-	realNode         *realNode                    // --real-node
+	realNodes        *realNodes                   // --real-node, --real-nodes
 	failed           chan error
 
 	etcd       *embed.Etcd
@@ -67,7 +67,10 @@ type process struct {
 	done chan struct{}
 }
 
-func freePorts(n int) ([]int, error) {
+func freePorts(n int) ([]int, error) { return freePortsOn("127.0.0.1", n) }
+
+// freePortsOn picks n distinct ports free on host (0.0.0.0: on every address).
+func freePortsOn(host string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
@@ -76,7 +79,7 @@ func freePorts(n int) ([]int, error) {
 	}()
 	var ports []int
 	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp4", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return nil, err
 		}
@@ -97,14 +100,14 @@ func (c *cluster) start(ctx context.Context) error {
 	schedulerPort, cmPort := ports[3], ports[4]
 	services, disabled := "10.96.0.0/16", disabledAdmission
 	var apiServerExtra, cmExtra []string
-	if c.realNode != nil {
+	if c.realNodes != nil {
 		// Pods reach the API server at the `kubernetes` Service's ClusterIP, 443, as the kubelet tells them
 		// (KUBERNETES_SERVICE_HOST/PORT): with no kube-proxy to translate it, the API server itself listens
 		// there (an address this harness adds to the host's loopback interface), and advertises it as the Service's endpoint.
-		if err := c.prepareRealNode(); err != nil {
+		if err := c.prepareRealNodes(); err != nil {
 			return fmt.Errorf("real node: %v", err)
 		}
-		c.apiHost, c.apiPort, services = c.realNode.rec.APIAddress, 443, c.realNode.rec.Services
+		c.apiHost, c.apiPort, services = c.realNodes.rec.APIAddress, 443, c.realNodes.rec.Services
 		// Pods get service-account tokens (projected, TokenRequest): the ServiceAccount admission plugin,
 		// with the serviceaccount controller (each namespace's `default`) and the kube-root-ca.crt publisher.
 		disabled = "TaintNodesByCondition"
@@ -171,7 +174,7 @@ func (c *cluster) start(ctx context.Context) error {
 	if err := createNodes(ctx, client, c.nodes); err != nil {
 		return fmt.Errorf("nodes: %v", err)
 	}
-	if err := runFakeKubelet(ctx, client, realNodeName); err != nil {
+	if err := runFakeKubelet(ctx, client, c.realNodes.names()); err != nil {
 		return err
 	}
 	healthz := map[string]int{"kube-scheduler": schedulerPort, "kube-controller-manager": cmPort}
@@ -190,8 +193,8 @@ func (c *cluster) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if c.realNode != nil {
-		if err := c.startRealNode(ctx, client); err != nil {
+	if c.realNodes != nil {
+		if err := c.startRealNodes(ctx, client); err != nil {
 			return fmt.Errorf("real node: %v", err)
 		}
 	}
@@ -382,7 +385,7 @@ func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 // service-account tokens need (each namespace's `default` ServiceAccount, the kube-root-ca.crt ConfigMap),
 // and the disruption controller (a PodDisruptionBudget's status: what `kubectl drain` and `helm --wait` read).
 func (c *cluster) controllers() string {
-	if c.realNode != nil {
+	if c.realNodes != nil {
 		return c.operators.controllers() + ",endpoints-controller,endpointslice-controller," +
 			"serviceaccount-controller,root-ca-certificate-publisher-controller,disruption-controller"
 	}
@@ -392,8 +395,8 @@ func (c *cluster) controllers() string {
 // stop ends every component: SIGTERM, then SIGKILL after 6 s; then etcd. A real node's pods are deleted
 // first (while its kubelet and the API server run), and what is left of it is removed last.
 func (c *cluster) stop() {
-	if c.realNode != nil && c.realNode.rec.PID != 0 && c.components["kube-apiserver"] != nil {
-		c.drainRealNode()
+	if c.realNodes != nil && c.realNodes.rec.PID != 0 && c.components["kube-apiserver"] != nil {
+		c.drainRealNodes()
 	}
 	c.mu.Lock()
 	c.stopping = true
@@ -419,8 +422,8 @@ func (c *cluster) stop() {
 		case <-time.After(2 * time.Second):
 		}
 	}
-	if c.realNode != nil && c.realNode.rec.PID != 0 {
-		removeRealNode(c.realNode.rec)
+	if c.realNodes != nil && c.realNodes.rec.PID != 0 {
+		removeRealNode(c.realNodes.rec)
 	}
 }
 

@@ -19,16 +19,16 @@ import (
 type fakeKubelet struct {
 	client kubernetes.Interface
 	lister func(namespace, name string) (*corev1.Pod, error)
-	real   string // the real node's name (--real-node): its kubelet runs its pods
+	real   map[string]bool // the real nodes' names (--real-node): their kubelets run their pods
 	queue  workqueue.TypedRateLimitingInterface[cache.ObjectName]
 }
 
-func runFakeKubelet(ctx context.Context, client kubernetes.Interface, realNode string) error {
+func runFakeKubelet(ctx context.Context, client kubernetes.Interface, realNodes map[string]bool) error {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pods := factory.Core().V1().Pods()
 	k := &fakeKubelet{
 		client: client,
-		real:   realNode,
+		real:   realNodes,
 		lister: func(ns, name string) (*corev1.Pod, error) { return pods.Lister().Pods(ns).Get(name) },
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](),
@@ -81,7 +81,7 @@ func (k *fakeKubelet) sync(ctx context.Context, key cache.ObjectName) error {
 	if err != nil {
 		return err
 	}
-	if pod.Spec.NodeName == "" || pod.Spec.NodeName == k.real {
+	if pod.Spec.NodeName == "" || k.real[pod.Spec.NodeName] {
 		return nil
 	}
 	if pod.DeletionTimestamp != nil {

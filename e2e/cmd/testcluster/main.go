@@ -6,7 +6,7 @@
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
-//	            [--feature-gates GATES] [--real-node [--image ARCHIVE]...]
+//	            [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
@@ -41,7 +41,7 @@ const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config F
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
-	"[--feature-gates GATES] [--real-node [--image ARCHIVE]...]"
+	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]"
 
 type options struct {
 	dir             string
@@ -60,6 +60,7 @@ type options struct {
 	koordinator          bool
 	featureGates         string
 	realNode             bool
+	realNodes            int
 	images               crdFiles
 }
 
@@ -96,7 +97,8 @@ func run(args []string) int {
 	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
-	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into its containerd (repeatable)")
+	fs.IntVar(&o.realNodes, "real-nodes", 1, "with --real-node: how many real nodes, real-0 .. real-(N-1), each its own containerd and kubelet")
+	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into each real node's containerd (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
@@ -144,20 +146,11 @@ func run(args []string) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	var node *realNode
-	if o.realNode {
-		if node, err = realNodeBinaries(); err != nil {
-			return fail(2, "%v", err)
-		}
-		for _, image := range o.images {
-			if _, err := os.Stat(image); err != nil {
-				return fail(2, "--image %v", err)
-			}
-			abs, _ := filepath.Abs(image)
-			node.images = append(node.images, abs)
-		}
-	} else if len(o.images) > 0 {
-		return fail(2, "--image needs --real-node; %s", usage)
+	countSet := false
+	fs.Visit(func(f *flag.Flag) { countSet = countSet || f.Name == "real-nodes" })
+	reals, err := realNodeFlags(o, countSet)
+	if err != nil {
+		return fail(2, "%v", err)
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -173,7 +166,7 @@ func run(args []string) int {
 	defer cancel()
 
 	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		volcano: volcano, operators: operators, realNode: node, failed: make(chan error, 4)}
+		volcano: volcano, operators: operators, realNodes: reals, failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {

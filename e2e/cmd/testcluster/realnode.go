@@ -1,6 +1,7 @@
 package main
 
-// --real-node: one Node run by the real kubelet (the control plane's release, `make kubelet`) and Debian's
+// --real-node: one Node (--real-nodes N: N Nodes, each its own containerd, kubelet, pods' subnet, cgroup root and
+// directories) run by the real kubelet (the control plane's release, `make kubelet`) and Debian's
 // containerd and runc (`make node-packages`), next to the fake nodes. Everything it creates on the machine is
 // named after this process (its pid) and recorded in /run/testcluster/<pid>/record.json, so that stop, or the
 // next --real-node start after this process was killed, removes all of it: processes, mounts, network
@@ -19,6 +20,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -30,7 +32,6 @@ import (
 )
 
 const (
-	realNodeName = "real-0"
 	realNodeZone = "zone-real"
 	// PauseImage is the sandbox image every pod of the real node starts with (e2e/cmd/pause).
 	pauseImage  = "testcluster.local/pause:1"
@@ -46,40 +47,68 @@ const (
 // vm.overcommit_memory=1): saved by the first real node and restored when the last one stops.
 var kubeletSysctls = []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory"}
 
-// realNodeRecord is what one --real-node harness created, by name: enough to remove it all.
-type realNodeRecord struct {
-	PID     int    `json:"pid"`
+// nodeRecord is what one real node created, by name.
+type nodeRecord struct {
 	Node    string `json:"node"`
 	Run     string `json:"run"`     // sockets, containerd's state (netns mounts), the kubelet's root
 	State   string `json:"state"`   // containerd's root (images, snapshots), configs, logs
 	Cgroup  string `json:"cgroup"`  // the kubelet's cgroupRoot, in every v1 hierarchy
 	Subnet  string `json:"subnet"`  // the pods' /24 (ptp + host-local)
 	Network string `json:"network"` // the CNI network's name
-	NodeIP  string `json:"nodeIP"`
+}
+
+// realNodeRecord is what one --real-node harness created, by name: enough to remove it all. The first node,
+// real-0, is also at the top level, as in the records written before --real-nodes (which have no Nodes).
+type realNodeRecord struct {
+	PID int `json:"pid"`
+	nodeRecord
+	NodeIP string `json:"nodeIP"`
 	// The API server's address for pods: an address of the host's loopback interface, labelled APILabel (this
 	// machine has no dummy interfaces), the first address of the service range (the `kubernetes` Service's
 	// ClusterIP), routed into every pod through its gateway.
-	APILabel   string `json:"apiLabel"`
-	APIAddress string `json:"apiAddress"`
-	Services   string `json:"services"` // --service-cluster-ip-range
+	APILabel   string       `json:"apiLabel"`
+	APIAddress string       `json:"apiAddress"`
+	Services   string       `json:"services"` // --service-cluster-ip-range
+	Nodes      []nodeRecord `json:"nodes,omitempty"`
 }
 
-type realNode struct {
+// nodes are every node of the record: Nodes, or in a record written before --real-nodes the top-level one.
+func (r realNodeRecord) nodes() []nodeRecord {
+	if len(r.Nodes) > 0 {
+		return r.Nodes
+	}
+	return []nodeRecord{r.nodeRecord}
+}
+
+// realNodes are the harness's real nodes: what they share (the record, the binaries, the images).
+type realNodes struct {
 	rec     realNodeRecord
+	count   int      // --real-nodes
 	kubelet string   // the kubelet binary
 	pause   string   // the pause binary
-	images  []string // --image: archives imported into containerd's k8s.io namespace
+	images  []string // --image: archives imported into every node's containerd (k8s.io namespace)
+	nodes   []*realNode
 }
 
+// realNode is one of them: its own containerd, kubelet (and ports), pods' subnet, cgroup root and directories.
+type realNode struct {
+	nodeRecord
+	h                 *realNodes
+	port, healthzPort int
+}
+
+// maxRealNodes bounds --real-nodes: docs/e2e.md ("A real node") says what each costs on this machine.
+const maxRealNodes = 8
+
 // realNodeBinaries finds what `make testcluster-real-node` builds and installs; a missing one is exit 2.
-func realNodeBinaries() (*realNode, error) {
+func realNodeBinaries() (*realNodes, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	bin := filepath.Dir(self)
-	n := &realNode{kubelet: filepath.Join(bin, "kubelet"), pause: filepath.Join(bin, "pause")}
-	for _, p := range []string{n.kubelet, n.pause} {
+	h := &realNodes{count: 1, kubelet: filepath.Join(bin, "kubelet"), pause: filepath.Join(bin, "pause")}
+	for _, p := range []string{h.kubelet, h.pause} {
 		if _, err := os.Stat(p); err != nil {
 			return nil, fmt.Errorf("--real-node: %s is missing: `make testcluster-real-node` builds it", p)
 		}
@@ -94,14 +123,73 @@ func realNodeBinaries() (*realNode, error) {
 	if os.Geteuid() != 0 {
 		return nil, fmt.Errorf("--real-node: running containers needs root")
 	}
-	return n, nil
+	return h, nil
 }
 
-// prepareRealNode runs before the API server starts: it removes what killed harnesses left, picks the pods'
-// subnet and the API server's address for pods, records them (so that stop, or the next start after a
+// realNodeFlags checks --real-node, --real-nodes (countSet: given) and --image.
+func realNodeFlags(o options, countSet bool) (*realNodes, error) {
+	if !o.realNode {
+		if len(o.images) > 0 {
+			return nil, fmt.Errorf("--image needs --real-node; %s", usage)
+		}
+		if countSet {
+			return nil, fmt.Errorf("--real-nodes needs --real-node; %s", usage)
+		}
+		return nil, nil
+	}
+	if countSet && (o.realNodes < 1 || o.realNodes > maxRealNodes) {
+		return nil, fmt.Errorf("--real-nodes %d: from 1 to %d", o.realNodes, maxRealNodes)
+	}
+	h, err := realNodeBinaries()
+	if err != nil {
+		return nil, err
+	}
+	if countSet {
+		h.count = o.realNodes
+	}
+	for _, image := range o.images {
+		if _, err := os.Stat(image); err != nil {
+			return nil, fmt.Errorf("--image %v", err)
+		}
+		abs, _ := filepath.Abs(image)
+		h.images = append(h.images, abs)
+	}
+	return h, nil
+}
+
+// names are the real nodes' names (real-0 alone without --real-node: the fake kubelet never runs its pods).
+func (h *realNodes) names() map[string]bool {
+	if h == nil {
+		return map[string]bool{realNodeName(0): true}
+	}
+	out := map[string]bool{}
+	for i := 0; i < h.count; i++ {
+		out[realNodeName(i)] = true
+	}
+	return out
+}
+
+func realNodeName(i int) string { return fmt.Sprintf("real-%d", i) }
+
+// newNodeRecord names node i's directories, cgroup and network: real-0's as before --real-nodes, the others'
+// after it (their run directory inside real-0's, removed with it).
+func newNodeRecord(i, pid, subnet int, dir string) nodeRecord {
+	name := realNodeName(i)
+	r := nodeRecord{Node: name, Run: filepath.Join(registryDir, strconv.Itoa(pid)), State: filepath.Join(dir, "real-node"),
+		Cgroup: fmt.Sprintf("testcluster-%d", pid), Subnet: fmt.Sprintf("%s.%d.0/24", podPrefix, subnet),
+		Network: fmt.Sprintf("testcluster-%d", pid)}
+	if i > 0 {
+		r.Run, r.State = filepath.Join(r.Run, name), r.State+"-"+strconv.Itoa(i)
+		r.Cgroup, r.Network = r.Cgroup+"-"+name, r.Network+"-"+name
+	}
+	return r
+}
+
+// prepareRealNodes runs before the API server starts: it removes what killed harnesses left, picks the pods'
+// subnets and the API server's address for pods, records them (so that stop, or the next start after a
 // SIGKILL, removes everything), and adds that address to the loopback interface under a label of its own.
-func (c *cluster) prepareRealNode() error {
-	n := c.realNode
+func (c *cluster) prepareRealNodes() error {
+	h := c.realNodes
 	if err := os.MkdirAll(registryDir, 0o755); err != nil {
 		return err
 	}
@@ -111,21 +199,24 @@ func (c *cluster) prepareRealNode() error {
 	if err != nil {
 		return err
 	}
-	i, err := freeSubnet(pid)
+	subnets, err := freeSubnets(pid, h.count)
 	if err != nil {
 		return err
 	}
-	n.rec = realNodeRecord{PID: pid, Node: realNodeName, Run: filepath.Join(registryDir, strconv.Itoa(pid)),
-		State: filepath.Join(c.dir, "real-node"), Cgroup: fmt.Sprintf("testcluster-%d", pid),
-		Subnet: fmt.Sprintf("%s.%d.0/24", podPrefix, i), Network: fmt.Sprintf("testcluster-%d", pid), NodeIP: ip,
-		APILabel: fmt.Sprintf("lo:tc%d", pid), APIAddress: fmt.Sprintf("%s.%d.1", servicePrefix, i),
-		Services: fmt.Sprintf("%s.%d.0/24", servicePrefix, i)}
-	r := n.rec
-	for _, d := range []string{r.Run, filepath.Join(r.State, "cni"), filepath.Join(r.State, "containerd")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return err
+	h.rec = realNodeRecord{PID: pid, NodeIP: ip, APILabel: fmt.Sprintf("lo:tc%d", pid),
+		APIAddress: fmt.Sprintf("%s.%d.1", servicePrefix, subnets[0]),
+		Services:   fmt.Sprintf("%s.%d.0/24", servicePrefix, subnets[0])}
+	for i, s := range subnets {
+		n := &realNode{nodeRecord: newNodeRecord(i, pid, s, c.dir), h: h}
+		h.nodes, h.rec.Nodes = append(h.nodes, n), append(h.rec.Nodes, n.nodeRecord)
+		for _, d := range []string{n.Run, filepath.Join(n.State, "cni"), filepath.Join(n.State, "containerd")} {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return err
+			}
 		}
 	}
+	h.rec.nodeRecord = h.rec.Nodes[0]
+	r := h.rec
 	if err := saveSysctls(); err != nil {
 		return err
 	}
@@ -143,20 +234,51 @@ func (c *cluster) prepareRealNode() error {
 	return nil
 }
 
-// startRealNode starts containerd and the kubelet (prepareRealNode ran before the API server) and waits for
-// the Node to be Ready.
-func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface) error {
-	n := c.realNode
-	r := n.rec
-	if err := makeCgroupRoot(r.Cgroup); err != nil {
-		return fmt.Errorf("cgroup %s: %v", r.Cgroup, err)
+// startRealNodes starts every node (prepareRealNodes ran before the API server), at once, and waits for all
+// to be Ready. The kubelets' ports are taken together, free on every address (the kubelet listens on the
+// node IP, its healthz on loopback), so that neither these nodes nor concurrent harnesses share one.
+func (c *cluster) startRealNodes(ctx context.Context, client kubernetes.Interface) error {
+	h := c.realNodes
+	ports, err := freePortsOn("0.0.0.0", 2*len(h.nodes))
+	if err != nil {
+		return err
 	}
-	sock := filepath.Join(r.Run, "containerd.sock")
+	errs := make([]error, len(h.nodes))
+	var wg sync.WaitGroup
+	for i, n := range h.nodes {
+		n.port, n.healthzPort = ports[2*i], ports[2*i+1]
+		wg.Add(1)
+		go func(i int, n *realNode) {
+			defer wg.Done()
+			if err := c.startRealNode(ctx, client, n); err != nil {
+				errs[i] = fmt.Errorf("%s: %v", n.Node, err)
+			}
+		}(i, n)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// component is the name of one of the node's processes (and of its log): real-0's as before --real-nodes.
+func (n *realNode) component(name string) string {
+	if n.Node == realNodeName(0) {
+		return name
+	}
+	return name + "-" + n.Node
+}
+
+// startRealNode starts the node's containerd, imports the images, starts its kubelet and waits for the Node to
+// be Ready.
+func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface, n *realNode) error {
+	if err := makeCgroupRoot(n.Cgroup); err != nil {
+		return fmt.Errorf("cgroup %s: %v", n.Cgroup, err)
+	}
+	sock := filepath.Join(n.Run, "containerd.sock")
 	cfg, err := n.writeContainerdConfig(sock)
 	if err != nil {
 		return err
 	}
-	c.launchExec("containerd", containerd, []string{"--config", cfg})
+	c.launchExec(n.component("containerd"), containerd, []string{"--config", cfg})
 	if err := poll(ctx, 200*time.Millisecond, time.Minute, func() (bool, error) {
 		out, err := exec.Command(ctrBinary, "--address", sock, "version").CombinedOutput()
 		return err == nil, fmt.Errorf("%v: %s", err, out)
@@ -166,7 +288,7 @@ func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface
 	if err := n.importPause(sock); err != nil {
 		return err
 	}
-	for _, image := range n.images {
+	for _, image := range n.h.images {
 		out, err := exec.Command(ctrBinary, "--address", sock, "-n", "k8s.io", "images", "import", image).CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("ctr images import %s: %v: %s", image, err, out)
@@ -176,13 +298,13 @@ func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface
 	if err != nil {
 		return err
 	}
-	c.launchExec("kubelet", n.kubelet, []string{
-		"--config=" + kcfg, "--kubeconfig=" + c.kubeconfig, "--root-dir=" + filepath.Join(r.Run, "kubelet"),
-		"--cert-dir=" + filepath.Join(r.State, "kubelet-pki"), "--hostname-override=" + r.Node, "--node-ip=" + r.NodeIP,
-		"--node-labels=topology.kubernetes.io/zone=" + realNodeZone,
+	c.launchExec(n.component("kubelet"), n.h.kubelet, []string{
+		"--config=" + kcfg, "--kubeconfig=" + c.kubeconfig, "--root-dir=" + filepath.Join(n.Run, "kubelet"),
+		"--cert-dir=" + filepath.Join(n.State, "kubelet-pki"), "--hostname-override=" + n.Node,
+		"--node-ip=" + n.h.rec.NodeIP, "--node-labels=topology.kubernetes.io/zone=" + realNodeZone,
 	})
 	err = poll(ctx, 500*time.Millisecond, 3*time.Minute, func() (bool, error) {
-		node, err := client.CoreV1().Nodes().Get(ctx, r.Node, metav1.GetOptions{})
+		node, err := client.CoreV1().Nodes().Get(ctx, n.Node, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -194,13 +316,13 @@ func (c *cluster) startRealNode(ctx context.Context, client kubernetes.Interface
 		return false, fmt.Errorf("no Ready condition yet")
 	})
 	if err != nil {
-		return fmt.Errorf("node %s not Ready: %v", r.Node, err)
+		return fmt.Errorf("node %s not Ready: %v", n.Node, err)
 	}
 	return nil
 }
 
 func (n *realNode) writeContainerdConfig(sock string) (string, error) {
-	r := n.rec
+	r := n.nodeRecord
 	cni := map[string]interface{}{
 		"cniVersion": "0.4.0", "name": r.Network,
 		"plugins": []interface{}{map[string]interface{}{
@@ -208,7 +330,7 @@ func (n *realNode) writeContainerdConfig(sock string) (string, error) {
 			"ipam": map[string]interface{}{"type": "host-local", "dataDir": filepath.Join(r.State, "cni", "ipam"),
 				"ranges": [][]map[string]string{{{"subnet": r.Subnet}}},
 				// the API server, through the pod's gateway (the host); no other destination
-				"routes": []map[string]string{{"dst": r.APIAddress + "/32"}}},
+				"routes": []map[string]string{{"dst": n.h.rec.APIAddress + "/32"}}},
 		}},
 	}
 	conf, _ := json.MarshalIndent(cni, "", "  ")
@@ -256,11 +378,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 // importPause packs the pause binary as a one-layer image and imports it into containerd's k8s.io namespace.
 func (n *realNode) importPause(sock string) error {
-	data, err := os.ReadFile(n.pause)
+	data, err := os.ReadFile(n.h.pause)
 	if err != nil {
 		return err
 	}
-	archive := filepath.Join(n.rec.State, "pause.tar")
+	archive := filepath.Join(n.State, "pause.tar")
 	if err := writeImageArchive(archive, pauseImage, []imageFile{{path: "pause", mode: 0o755, data: data}},
 		[]string{"/pause"}, ""); err != nil {
 		return fmt.Errorf("pause image: %v", err)
@@ -273,11 +395,7 @@ func (n *realNode) importPause(sock string) error {
 }
 
 func (n *realNode) writeKubeletConfig(sock string) (string, error) {
-	r := n.rec
-	ports, err := freePorts(2)
-	if err != nil {
-		return "", err
-	}
+	r := n.nodeRecord
 	cfg := map[string]interface{}{
 		"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
 		"containerRuntimeEndpoint": "unix://" + sock, "imageServiceEndpoint": "unix://" + sock,
@@ -285,8 +403,8 @@ func (n *realNode) writeKubeletConfig(sock string) (string, error) {
 		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "cgroupRoot": "/" + r.Cgroup,
 		"cgroupsPerQOS": true, "enforceNodeAllocatable": []string{"pods"},
 		"failSwapOn": false, "protectKernelDefaults": false,
-		"address": r.NodeIP, "port": ports[0], "readOnlyPort": 0,
-		"healthzBindAddress": "127.0.0.1", "healthzPort": ports[1],
+		"address": n.h.rec.NodeIP, "port": n.port, "readOnlyPort": 0,
+		"healthzBindAddress": "127.0.0.1", "healthzPort": n.healthzPort,
 		"authentication": map[string]interface{}{"anonymous": map[string]bool{"enabled": true},
 			"webhook": map[string]bool{"enabled": false}},
 		"authorization":      map[string]string{"mode": "AlwaysAllow"},
@@ -308,10 +426,10 @@ func (n *realNode) writeKubeletConfig(sock string) (string, error) {
 	return path, os.WriteFile(path, out, 0o644)
 }
 
-// drainRealNode cordons the real node (so that controllers' replacement pods do not land there), deletes the
-// pods bound to it and waits (30 s at most) until the kubelet has stopped them: their sandboxes and network
+// drainRealNodes cordons the real nodes (so that controllers' replacement pods do not land there), deletes the
+// pods bound to them and waits (30 s at most) until the kubelets have stopped them: their sandboxes and network
 // namespaces go the ordinary way while containerd still runs.
-func (c *cluster) drainRealNode() {
+func (c *cluster) drainRealNodes() {
 	client, err := c.client()
 	if err != nil {
 		return
@@ -319,19 +437,30 @@ func (c *cluster) drainRealNode() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cordon := []byte(`{"spec":{"unschedulable":true}}`)
-	_, _ = client.CoreV1().Nodes().Patch(ctx, realNodeName, types.StrategicMergePatchType, cordon, metav1.PatchOptions{})
-	sel := metav1.ListOptions{FieldSelector: "spec.nodeName=" + realNodeName}
 	grace := int64(1)
-	pods, err := client.CoreV1().Pods("").List(ctx, sel)
-	if err != nil {
-		return
+	for _, n := range c.realNodes.nodes {
+		_, _ = client.CoreV1().Nodes().Patch(ctx, n.Node, types.StrategicMergePatchType, cordon, metav1.PatchOptions{})
 	}
-	for _, p := range pods.Items {
-		_ = client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	for _, n := range c.realNodes.nodes {
+		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Node})
+		if err != nil {
+			return
+		}
+		for _, p := range pods.Items {
+			_ = client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+		}
 	}
 	_ = poll(ctx, 300*time.Millisecond, 30*time.Second, func() (bool, error) {
-		pods, err := client.CoreV1().Pods("").List(ctx, sel)
-		return err == nil && len(pods.Items) == 0, err
+		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if c.realNodes.names()[p.Spec.NodeName] {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 }
 
@@ -363,21 +492,24 @@ const (
 	servicePrefix = "10.245"
 )
 
-// freeSubnet picks an N for which no route and no other real node uses podPrefix.N or servicePrefix.N.
-func freeSubnet(pid int) (int, error) {
+// freeSubnets picks count Ns for which no route and no other real node uses podPrefix.N or servicePrefix.N.
+func freeSubnets(pid, count int) ([]int, error) {
 	routes, err := exec.Command("ip", "-4", "-o", "route", "show", "table", "all").Output()
 	if err != nil {
-		return 0, fmt.Errorf("ip route: %v", err)
+		return nil, fmt.Errorf("ip route: %v", err)
 	}
 	addrs, err := exec.Command("ip", "-4", "-o", "addr").Output()
 	if err != nil {
-		return 0, fmt.Errorf("ip addr: %v", err)
+		return nil, fmt.Errorf("ip addr: %v", err)
 	}
 	used := map[string]bool{}
 	for _, rec := range realNodeRecords() {
-		used[rec.Subnet] = true
+		for _, n := range rec.nodes() {
+			used[n.Subnet] = true
+		}
 	}
-	for i := 0; i < 250; i++ {
+	var out []int
+	for i := 0; i < 250 && len(out) < count; i++ {
 		n := (pid+i)%250 + 1
 		taken := used[fmt.Sprintf("%s.%d.0/24", podPrefix, n)]
 		for _, prefix := range []string{podPrefix, servicePrefix} {
@@ -385,10 +517,13 @@ func freeSubnet(pid int) (int, error) {
 			taken = taken || strings.Contains(string(routes), p) || strings.Contains(string(addrs), p)
 		}
 		if !taken {
-			return n, nil
+			out = append(out, n)
 		}
 	}
-	return 0, errors.New("--real-node: no free 10.244.N.0/24 for the pods")
+	if len(out) < count {
+		return nil, fmt.Errorf("--real-node: no %d free 10.244.N.0/24 for the pods", count)
+	}
+	return out, nil
 }
 
 func saveSysctls() error {
@@ -499,19 +634,23 @@ func sweepDeadRealNodes() {
 // removeRealNode removes everything rec names, in the order that lets each step succeed: processes,
 // mounts (which ends the pods' network namespaces), veths and routes, cgroups, files, kernel settings.
 func removeRealNode(rec realNodeRecord) {
-	if rec.Run == "" || rec.State == "" || rec.Cgroup == "" {
-		return
+	nodes := rec.nodes()
+	var dirs []string
+	for _, n := range nodes {
+		if n.Run == "" || n.State == "" || n.Cgroup == "" {
+			return
+		}
+		dirs = append(dirs, n.Run, n.State)
 	}
-	sock := filepath.Join(rec.Run, "containerd.sock")
 	_ = poll(context.Background(), 100*time.Millisecond, 15*time.Second, func() (bool, error) {
-		pids := realNodeProcesses(rec, sock)
+		pids := realNodeProcesses(nodes)
 		for _, p := range pids {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
 		return len(pids) == 0, fmt.Errorf("processes left: %v", pids)
 	})
 	for i := 0; i < 5; i++ {
-		mounts := mountsUnder(rec.Run, rec.State)
+		mounts := mountsUnder(dirs...)
 		if len(mounts) == 0 {
 			break
 		}
@@ -519,38 +658,50 @@ func removeRealNode(rec realNodeRecord) {
 			_ = syscall.Unmount(m, syscall.MNT_DETACH)
 		}
 	}
-	deleteRoutes(rec.Subnet)
+	for _, n := range nodes {
+		deleteRoutes(n.Subnet)
+	}
 	if rec.APIAddress != "" {
 		_ = exec.Command("ip", "addr", "del", rec.APIAddress+"/32", "dev", "lo").Run()
 	}
-	for _, h := range cgroupHierarchies() {
-		removeCgroupTree(filepath.Join(h, rec.Cgroup))
+	for _, n := range nodes {
+		for _, h := range cgroupHierarchies() {
+			removeCgroupTree(filepath.Join(h, n.Cgroup))
+		}
+		removeCNIState(n)
+		removeContainerLogLinks(n.State)
 	}
-	// the CNI results containerd caches (a fixed /var/lib/cni in containerd 1.6): this network's, and the
-	// loopback network's for each of this node's sandboxes
-	results, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", rec.Network+"-*"))
-	sandboxes, _ := os.ReadDir(filepath.Join(rec.State, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
+	for _, d := range []string{"/var/lib/cni/results", "/var/lib/cni/networks", "/var/lib/cni"} {
+		_ = syscall.Rmdir(d) // when empty: nothing else uses it
+	}
+	removeStaleShimSockets()
+	for _, n := range nodes {
+		_ = os.RemoveAll(n.State)
+	}
+	restoreSysctls(rec.PID)
+	for _, n := range nodes {
+		_ = os.RemoveAll(n.Run)
+	}
+	_ = syscall.Rmdir(registryDir) // when no other real node is recorded
+}
+
+// removeCNIState removes the CNI results containerd caches (a fixed /var/lib/cni in containerd 1.6): the node's
+// network's, and the loopback network's for each of its sandboxes.
+func removeCNIState(n nodeRecord) {
+	results, _ := filepath.Glob(filepath.Join("/var/lib/cni/results", n.Network+"-*"))
+	sandboxes, _ := os.ReadDir(filepath.Join(n.State, "containerd", "root", "io.containerd.grpc.v1.cri", "sandboxes"))
 	for _, sb := range sandboxes {
 		results = append(results, filepath.Join("/var/lib/cni/results", "cni-loopback-"+sb.Name()+"-lo"))
 	}
 	for _, f := range results {
 		_ = os.Remove(f)
 	}
-	_ = os.RemoveAll(filepath.Join("/var/lib/cni/networks", rec.Network))
-	for _, d := range []string{"/var/lib/cni/results", "/var/lib/cni/networks", "/var/lib/cni"} {
-		_ = syscall.Rmdir(d) // when empty: nothing else uses it
-	}
-	removeContainerLogLinks(rec.State)
-	removeStaleShimSockets()
-	_ = os.RemoveAll(rec.State)
-	restoreSysctls(rec.PID)
-	_ = os.RemoveAll(rec.Run)
-	_ = syscall.Rmdir(registryDir) // when no other real node is recorded
+	_ = os.RemoveAll(filepath.Join("/var/lib/cni/networks", n.Network))
 }
 
-// realNodeProcesses: the node's kubelet, containerd and shims (their command lines name its directories or
-// socket), and every process in its cgroups (pause, the containers).
-func realNodeProcesses(rec realNodeRecord, sock string) []int {
+// realNodeProcesses: the nodes' kubelets, containerds and shims (their command lines name their directories or
+// sockets), and every process in their cgroups (pause, the containers).
+func realNodeProcesses(nodes []nodeRecord) []int {
 	seen := map[int]bool{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
@@ -559,24 +710,31 @@ func realNodeProcesses(rec realNodeRecord, sock string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err == nil && (strings.Contains(string(cmdline), sock) || strings.Contains(string(cmdline), rec.Run+"/") ||
-			strings.Contains(string(cmdline), rec.State+"/")) {
-			seen[pid] = true
+		if err != nil {
+			continue
+		}
+		for _, n := range nodes {
+			if strings.Contains(string(cmdline), filepath.Join(n.Run, "containerd.sock")) ||
+				strings.Contains(string(cmdline), n.Run+"/") || strings.Contains(string(cmdline), n.State+"/") {
+				seen[pid] = true
+			}
 		}
 	}
-	for _, h := range cgroupHierarchies() {
-		_ = filepath.Walk(filepath.Join(h, rec.Cgroup), func(path string, info os.FileInfo, err error) error {
-			if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
-				return nil
-			}
-			data, _ := os.ReadFile(path)
-			for _, f := range strings.Fields(string(data)) {
-				if pid, err := strconv.Atoi(f); err == nil {
-					seen[pid] = true
+	for _, n := range nodes {
+		for _, h := range cgroupHierarchies() {
+			_ = filepath.Walk(filepath.Join(h, n.Cgroup), func(path string, info os.FileInfo, err error) error {
+				if err != nil || info.IsDir() || info.Name() != "cgroup.procs" {
+					return nil
 				}
-			}
-			return nil
-		})
+				data, _ := os.ReadFile(path)
+				for _, f := range strings.Fields(string(data)) {
+					if pid, err := strconv.Atoi(f); err == nil {
+						seen[pid] = true
+					}
+				}
+				return nil
+			})
+		}
 	}
 	out := make([]int, 0, len(seen))
 	for pid := range seen {
