@@ -32,13 +32,10 @@ run: $(STAMP)
 # Two builds at a time (BUILD_JOBS): one's module downloads, link and Debian packages overlap the other's
 # compiling, where a single Go build left the 2 cores 30-50% idle in those phases.
 BUILD_JOBS  ?= 2
-# The suite on two workers (pytest-xdist; tests/conftest.py): the end-to-end files mostly wait on a control plane
-# (load average 1-2 on 2 cores run one at a time), so a second worker runs other files meanwhile. TEST_JOBS=0: one process.
-TEST_JOBS   ?= 2
 TEST_BUILDS := $(if $(GO_BIN),harness) $(if $(AS_ROOT),image)
 test: $(STAMP)
 	$(if $(strip $(TEST_BUILDS)),$(MAKE) --no-print-directory -j$(BUILD_JOBS) --output-sync=line $(TEST_BUILDS))
-	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadgroup $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # A release: the sdist, and the wheel built from it, by python -m build in an isolated environment
 # (the build backend at constraints.txt's pins), then twine check. The version is setup.cfg's alone.
