@@ -29,12 +29,7 @@ run: $(STAMP)
 # timeout), wherever go is on PATH; elsewhere the tests that need one skip with that reason. Each build
 # is a file target on its module's go.mod/go.sum, its own Go sources and the go binary: nothing to do
 # when warm (`make -B harness` forces them). Where make runs as root, the image too (`make image`, below).
-# Two builds at a time (BUILD_JOBS): one's module downloads, link and Debian packages overlap the other's
-# compiling, where a single Go build left the 2 cores 30-50% idle in those phases.
-BUILD_JOBS  ?= 2
-TEST_BUILDS := $(if $(GO_BIN),harness) $(if $(AS_ROOT),image)
-test: $(STAMP)
-	$(if $(strip $(TEST_BUILDS)),$(MAKE) --no-print-directory -j$(BUILD_JOBS) --output-sync=line $(TEST_BUILDS))
+test: $(STAMP) $(if $(GO_BIN),harness) $(if $(AS_ROOT),image)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # A release: the sdist, and the wheel built from it, by python -m build in an isolated environment
