@@ -240,16 +240,19 @@ def test_objects_created_with_kubectl_are_stored_as_preview_says(chart_on_real_n
         assert contains(got["spec"], expected["spec"])
         assert policylib_metadata(got) == policylib_metadata(expected)
     # the reviews reached the webhook's pods: their logs (read through the kubelet) name each object, mutated
-    # (the review lines are written in batches, so the last one may reach the log a moment after its answer)
-    wanted = {("Deployment", "web"), ("Job", "test-job"), ("TFJob", "tfjob-simple")}
+    wait_for_reviews(c, "apps", {("Deployment", "web", True), ("Job", "test-job", True), ("TFJob", "tfjob-simple", True)})
 
-    def reviewed():
+
+def wait_for_reviews(c: Cluster, namespace: str, wanted: set[tuple[str, str, bool]]) -> None:
+    """Wait until the webhook pods' logs hold a review line (kind, name, mutated) for each of ``wanted`` in
+    ``namespace``: the lines are written in batches, so the last may reach the log a moment after its answer."""
+    def reviewed() -> set | None:
         found = set()
         for p in pods(c, "policylib-webhook"):
             for line in c.kubectl("-n", NAMESPACE, "logs", p["metadata"]["name"]).stdout.splitlines():
                 entry = json.loads(line) if line.startswith("{") else {}
-                if entry.get("msg") == "review" and entry.get("namespace") == "apps" and entry.get("mutated"):
-                    found.add((entry.get("kind"), entry.get("name")))
+                if entry.get("msg") == "review" and entry.get("namespace") == namespace:
+                    found.add((entry.get("kind"), entry.get("name"), entry.get("mutated")))
         return found if wanted <= found else None
     wait_for("every object's review in the webhook pods' logs", reviewed, timeout=60)
 

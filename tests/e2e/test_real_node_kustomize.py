@@ -17,7 +17,7 @@ import yaml
 
 from tests.test_image import ARCHIVE
 
-from .harness import ROOT, Cluster, deployment, wait_for
+from .harness import ROOT, Cluster, deployment
 from .test_real_node import built  # noqa: F401 -- the fixture: real nodes can run here, their binaries exist
 from .test_real_node_chart import (
     CRDS,
@@ -31,6 +31,7 @@ from .test_real_node_chart import (
     policylib_metadata,
     ready,
     stored_as_preview,
+    wait_for_reviews,
 )
 from .util import managed, preview
 
@@ -97,15 +98,4 @@ def test_objects_created_with_kubectl_are_stored_as_preview_says(kustomize_on_re
     c.kubectl("apply", "-f", "-", input=json.dumps(job))
     stored = c.get("jobs.batch.volcano.sh", job["metadata"]["name"], "apps")
     assert contains(stored["spec"], job["spec"]) and policylib_metadata(stored) == policylib_metadata(job)
-    # the review lines are written in batches: poll the pods' logs until every review is there
-    wanted = {("Deployment", "web", True), ("TFJob", "tfjob-simple", True), ("Job", "test-job", False)}
-
-    def reviewed():
-        found = set()
-        for p in pods(c, "policylib-webhook"):
-            for line in c.kubectl("-n", NAMESPACE, "logs", p["metadata"]["name"]).stdout.splitlines():
-                entry = json.loads(line) if line.startswith("{") else {}
-                if entry.get("msg") == "review" and entry.get("namespace") == "apps":
-                    found.add((entry.get("kind"), entry.get("name"), entry.get("mutated")))
-        return found if wanted <= found else None
-    wait_for("every object's review in the webhook pods' logs", reviewed, timeout=60)
+    wait_for_reviews(c, "apps", {("Deployment", "web", True), ("TFJob", "tfjob-simple", True), ("Job", "test-job", False)})
