@@ -30,7 +30,7 @@ run: $(STAMP)
 # is a file target on its module's go.mod/go.sum, its own Go sources and the go binary: nothing to do
 # when warm (`make -B harness` forces them). Where make runs as root, the image too (`make image`, below).
 test: $(STAMP) $(if $(GO_BIN),harness) $(if $(AS_ROOT),image)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python tools/test_streams.py $(PYTEST_ARGS)
 
 # A release: the sdist, and the wheel built from it, by python -m build in an isolated environment
 # (the build backend at constraints.txt's pins), then twine check. The version is setup.cfg's alone.

@@ -1,0 +1,62 @@
+"""tools/test_streams.py, what `make test` runs: every test file in exactly one of two pytest processes, the
+real-node files all in one, and the exit status of a failing stream."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import test_streams  # noqa: E402
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_every_test_file_of_the_suite_is_in_exactly_one_stream():
+    s = test_streams.streams()
+    node, cluster = s["node"], s["cluster"]
+    every = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py"))
+    assert sorted(node + cluster) == every
+    assert not set(node) & set(cluster)
+    real = [f for f in every if f.startswith("tests/e2e/test_real_node")]
+    assert len(real) >= 5
+    assert node[:len(real)] == real  # first, one after another, in the one stream
+    assert all(f.startswith("tests/e2e/") for f in cluster)
+    assert not any("test_real_node" in f for f in cluster)
+    assert "tests/test_test_streams.py" in node
+
+
+def tree(tmp_path: Path, cluster_passes: bool) -> Path:
+    tests = tmp_path / "tests"
+    (tests / "e2e").mkdir(parents=True)
+    (tests / "e2e" / "test_real_node_a.py").write_text("def test_a():\n    assert True\n")
+    (tests / "e2e" / "test_b.py").write_text(f"def test_b():\n    assert {cluster_passes}\n")
+    (tests / "test_c.py").write_text("def test_c():\n    assert True\n")
+    return tests
+
+
+def test_a_streams_split_of_a_small_tree(tmp_path):
+    tests = tree(tmp_path, True)
+    assert test_streams.streams(tests) == {
+        "node": [str(tests / "e2e" / "test_real_node_a.py"), str(tests / "test_c.py")],
+        "cluster": [str(tests / "e2e" / "test_b.py")]}
+
+
+@pytest.mark.parametrize("cluster_passes,code", [(True, 0), (False, 1)])
+def test_both_streams_run_and_a_failure_is_the_exit_status(tmp_path, capfd, cluster_passes, code):
+    tests, logs = tree(tmp_path, cluster_passes), tmp_path / "logs"
+    assert test_streams.run_streams(tests, logs) == code
+    out = capfd.readouterr().out
+    assert "[node] " in out and "[cluster] " in out
+    assert f"stream cluster: pytest exited {code}" in out and "stream node: pytest exited 0" in out
+    assert "2 passed" in (logs / "node.log").read_text()
+    assert ("1 passed" if cluster_passes else "1 failed") in (logs / "cluster.log").read_text()
+
+
+def test_arguments_run_one_pytest_with_them(tmp_path):
+    tests = tree(tmp_path, False)
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "test_streams.py"), str(tests / "test_c.py"),
+                          "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "1 passed" in out.stdout and "[node]" not in out.stdout
