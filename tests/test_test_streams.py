@@ -1,7 +1,9 @@
 """tools/test_streams.py, what `make test` runs: every test file in exactly one of two pytest processes, the
 real-node files all in one, and the exit status of a failing stream."""
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +62,40 @@ def test_arguments_run_one_pytest_with_them(tmp_path):
                           "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "1 passed" in out.stdout and "[node]" not in out.stdout
+
+
+def test_sigterm_stops_both_streams_through_their_teardown(tmp_path):
+    tests = tmp_path / "tests"
+    (tests / "e2e").mkdir(parents=True)
+    waiting = '''import pathlib, time, pytest
+@pytest.fixture
+def held():
+    pathlib.Path("{d}/{n}.started").touch()
+    yield
+    pathlib.Path("{d}/{n}.torn-down").touch()
+def test_waits(held):
+    time.sleep(600)
+'''
+    (tests / "e2e" / "test_real_node_a.py").write_text(waiting.format(d=tmp_path, n="node"))
+    (tests / "e2e" / "test_b.py").write_text(waiting.format(d=tmp_path, n="cluster"))
+    script = (f"import sys; sys.path.insert(0, {str(ROOT / 'tools')!r}); import test_streams, pathlib; "
+              f"sys.exit(test_streams.run_streams(pathlib.Path({str(tests)!r}), pathlib.Path({str(tmp_path / 'logs')!r})))")
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"{n}.started").exists() for n in ("node", "cluster")):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0].decode()
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 128 + signal.SIGTERM, out
+    assert (tmp_path / "node.torn-down").exists() and (tmp_path / "cluster.torn-down").exists(), out
+
+
+def test_a_stream_without_files_is_not_started(tmp_path, capfd):
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_c.py").write_text("def test_c():\n    assert True\n")
+    assert test_streams.run_streams(tests, tmp_path / "logs") == 0
+    out = capfd.readouterr().out
+    assert "stream node: pytest exited 0" in out and "stream cluster" not in out
+    assert "1 passed" in (tmp_path / "logs" / "node.log").read_text()

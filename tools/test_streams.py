@@ -30,7 +30,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
-E2E = TESTS / "e2e"
 LOGS = ROOT / "build" / "test-logs"
 #: Seconds a stream has to end after it was told to stop, before it is killed.
 STOP_SECONDS = 120
@@ -70,35 +69,46 @@ def run_streams(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.execut
     pumps = []
     started = time.monotonic()
     for name, args in streams(tests).items():
+        if not args:
+            continue  # pytest without a path would run the whole of testpaths
         # -p no:cacheprovider on one stream: the two would otherwise write .pytest_cache at the same moment.
         extra = ["-p", "no:cacheprovider"] if name == "node" else []
+        # Each pytest in a session of its own: a Ctrl-C at the terminal reaches only this process, which passes
+        # one SIGINT on (a second one would cut pytest's teardown short and leave its control planes running).
         procs[name] = subprocess.Popen([python, "-m", "pytest", *extra, *args], cwd=ROOT, env=env,
-                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         t = threading.Thread(target=pump, args=(name, procs[name], logs / f"{name}.log", lock), daemon=True)
         t.start()
         pumps.append(t)
 
+    stopping: dict[str, float] = {}
+
     def stop(signum: int, _frame: object) -> None:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)  # pytest's KeyboardInterrupt: fixtures tear down
-        deadline = time.monotonic() + STOP_SECONDS
-        for proc in procs.values():
-            try:
-                proc.wait(max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-        sys.exit(128 + signum)
+        """Tell each stream once, then let the loop below wait (a wait in here would block on the one the signal
+        interrupted)."""
+        if not stopping:
+            stopping.update(signum=signum, deadline=time.monotonic() + STOP_SECONDS)
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)  # pytest's KeyboardInterrupt: fixtures tear down
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    codes = {name: proc.wait() for name, proc in procs.items()}
+    while any(proc.poll() is None for proc in procs.values()):
+        if stopping and time.monotonic() > stopping["deadline"]:
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.kill()
+        time.sleep(0.2)
+    codes = {name: proc.returncode for name, proc in procs.items()}
     for t in pumps:
         t.join()
     elapsed = time.monotonic() - started
     for name, code in codes.items():
         print(f"stream {name}: pytest exited {code} (log: {logs / f'{name}.log'})")
     print(f"both streams: {elapsed:.0f} s")
+    if stopping:
+        return 128 + int(stopping["signum"])
     return next((code for code in codes.values() if code != 0), 0)
 
 
