@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 
 from policylib.shell import kube
 
@@ -147,14 +149,21 @@ def test_rotation_under_load_never_fails_an_admission(cluster, tmp_path):
         assert apiserver_counter(cluster, "apiserver_admission_webhook_fail_open_count", HOOK) - fail_open == 0
         assert apiserver_counter(cluster, "apiserver_admission_webhook_rejection_count", HOOK) - rejected == 0
         assert (steps("rotate-ca"), steps("create-ca")) == (1, 1)
-        # Issued at 0, 20, 40 s, at 60 s (due) and after the rotation (from the new CA): the last two at least
-        # under load, with the CA rotation itself (none had happened when the load started, checked above).
+        # Under load (none had happened when it started, checked above): at least one renewal from the first CA
+        # and the certificate of the new one. How many more depends on the controller's timing against the load's
+        # (a renewal due as the CA rotates is issued by the new CA: one certificate, not two).
         renewals = len(volume.seen) - serving_before
-        assert len(volume.seen) >= 5 and renewals >= 2, (len(volume.seen), renewals)
-        # The webhook serves the newest certificate (the next renewal is at least 20 s away).
+        assert renewals >= 2, (len(volume.seen), renewals)
+        # The webhook serves the newest certificate (the next renewal is at least 20 s away), issued by the one CA
+        # left in the bundle, which is not the CA the load started with.
         assert served_fingerprint(port) == volume.seen[-1]
         bundle = cluster.get("mutatingwebhookconfiguration", CONFIG)["webhooks"][0]["clientConfig"]["caBundle"]
-        assert base64.b64decode(bundle).count(b"BEGIN CERTIFICATE") == 1
+        (ca,) = x509.load_pem_x509_certificates(base64.b64decode(bundle))
+        newest = x509.load_pem_x509_certificate((volume.dir / f"data-{len(volume.seen) - 1}" / "tls.crt").read_bytes())
+        first = x509.load_pem_x509_certificate((volume.dir / "data-0" / "tls.crt").read_bytes())
+        newest.verify_directly_issued_by(ca)
+        with pytest.raises((ValueError, InvalidSignature)):  # another CA's name, or its signature: either way not it
+            first.verify_directly_issued_by(ca)
         print(f"\nrotation: {len(results)} admissions in {elapsed:.0f}s, {len(volume.seen)} serving certificates "
               f"({renewals} under load), 1 CA rotation, fail-open 0, rejected 0")
     finally:
