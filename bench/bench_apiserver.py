@@ -6,10 +6,14 @@ namespace per arm, each matched by its own webhook configuration:
 - ``none``: no webhook; the API server's own cost of a create;
 - ``noop``: ``e2e/bin/noopwebhook``, Go's standard library admitting everything unchanged (it
   offers HTTP/2 by ALPN, as Go servers do): the API server's cost of calling any webhook over TLS;
-- ``go-spread``: the same Go binary answering with a JSON patch that adds the same two spread
-  constraints: the floor of a webhook that *mutates* (the API server applies the patch);
+- ``go-spread``: the same Go binary giving policylib's own default answer, the same JSON patch (the
+  records, then the zone and host constraints) and audit annotation, over HTTP/1.1 as policylib serves:
+  the floor of a webhook that *mutates* the same way (the API server applies the patch); the warm-up
+  creates check that it writes exactly what ``policylib.mutate()`` writes;
 - ``go-spread-read``: ``go-spread`` that also reads the namespace's HPAs from the API server on every
   Deployment CREATE, as rule W4 does: the floor of a mutating webhook that keeps W4's guarantee;
+- ``--go-variants``: also ``go-constraints`` (the two constraints alone, the floor's former patch) and
+  ``go-spread-read-h2`` (offering HTTP/2, which the API server takes on a loopback URL only);
 - ``policylib``: ``python -m webhook serve`` with its defaults (2 workers, info logging, the HPA
   watch through ``--kubeconfig`` as in a cluster, rule W4's read on), registered like ``manifests/base``;
 - ``policylib-nohpa``: the same with ``webhook.readHpasOnCreate: false`` (the watch only);
@@ -59,10 +63,15 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+import jsonpatch  # noqa: E402
+
+import policylib  # noqa: E402
 from tests.e2e import harness  # noqa: E402 -- the harness is the repo's, found from the repo root
 
 NOOP = harness.E2E / "bin" / "noopwebhook"
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
+RECORDS = "policylib.io/"
+DEFAULTS = policylib.load_config(None)
 
 
 # --- the object ---------------------------------------------------------------------------------
@@ -95,6 +104,25 @@ def deployment(name: str, namespace: str) -> dict:
                                   "spec": {"containers": [app, sidecar], "terminationGracePeriodSeconds": 30,
                                            "volumes": [{"name": "config", "configMap": {"name": "ranker"}},
                                                        {"name": "cache", "emptyDir": {"sizeLimit": "1Gi"}}]}}}}
+
+
+def written(obj: dict) -> tuple[dict, list]:
+    """What a spread arm writes: the policylib.io records and the pod template's spread constraints."""
+    annotations = obj["metadata"].get("annotations") or {}
+    return ({k: v for k, v in annotations.items() if k.startswith(RECORDS)},
+            obj["spec"]["template"]["spec"].get("topologySpreadConstraints") or [])
+
+
+def policylib_writes(obj: dict) -> tuple[dict, list]:
+    """What policylib, with its default settings and no HPA, writes into ``obj``: the answer every arm marked
+    ``same_as_policylib`` must give (the Go arms write it too, so that the floor is the same mutation)."""
+    result = policylib.mutate(obj, DEFAULTS, namespace=obj["metadata"]["namespace"])
+    return written(jsonpatch.apply_patch(obj, result.patch))
+
+
+def settings_hash() -> str:
+    """The value of policylib's settings record for its default settings (the Go arms' ``--settings-hash``)."""
+    return policylib_writes(deployment("probe", "default"))[0][f"{RECORDS}spread-settings"]
 
 
 def spread_keys(obj: dict) -> list[str]:
@@ -194,6 +222,8 @@ class Arm:
 
     name: str
     expect_spread: bool
+    #: Its answers are policylib's own (checked on the warm-up creates): policylib from this tree, the Go arms.
+    same_as_policylib: bool = False
     procs: list[subprocess.Popen] = field(default_factory=list)
     port: int = 0
     metrics_url: str | None = None
@@ -279,12 +309,15 @@ def wait_https(url: str, ca: Path, what: str, proc: subprocess.Popen, log: Path)
 
 
 def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False, spread: bool = False,
-               read_hpas: Client | None = None) -> Arm:
-    """The Go webhook: the no-op, or (``spread``) the same binary writing the two spread constraints; with
-    ``read_hpas`` (the client whose server, token and CA it uses) it also reads the namespace's HPAs on every
-    Deployment CREATE, as rule W4 does (``go-spread-read``)."""
-    name = "go-spread-read" if spread and read_hpas else "go-spread" if spread else "noop-http1" if http1 else "noop"
-    arm = Arm(name, expect_spread=spread)
+               read_hpas: Client | None = None, constraints_only: bool = False, name: str | None = None) -> Arm:
+    """The Go webhook: the no-op, or (``spread``) the same binary answering Deployments as policylib does with
+    its default settings; with ``read_hpas`` (the client whose server, token and CA it uses) it also reads the
+    namespace's HPAs on every Deployment CREATE, as rule W4 does (``go-spread-read``). ``constraints_only``:
+    the two constraints alone (the smaller patch the floor used to write); ``http1``: HTTP/1.1 only, as
+    policylib serves and as the API server calls any webhook behind a Service."""
+    name = name or ("go-spread-read" if spread and read_hpas else "go-spread" if spread else
+                    "noop-http1" if http1 else "noop")
+    arm = Arm(name, expect_spread=spread, same_as_policylib=spread and not constraints_only)
     reading: list[str] = []
     if read_hpas is not None:
         (tmp / "go-token").write_text(read_hpas.token)
@@ -297,7 +330,8 @@ def start_noop(cluster: harness.Cluster, tmp: Path, http1: bool = False, spread:
     log = tmp / f"{arm.name}.log"
     arm.procs.append(subprocess.Popen([str(NOOP), "--cert", str(certs / "tls.crt"), "--key", str(certs / "tls.key"),
                                        "--addr", f"127.0.0.1:{arm.port}", *(["--http1"] if http1 else []),
-                                       *(["--spread"] if spread else []), *reading],
+                                       *(["--spread", "--settings-hash", settings_hash()] if spread else []),
+                                      *(["--constraints-only"] if constraints_only else []), *reading],
                                       stdout=log.open("w"), stderr=subprocess.STDOUT))
     wait_https(f"https://127.0.0.1:{arm.port}/healthz", certs / "ca.crt", "the Go no-op webhook", arm.procs[0], log)
     cluster.apply(webhook_configuration(arm.name, f"https://127.0.0.1:{arm.port}/mutate", ca_bundle))
@@ -309,7 +343,7 @@ def start_policylib(cluster: harness.Cluster, tmp: Path, extra: list[str], name:
     """``python -m webhook serve`` with its defaults (plus ``extra``), from the source tree ``source``;
     ``replicas`` > 1: that many separate servers on one port (``--reuse-port``: the kernel spreads the API
     server's connections over them, as a Service spreads them over pods)."""
-    arm = Arm(name, expect_spread=True)
+    arm = Arm(name, expect_spread=True, same_as_policylib=source == REPO)
     certs = tmp / f"certs-{name}"
     ca_bundle = make_certs(certs)
     arm.port = harness.free_port()
@@ -394,12 +428,15 @@ def wait_arm_ready(client: Client, arm: Arm, timeout: float = 120) -> None:
 _COUNT = threading.Lock()
 
 
-def check_answer(arm: Arm, obj: dict) -> None:
+def check_answer(arm: Arm, sent: dict, obj: dict, exact: bool = False) -> None:
     """The create came back as the arm writes it; one without any constraint from an arm that writes them
     was admitted unchanged by ``failurePolicy: Ignore`` and is counted (``Arm.unpatched``); anything else
-    is a wrong answer."""
+    is a wrong answer. ``exact``: an arm marked ``same_as_policylib`` wrote exactly what policylib writes
+    into ``sent`` (the records and the constraints)."""
     keys = spread_keys(obj)
     if (keys == [HOST, ZONE]) == arm.expect_spread:
+        if exact and arm.same_as_policylib and written(obj) != (want := policylib_writes(sent)):
+            raise AssertionError(f"arm {arm.name}: wrote {written(obj)}, policylib writes {want}")
         return
     if arm.expect_spread and not keys:
         with _COUNT:
@@ -408,16 +445,19 @@ def check_answer(arm: Arm, obj: dict) -> None:
     raise AssertionError(f"arm {arm.name}: answered with spread {keys}")
 
 
-def run_sequential(client: Client, arm: Arm, count: int, tag: str, dry_run: bool = True) -> list[float]:
+def run_sequential(client: Client, arm: Arm, count: int, tag: str, dry_run: bool = True,
+                   exact: bool = False) -> list[float]:
     out = []
     for i in range(count):
-        seconds, obj = client.create(deployment(f"{tag}-{i}", arm.namespace), dry_run)
-        check_answer(arm, obj)
+        sent = deployment(f"{tag}-{i}", arm.namespace)
+        seconds, obj = client.create(sent, dry_run)
+        check_answer(arm, sent, obj, exact)
         out.append(seconds)
     return out
 
 
-def run_concurrent(client: Client, arm: Arm, count: int, concurrency: int, tag: str, dry_run: bool = True) -> float:
+def run_concurrent(client: Client, arm: Arm, count: int, concurrency: int, tag: str, dry_run: bool = True,
+                   exact: bool = False) -> float:
     """``count`` creates from ``concurrency`` threads; returns creates/s."""
     names = iter(range(count))
     lock = threading.Lock()
@@ -430,8 +470,9 @@ def run_concurrent(client: Client, arm: Arm, count: int, concurrency: int, tag: 
             if i is None or errors:
                 return
             try:
-                _, obj = client.create(deployment(f"{tag}-{i}", arm.namespace), dry_run)
-                check_answer(arm, obj)
+                sent = deployment(f"{tag}-{i}", arm.namespace)
+                _, obj = client.create(sent, dry_run)
+                check_answer(arm, sent, obj, exact)
             except BaseException as e:  # noqa: BLE001 -- reported below
                 errors.append(e)
                 return
@@ -591,6 +632,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--real", type=int, default=1000, help="real creates per arm in phase 2; 0 skips it (default 1000)")
     p.add_argument("--kyverno", type=Path, help="a cmd/kyverno binary: adds the kyverno arm (its CRDs in "
                    "config/crds beside it, or $KYVERNO_CRDS)")
+    p.add_argument("--go-variants", action="store_true",
+                   help="also go-constraints (go-spread writing the two constraints alone, without policylib's "
+                        "records, matchLabelKeys and audit annotation) and go-spread-read-h2 (go-spread-read "
+                        "offering HTTP/2, which the API server takes from a webhook on a loopback URL)")
     p.add_argument("--noop-http1", action="store_true",
                    help="also a Go no-op that offers only HTTP/1.1 (what the API server uses for a webhook "
                         "reached through a Service)")
@@ -638,8 +683,12 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
         arms.append(start_noop(cluster, tmp))
         if args.noop_http1:
             arms.append(start_noop(cluster, tmp, http1=True))
-        arms.append(start_noop(cluster, tmp, spread=True))
-        arms.append(start_noop(cluster, tmp, spread=True, read_hpas=client))
+        if args.go_variants:
+            arms.append(start_noop(cluster, tmp, http1=True, spread=True, constraints_only=True,
+                                   name="go-constraints"))
+            arms.append(start_noop(cluster, tmp, spread=True, read_hpas=client, name="go-spread-read-h2"))
+        arms.append(start_noop(cluster, tmp, http1=True, spread=True))
+        arms.append(start_noop(cluster, tmp, http1=True, spread=True, read_hpas=client))
         arms.append(start_policylib(cluster, tmp, args.webhook_arg))
         no_read = tmp / "no-hpa-read.yaml"
         no_read.write_text(json.dumps({"webhook": {"readHpasOnCreate": False}}))
@@ -656,8 +705,8 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
         for arm in arms:
             wait_arm_ready(client, arm, timeout=300 if arm.name == "kyverno" else 120)
         for arm in arms:  # warm every path (connections, caches) before measuring
-            run_sequential(client, arm, 3 if args.smoke else 20, "warm")
-            run_concurrent(client, arm, 8 if args.smoke else 80, 8, "warm")
+            run_sequential(client, arm, 3 if args.smoke else 20, "warm", exact=True)
+            run_concurrent(client, arm, 8 if args.smoke else 80, 8, "warm", exact=True)
         policylib = next(a for a in arms if a.name == "policylib")
         handshakes0 = metric_total(policylib, "policylib_webhook_tls_handshakes_total")
         reviews0 = metric_total(policylib, "policylib_webhook_reviews_total")
@@ -696,14 +745,14 @@ def run(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path) -> tuple[
 def run_scale(cluster: harness.Cluster, args: argparse.Namespace, tmp: Path, client: Client,
               arms: list[Arm]) -> tuple[str, dict[str, Any]]:
     """The replicas phase: policylib as 1, 2, 3... servers behind one URL, beside the Go floor."""
-    arms.append(start_noop(cluster, tmp, spread=True, read_hpas=client))
+    arms.append(start_noop(cluster, tmp, http1=True, spread=True, read_hpas=client))
     for n in args.scale:
         arms.append(start_policylib(cluster, tmp, args.webhook_arg, f"policylib-x{n}", replicas=n))
     for arm in arms:
         cluster.namespace(arm.namespace)
     for arm in arms:
         wait_arm_ready(client, arm)
-        run_concurrent(client, arm, 8 if args.smoke else 80, 8, "warm")
+        run_concurrent(client, arm, 8 if args.smoke else 80, 8, "warm", exact=True)
     say(f"replicas: {args.rounds} rounds x {args.c8} creates per arm at c={args.scale_concurrency}")
     rates = measure_scale(client, arms, args.rounds, args.c8, args.scale_concurrency, say)
     rows = ["| arm | " + " | ".join(f"c={c} creates/s" for c in args.scale_concurrency) + " | RSS MiB |",

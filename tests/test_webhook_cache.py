@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import select
+import socket
 import threading
 import time
 
@@ -13,7 +15,7 @@ import webhook
 from tests.fakeapi import FakeAPI, paged_list
 from tests.helpers import deployment, hpa
 from tests.webhook_support import review_of
-from webhook.cache import HpaCache, HpaIndex, ObjectOnlyFacts, facts_source, slim_hpa
+from webhook.cache import ConfirmedHpas, HpaCache, HpaIndex, ObjectOnlyFacts, decide_overlapped, facts_source, slim_hpa
 
 HPA_PATH = "/apis/autoscaling/v2/horizontalpodautoscalers"
 
@@ -298,43 +300,46 @@ def test_the_read_is_one_request_and_past_its_page_the_watch_answers(api, synced
     assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 1.0}
 
 
-GEVENT_OVERLAP = """
-from gevent import monkey; monkey.patch_all()
-import socket
-from webhook.cache import concurrently
-left, right = socket.socketpair()
-steps = []
-def read():
-    steps.append("sent")
-    left.sendall(b"request")
-    answer = left.recv(100)
-    steps.append("answered")
-    return answer
-wait = concurrently(read)
-steps.append("policy")      # the caller goes on while the read waits for its answer
-assert right.recv(100) == b"request"
-right.sendall(b"answer")
-assert wait() == b"answer"
-print(",".join(steps))
-"""
-
-
-def test_in_a_gevent_worker_the_read_is_sent_before_the_policy_and_waited_for_after():
-    """Rule W4's overlap: under gevent, ``concurrently`` has sent the read's request when it returns, the caller
-    runs on while the answer is outstanding, and the waiter returns the read's result."""
-    import subprocess
-    import sys
-    run = subprocess.run([sys.executable, "-c", GEVENT_OVERLAP], capture_output=True, text=True, timeout=60)
-    assert run.returncode == 0, run.stderr
-    assert run.stdout.strip() == "sent,policy,answered"
-
-
-def test_without_gevent_the_read_runs_at_once():
-    from webhook.cache import concurrently
+def test_the_read_is_sent_before_the_policy_and_its_answer_waited_for_after(api, synced_empty_cache):
+    """Rule W4's overlap, with no thread or greenlet: the read's request reaches the API server before the
+    policy runs, the API server answers while it works, and the answer decides (here: an HPA the watch has
+    not delivered yet, so the policy decides again with it)."""
     steps: list[str] = []
-    wait = concurrently(lambda: steps.append("read") or "result")
-    steps.append("policy")
-    assert (wait(), steps) == ("result", ["read", "policy"])
+    received, decided = threading.Event(), threading.Event()
+    listing = paged_list("HorizontalPodAutoscaler", [hpa("web", 6, "ml")], 500)
+
+    def answer_after_the_policy(req):
+        steps.append("request received")
+        received.set()
+        assert decided.wait(10), "the policy did not run while the read was outstanding"
+        return listing(req)
+
+    api.route("GET", NAMESPACED_HPA_PATH, answer_after_the_policy)
+    facts = ConfirmedHpas(synced_empty_cache, lambda result: steps.append(f"counted {result}"))
+
+    def decide(f):
+        if f is synced_empty_cache:      # the first decision, with the watch's facts only
+            assert received.wait(10), "the read's request was not sent before the policy ran"
+            steps.append("policy")
+            decided.set()
+        return [h["spec"]["minReplicas"] for h in f.hpas_for("ml", "web")]
+
+    obj = deployment("web", "ml", replicas=3)
+    assert decide_overlapped(decide, facts, "ml", obj) == [6]
+    assert steps == ["request received", "policy", "counted found"]
+    assert len([r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]) == 1   # collected once
+
+
+def test_a_read_that_cannot_be_sent_falls_back_to_the_cache_and_is_counted(tmp_path, caplog):
+    """Nothing listens where the API server was: the send fails, the review goes on with the watch's answer."""
+    with FakeAPI() as gone:
+        cache = cache_for(gone, tmp_path)
+    results: list[str] = []
+    facts = ConfirmedHpas(cache, results.append)
+    assert decide_overlapped(lambda f: f.hpas_for("ml", "web"), facts, "ml", deployment("web", "ml")) == []
+    assert results == ["error"]
+    assert [r.getMessage() for r in caplog.records if r.name == "webhook.cache"] == [
+        "HPA read failed, using the watch cache"]
 
 
 def test_a_read_answered_with_items_that_are_not_a_list_of_objects_falls_back_and_never_fails_the_review(
@@ -347,3 +352,61 @@ def test_a_read_answered_with_items_that_are_not_a_list_of_objects_falls_back_an
     assert response["allowed"] is True
     assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
     assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 1.0}
+
+
+class OneAnswerPerConnection:
+    """An HTTP/1.1 server that answers one request per connection with a kept-alive answer, then closes the
+    connection, as the API server closes one that sat idle: a client reusing it finds it gone."""
+
+    def __init__(self, page: dict):
+        self.body = json.dumps(page).encode()
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            with conn:
+                request = b""
+                while b"\r\n\r\n" not in request:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    request += chunk
+                if request:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                 + str(len(self.body)).encode() + b"\r\n\r\n" + self.body)
+
+    def kubeconfig(self, path) -> str:
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "c",
+            "clusters": [{"name": "c", "cluster": {"server": self.url}}],
+            "users": [{"name": "u", "user": {"token": "t0ken"}}],
+            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
+        return str(path)
+
+
+def test_a_kept_alive_connection_the_server_closed_is_read_again_on_a_new_one(tmp_path):
+    page = {"kind": "HorizontalPodAutoscalerList", "metadata": {}, "items": [hpa("web", 4, "ml")]}
+    server = OneAnswerPerConnection(page)
+    try:
+        cache = facts_source("auto", kubeconfig=server.kubeconfig(tmp_path / "kubeconfig"))
+        assert cache.read("ml") == page and server.connections == 1
+        assert len(cache.read._idle) == 1                 # kept for the next read
+        wait_for(lambda: _closed_by_peer(cache.read._idle[0].sock))
+        assert cache.read("ml") == page                   # the kept one was gone: asked again, once, on a new one
+        assert server.connections == 2
+    finally:
+        server.listener.close()
+
+
+def _closed_by_peer(sock) -> bool:
+    """Whether the peer has closed ``sock`` (readable, and a peek finds no byte)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""

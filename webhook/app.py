@@ -99,15 +99,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             start = time.perf_counter()
             with metrics.in_flight.track_inprogress():
                 req = review.parse_review(read_body(environ, limit))
-                answer = decide(req)
-                try:
-                    payload = orjson.dumps(review.response_review(req, answer))
-                except (TypeError, ValueError, OverflowError, RecursionError) as e:
-                    # An answer JSON cannot carry (a number past 64 bits, nesting past orjson's limit in a
-                    # value the policy kept): answered as a policy failure, never a 500.
-                    answer = review.failure_answer(review.AnswerNotEncodable(f"{type(e).__name__}: {e}"),
-                                                   config.webhook.failureMode)
-                    payload = orjson.dumps(review.response_review(req, answer))
+                answer, payload = decide(req)
             record(req, answer, time.perf_counter() - start)
             return 200, payload
         except review.BadReview as e:
@@ -125,14 +117,26 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     def count_hpa_read(result: str) -> None:
         metrics.hpa_reads.labels(result).inc()
 
-    def decide(req: review.ReviewRequest) -> review.Answer:
-        """Rule W4 unless ``webhook.readHpasOnCreate`` is false, its read overlapped with the policy."""
+    def decide(req: review.ReviewRequest) -> tuple[review.Answer, bytes]:
+        """Rule W4 unless ``webhook.readHpasOnCreate`` is false, its read overlapped with the policy (and with
+        encoding its answer: the answer is ready when the read finds no HPA, the common case)."""
         if not config.webhook.readHpasOnCreate:
-            return review.decide(req, config, facts)
+            return encoded(req, review.decide(req, config, facts))
         reviewed = for_review(facts, req.operation, count_hpa_read)
         if isinstance(reviewed, ConfirmedHpas):
-            return decide_overlapped(lambda f: review.decide(req, config, f), reviewed, req.namespace, req.obj)
-        return review.decide(req, config, reviewed)
+            return decide_overlapped(lambda f: encoded(req, review.decide(req, config, f)), reviewed, req.namespace,
+                                     req.obj)
+        return encoded(req, review.decide(req, config, reviewed))
+
+    def encoded(req: review.ReviewRequest, answer: review.Answer) -> tuple[review.Answer, bytes]:
+        """The answer and its AdmissionReview JSON. An answer JSON cannot carry (a number past 64 bits, nesting
+        past orjson's limit in a value the policy kept) is answered as a policy failure, never a 500."""
+        try:
+            return answer, orjson.dumps(review.response_review(req, answer))
+        except (TypeError, ValueError, OverflowError, RecursionError) as e:
+            answer = review.failure_answer(review.AnswerNotEncodable(f"{type(e).__name__}: {e}"),
+                                           config.webhook.failureMode)
+            return answer, orjson.dumps(review.response_review(req, answer))
 
     def record(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> None:
         kind = kind_label(req.group, req.kind)  # a bounded label: never the request's free text

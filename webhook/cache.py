@@ -22,11 +22,12 @@ import logging
 import os
 import socket
 import ssl
-import sys
 import threading
 import time
 import urllib.parse
 from typing import Any, Callable, Iterable, TypeVar, cast
+
+import httptools
 
 from policylib.constants import APPS_API_VERSION, AUTOSCALING_API_VERSION
 from policylib.facts import ClusterFacts, hpa_target
@@ -51,6 +52,10 @@ CREDENTIALS_SECONDS = 1.0
 CONFIRM_LIMIT = 500
 #: Kept-alive connections held for the read at most (one per concurrent read up to this; extras are closed).
 MAX_IDLE = 16
+#: Bytes asked of the socket per read of an answer.
+RECV_BYTES = 65536
+#: Characters a header value must not hold: it would end the header (request splitting).
+UNSAFE_HEADER_CHARS = ("\r", "\n", "\0")
 W = TypeVar("W")
 R = TypeVar("R")
 #: ``result`` label values of the confirming reads' counter.
@@ -161,14 +166,76 @@ class HpaCache(ClusterFacts):
         self._stop.set()
 
 
+class _Answer:
+    """httptools' callbacks for one answer: its status, body, whether the server keeps the connection (read
+    when the headers are in: llhttp resets it once the message is complete) and whether it is complete."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.body: list[bytes] = []
+        self.status = 0
+        self.started = self.keep_alive = self.complete = False
+
+    def on_message_begin(self) -> None:
+        self.started = True
+
+    def on_headers_complete(self) -> None:
+        self.status, self.keep_alive = self.parser.get_status_code(), self.parser.should_keep_alive()
+
+    def on_body(self, data: bytes) -> None:
+        self.body.append(data)
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+
+
+class KeptConnection:
+    """One kept-alive HTTP/1.1 connection to the API server: a request written whole in one write, its answer
+    parsed by httptools (llhttp, the parser Node.js uses; chunked and length-delimited bodies alike)."""
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+
+    def send(self, request: bytes) -> None:
+        self.sock.sendall(request)
+
+    def answer(self) -> tuple[int, bytes, bool]:
+        """The status, body and whether the server keeps the connection open; ``RemoteDisconnected`` when
+        the server closed it before answering (a kept-alive connection it had closed meanwhile),
+        ``IncompleteRead`` when it closed it mid-answer, ``httptools.HttpParserError`` for a malformed one."""
+        answer = _Answer()
+        while not answer.complete:
+            data = self.sock.recv(RECV_BYTES)
+            if not data:
+                if not answer.started:
+                    raise http.client.RemoteDisconnected("the API server closed the connection without an answer")
+                raise http.client.IncompleteRead(b"".join(answer.body))
+            answer.parser.feed_data(data)
+        return answer.status, b"".join(answer.body), answer.keep_alive
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def request_bytes(host: str, path: str, headers: dict[str, str]) -> bytes:
+    """A ``GET`` of ``path`` as HTTP/1.1 bytes; a header value that could end its line is refused."""
+    lines = [f"GET {path} HTTP/1.1", f"Host: {host}"]
+    for key, value in headers.items():
+        if any(c in key or c in value for c in UNSAFE_HEADER_CHARS):
+            raise ValueError(f"header {key!r} holds a line break or NUL: refused")
+        lines.append(f"{key}: {value}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
 class HpaRead:
     """Rule W4's read, as cheap as it can be: one ``GET`` of the namespace's HPAs (``limit``:
-    :data:`CONFIRM_LIMIT`) on a kept-alive ``http.client`` connection (one per concurrent read, reused),
-    with the API client's TLS settings and current credentials (``Configuration.auth_settings()``, which
-    refreshes a pod's rotated token), its answer parsed by orjson (:func:`policylib.shell.kube.decode`).
-    Measured (``bench/bench_hpa_read.py``): a third of the client CPU of the same read through urllib3,
-    the generated client's transport. Through a proxy (a kubeconfig's ``proxy-url``) the read goes
-    through the generated client's own pool instead."""
+    :data:`CONFIRM_LIMIT`) on a :class:`KeptConnection` (one per concurrent read, reused), with the API
+    client's TLS settings and current credentials (``Configuration.auth_settings()``, which refreshes a pod's
+    rotated token), its answer parsed by httptools and orjson (:func:`policylib.shell.kube.decode`).
+    Measured (``bench/bench_hpa_read.py``): a fraction of the client CPU of the same read through urllib3, the
+    generated client's transport, or ``http.client``, whose header parsing alone cost more than the rest.
+    Through a proxy (a kubeconfig's ``proxy-url``) the read goes through the generated client's own pool
+    instead."""
 
     def __init__(self, api_client: Any):
         self.configuration = cfg = api_client.configuration
@@ -182,7 +249,8 @@ class HpaRead:
         self._headers: dict[str, str] | None = None
         self._headers_until = 0.0
         self.server_hostname = getattr(cfg, "tls_server_name", None) or self.host
-        self._idle: list[http.client.HTTPConnection] = []
+        self.host_header = url.netloc.rpartition("@")[2]
+        self._idle: list[KeptConnection] = []
         self._lock = threading.Lock()
 
     def headers(self) -> dict[str, str]:
@@ -213,72 +281,113 @@ class HpaRead:
             self._context = context
         return self._context
 
-    def _connect(self) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection
-        if self.https:
-            context = self.context()
-            conn = http.client.HTTPSConnection(self.host, self.port, context=context, timeout=CONFIRM_TIMEOUT[0])
-            conn.sock = context.wrap_socket(socket.create_connection((self.host, self.port), CONFIRM_TIMEOUT[0]),
-                                                 server_hostname=self.server_hostname)
-        else:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=CONFIRM_TIMEOUT[0])
-            conn.connect()
-        conn.sock.settimeout(CONFIRM_TIMEOUT[1])
-        return conn
+    def _connect(self) -> KeptConnection:
+        sock = socket.create_connection((self.host, self.port), CONFIRM_TIMEOUT[0])
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.https:
+                sock = self.context().wrap_socket(sock, server_hostname=self.server_hostname)
+            sock.settimeout(CONFIRM_TIMEOUT[1])
+        except BaseException:
+            sock.close()
+            raise
+        return KeptConnection(sock)
 
     def __call__(self, namespace: str) -> dict[str, Any]:
         """The first page of ``namespace``'s HPAs, a consistent read (no resourceVersion); raises
         :class:`~policylib.shell.kube.ApiError` for an error status, ``OSError`` or
         ``http.client.HTTPException`` for the network."""
-        path = f"{self.prefix}{kube.HPAS.path(namespace)}?limit={CONFIRM_LIMIT}"
+        return self.send(namespace)()
+
+    def send(self, namespace: str) -> Callable[[], dict[str, Any]]:
+        """Put the read's request on the wire now; returns what waits for its answer (and raises as
+        :meth:`__call__` does). The caller works while the API server answers: no thread or greenlet, the
+        answer simply waits on the connection (a connection whose answer is never collected is never reused)."""
         headers = self.headers()
         if self.proxied:
-            response = self.pool.request("GET", f"{self.configuration.host}{kube.HPAS.path(namespace)}"
-                                         f"?limit={CONFIRM_LIMIT}", headers=headers, retries=False,
-                                         timeout=CONFIRM_TIMEOUT[1])
-            status, raw = response.status, response.data
-        else:
-            status, raw = self._get(path, headers)
+            return lambda: self._proxied(namespace, headers)
+        return self.send_path(f"{kube.HPAS.path(urllib.parse.quote(namespace, safe=''))}?limit={CONFIRM_LIMIT}",
+                              headers)
+
+    def send_path(self, path: str, headers: dict[str, str] | None = None) -> Callable[[], dict[str, Any]]:
+        """:meth:`send` of any ``GET`` of the API (a path and query under the server's URL)."""
+        request = request_bytes(self.host_header, f"{self.prefix}{path}", headers or self.headers())
+        with self._lock:
+            idle = self._idle.pop() if self._idle else None
+        try:
+            conn, reused = self._send(idle, request)
+        except OSError as e:
+            return failed_read(e)
+        return lambda: self._answer(conn, reused, request)
+
+    def _proxied(self, namespace: str, headers: dict[str, str]) -> dict[str, Any]:
+        response = self.pool.request("GET", f"{self.configuration.host}{kube.HPAS.path(namespace)}"
+                                     f"?limit={CONFIRM_LIMIT}", headers=headers, retries=False,
+                                     timeout=CONFIRM_TIMEOUT[1])
+        return self._page(response.status, response.data)
+
+    @staticmethod
+    def _page(status: int, raw: bytes) -> dict[str, Any]:
         data = kube.decode(raw)
         if not 200 <= status < 300:
             raise kube.error_for(status, data)
         return cast("dict[str, Any]", data)
 
-    def _get(self, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
-        """One GET on an idle kept-alive connection, or a new one; a reused connection the server closed
-        meanwhile is retried once on a new connection (a GET changes nothing)."""
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
+    def _send(self, conn: KeptConnection | None, request: bytes) -> tuple[KeptConnection, bool]:
+        """The request on an idle kept-alive connection, or a new one; a reused connection the server closed
+        meanwhile is tried once more on a new one (a GET changes nothing). Returns the connection and whether
+        it was reused."""
         for attempt in (0, 1):
             reused = conn is not None
             if conn is None:
                 conn = self._connect()
             try:
-                conn.request("GET", path, headers=headers)
-                response = conn.getresponse()
-                raw = response.read()
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # The server closed a kept-alive connection while it sat idle: once more on a new one. Never
-                # after a timeout: the review's own deadline (the webhook's timeoutSeconds) has no room for it.
+                conn.send(request)
+                return conn, reused
+            except (ConnectionResetError, BrokenPipeError):
                 conn.close()
                 conn = None
                 if reused and attempt == 0:
                     continue
                 raise
-            except (OSError, http.client.HTTPException):
+            except OSError:
                 conn.close()
                 raise
-            if response.will_close:
-                conn.close()
-            else:
-                with self._lock:
-                    keep = len(self._idle) < MAX_IDLE
-                    if keep:
-                        self._idle.append(conn)
-                if not keep:
-                    conn.close()
-            return response.status, raw
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _answer(self, conn: KeptConnection, reused: bool, request: bytes) -> dict[str, Any]:
+        """The answer to the request :meth:`_send` put on ``conn``; the connection goes back to the idle ones
+        unless the server closes it. A reused connection the server had closed before the request reached it
+        is asked again on a new one, once: never after a timeout (the review's own deadline, the webhook's
+        timeoutSeconds, has no room for it)."""
+        try:
+            status, raw, keep_alive = conn.answer()
+        except (ConnectionResetError, BrokenPipeError):   # RemoteDisconnected is a ConnectionResetError
+            conn.close()
+            if not reused:
+                raise
+            conn, reused = self._send(None, request)
+            return self._answer(conn, False, request)
+        except (OSError, http.client.HTTPException, httptools.HttpParserError):
+            conn.close()
+            raise
+        if not keep_alive:
+            conn.close()
+        else:
+            with self._lock:
+                keep = len(self._idle) < MAX_IDLE
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
+                conn.close()
+        return self._page(status, raw)
+
+
+def failed_read(error: Exception) -> Callable[[], dict[str, Any]]:
+    """What waits for a read that could not be sent: it raises the error when the answer is asked for."""
+    def answer() -> dict[str, Any]:
+        raise error
+    return answer
 
 
 class ConfirmedHpas(ClusterFacts):
@@ -307,7 +416,11 @@ class ConfirmedHpas(ClusterFacts):
     def start(self, namespace: str, name: str) -> None:
         """Send the read now; its answer is collected by :meth:`hpas_for` or :meth:`found`."""
         if (namespace, name) not in self._pending:
-            self._pending[(namespace, name)] = concurrently(lambda: self._confirm(namespace, name))
+            try:
+                answer = self.cache.read.send(namespace)
+            except Exception as e:  # noqa: BLE001 -- credentials or the request's making: reported as the read's failure
+                answer = failed_read(e)
+            self._pending[(namespace, name)] = once(lambda: self._confirm(namespace, name, answer))
 
     def found(self, namespace: str, name: str) -> bool:
         """Whether the read :meth:`start` sent found an HPA the cache did not have (waits for it)."""
@@ -322,10 +435,12 @@ class ConfirmedHpas(ClusterFacts):
         confirmed = pending() if pending is not None else self._confirm(namespace, name)
         return cached if confirmed is None else confirmed
 
-    def _confirm(self, namespace: str, name: str) -> list[dict[str, Any]] | None:
-        """The namespace's HPAs targeting the Deployment, or None when the read cannot tell."""
+    def _confirm(self, namespace: str, name: str,
+                 answer: Callable[[], dict[str, Any]] | None = None) -> list[dict[str, Any]] | None:
+        """The namespace's HPAs targeting the Deployment (from ``answer``, a read :meth:`start` sent, else a read
+        now), or None when the read cannot tell."""
         try:
-            page = self.cache.read(namespace)
+            page = answer() if answer is not None else self.cache.read(namespace)
             found = [slim_hpa(h) for h in page.get("items") or [] if hpa_target(h) == (namespace, name)]
         except Exception as e:  # noqa: BLE001 -- any failure of the read or of its answer: the cache's answer stands
             log.warning("HPA read failed, using the watch cache",
@@ -342,19 +457,15 @@ class ConfirmedHpas(ClusterFacts):
         return found
 
 
-def concurrently(work: Callable[[], W]) -> Callable[[], W]:
-    """Run ``work`` beside the caller; returns what waits for its result. In a gevent worker (sockets
-    patched) ``work`` is a greenlet that has sent its request when this returns (``gevent.sleep(0)``
-    lets it run up to its first wait for the network); elsewhere it runs now."""
-    if "gevent" in sys.modules:
-        from gevent import monkey
-        if monkey.is_module_patched("socket"):
-            import gevent
-            greenlet = gevent.spawn(work)
-            gevent.sleep(0)
-            return cast("Callable[[], W]", greenlet.get)
-    result = work()
-    return lambda: result
+def once(work: Callable[[], W]) -> Callable[[], W]:
+    """``work``, run at the first call only; later calls return its first result."""
+    done: list[W] = []
+
+    def result() -> W:
+        if not done:
+            done.append(work())
+        return done[0]
+    return result
 
 
 def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespace: str | None,

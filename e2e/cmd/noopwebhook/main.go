@@ -9,9 +9,14 @@
 // pkg/util/webhook/client.go, kubernetes#75791).
 //
 // --spread makes it the floor of a webhook that mutates: it answers a Deployment without spread
-// constraints with a JSON patch adding a zone and a host constraint that select the Deployment's
-// own pods (what policylib writes by default), so the API server's cost of applying a patch is
-// counted as it is for policylib.
+// constraints with the answer policylib gives it with its default settings, byte for byte the same
+// JSON patch (the three record annotations, then the zone and host constraints selecting the
+// Deployment's own pods, with matchLabelKeys) and the same audit annotation, so the API server's
+// cost of applying the patch is counted as it is for policylib. --settings-hash is the value of the
+// settings record (bench/bench_apiserver.py takes it from policylib and checks every arm's answers
+// against policylib's own). --constraints-only writes the two constraints alone instead (no records,
+// no matchLabelKeys, no audit annotation): the smaller patch the floor used to be, kept to measure what
+// the rest of policylib's answer costs the API server.
 //
 // --read-hpas (with --api-server, --token-file and --api-ca) makes it also read, on every Deployment
 // CREATE, the namespace's HorizontalPodAutoscalers from the API server (one consistent list, limit 500,
@@ -50,9 +55,11 @@ type review struct {
 		} `json:"kind"`
 		Object *struct {
 			Metadata struct {
-				Name string `json:"name"`
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
 			} `json:"metadata"`
 			Spec struct {
+				Replicas *int32 `json:"replicas"`
 				Selector *struct {
 					MatchLabels map[string]string `json:"matchLabels"`
 				} `json:"selector"`
@@ -67,10 +74,11 @@ type review struct {
 }
 
 type response struct {
-	UID       string `json:"uid"`
-	Allowed   bool   `json:"allowed"`
-	PatchType string `json:"patchType,omitempty"`
-	Patch     []byte `json:"patch,omitempty"`
+	UID              string            `json:"uid"`
+	Allowed          bool              `json:"allowed"`
+	PatchType        string            `json:"patchType,omitempty"`
+	Patch            []byte            `json:"patch,omitempty"`
+	AuditAnnotations map[string]string `json:"auditAnnotations,omitempty"`
 }
 
 type constraint struct {
@@ -79,9 +87,28 @@ type constraint struct {
 	WhenUnsatisfiable string                       `json:"whenUnsatisfiable"`
 	LabelSelector     map[string]map[string]string `json:"labelSelector"`
 	NodeTaintsPolicy  string                       `json:"nodeTaintsPolicy"`
+	MatchLabelKeys    []string                     `json:"matchLabelKeys,omitempty"`
 }
 
-var spread = false
+// op is one JSON patch operation, its fields in policylib's order.
+type op struct {
+	Op    string `json:"op"`
+	Path  string `json:"path"`
+	Value any    `json:"value"`
+}
+
+const (
+	zoneKey       = "topology.kubernetes.io/zone"
+	hostKey       = "kubernetes.io/hostname"
+	recordPrefix  = "policylib.io/spread-"
+	hostPreferred = "host spread is a preference: whenUnsatisfiable ScheduleAnyway"
+)
+
+var (
+	spread          = false
+	settingsHash    = ""
+	constraintsOnly = false
+)
 
 // hpaReader lists a namespace's HPAs from the API server (rule W4's read, in Go).
 type hpaReader struct {
@@ -95,6 +122,9 @@ type hpaList struct {
 		Continue string `json:"continue"`
 	} `json:"metadata"`
 	Items []struct {
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
 		Spec struct {
 			MinReplicas    *int32 `json:"minReplicas"`
 			ScaleTargetRef struct {
@@ -109,32 +139,33 @@ type hpaList struct {
 var reader *hpaReader
 
 // minReplicas reads the namespace's HPAs and returns the highest minReplicas of those targeting the
-// Deployment (0 when none does).
-func (r *hpaReader) minReplicas(namespace, name string) (int32, error) {
+// Deployment and that HPA's name (0 and "" when none does).
+func (r *hpaReader) minReplicas(namespace, name string) (int32, string, error) {
 	req, err := http.NewRequest(http.MethodGet, r.server+"/apis/autoscaling/v2/namespaces/"+
 		url.PathEscape(namespace)+"/horizontalpodautoscalers?limit=500", nil)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	req.Header.Set("Authorization", "Bearer "+r.token)
 	req.Header.Set("Accept", "application/json")
 	resp, err := r.client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("HPA list: %d %s", resp.StatusCode, body)
+		return 0, "", fmt.Errorf("HPA list: %d %s", resp.StatusCode, body)
 	}
 	var list hpaList
 	if err := json.Unmarshal(body, &list); err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	var best int32
+	var bestName string
 	for _, h := range list.Items {
 		ref := h.Spec.ScaleTargetRef
 		if ref.Kind == "Deployment" && ref.Name == name && strings.HasPrefix(ref.APIVersion, "apps/") {
@@ -143,28 +174,62 @@ func (r *hpaReader) minReplicas(namespace, name string) (int32, error) {
 				m = *h.Spec.MinReplicas
 			}
 			if m > best {
-				best = m
+				best, bestName = m, h.Metadata.Name
 			}
 		}
 	}
-	return best, nil
+	return best, bestName, nil
 }
 
-// spreadPatch adds a zone and a host constraint selecting the Deployment's own pods, when it has none.
-func spreadPatch(in *review) []byte {
+// spreadPatch is policylib's default answer to a Deployment without spread constraints: the record
+// annotations (effective replicas, settings, topology keys), then a zone and a host constraint (both
+// ScheduleAnyway, maxSkew 1, taints honored, matchLabelKeys pod-template-hash) selecting the
+// Deployment's own pods; and the reasons policylib records as an audit annotation. hpaMin and hpaName
+// are the HPA a read found (0 and "" without one).
+func spreadPatch(in *review, hpaMin int32, hpaName string) ([]byte, string) {
 	obj := in.Request.Object
 	if obj == nil || obj.Spec.Selector == nil || len(obj.Spec.Selector.MatchLabels) == 0 ||
 		len(obj.Spec.Template.Spec.TopologySpreadConstraints) > 0 {
-		return nil
+		return nil, ""
+	}
+	replicas := int32(1)
+	if obj.Spec.Replicas != nil {
+		replicas = *obj.Spec.Replicas
 	}
 	selector := map[string]map[string]string{"matchLabels": obj.Spec.Selector.MatchLabels}
-	value := []constraint{
-		{1, "topology.kubernetes.io/zone", "ScheduleAnyway", selector, "Honor"},
-		{1, "kubernetes.io/hostname", "ScheduleAnyway", selector, "Honor"},
+	if constraintsOnly {
+		patch, _ := json.Marshal([]op{{"add", "/spec/template/spec/topologySpreadConstraints", []constraint{
+			{1, zoneKey, "ScheduleAnyway", selector, "Honor", nil}, {1, hostKey, "ScheduleAnyway", selector, "Honor", nil},
+		}}})
+		return patch, ""
 	}
-	patch, _ := json.Marshal([]map[string]any{
-		{"op": "add", "path": "/spec/template/spec/topologySpreadConstraints", "value": value}})
-	return patch
+	effective, source := replicas, fmt.Sprintf("spec.replicas %d", replicas)
+	if hpaName != "" {
+		effective, source = hpaMin, fmt.Sprintf("HorizontalPodAutoscaler %s minReplicas %d", hpaName, hpaMin)
+	}
+	records := [][2]string{{"effective-replicas", fmt.Sprint(effective)}, {"settings", settingsHash},
+		{"topology-keys", zoneKey + "," + hostKey}}
+	var ops []op
+	if obj.Metadata.Annotations == nil {
+		all := map[string]string{}
+		for _, r := range records {
+			all[recordPrefix+r[0]] = r[1]
+		}
+		ops = append(ops, op{"add", "/metadata/annotations", all})
+	} else {
+		for _, r := range records {
+			ops = append(ops, op{"add", "/metadata/annotations/policylib.io~1spread-" + r[0], r[1]})
+		}
+	}
+	keys := []string{"pod-template-hash"}
+	ops = append(ops, op{"add", "/spec/template/spec/topologySpreadConstraints", []constraint{
+		{1, zoneKey, "ScheduleAnyway", selector, "Honor", keys},
+		{1, hostKey, "ScheduleAnyway", selector, "Honor", keys},
+	}})
+	patch, _ := json.Marshal(ops)
+	reasons := fmt.Sprintf("effective replicas %d (%s); zone spread on %s: maxSkew 1, ScheduleAnyway; %s",
+		effective, source, zoneKey, hostPreferred)
+	return patch, reasons
 }
 
 type answer struct {
@@ -191,15 +256,20 @@ func mutate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp := response{UID: in.Request.UID, Allowed: true}
+	var hpaMin int32
+	var hpaName string
 	if reader != nil && in.Request.Operation == "CREATE" && in.Request.Kind.Kind == "Deployment" &&
 		in.Request.Object != nil && in.Request.Object.Metadata.Name != "" {
-		if _, err := reader.minReplicas(in.Request.Namespace, in.Request.Object.Metadata.Name); err != nil {
+		if hpaMin, hpaName, err = reader.minReplicas(in.Request.Namespace, in.Request.Object.Metadata.Name); err != nil {
 			log.Printf("HPA read failed: %v", err)
 		}
 	}
-	if spread {
-		if patch := spreadPatch(&in); patch != nil {
+	if spread && in.Request.Kind.Kind == "Deployment" {
+		if patch, reasons := spreadPatch(&in, hpaMin, hpaName); patch != nil {
 			resp.PatchType, resp.Patch = "JSONPatch", patch
+			if reasons != "" {
+				resp.AuditAnnotations = map[string]string{"reasons": reasons}
+			}
 		}
 	}
 	out, _ := json.Marshal(answer{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview", Response: resp})
@@ -212,7 +282,9 @@ func main() {
 	key := flag.String("key", "", "its private key (PEM)")
 	addr := flag.String("addr", "127.0.0.1:8443", "address to listen on")
 	http1 := flag.Bool("http1", false, "offer HTTP/1.1 only (no HTTP/2 by ALPN)")
-	flag.BoolVar(&spread, "spread", false, "add a zone and a host spread constraint to Deployments without any")
+	flag.BoolVar(&spread, "spread", false, "answer Deployments without spread constraints as policylib does by default")
+	flag.StringVar(&settingsHash, "settings-hash", "", "with --spread: the value of policylib's settings record")
+	flag.BoolVar(&constraintsOnly, "constraints-only", false, "with --spread: write the two constraints alone")
 	readHpas := flag.Bool("read-hpas", false, "read the namespace's HPAs from the API server on every Deployment CREATE")
 	apiServer := flag.String("api-server", "", "with --read-hpas: the API server's URL")
 	tokenFile := flag.String("token-file", "", "with --read-hpas: a file holding the bearer token")
