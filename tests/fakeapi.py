@@ -71,12 +71,17 @@ class FakeAPI:
         self.watches.setdefault(path, []).extend(events)
 
     def kubeconfig(self, path) -> str:
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "fake",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "u", "user": {"token": "t0ken"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
-        return str(path)
+        return kubeconfig_for(self.url, path)
+
+
+def kubeconfig_for(server: str, path) -> str:
+    """A kubeconfig at ``path`` for ``server`` with a bearer token; returns its path."""
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "fake",
+        "clusters": [{"name": "fake", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": "t0ken"}}],
+        "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "u"}}]}))
+    return str(path)
 
 
 def watch_stream(events: list[tuple[str, dict]]) -> bytes:

@@ -1,21 +1,33 @@
 """webhook.cache: the watch-backed HPA cache with the real ``kubernetes`` client against a fake API."""
 from __future__ import annotations
 
+import http.client
 import json
 import select
 import socket
 import threading
 import time
 
+import httptools
 import pytest
 from kubernetes import config as kube_config
 
 import policylib
 import webhook
-from tests.fakeapi import FakeAPI, paged_list
+from tests.fakeapi import FakeAPI, kubeconfig_for, paged_list
 from tests.helpers import deployment, hpa
 from tests.webhook_support import review_of
-from webhook.cache import ConfirmedHpas, HpaCache, HpaIndex, ObjectOnlyFacts, decide_overlapped, facts_source, slim_hpa
+from webhook.cache import (
+    ConfirmedHpas,
+    HpaCache,
+    HpaIndex,
+    KeptConnection,
+    ObjectOnlyFacts,
+    decide_overlapped,
+    facts_source,
+    request_bytes,
+    slim_hpa,
+)
 
 HPA_PATH = "/apis/autoscaling/v2/horizontalpodautoscalers"
 
@@ -331,15 +343,68 @@ def test_the_read_is_sent_before_the_policy_and_its_answer_waited_for_after(api,
 
 
 def test_a_read_that_cannot_be_sent_falls_back_to_the_cache_and_is_counted(tmp_path, caplog):
-    """Nothing listens where the API server was: the send fails, the review goes on with the watch's answer."""
-    with FakeAPI() as gone:
-        cache = cache_for(gone, tmp_path)
-    results: list[str] = []
-    facts = ConfirmedHpas(cache, results.append)
-    assert decide_overlapped(lambda f: f.hpas_for("ml", "web"), facts, "ml", deployment("web", "ml")) == []
+    """Nothing listens where the API server is (a port held, never listening: connections are refused): the
+    send fails, the review goes on with the watch's answer."""
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    try:
+        cache = facts_source("auto", kubeconfig=kubeconfig_for(f"http://127.0.0.1:{held.getsockname()[1]}",
+                                                               tmp_path / "kubeconfig"))
+        results: list[str] = []
+        facts = ConfirmedHpas(cache, results.append)
+        assert decide_overlapped(lambda f: f.hpas_for("ml", "web"), facts, "ml", deployment("web", "ml")) == []
+    finally:
+        held.close()
     assert results == ["error"]
     assert [r.getMessage() for r in caplog.records if r.name == "webhook.cache"] == [
         "HPA read failed, using the watch cache"]
+
+
+def answered(*pieces: bytes) -> KeptConnection:
+    """A connection whose server writes ``pieces`` one by one, then closes."""
+    ours, server = socket.socketpair()
+
+    def serve():
+        with server:
+            for piece in pieces:
+                server.sendall(piece)
+    threading.Thread(target=serve, daemon=True).start()
+    ours.settimeout(10)
+    return KeptConnection(ours)
+
+
+@pytest.mark.parametrize("pieces, expected", [
+    ([b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"], (200, b"{}", True)),
+    ([b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\n{\r\n", b"1\r\n}\r\n0\r\n\r\n"],
+     (200, b"{}", True)),
+    ([b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}"], (200, b"{}", True)),
+    ([b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{\"a\":", b"1}"], (200, b'{"a":1}', False)),
+    ([b"HTTP/1.1 404 Not Found\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"], (404, b"{}", False)),
+], ids=["length", "chunked", "interim-100-skipped", "ended-by-close", "connection-close"])
+def test_an_answer_is_read_whole_whatever_delimits_it(pieces, expected):
+    assert answered(*pieces).answer() == expected
+
+
+@pytest.mark.parametrize("pieces, error", [
+    ([], http.client.RemoteDisconnected),
+    ([b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}"], http.client.IncompleteRead),
+    ([b"SPDY/9 hello\r\n\r\n"], httptools.HttpParserError),
+], ids=["closed-before-answering", "closed-mid-body", "not-http"])
+def test_an_answer_cut_short_or_malformed_raises(pieces, error):
+    with pytest.raises(error):
+        answered(*pieces).answer()
+
+
+@pytest.mark.parametrize("key, value", [("Authorization", "Bearer x\r\nX-Evil: 1"), ("X\nY", "v"),
+                                        ("Authorization", "Bearer \0")])
+def test_a_header_that_could_end_its_line_is_refused(key, value):
+    with pytest.raises(ValueError, match="line break or NUL"):
+        request_bytes("api:6443", "/apis", {key: value})
+
+
+def test_the_request_is_one_get_with_host_and_headers():
+    assert request_bytes("[::1]:6443", "/apis/x?limit=500", {"Accept": "application/json"}) == (
+        b"GET /apis/x?limit=500 HTTP/1.1\r\nHost: [::1]:6443\r\nAccept: application/json\r\n\r\n")
 
 
 def test_a_read_answered_with_items_that_are_not_a_list_of_objects_falls_back_and_never_fails_the_review(
@@ -384,12 +449,7 @@ class OneAnswerPerConnection:
                                  + str(len(self.body)).encode() + b"\r\n\r\n" + self.body)
 
     def kubeconfig(self, path) -> str:
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": self.url}}],
-            "users": [{"name": "u", "user": {"token": "t0ken"}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-        return str(path)
+        return kubeconfig_for(self.url, path)
 
 
 def test_a_kept_alive_connection_the_server_closed_is_read_again_on_a_new_one(tmp_path):

@@ -168,25 +168,37 @@ class HpaCache(ClusterFacts):
 
 class _Answer:
     """httptools' callbacks for one answer: its status, body, whether the server keeps the connection (read
-    when the headers are in: llhttp resets it once the message is complete) and whether it is complete."""
+    when the headers are in: llhttp resets it once the message is complete) and whether it is complete. An
+    interim answer (1xx) is skipped; a body with neither a length nor chunks ends when the server closes."""
 
     def __init__(self) -> None:
         self.parser = httptools.HttpResponseParser(self)
         self.body: list[bytes] = []
         self.status = 0
-        self.started = self.keep_alive = self.complete = False
+        self.started = self.headers_done = self.delimited = self.keep_alive = self.complete = False
 
     def on_message_begin(self) -> None:
-        self.started = True
+        self.started, self.headers_done, self.delimited, self.body = True, False, False, []
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() in (b"content-length", b"transfer-encoding"):
+            self.delimited = True
 
     def on_headers_complete(self) -> None:
+        self.headers_done = True
         self.status, self.keep_alive = self.parser.get_status_code(), self.parser.should_keep_alive()
 
     def on_body(self, data: bytes) -> None:
         self.body.append(data)
 
     def on_message_complete(self) -> None:
-        self.complete = True
+        self.complete = not 100 <= self.status < 200
+
+    def closed(self) -> bool:
+        """The server closed the connection: whether that ends this answer (a body delimited by the close)."""
+        if self.headers_done and not self.delimited and not self.complete and self.status >= 200:
+            self.complete, self.keep_alive = True, False
+        return self.complete
 
 
 class KeptConnection:
@@ -209,6 +221,8 @@ class KeptConnection:
             if not data:
                 if not answer.started:
                     raise http.client.RemoteDisconnected("the API server closed the connection without an answer")
+                if answer.closed():
+                    break
                 raise http.client.IncompleteRead(b"".join(answer.body))
             answer.parser.feed_data(data)
         return answer.status, b"".join(answer.body), answer.keep_alive
@@ -302,7 +316,8 @@ class HpaRead:
     def send(self, namespace: str) -> Callable[[], dict[str, Any]]:
         """Put the read's request on the wire now; returns what waits for its answer (and raises as
         :meth:`__call__` does). The caller works while the API server answers: no thread or greenlet, the
-        answer simply waits on the connection (a connection whose answer is never collected is never reused)."""
+        answer simply waits on the connection (a connection whose answer is never collected is never reused).
+        Through a proxy the whole read is made when its answer is asked for."""
         headers = self.headers()
         if self.proxied:
             return lambda: self._proxied(namespace, headers)

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, TypeVar
 
 import gevent
+import gevent.socket
 import gevent.ssl
 from gunicorn.app.base import BaseApplication
 from gunicorn.http.errors import NoMoreData
@@ -208,7 +209,9 @@ class DeadlineSocket:
 
     def recv(self, size: int) -> bytes:
         if self.deadline is None:
-            return self._first_bytes(size)
+            if not self._request_begins():
+                return b""  # keep-alive timeout or shutdown: gunicorn closes quietly
+            self.deadline = time.monotonic() + CLIENT_DEADLINE
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
             raise self._give_up()
@@ -218,28 +221,25 @@ class DeadlineSocket:
         except TimeoutError:
             raise self._give_up() from None
 
-    def _first_bytes(self, size: int) -> bytes:
-        """The next request's first bytes (its deadline starts with them), waited for up to the keep-alive
-        timeout; once the worker shuts down, up to :data:`SHUTDOWN_IDLE_SECONDS` (that last request is
-        answered with ``Connection: close``: rule W9). ``b""`` when none come (gunicorn closes quietly) or
-        the client closed. One wait and read per request: bytes TLS already holds come back at once."""
+    def _request_begins(self) -> bool:
+        """Whether bytes arrive before the keep-alive timeout; once the worker shuts down, within
+        :data:`SHUTDOWN_IDLE_SECONDS` (that last request is answered with ``Connection: close``: rule W9)."""
         idle_until = time.monotonic() + KEEPALIVE_SECONDS
         shutting_down = False
         while True:
+            if self.sock.pending():
+                return True
             if not shutting_down and not self.worker.alive:
                 shutting_down = True
                 idle_until = min(idle_until, time.monotonic() + SHUTDOWN_IDLE_SECONDS)
             remaining = idle_until - time.monotonic()
             if remaining <= 0:
-                return b""
-            self.sock.settimeout(min(IDLE_CHECK_SECONDS, remaining))
+                return False
             try:
-                data = self.sock.recv(size)
+                gevent.socket.wait_read(self.sock.fileno(), timeout=min(IDLE_CHECK_SECONDS, remaining))
+                return True
             except TimeoutError:
                 continue
-            if data:
-                self.deadline = time.monotonic() + CLIENT_DEADLINE
-            return data
 
     def _give_up(self) -> ClientTooSlow:
         if not self.too_slow:

@@ -9,8 +9,7 @@
 // pkg/util/webhook/client.go, kubernetes#75791).
 //
 // --spread makes it the floor of a webhook that mutates: it answers a Deployment without spread
-// constraints with the answer policylib gives it with its default settings, byte for byte the same
-// JSON patch (the three record annotations, then the zone and host constraints selecting the
+// constraints with the answer policylib gives it with its default settings, the same JSON patch (the three record annotations, then the zone and host constraints selecting the
 // Deployment's own pods, with matchLabelKeys) and the same audit annotation, so the API server's
 // cost of applying the patch is counted as it is for policylib. --settings-hash is the value of the
 // settings record (bench/bench_apiserver.py takes it from policylib and checks every arm's answers
@@ -139,7 +138,7 @@ type hpaList struct {
 var reader *hpaReader
 
 // minReplicas reads the namespace's HPAs and returns the highest minReplicas of those targeting the
-// Deployment and that HPA's name (0 and "" when none does).
+// Deployment and that HPA's name ("" when none does).
 func (r *hpaReader) minReplicas(namespace, name string) (int32, string, error) {
 	req, err := http.NewRequest(http.MethodGet, r.server+"/apis/autoscaling/v2/namespaces/"+
 		url.PathEscape(namespace)+"/horizontalpodautoscalers?limit=500", nil)
@@ -164,8 +163,7 @@ func (r *hpaReader) minReplicas(namespace, name string) (int32, string, error) {
 	if err := json.Unmarshal(body, &list); err != nil {
 		return 0, "", err
 	}
-	var best int32
-	var bestName string
+	best, bestName, found := int32(0), "", false
 	for _, h := range list.Items {
 		ref := h.Spec.ScaleTargetRef
 		if ref.Kind == "Deployment" && ref.Name == name && strings.HasPrefix(ref.APIVersion, "apps/") {
@@ -173,15 +171,17 @@ func (r *hpaReader) minReplicas(namespace, name string) (int32, string, error) {
 			if h.Spec.MinReplicas != nil {
 				m = *h.Spec.MinReplicas
 			}
-			if m > best {
-				best, bestName = m, h.Metadata.Name
+			// policylib's choice: the highest minReplicas, the last name among equal ones
+			if !found || m > best || (m == best && h.Metadata.Name > bestName) {
+				best, bestName, found = m, h.Metadata.Name, true
 			}
 		}
 	}
 	return best, bestName, nil
 }
 
-// spreadPatch is policylib's default answer to a Deployment without spread constraints: the record
+// spreadPatch is policylib's default answer to a Deployment without spread constraints (nor its
+// autoscaling-min-replicas annotation, nor more than one HPA, which policylib also warns of): the record
 // annotations (effective replicas, settings, topology keys), then a zone and a host constraint (both
 // ScheduleAnyway, maxSkew 1, taints honored, matchLabelKeys pod-template-hash) selecting the
 // Deployment's own pods; and the reasons policylib records as an audit annotation. hpaMin and hpaName
@@ -192,10 +192,6 @@ func spreadPatch(in *review, hpaMin int32, hpaName string) ([]byte, string) {
 		len(obj.Spec.Template.Spec.TopologySpreadConstraints) > 0 {
 		return nil, ""
 	}
-	replicas := int32(1)
-	if obj.Spec.Replicas != nil {
-		replicas = *obj.Spec.Replicas
-	}
 	selector := map[string]map[string]string{"matchLabels": obj.Spec.Selector.MatchLabels}
 	if constraintsOnly {
 		patch, _ := json.Marshal([]op{{"add", "/spec/template/spec/topologySpreadConstraints", []constraint{
@@ -203,7 +199,10 @@ func spreadPatch(in *review, hpaMin int32, hpaName string) ([]byte, string) {
 		}}})
 		return patch, ""
 	}
-	effective, source := replicas, fmt.Sprintf("spec.replicas %d", replicas)
+	effective, source := int32(1), "spec.replicas absent (defaults to 1)"
+	if obj.Spec.Replicas != nil {
+		effective, source = *obj.Spec.Replicas, fmt.Sprintf("spec.replicas %d", *obj.Spec.Replicas)
+	}
 	if hpaName != "" {
 		effective, source = hpaMin, fmt.Sprintf("HorizontalPodAutoscaler %s minReplicas %d", hpaName, hpaMin)
 	}
