@@ -80,7 +80,9 @@ def test_the_go_floor_answers_exactly_as_policylib(tmp_path):
         conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=30,
                                            context=ssl.create_default_context(cafile=str(certs / "ca.crt")))
         config = policylib.load_config(None)
-        for obj in go_floor_variants():
+        variants = go_floor_variants()
+        assert len(variants) == 4
+        for obj in variants:
             body = json.dumps(review_of(obj)).encode()
             conn.request("POST", "/mutate", body, {"Content-Type": "application/json"})
             go = json.loads(conn.getresponse().read())["response"]
