@@ -7,6 +7,7 @@ import select
 import socket
 import threading
 import time
+from pathlib import Path
 
 import httptools
 import pytest
@@ -18,6 +19,7 @@ from tests.fakeapi import FakeAPI, kubeconfig_for, paged_list
 from tests.helpers import deployment, hpa
 from tests.webhook_support import review_of
 from webhook.cache import (
+    CONFIRM_LIMIT,
     ConfirmedHpas,
     HpaCache,
     HpaIndex,
@@ -426,6 +428,7 @@ class OneAnswerPerConnection:
     def __init__(self, page: dict):
         self.body = json.dumps(page).encode()
         self.connections = 0
+        self.request_lines: list[bytes] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
         threading.Thread(target=self._serve, daemon=True).start()
@@ -445,6 +448,7 @@ class OneAnswerPerConnection:
                         break
                     request += chunk
                 if request:
+                    self.request_lines.append(request.split(b"\r\n", 1)[0])
                     conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
                                  + str(len(self.body)).encode() + b"\r\n\r\n" + self.body)
 
@@ -470,3 +474,23 @@ def _closed_by_peer(sock) -> bool:
     """Whether the peer has closed ``sock`` (readable, and a peek finds no byte)."""
     readable, _, _ = select.select([sock], [], [], 0)
     return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+
+
+def test_through_a_proxy_the_read_asks_the_proxy_for_the_same_page(tmp_path):
+    """A kubeconfig's ``proxy-url``: the read goes through the API client's pool, as an absolute URL to the proxy,
+    for the same path and page size as the direct read."""
+    page = {"kind": "HorizontalPodAutoscalerList", "metadata": {}, "items": [hpa("web", 4, "ml")]}
+    proxy = OneAnswerPerConnection(page)
+    try:
+        path = tmp_path / "kubeconfig"
+        config = json.loads(Path(kubeconfig_for("http://api.invalid:6443", path)).read_text())
+        config["clusters"][0]["cluster"]["proxy-url"] = proxy.url
+        path.write_text(json.dumps(config))
+        cache = facts_source("auto", kubeconfig=str(path))
+        assert cache.read.proxied
+        assert cache.read("ml") == page
+        assert proxy.request_lines == [
+            f"GET http://api.invalid:6443/apis/autoscaling/v2/namespaces/ml/horizontalpodautoscalers"
+            f"?limit={CONFIRM_LIMIT} HTTP/1.1".encode()]
+    finally:
+        proxy.listener.close()

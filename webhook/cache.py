@@ -241,6 +241,11 @@ def request_bytes(host: str, path: str, headers: dict[str, str]) -> bytes:
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
+def hpa_page_path(namespace: str) -> str:
+    """The path and query of the read: the first page of ``namespace``'s HPAs, the namespace quoted."""
+    return f"{kube.HPAS.path(urllib.parse.quote(namespace, safe=''))}?limit={CONFIRM_LIMIT}"
+
+
 class HpaRead:
     """Rule W4's read, as cheap as it can be: one ``GET`` of the namespace's HPAs (``limit``:
     :data:`CONFIRM_LIMIT`) on a :class:`KeptConnection` (one per concurrent read, reused), with the API
@@ -321,8 +326,7 @@ class HpaRead:
         headers = self.headers()
         if self.proxied:
             return lambda: self._proxied(namespace, headers)
-        return self.send_path(f"{kube.HPAS.path(urllib.parse.quote(namespace, safe=''))}?limit={CONFIRM_LIMIT}",
-                              headers)
+        return self.send_path(hpa_page_path(namespace), headers)
 
     def send_path(self, path: str, headers: dict[str, str] | None = None) -> Callable[[], dict[str, Any]]:
         """:meth:`send` of any ``GET`` of the API (a path and query under the server's URL)."""
@@ -336,9 +340,8 @@ class HpaRead:
         return lambda: self._answer(conn, reused, request)
 
     def _proxied(self, namespace: str, headers: dict[str, str]) -> dict[str, Any]:
-        response = self.pool.request("GET", f"{self.configuration.host}{kube.HPAS.path(namespace)}"
-                                     f"?limit={CONFIRM_LIMIT}", headers=headers, retries=False,
-                                     timeout=CONFIRM_TIMEOUT[1])
+        response = self.pool.request("GET", f"{self.configuration.host}{hpa_page_path(namespace)}",
+                                     headers=headers, retries=False, timeout=CONFIRM_TIMEOUT[1])
         return self._page(response.status, response.data)
 
     @staticmethod
