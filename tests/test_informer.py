@@ -203,6 +203,72 @@ def test_release_gives_the_lease_up_for_the_next_replica(tmp_path):
     assert held["spec"]["holderIdentity"] == "me"
 
 
+class LeaseServer:
+    """The Lease as the API server keeps it: an update must carry the stored resourceVersion (409 otherwise).
+    The first renewal after :attr:`hold_renewal` is set is committed, then answered only once a release arrives
+    or :data:`RELEASE_WINDOW` passes: a stop that lands while a renewal's answer is on its way."""
+
+    def __init__(self, fake):
+        self.lease, self.version = None, 0
+        self.lock = threading.Lock()
+        self.hold_renewal, self.renewal_committed, self.release_arrived = (threading.Event() for _ in range(3))
+        self.answers: list[tuple[str, int]] = []
+        fake.route("GET", LEASE, lambda req: (200, self.lease) if self.lease else (404, {"kind": "Status", "code": 404}))
+        fake.route("POST", LEASE.rsplit("/", 1)[0], self.create)
+        fake.route("PUT", LEASE, self.update)
+
+    def stored(self, body):
+        self.version += 1
+        self.lease = dict(body, metadata=dict(body["metadata"], resourceVersion=str(self.version)))
+        return self.lease
+
+    def create(self, req):
+        with self.lock:
+            return 201, self.stored(req["body"])
+
+    def update(self, req):
+        holder = req["body"]["spec"]["holderIdentity"]
+        if not holder:
+            self.release_arrived.set()
+        with self.lock:
+            if req["body"]["metadata"]["resourceVersion"] != self.lease["metadata"]["resourceVersion"]:
+                self.answers.append((holder, 409))
+                return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
+            stored = self.stored(req["body"])
+            self.answers.append((holder, 200))
+        if holder and self.hold_renewal.is_set() and not self.renewal_committed.is_set():
+            self.renewal_committed.set()
+            self.release_arrived.wait(RELEASE_WINDOW)
+        return 200, stored
+
+
+#: How long a committed renewal's answer waits for a release that overtakes it (one arrives within
+#: milliseconds of the stop when the release does not wait for the round in flight).
+RELEASE_WINDOW = 1.0
+
+
+@pytest.mark.timeout(60)
+def test_a_stop_during_a_renewal_gives_the_lease_up_after_it(tmp_path):
+    """Stopped (SIGTERM) while the renewal thread's update is committed but not yet answered: the release waits
+    for that round, so it carries the renewed resourceVersion and the next replica can lead at once."""
+    with FakeAPI() as fake:
+        server = LeaseServer(fake)
+        c = Controller(api_for(fake, tmp_path), Options(load_config({"controller": {"leaseDurationSeconds": 3}}),
+                                                        identity="me"))
+        assert c.elector.try_lead() and c.elector.renew_deadline == 2.0 > RELEASE_WINDOW
+        server.hold_renewal.set()
+        thread = threading.Thread(target=c.run, daemon=True)
+        thread.start()
+        try:
+            assert server.renewal_committed.wait(30), "the renewal thread renewed"
+        finally:
+            c.stop.set()
+            thread.join(30)
+    assert not thread.is_alive()
+    assert server.answers == [("me", 200), ("", 200)]
+    assert (server.lease["spec"]["holderIdentity"], server.lease["spec"]["leaseDurationSeconds"]) == ("", 1)
+
+
 @pytest.mark.parametrize("status,error", [(403, kube.Forbidden), (404, kube.NotFound), (409, kube.Conflict),
                                           (410, kube.Gone), (500, kube.ApiError)])
 def test_typed_errors(status, error):

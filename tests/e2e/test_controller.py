@@ -155,11 +155,15 @@ def test_leader_failover(own, controllers):
     holder, standby = (a, b) if first == "a" else (b, a)
     holder.stop(signal.SIGKILL)
     killed = time.monotonic()
-    wait_for("the standby leads", lambda: leader(own) == standby.identity and standby.status()["leader"],
-             timeout=LEASE_SECONDS * 4)
+    # timed by the standby's own status (a local call), the Lease read after: a kubectl per poll on a loaded
+    # host would add its own seconds to what is measured
+    wait_for("the standby leads", lambda: standby.status()["leader"], timeout=LEASE_SECONDS * 4)
     took = time.monotonic() - killed
-    # client-go's rule: the Lease must go unrenewed for leaseDurationSeconds, checked every third of it.
-    assert took < LEASE_SECONDS + LEASE_SECONDS / 3 + 3, f"failover took {took:.1f}s"
+    assert leader(own) == standby.identity
+    # client-go's rule: the Lease must go unrenewed for leaseDurationSeconds, counted from when the standby first
+    # saw its last record (up to a round, a third of the duration, after the renewal), and the standby looks once a
+    # round: at most the duration and two rounds
+    assert took < LEASE_SECONDS + 2 * LEASE_SECONDS / 3 + 3, f"failover took {took:.1f}s"
 
     # A leader stopped with SIGTERM (a rolling update) gives the Lease up: the next one leads at its next
     # round (a third of the lease), not a whole lease duration later.
@@ -169,8 +173,9 @@ def test_leader_failover(own, controllers):
     released = time.monotonic()
     assert standby.proc.returncode == 0
     assert (own.get("lease", "policylib-controller", LEASE_NS)["spec"].get("holderIdentity") or "") in ("", "c")
-    wait_for("c leads", lambda: leader(own) == "c", timeout=LEASE_SECONDS * 4)
+    wait_for("c leads", lambda: third.status()["leader"], timeout=LEASE_SECONDS * 4)
     took = time.monotonic() - released
+    assert leader(own) == "c"
     assert took < LEASE_SECONDS / 3 + 3, f"took {took:.1f}s after a release"
 
 

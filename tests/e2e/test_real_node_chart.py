@@ -287,6 +287,12 @@ def metric(pod: dict, name: str) -> float:
                if line.startswith(name + "{") or line.startswith(name + " "))
 
 
+def rewrite_events(c: Cluster, ns: str, least: int) -> list[dict] | None:
+    """The controller's ``SpreadRewritten`` Events in ``ns``, once there are at least ``least``."""
+    found = [e for e in c.list("events.events.k8s.io", ns) if e.get("reason") == "SpreadRewritten"]
+    return found if len(found) >= least else None
+
+
 def test_the_controllers_leader_killed_the_other_takes_over_and_writes_once(chart_on_real_node):
     c, _ = chart_on_real_node
     ns = "failover"
@@ -337,7 +343,8 @@ def test_the_controllers_leader_killed_the_other_takes_over_and_writes_once(char
     wait_for("the new leader's writes counted", lambda: metric(standby, "policylib_controller_writes_total")
              >= len(names), timeout=30)
     assert metric(standby, "policylib_controller_writes_total") == len(names)
-    events = [e for e in c.list("events.events.k8s.io", ns) if e.get("reason") == "SpreadRewritten"]
+    # a write is counted before its Event is created
+    events = wait_for("an Event per write", lambda: rewrite_events(c, ns, least=len(names)), timeout=30)
     assert sorted(e["regarding"]["name"] for e in events) == names, "one write per Deployment"
     assert {e["reportingInstance"] for e in events} == {standby["metadata"]["name"]}
     # the scale and the one rewrite: nothing else changed a spec

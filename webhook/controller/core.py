@@ -232,7 +232,8 @@ class Controller:
 
     def run(self) -> None:
         """Lead, follow the watches, run the workers; give the Lease up when stopped."""
-        threads = [threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True, name="lease")]
+        lease = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True, name="lease")
+        threads = [lease]
         threads += [threading.Thread(target=self._work, args=(c,), daemon=True, name=f"worker-{c.name}")
                     for c in self.components]
         threads += [threading.Thread(target=r.run, args=(self.stop,), daemon=True, name=f"watch-{r.res.plural}")
@@ -255,6 +256,11 @@ class Controller:
             was_leading = self.leading
         for c in self.components:
             c.shutdown()
+        # The round in flight ends first (client-go releases from the loop that renews, once it has ended): a
+        # renewal committed after the release would make the release a 409 and keep the Lease held, and a round
+        # that read the released Lease would take it back. A round still unanswered at its renewal's deadline
+        # could not keep this replica leading anyway: it is not waited for longer.
+        lease.join(timeout=self.elector.renew_deadline)
         self.elector.release()
 
 

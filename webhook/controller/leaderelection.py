@@ -126,7 +126,7 @@ class LeaderElector:
         if won:
             self.not_leading = ""
         # the renewal holds for a little less than the lease, counted from before the round began
-        self.set_leading(won, started + self.duration * 2 / 3)
+        self.set_leading(won, started + self.renew_deadline)
         return won
 
     def release(self) -> None:
@@ -146,9 +146,20 @@ class LeaderElector:
         self.lease_deadline = until if leading else 0.0
         self.metrics.leader.set(1 if leading else 0)
 
+    @property
+    def renew_deadline(self) -> float:
+        """How long one renewal keeps this replica leading: two thirds of the Lease's duration, counted from
+        before its round began (client-go's RenewDeadline, 10 s of the default 15)."""
+        return self.duration * 2 / 3
+
+    @property
+    def round_seconds(self) -> float:
+        """How often a round begins: a third of the Lease's duration (at least a second)."""
+        return max(1.0, self.duration / 3)
+
     def run(self, stop: threading.Event) -> None:
         """Election rounds until ``stop``; a failed round (the server away) is tried again next time."""
-        every = max(1.0, self.duration / 3)
+        every = self.round_seconds
         while not stop.is_set():
             was_leading = self.leading
             try:
