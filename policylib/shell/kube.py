@@ -248,9 +248,10 @@ class Api:
     def create(self, res: Resource, namespace: str | None, obj: dict[str, Any]) -> dict[str, Any]:
         return self._one(res, self.request("POST", res.path(namespace), body=obj, content_type="application/json"))
 
-    def update(self, res: Resource, namespace: str | None, name: str, obj: dict[str, Any]) -> dict[str, Any]:
+    def update(self, res: Resource, namespace: str | None, name: str, obj: dict[str, Any], *,
+               timeout: float | tuple[float, float] | None = None) -> dict[str, Any]:
         return self._one(res, self.request("PUT", res.path(namespace, name), body=obj,
-                                             content_type="application/json"))
+                                             content_type="application/json", timeout=timeout))
 
     def patch(self, res: Resource, namespace: str | None, name: str, patch: list[dict[str, Any]]) -> dict[str, Any]:
         """An RFC 6902 JSON patch."""

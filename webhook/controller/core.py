@@ -260,7 +260,7 @@ class Controller:
         # renewal committed after the release would make the release a 409 and keep the Lease held, and a round
         # that read the released Lease would take it back. A round still unanswered at its renewal's deadline
         # could not keep this replica leading anyway: it is not waited for longer.
-        lease.join(timeout=self.elector.renew_deadline)
+        lease.join(timeout=self.elector.stop_wait)
         self.elector.release()
 
 

@@ -16,6 +16,11 @@ from .metrics import ControllerMetrics
 
 log = logging.getLogger(__name__)
 
+#: How long a stopping leader waits for the round in flight at most, and for its release to be answered: with
+#: the pod's terminationGracePeriodSeconds (30) both fit, whatever leaseDurationSeconds is.
+ROUND_WAIT_SECONDS = 15.0
+RELEASE_SECONDS = 5.0
+
 
 def micro_time(now: dt.datetime) -> str:
     """metav1.MicroTime as the API serialises it."""
@@ -135,7 +140,8 @@ class LeaderElector:
             return
         self.set_leading(False)
         try:
-            self.api.update(kube.LEASES, self.namespace, self.name, dict(self.lease, spec=released_spec(self.lease)))
+            self.api.update(kube.LEASES, self.namespace, self.name, dict(self.lease, spec=released_spec(self.lease)),
+                            timeout=(kube.CONNECT_SECONDS, RELEASE_SECONDS))
             log.info("released the Lease", extra={"identity": self.identity})
         except kube.ApiError as e:  # someone else holds it already, or the server is gone: nothing to give up
             log.warning("could not release the Lease", extra={"error": str(e)})
@@ -151,6 +157,13 @@ class LeaderElector:
         """How long one renewal keeps this replica leading: two thirds of the Lease's duration, counted from
         before its round began (client-go's RenewDeadline, 10 s of the default 15)."""
         return self.duration * 2 / 3
+
+    @property
+    def stop_wait(self) -> float:
+        """How long a stopping replica waits for the round in flight before it releases: the renewal's deadline
+        (a round unanswered by then cannot keep it leading, so nothing is released), at most
+        :data:`ROUND_WAIT_SECONDS`."""
+        return min(self.renew_deadline, ROUND_WAIT_SECONDS)
 
     @property
     def round_seconds(self) -> float:
