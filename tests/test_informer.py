@@ -9,7 +9,7 @@ import pytest
 from policylib import load_config
 from policylib.shell import kube
 from tests.controller_driver import work
-from tests.fakeapi import FakeAPI, paged_list, watch_stream
+from tests.fakeapi import FakeAPI, kubeconfig_for, paged_list, watch_stream
 from tests.helpers import deployment, hpa
 from webhook.controller import Controller, Options
 from webhook.informer import Reflector, Store, is_older
@@ -268,6 +268,35 @@ def test_a_stop_during_a_renewal_gives_the_lease_up_after_it(tmp_path):
     assert not thread.is_alive()
     assert server.answers == [("me", 200), ("", 200)]
     assert (server.lease["spec"]["holderIdentity"], server.lease["spec"]["leaseDurationSeconds"]) == ("", 1)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("server", ["silent", "refusing"])
+def test_a_release_the_server_does_not_answer_is_given_up_and_the_stop_goes_on(tmp_path, monkeypatch, caplog, server):
+    """A server that accepts the connection and never answers, or refuses it: the release is logged as not made,
+    within its own timeout, and never raises out of the stop."""
+    import socket
+
+    import webhook.controller.leaderelection as leaderelection
+    monkeypatch.setattr(leaderelection, "RELEASE_SECONDS", 0.3)
+    held = socket.create_server(("127.0.0.1", 0))   # listening: connections are queued and never answered
+    port = held.getsockname()[1]
+    if server == "refusing":
+        held.close()
+    try:
+        api = kube.Api(kube.api_client(kubeconfig=kubeconfig_for(f"http://127.0.0.1:{port}", tmp_path / "kubeconfig")))
+        c = Controller(api, Options(load_config(None), identity="me"))
+        c.elector.lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                           "metadata": {"name": "policylib-controller", "namespace": "policylib-system",
+                                        "resourceVersion": "7"}, "spec": {"holderIdentity": "me"}}
+        c.elector.set_leading(True, float("inf"))
+        with caplog.at_level("WARNING", logger=leaderelection.__name__):
+            c.elector.release()
+    finally:
+        held.close()
+    assert not c.leading
+    assert [r.getMessage() for r in caplog.records if r.name == leaderelection.__name__] == [
+        "could not release the Lease"]
 
 
 @pytest.mark.parametrize("status,error", [(403, kube.Forbidden), (404, kube.NotFound), (409, kube.Conflict),
