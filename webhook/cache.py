@@ -17,6 +17,7 @@ the ``policylib.io/autoscaling-min-replicas`` annotation).
 """
 from __future__ import annotations
 
+import functools
 import http.client
 import logging
 import os
@@ -56,7 +57,6 @@ MAX_IDLE = 16
 RECV_BYTES = 65536
 #: Characters a header value must not hold: it would end the header (request splitting).
 UNSAFE_HEADER_CHARS = ("\r", "\n", "\0")
-W = TypeVar("W")
 R = TypeVar("R")
 #: ``result`` label values of the confirming reads' counter.
 CONFIRMED_FOUND, CONFIRMED_NONE, CONFIRMED_ERROR = "found", "none", "error"
@@ -384,7 +384,7 @@ class HpaRead:
             conn.close()
             if not reused:
                 raise
-            conn, reused = self._send(None, request)
+            conn, _ = self._send(None, request)
             return self._answer(conn, False, request)
         except (OSError, http.client.HTTPException, httptools.HttpParserError):
             conn.close()
@@ -438,7 +438,8 @@ class ConfirmedHpas(ClusterFacts):
                 answer = self.cache.read.send(namespace)
             except Exception as e:  # noqa: BLE001 -- credentials or the request's making: reported as the read's failure
                 answer = failed_read(e)
-            self._pending[(namespace, name)] = once(lambda: self._confirm(namespace, name, answer))
+            # collected once, by whichever asks first (functools.cache of a call without arguments)
+            self._pending[(namespace, name)] = functools.cache(lambda: self._confirm(namespace, name, answer))
 
     def found(self, namespace: str, name: str) -> bool:
         """Whether the read :meth:`start` sent found an HPA the cache did not have (waits for it)."""
@@ -473,17 +474,6 @@ class ConfirmedHpas(ClusterFacts):
             return None
         self.counted(CONFIRMED_FOUND if found else CONFIRMED_NONE)
         return found
-
-
-def once(work: Callable[[], W]) -> Callable[[], W]:
-    """``work``, run at the first call only; later calls return its first result."""
-    done: list[W] = []
-
-    def result() -> W:
-        if not done:
-            done.append(work())
-        return done[0]
-    return result
 
 
 def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespace: str | None,
