@@ -15,12 +15,36 @@ AS_ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler
 
-$(STAMP): setup.cfg pyproject.toml
+# One resolution for everything: the development and test install, the image and the wheel tests all install
+# exactly constraints.txt (every direct and transitive dependency, the build backend included), so what a
+# contributor tests is what ships and no upstream release turns main red without a commit. PIP_CONSTRAINT reaches
+# the isolated build environment of the editable install too. tests/test_webhook_packaging.py fails when an
+# installed distribution differs from its pin.
+PIN := PIP_CONSTRAINT=$(CURDIR)/constraints.txt PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt
+$(STAMP): setup.cfg pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PIN) $(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]' setuptools wheel
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# Moving the pins on is a deliberate step (docs/testing.md, "Dependencies"): resolve the newest release of
+# everything setup.cfg allows into constraints.txt, then run the whole suite on it; commit the file when it passes.
+.PHONY: constraints test-latest
+constraints:
+	$(PYTHON) tools/pin_constraints.py --out constraints.txt
+	$(MAKE) test
+
+# The newest releases setup.cfg allows, unpinned, in their own venv (.venv-latest): the suite that users of
+# `pip install policylib` meet tomorrow. Advisory, not part of `make test` or CI: it shows the next break before
+# users see it. PYTEST_ARGS as for `make test` (default: the unit tests).
+LATEST := .venv-latest
+test-latest:
+	rm -rf $(LATEST) && $(PYTHON) -m venv $(LATEST)
+	$(LATEST)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip -e '.[test]' setuptools wheel
+	mkdir -p build && $(LATEST)/bin/python -m pip freeze --all --exclude-editable > build/latest-freeze.txt
+	$(LATEST)/bin/python tools/pin_constraints.py --compare build/latest-freeze.txt
+	POLICYLIB_UNPINNED=1 $(LATEST)/bin/python -m pytest $(or $(PYTEST_ARGS),tests --ignore=tests/e2e)
 
 run: $(STAMP)
 	$(BIN)/python -m webhook run-local --cert-dir certs --host $(HOST) --port $(PORT)
@@ -64,7 +88,7 @@ bench-scale: $(STAMP) testcluster
 	$(BIN)/python bench/bench_scale.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache .hypothesis site dist build
+	rm -rf $(VENV) $(LATEST) *.egg-info .pytest_cache .hypothesis site dist build
 
 # The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores

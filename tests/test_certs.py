@@ -6,15 +6,16 @@ import datetime as dt
 import ipaddress
 import subprocess
 import sys
+import warnings
 
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa, x448, x25519
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.helpers import REPO
-from webhook.certs import CertError, ensure_certs, write_pair
+from webhook.certs import CertError, ensure_certs, key_problem, write_pair
 
 SERVICE, NAMESPACE = "policylib-webhook", "policylib-system"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -326,6 +327,25 @@ def test_a_ca_key_of_a_type_the_webhook_does_not_use_is_replaced_with_a_clear_re
                             "(ECDSA P-256, P-384, P-521 or RSA >= 2048)")
     assert isinstance(load(tmp_path / "ca.crt").public_key(), ec.EllipticCurvePublicKey)
     load(tmp_path / "tls.crt").verify_directly_issued_by(load(tmp_path / "ca.crt"))
+
+
+def dsa_key():
+    """A DSA key, made where the test runs: its module is named only here (deprecated in cryptography 51)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from cryptography.hazmat.primitives.asymmetric import dsa
+        return dsa.generate_private_key(2048)
+
+
+@pytest.mark.parametrize("make, described", [
+    (dsa_key, "a DSA key"),
+    (x25519.X25519PrivateKey.generate, "an X25519 key"),
+    (x448.X448PrivateKey.generate, "an X448 key"),
+    (ed448.Ed448PrivateKey.generate, "an Ed448 key"),
+])
+def test_a_key_that_cannot_sign_a_certificate_is_named_by_its_algorithm(make, described):
+    assert key_problem(make(), "tls.key") == (f"tls.key holds {described}, which the webhook does not use "
+                                              "(ECDSA P-256, P-384, P-521 or RSA >= 2048)")
 
 
 def test_an_ed25519_key_in_tls_key_is_replaced(certs):

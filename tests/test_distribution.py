@@ -263,7 +263,7 @@ def test_the_webhook_extra_installs_the_server_and_the_client(full: Path):
 
 def test_constraints_pin_exactly_what_the_image_installs(full: Path):
     """constraints.txt stays coherent with setup.cfg: the webhook extra's install (what the image installs) is
-    every pin but the build backend's, at the pinned versions."""
+    pinned whole, at the pinned versions (the pins also hold the test tools and the build backend)."""
     from packaging.utils import canonicalize_name
     pins = {}
     for line in (REPO / "constraints.txt").read_text().splitlines():
@@ -273,5 +273,5 @@ def test_constraints_pin_exactly_what_the_image_installs(full: Path):
             pins[canonicalize_name(name)] = version
     listed = json.loads(pip(full, "list", "--format", "json"))
     installed = {canonicalize_name(d["name"]): d["version"] for d in listed if d["name"] != "policylib"}
-    expected = {name: v for name, v in pins.items() if name not in ("setuptools", "wheel")}
-    assert installed == expected
+    assert len(installed) > 40
+    assert {name: pins.get(name) for name in installed} == installed

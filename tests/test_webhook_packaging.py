@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import ast
 import configparser
+import os
 import re
 
+import pytest
 import tomllib
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -71,6 +73,38 @@ def test_every_requirement_and_the_build_backend_are_pinned_inside_their_range()
         name = canonicalize_name(requirement.name)
         assert name in pins, f"{requirement.name} is not pinned in constraints.txt"
         assert pins[name] in requirement.specifier, f"constraints.txt pins {name}=={pins[name]}: not {requirement}"
+
+
+@pytest.mark.skipif(os.environ.get("POLICYLIB_UNPINNED") == "1",
+                    reason="make test-latest: the newest releases setup.cfg allows, deliberately not the pins")
+def test_every_installed_distribution_is_at_its_pin():
+    """One resolution for everything: what the suite runs with is constraints.txt exactly, direct and transitive
+    (pip itself excepted: the virtualenv's own), so a new release on PyPI changes nothing until the pins move."""
+    from importlib import metadata
+    pins = constraints()
+    installed = {canonicalize_name(d.metadata["Name"]): Version(d.version) for d in metadata.distributions()}
+    assert len(installed) > 50
+    wrong = {name: (str(version), str(pins.get(name, "not pinned"))) for name, version in sorted(installed.items())
+             if name not in ("pip", "policylib") and pins.get(name) != version}
+    assert wrong == {}, "installed (version, pin); make install installs the pins, make constraints moves them"
+
+
+def test_make_installs_with_the_pins_and_every_requirement_resolves_inside_them():
+    makefile = (REPO / "Makefile").read_text()
+    (pin,) = re.findall(r"^PIN := (.*)$", makefile, re.M)
+    assert pin.split() == ["PIP_CONSTRAINT=$(CURDIR)/constraints.txt", "PIP_BUILD_CONSTRAINT=$(CURDIR)/constraints.txt"]
+    (install,) = [line for line in makefile.splitlines() if "pip install" in line and "-e '.[test]'" in line
+                  and "$(BIN)" in line]
+    assert install.strip().startswith("$(PIN) ")
+    stamp = re.search(r"^\$\(STAMP\): (.*)$", makefile, re.M)
+    assert stamp and "constraints.txt" in stamp.group(1).split()
+    setup = configparser.ConfigParser()
+    setup.read(REPO / "setup.cfg")
+    pins = constraints()
+    for requirement in _requirements(setup["options.extras_require"]["test"]):
+        name = canonicalize_name(requirement.name)
+        if name != "policylib":
+            assert name in pins and pins[name] in requirement.specifier, f"{requirement}: pinned {pins.get(name)}"
 
 
 def test_the_dockerfile_installs_exactly_the_constraints_on_a_fixed_python():
