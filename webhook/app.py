@@ -19,6 +19,7 @@ from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, 
 from werkzeug.wsgi import get_content_length
 
 import policylib
+from policylib.errors import MAX_NAME_CHARS, cut
 
 from . import review
 from .cache import ConfirmedHpas, ObjectOnlyFacts, decide_overlapped, for_review
@@ -60,10 +61,15 @@ def read_body(environ: dict[str, Any], limit: int) -> bytes:
     return bytes(data)
 
 
+def _short(text: str | None) -> str | None:
+    """A string of the request's as a log line carries it: at most the API's longest name (rule P8)."""
+    return text if text is None else cut(text, MAX_NAME_CHARS)
+
+
 def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: float) -> str:
     """The structured log line of one review (JSON, one line)."""
-    line = {"msg": "review", "uid": req.uid, "kind": req.kind, "group": req.group,
-            "namespace": req.namespace, "name": req.name, "operation": req.operation,
+    line = {"msg": "review", "uid": _short(req.uid), "kind": _short(req.kind), "group": _short(req.group),
+            "namespace": _short(req.namespace), "name": _short(req.name), "operation": req.operation,
             "dryRun": req.dry_run, "outcome": answer.outcome,
             "mutated": bool(answer.patch), "patchOps": len(answer.patch), "allowed": answer.allowed,
             "durationMs": round(seconds * 1000, 3)}

@@ -10,6 +10,7 @@ from ..errors import (
     FieldPath,
     Path,
     PolicyError,
+    cut,
     duplicate,
     int32_errors,
     invalid,
@@ -19,6 +20,7 @@ from ..errors import (
     required,
 )
 from ..facts import namespace_of
+from ..limits import MAX_REPLICA_TYPES, limit_errors
 from .keys import REPLICA_SPECS
 
 
@@ -125,15 +127,18 @@ def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
     if not isinstance(specs, dict):
         errs.append(required(specs_path, "a mapping of replica type to replica spec"))
         specs = {}
+    too_many = limit_errors(specs, specs_path, MAX_REPLICA_TYPES)
+    if too_many:  # rule P7: no replica spec is read
+        raise PolicyError.from_errors(ref, errs + too_many)
     types: list[ReplicaType] = []
     seen: dict[str, str] = {}
     for key, rspec in specs.items():
-        path = specs_path.child(str(key))
+        path = specs_path.child(cut(str(key)))
         if not isinstance(key, str) or not key:
             errs.append(invalid(path, key, "a replica type must be a non-empty string such as Worker"))
             continue
         if key.lower() in seen:
-            errs.append(duplicate(specs_path, key, f"the same replica type as {seen[key.lower()]!r}: "
+            errs.append(duplicate(specs_path, key, f"the same replica type as {cut(repr(seen[key.lower()]))}: "
                                                    "training-operator matches replica types case-insensitively"))
             continue
         seen[key.lower()] = key

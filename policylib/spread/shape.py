@@ -17,11 +17,15 @@ from ..errors import (
     required,
 )
 from ..labels import selector_plainly_valid, validate_label_selector
+from ..limits import MAX_AFFINITY_TERMS, MAX_SPREAD_CONSTRAINTS, limit_errors
 from ..result import Admission
 from .effective import Effective, effective_replicas
 from .model import (
+    ANTI_AFFINITY_TERMS,
     CONSTRAINTS_PATH,
 )
+
+ANTI_AFFINITY_PATH = "spec.template.spec.affinity.podAntiAffinity"
 
 
 @dataclass(frozen=True)
@@ -37,7 +41,8 @@ class SpreadInputs:
 
 def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
-    metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
+    metadata and pod template maps, a constraint list and an affinity object; and the lists it walks are
+    within their limits (rule P7). All errors at once."""
     if _plainly_valid_shape(obj):
         return []
     meta = obj.get("metadata")
@@ -68,7 +73,30 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     affinity = template["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
+    return errs + list_limit_errors(template["spec"])
+
+
+def list_limit_errors(pod: dict[str, Any]) -> list[FieldError]:
+    """Rule P7: the lists the spread walks entry by entry (the constraints, the pod anti-affinity terms)
+    within their limits."""
+    errs = limit_errors(pod.get("topologySpreadConstraints"), CONSTRAINTS_PATH, MAX_SPREAD_CONSTRAINTS)
+    affinity = pod.get("affinity")
+    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
+    if isinstance(anti, dict):
+        for key in ANTI_AFFINITY_TERMS:
+            errs += limit_errors(anti.get(key), f"{ANTI_AFFINITY_PATH}.{key}", MAX_AFFINITY_TERMS)
     return errs
+
+
+def _within_limits(pod: dict[str, Any]) -> bool:
+    """:func:`list_limit_errors` finds nothing, told by lengths alone."""
+    constraints = pod.get("topologySpreadConstraints")
+    if isinstance(constraints, list) and len(constraints) > MAX_SPREAD_CONSTRAINTS:
+        return False
+    affinity = pod.get("affinity")
+    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
+    return not isinstance(anti, dict) or all(not isinstance(anti.get(k), list) or len(anti[k]) <= MAX_AFFINITY_TERMS
+                                             for k in ANTI_AFFINITY_TERMS)
 
 
 def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
@@ -93,7 +121,8 @@ def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
     template_labels = template_meta.get("labels") if template_meta is not None else None
     constraints, affinity = pod.get("topologySpreadConstraints"), pod.get("affinity")
     return ((template_labels is None or isinstance(template_labels, dict))
-            and (constraints is None or isinstance(constraints, list)) and (affinity is None or isinstance(affinity, dict)))
+            and (constraints is None or isinstance(constraints, list)) and (affinity is None or isinstance(affinity, dict))
+            and _within_limits(pod))
 
 
 def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:

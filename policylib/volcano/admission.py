@@ -17,6 +17,7 @@ from ..errors import (
     FieldPath,
     Path,
     as_path,
+    cut,
     duplicate,
     forbidden,
     invalid,
@@ -27,6 +28,7 @@ from ..errors import (
     required,
 )
 from ..labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors
+from ..limits import MAX_VOLCANO_POLICIES, MAX_VOLCANO_TASKS, limit_errors
 from ..quantity import whole_units
 
 #: The events a Volcano lifecycle policy may name (util.go policyEventMap).
@@ -49,11 +51,14 @@ def policy_events(policy: dict[str, Any]) -> list[str]:
 
 def validate_policy_shape(policies: Any, path: Path) -> list[FieldError]:
     """Rule V1: lifecycle policies are a list of objects whose ``event`` is a string, ``events`` a
-    list of strings and ``exitCode`` an integer (the CRD's types)."""
+    list of strings and ``exitCode`` an integer (the CRD's types), at most :data:`MAX_VOLCANO_POLICIES` of them
+    (rule P7)."""
     if policies is None:
         return []
     if not isinstance(policies, list):
         return [invalid(path, policies, "must be a list")]
+    if len(policies) > MAX_VOLCANO_POLICIES:
+        return limit_errors(policies, path, MAX_VOLCANO_POLICIES)
     errs: list[FieldError] = []
     for _, p, policy in object_items(policies, as_path(path), errs):
         if policy.get("event") is not None and not isinstance(policy["event"], str):
@@ -95,7 +100,7 @@ def validate_volcano_policies(policies: Any, path: Path) -> list[FieldError]:
             if event not in VOLCANO_POLICY_EVENTS:
                 errs.append(not_supported(p.child("event"), event, VOLCANO_POLICY_EVENTS))
             elif event in seen_events:
-                errs.append(invalid(p, event, f"duplicate event {event} across different policy "
+                errs.append(invalid(p, event, f"duplicate event {cut(event)} across different policy "
                                               f"(also in {path.index(seen_events[event])})"))
             else:
                 seen_events[event] = i
@@ -300,7 +305,8 @@ def validate_task_shape(task: Any, path: FieldPath) -> list[FieldError]:
 
 
 def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
-    """Rule V1: the types of every field the Volcano policy reads, all errors at once."""
+    """Rule V1: the types of every field the Volcano policy reads, all errors at once; past
+    :data:`~policylib.limits.MAX_VOLCANO_TASKS` tasks, that error alone (rule P7: no task is read)."""
     meta = job.get("metadata")
     errs = map_errors(meta, FieldPath("metadata"))
     for key in ("labels", "annotations"):
@@ -311,6 +317,9 @@ def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         return errs + [required("spec.tasks", "a Volcano Job needs at least one task")]
+    too_many = limit_errors(tasks, "spec.tasks", MAX_VOLCANO_TASKS)
+    if too_many:
+        return errs + too_many
     errs += validate_policy_shape(spec.get("policies"), FieldPath("spec", "policies"))
     for i, task in enumerate(tasks):
         errs += validate_task_shape(task, FieldPath("spec", "tasks").index(i))
@@ -415,19 +424,33 @@ def validate_task_dependencies(tasks: list[Any], path: Path = "spec.tasks") -> l
             deps[name] = [d for d in depends_on["name"] if isinstance(d, str)]
     if not deps:
         return []
-    done: set[str | None] = set()
-    progress = True
-    while progress:
-        progress = False
-        for name in names:
-            if name not in done and all(d in done for d in deps.get(name, [])):
-                done.add(name)
-                progress = True
+    done = _startable(set(names), deps)
     if len(done) < len(names):
         stuck = [n for n in names if n not in done]
         return [invalid(path, stuck, "job has dependencies between tasks, but doesn't form a directed acyclic "
                                      "graph (DAG) over its tasks: these can never start")]
     return []
+
+
+def _startable(names: set[str | None], deps: dict[str | None, list[str]]) -> set[str | None]:
+    """The names whose dependencies all start, transitively (a name with no dependencies starts; a dependency
+    that names no task never does): Kahn's topological sort, each name and each dependency visited once."""
+    waiting: dict[str | None, set[str | None]] = {name: set(deps.get(name, ())) for name in names}
+    needed_by: dict[str | None, list[str | None]] = {}
+    for name, wanted in waiting.items():
+        for d in wanted:
+            needed_by.setdefault(d, []).append(name)
+    ready = [name for name, wanted in waiting.items() if not wanted]
+    done: set[str | None] = set()
+    while ready:
+        name = ready.pop()
+        done.add(name)
+        for dependent in needed_by.get(name, ()):
+            wanted = waiting[dependent]
+            wanted.discard(name)
+            if not wanted and dependent not in done:
+                ready.append(dependent)
+    return done
 
 
 def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError]:
@@ -441,7 +464,7 @@ def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError
     for i, task in enumerate(tasks):
         if isinstance(task, dict) and isinstance(task.get("name"), str):
             pod = f"{name}-{task['name']}-{i}"
-            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {pod}: {m}")
+            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {cut(pod)}: {m}")
                      for m in qualified_name_errors(pod)]
     return errs
 
