@@ -74,3 +74,14 @@ INSTALL_NAMESPACE = "policylib-system"
 ANY_ADDRESS = "0.0.0.0"
 #: The webhook server's default port.
 WEBHOOK_PORT = 8443
+
+# --- the API server's limits ----------------------------------------------------------------------------------
+
+#: The largest request body the API server reads (k8s.io/apiserver pkg/server/config.go ``MaxRequestBodyBytes``):
+#: the largest object a client can create or update.
+API_REQUEST_BYTES = 3 * 1024 * 1024
+#: Room in an AdmissionReview for what surrounds its objects (uid, kind, resource, userInfo with its groups and
+#: extra claims, options).
+REVIEW_ENVELOPE_BYTES = 64 * 1024
+#: The largest AdmissionReview the API server sends for such objects: an UPDATE carries the object and the old one.
+MAX_REVIEW_BYTES = 2 * API_REQUEST_BYTES + REVIEW_ENVELOPE_BYTES

@@ -295,6 +295,70 @@ def test_body_over_the_limit_is_413():
     assert app.post(valid()).status_code == 200
 
 
+def test_a_400_quotes_only_a_short_prefix_of_what_was_sent(app):
+    """Rule P8: a 5 MB apiVersion comes back as 64 characters and ``...``, not as a 5 MB body."""
+    body = {"apiVersion": "v" * 5_000_000, "kind": "AdmissionReview", "request": {}}
+    response = app.post(body)
+    assert error_of(response, 400) == (f"body must be an admission.k8s.io/v1 AdmissionReview, got apiVersion="
+                                       f"'{'v' * 64}'... kind='AdmissionReview'")
+    assert len(response.data) < 300
+    review = valid()
+    review["request"]["operation"] = "P" * 1_000_000
+    assert error_of(app.post(review), 400).endswith(f"got '{'P' * 64}'...")
+    review["request"]["operation"] = {"op": ["x" * 1_000_000]}
+    assert len(app.post(review).data) < 300
+
+
+def test_a_policy_failure_and_its_log_line_quote_only_a_short_prefix():
+    """A fail-closed denial (status 400 in the answer) and the review's log line quote a prefix of the values, and
+    list at most 20 errors."""
+    app = App({"webhook": {"failureMode": "closed"}})
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"tasks": [{"name": f"t{i}", "replicas": "x" * 50_000} for i in range(30)]}}
+    review = review_of(job)
+    review["request"]["name"] = "n" * 100_000
+    answer = app.answer(review)
+    message = answer["status"]["message"]
+    assert answer["status"]["code"] == 400 and len(message) < 3000, len(message)
+    assert message.startswith(f'policylib: Job ml/j: [spec.tasks[0].replicas: Invalid value: "{"x" * 64}"...: must be '
+                              'an integer >= 0, ')
+    assert message.endswith(", and 10 more]")
+    line = json.loads(app.lines[-1])
+    assert line["name"] == "n" * 253 + "..." and len(app.lines[-1]) < 10_000
+
+
+def test_the_bodies_a_worker_holds_stay_within_its_budget():
+    """Rule W10: a review takes its body's room before reading it; one that does not fit waits (here: not at all)
+    and is answered 503; alone, any review fits; the room comes back once answered."""
+    from werkzeug.exceptions import ServiceUnavailable
+
+    from webhook.app import BodyBudget
+    budget = BodyBudget(10)
+    with budget.hold(8):
+        with budget.hold(2, wait=0):
+            assert budget.held == 10
+        with pytest.raises(ServiceUnavailable):
+            with budget.hold(3, wait=0):
+                pass
+        assert budget.held == 8
+    assert budget.held == 0
+    with budget.hold(25, wait=0):   # larger than the budget, but alone
+        assert budget.held == 25
+
+
+def test_a_review_that_finds_no_room_is_503_and_counted(monkeypatch):
+    """Rule W10 through the app: while another review holds the worker's whole budget, a review is answered 503
+    (the API server's failurePolicy decides), counted, and the next one, once there is room, is answered."""
+    import webhook.app
+    monkeypatch.setattr(webhook.app, "ROOM_WAIT_SECONDS", 0)
+    app = App()
+    bodies = app.app.extensions["policylib"]["bodies"]
+    with bodies.hold(bodies.budget):
+        assert "holds" in error_of(app.post(valid()), 503)
+    assert app.metric('policylib_webhook_bad_requests_total{code="503"}') == 1
+    assert app.post(valid()).status_code == 200 and bodies.held == 0
+
+
 def test_unknown_path_is_404_json(app):
     error_of(app.client.post("/nope"), 404)
 

@@ -681,3 +681,64 @@ def test_a_file_answer_goes_through_tls_after_its_head_never_by_sendfile(certs, 
     with open(tmp_path / "body", "rb") as f:
         assert DeadlineSocket(other, AliveWorker()).sendfile(f, offset=10, count=1000) == 1000
     assert b"".join(other.writes) == content[10:1010]
+
+
+# --- the largest review: memory (rule W10) ------------------------------------------------------------------
+
+def chart_memory_limit() -> int:
+    """The chart's webhook container memory limit, in bytes."""
+    import yaml
+    values = yaml.safe_load((REPO / "charts" / "policylib" / "values.yaml").read_text())
+    text = str(values["webhook"]["resources"]["limits"]["memory"])
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    return int(text[:-2]) * units[text[-2:]] if text[-2:] in units else int(text)
+
+
+def status_bytes(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def worker_pids(srv: Server) -> list[int]:
+    return sorted(int(p) for p in Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split())
+
+
+def test_the_largest_review_of_every_shape_is_answered_and_the_pod_stays_under_the_charts_memory_limit(certs, tmp_path):
+    """The largest review the API server sends (an UPDATE of a 3 MiB object over a 3 MiB old one), in the shapes
+    that cost a worker the most memory per byte, to the server as the chart runs it (two workers, the default
+    maxRequestBytes): each is answered, no worker dies, and the peak resident memory of the master and both
+    workers together (VmHWM, from /proc) stays under the chart's memory limit; then four at once, which each
+    worker takes one at a time (its body budget)."""
+    from bench.review_objects import MEMORY_SHAPES, largest_review
+    limit = chart_memory_limit()
+    srv = Server(certs, tmp_path, workers=2)
+    try:
+        workers = worker_pids(srv)
+        assert len(workers) == 2
+        bodies = {shape: largest_review(shape) for shape in MEMORY_SHAPES}
+        assert all(len(b) <= policylib.Config().webhook.maxRequestBytes for b in bodies.values())
+        assert max(len(b) for b in bodies.values()) > 6 * 2**20   # both objects at the API server's 3 MiB
+        for shape, body in bodies.items():
+            status, answer = srv.request("POST", "/mutate", body, srv.connection(timeout=60))
+            assert status == 200, (shape, answer)
+            assert (answer["response"]["uid"], answer["response"]["allowed"]) == ("big", True), shape
+            assert worker_pids(srv) == workers, f"a worker died answering {shape}: {srv.logs()[-2000:]}"
+        answers: list[int] = []
+
+        def send(body: bytes) -> None:
+            answers.append(srv.request("POST", "/mutate", body, srv.connection(timeout=60))[0])
+
+        densest = bodies['{"":{}} entries']
+        clients = [threading.Thread(target=send, args=(densest,)) for _ in range(4)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(120)
+        assert sorted(answers) == [200] * 4 and worker_pids(srv) == workers, srv.logs()[-2000:]
+        peak = sum(status_bytes(pid, "VmHWM") for pid in [srv.proc.pid, *workers])
+        assert peak < limit, f"peak {peak / 2**20:.0f} MiB against the chart's {limit / 2**20:.0f} MiB"
+    finally:
+        assert srv.stop() == 0
+    assert "WORKER TIMEOUT" not in srv.logs() and "Traceback" not in srv.logs(), srv.logs()[-2000:]

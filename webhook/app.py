@@ -9,13 +9,23 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http import HTTPStatus
 from typing import Any, Callable, Iterable
 
 import orjson
 from flask import Flask, Response, request
-from werkzeug.exceptions import BadRequest, HTTPException, InternalServerError, RequestEntityTooLarge, RequestTimeout
+from werkzeug.exceptions import (
+    BadRequest,
+    HTTPException,
+    InternalServerError,
+    RequestEntityTooLarge,
+    RequestTimeout,
+    ServiceUnavailable,
+)
 from werkzeug.wsgi import get_content_length
 
 import policylib
@@ -37,6 +47,47 @@ STATUS_LINES = {s.value: f"{s.value} {s.phrase}" for s in HTTPStatus}
 
 def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status=status, mimetype=JSON)
+
+
+#: How long a review waits for room among the bodies its worker holds (rule W10) before it is answered 503: well
+#: within the client's deadline for sending its body (2 s) and the API server's timeoutSeconds (3 s).
+ROOM_WAIT_SECONDS = 1.0
+
+
+class BodyBudget:
+    """Rule W10: the bytes of review bodies one worker holds at once, at most ``budget``.
+
+    A review's body becomes tens of times its size once parsed (a 6 MiB review of small maps: 250 MiB), and a
+    worker reads and answers many connections at once (a gevent worker switches on every read and on the HPA read
+    of rule W4), so its memory is bounded only if what it holds is. A review takes its declared length (the limit
+    when it declares none) before its body is read, and gives it back once answered; one that would pass the
+    budget waits up to :data:`ROOM_WAIT_SECONDS` for earlier ones to finish, then is answered 503. A review alone
+    always fits (the budget is at least the largest body read). Under gevent's monkey patching the condition is
+    cooperative: a waiting review holds no thread.
+    """
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.held = 0
+        self._room = threading.Condition()
+
+    @contextmanager
+    def hold(self, size: int, wait: float | None = None) -> Iterator[None]:
+        """Room for ``size`` bytes while the block runs, waiting at most ``wait`` seconds (default
+        :data:`ROOM_WAIT_SECONDS`) for it; else :class:`~werkzeug.exceptions.ServiceUnavailable`."""
+        with self._room:
+            fits = self._room.wait_for(lambda: self.held == 0 or self.held + size <= self.budget,
+                                       ROOM_WAIT_SECONDS if wait is None else wait)
+            if not fits:
+                raise ServiceUnavailable(f"the worker holds {self.held} bytes of reviews (at most {self.budget}): "
+                                         "try again")
+            self.held += size
+        try:
+            yield
+        finally:
+            with self._room:
+                self.held -= size
+                self._room.notify_all()
 
 
 def read_body(environ: dict[str, Any], limit: int) -> bytes:
@@ -97,13 +148,20 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     metrics = Metrics()
     app = Flask("webhook")
     limit = config.webhook.maxRequestBytes
-    app.extensions["policylib"] = {"config": config, "facts": facts, "metrics": metrics, "tls": tls}
+    bodies = BodyBudget(limit)
+    app.extensions["policylib"] = {"config": config, "facts": facts, "metrics": metrics, "tls": tls,
+                                   "bodies": bodies}
 
     def answer(environ: dict[str, Any]) -> tuple[int, bytes]:
-        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview."""
+        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview. The body is read, parsed
+        and answered within its room in the worker's :class:`BodyBudget` (a declared length past the limit is
+        refused before that)."""
         try:
             start = time.perf_counter()
-            with metrics.in_flight.track_inprogress():
+            declared = get_content_length(environ)
+            if declared is not None and declared > limit:
+                raise RequestEntityTooLarge()
+            with metrics.in_flight.track_inprogress(), bodies.hold(limit if declared is None else declared):
                 req = review.parse_review(read_body(environ, limit))
                 answer, payload = decide(req)
             record(req, answer, time.perf_counter() - start)

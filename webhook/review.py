@@ -84,7 +84,8 @@ class Answer:
 # --- parsing ------------------------------------------------------------------
 
 def quoted(value: Any) -> str:
-    """A value of the client's as an error message quotes it: its ``repr``, at most 64 characters (rule P8)."""
+    """Rule W11: a value of the client's as an error message quotes it: its ``repr``, at most 64 characters
+    (rule P8)."""
     if isinstance(value, str):
         return repr(value[:MAX_QUOTED_CHARS]) + ("..." if len(value) > MAX_QUOTED_CHARS else "")
     if isinstance(value, (dict, list)):

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from ..constants import HOSTNAME_LABEL, NATIVE_GANG_API_VERSION, POD_TEMPLATE_HASH, ZONE_LABEL
+from ..constants import HOSTNAME_LABEL, MAX_REVIEW_BYTES, NATIVE_GANG_API_VERSION, POD_TEMPLATE_HASH, ZONE_LABEL
 from ..errors import INT32_MAX
 from ..validation import NETWORK_TOPOLOGY_MODES, SCHEDULE_ANYWAY, VOLCANO_POLICY_EVENTS, WHEN_UNSATISFIABLE
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
@@ -103,7 +103,7 @@ class WebhookSettings:
     failureMode: str = choice(FAILURE_MODES, "open", "open admits the object unchanged with a warning; closed "
                               "denies it with the error.", None, invalid="must be 'open' (admit unchanged "
                               "with a warning) or 'closed' (deny)")
-    maxRequestBytes: int = count(6 * 1024 * 1024, "The largest AdmissionReview body read.", None)
+    maxRequestBytes: int = count(MAX_REVIEW_BYTES, "The largest AdmissionReview body read.", None)
     readHpasOnCreate: bool = flag(True, "A Deployment CREATE whose HPA the webhook's watch does not have reads the "
                                   "namespace's HPAs from the API server once, so an HPA applied just before its "
                                   "Deployment always counts (about 1-2 ms per such create); false: the watch only, "

@@ -37,7 +37,7 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
         out.warn("the job has only generateName: its gang is named after the job, whose name is not "
                             "known at admission, so no gang metadata was written (set metadata.name)")
         return out.result(obj)
-    job = read_job(obj, namespace)
+    job = read_job(obj, namespace, update=old is not None)
     operator = operator_gang_reason(obj, settings)
     if operator:   # rule G15, once the job reads well (G7)
         (out.warn if volcano_without_gang(obj, settings) else out.reason)(operator)

@@ -17,11 +17,10 @@ from ..errors import (
     required,
 )
 from ..labels import selector_plainly_valid, validate_label_selector
-from ..limits import MAX_AFFINITY_TERMS, MAX_SPREAD_CONSTRAINTS, limit_errors
+from ..limits import SPREAD_ENTRIES, budget, budget_errors
 from ..result import Admission
 from .effective import Effective, effective_replicas
 from .model import (
-    ANTI_AFFINITY_TERMS,
     CONSTRAINTS_PATH,
 )
 
@@ -39,10 +38,13 @@ class SpreadInputs:
     effective: Effective
 
 
-def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
+def deployment_shape_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) -> list[FieldError]:
     """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
     metadata and pod template maps, a constraint list and an affinity object; and the lists it walks are
-    within their limits (rule P7). All errors at once."""
+    within their budget, ``entries`` (rule P7: that error alone, before anything is read). All errors at once."""
+    too_many = spread_budget_errors(obj, entries)
+    if too_many:
+        return too_many
     if _plainly_valid_shape(obj):
         return []
     meta = obj.get("metadata")
@@ -73,30 +75,26 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     affinity = template["spec"].get("affinity")
     if affinity is not None and not isinstance(affinity, dict):
         errs.append(invalid("spec.template.spec.affinity", affinity, "must be an object"))
-    return errs + list_limit_errors(template["spec"])
-
-
-def list_limit_errors(pod: dict[str, Any]) -> list[FieldError]:
-    """Rule P7: the lists the spread walks entry by entry (the constraints, the pod anti-affinity terms)
-    within their limits."""
-    errs = limit_errors(pod.get("topologySpreadConstraints"), CONSTRAINTS_PATH, MAX_SPREAD_CONSTRAINTS)
-    affinity = pod.get("affinity")
-    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
-    if isinstance(anti, dict):
-        for key in ANTI_AFFINITY_TERMS:
-            errs += limit_errors(anti.get(key), f"{ANTI_AFFINITY_PATH}.{key}", MAX_AFFINITY_TERMS)
     return errs
 
 
-def _within_limits(pod: dict[str, Any]) -> bool:
-    """:func:`list_limit_errors` finds nothing, told by lengths alone."""
-    constraints = pod.get("topologySpreadConstraints")
-    if isinstance(constraints, list) and len(constraints) > MAX_SPREAD_CONSTRAINTS:
-        return False
+#: What the spread's budget counts (rule P7), for the message.
+SPREAD_SCOPE = "the spread reads of the selector, the topologySpreadConstraints and the pod anti-affinity together"
+
+
+def spread_budget_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) -> list[FieldError]:
+    """Rule P7: the fields the spread walks entry by entry (the selector, the constraints, the pod anti-affinity
+    terms) hold at most ``entries`` together; counted before any is read."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    template = spec.get("template")
+    pod = template.get("spec") if isinstance(template, dict) else None
+    pod = pod if isinstance(pod, dict) else {}
     affinity = pod.get("affinity")
-    anti = affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None
-    return not isinstance(anti, dict) or all(not isinstance(anti.get(k), list) or len(anti[k]) <= MAX_AFFINITY_TERMS
-                                             for k in ANTI_AFFINITY_TERMS)
+    return budget_errors((("spec.selector", spec.get("selector")),
+                          (CONSTRAINTS_PATH, pod.get("topologySpreadConstraints")),
+                          (ANTI_AFFINITY_PATH, affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None)),
+                         entries, SPREAD_SCOPE)
 
 
 def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
@@ -121,13 +119,13 @@ def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
     template_labels = template_meta.get("labels") if template_meta is not None else None
     constraints, affinity = pod.get("topologySpreadConstraints"), pod.get("affinity")
     return ((template_labels is None or isinstance(template_labels, dict))
-            and (constraints is None or isinstance(constraints, list)) and (affinity is None or isinstance(affinity, dict))
-            and _within_limits(pod))
+            and (constraints is None or isinstance(constraints, list)) and (affinity is None or isinstance(affinity, dict)))
 
 
-def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The selector and pod labels, after :func:`deployment_shape_errors` found nothing."""
-    raise_if_any(ref, deployment_shape_errors(obj))
+def _checked_shape(obj: dict[str, Any], ref: str, update: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The selector and pod labels, after :func:`deployment_shape_errors` found nothing (with an UPDATE's budget
+    when ``update``)."""
+    raise_if_any(ref, deployment_shape_errors(obj, budget(SPREAD_ENTRIES, update)))
     template = obj["spec"]["template"]
     return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
@@ -137,11 +135,11 @@ def checked_old_object(old: Any, ref: str) -> None:
     read it too; its errors are named under ``oldObject``."""
     if not isinstance(old, dict):
         raise_if_any(ref, [invalid("oldObject", old, "must be an object")])
-    raise_if_any(ref, [e.under("oldObject") for e in deployment_shape_errors(old)])
+    raise_if_any(ref, [e.under("oldObject") for e in deployment_shape_errors(old, budget(SPREAD_ENTRIES, True))])
 
 
 def spread_inputs(req: Admission) -> SpreadInputs:
     """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
-    selector, pod_labels = _checked_shape(req.obj, req.ref)
+    selector, pod_labels = _checked_shape(req.obj, req.ref, req.old is not None)
     effective = effective_replicas(req.obj, req.facts, req.namespace)
     return SpreadInputs(req.config, req.namespace, selector, pod_labels, effective)

@@ -9,10 +9,12 @@ with its field path; nothing is raised.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import (
     INT32_MAX,
+    MAX_NAME_CHARS,
     FieldError,
     FieldPath,
     Path,
@@ -28,7 +30,7 @@ from ..errors import (
     required,
 )
 from ..labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors
-from ..limits import MAX_VOLCANO_POLICIES, MAX_VOLCANO_TASKS, limit_errors
+from ..limits import VOLCANO_ENTRIES, budget_errors
 from ..quantity import whole_units
 
 #: The events a Volcano lifecycle policy may name (util.go policyEventMap).
@@ -51,14 +53,11 @@ def policy_events(policy: dict[str, Any]) -> list[str]:
 
 def validate_policy_shape(policies: Any, path: Path) -> list[FieldError]:
     """Rule V1: lifecycle policies are a list of objects whose ``event`` is a string, ``events`` a
-    list of strings and ``exitCode`` an integer (the CRD's types), at most :data:`MAX_VOLCANO_POLICIES` of them
-    (rule P7)."""
+    list of strings and ``exitCode`` an integer (the CRD's types)."""
     if policies is None:
         return []
     if not isinstance(policies, list):
         return [invalid(path, policies, "must be a list")]
-    if len(policies) > MAX_VOLCANO_POLICIES:
-        return limit_errors(policies, path, MAX_VOLCANO_POLICIES)
     errs: list[FieldError] = []
     for _, p, policy in object_items(policies, as_path(path), errs):
         if policy.get("event") is not None and not isinstance(policy["event"], str):
@@ -304,9 +303,30 @@ def validate_task_shape(task: Any, path: FieldPath) -> list[FieldError]:
     return errs
 
 
-def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
-    """Rule V1: the types of every field the Volcano policy reads, all errors at once; past
-    :data:`~policylib.limits.MAX_VOLCANO_TASKS` tasks, that error alone (rule P7: no task is read)."""
+#: What the Volcano policy's budget counts (rule P7), for the message.
+VOLCANO_SCOPE = ("the Volcano policy reads of the tasks (but their pod templates), the job's policies, volumes and "
+                 "plugins together")
+
+
+def _walked_fields(spec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The fields the Volcano policy walks entry by entry (rule P7), in the order they are counted: the tasks (their
+    templates skipped), the job's policies, volumes and plugins, and the containers of each task with a
+    topologyPolicy (rule V7 reads their CPUs)."""
+    tasks = spec.get("tasks")
+    yield "spec.tasks", tasks
+    for key in ("policies", "volumes", "plugins"):
+        yield f"spec.{key}", spec.get(key)
+    for i, task in enumerate(tasks if isinstance(tasks, list) else ()):
+        if isinstance(task, dict) and task.get("topologyPolicy") not in (None, "", "none"):
+            template = task.get("template")
+            pod = template.get("spec") if isinstance(template, dict) else None
+            for key in ("containers", "initContainers"):
+                yield f"spec.tasks[{i}].template.spec.{key}", pod.get(key) if isinstance(pod, dict) else None
+
+
+def validate_volcano_job_shape(job: dict[str, Any], entries: int = VOLCANO_ENTRIES) -> list[FieldError]:
+    """Rule V1: the types of every field the Volcano policy reads, all errors at once; past ``entries``, the budget
+    of the fields it walks, that error alone (rule P7: counted before any task is read)."""
     meta = job.get("metadata")
     errs = map_errors(meta, FieldPath("metadata"))
     for key in ("labels", "annotations"):
@@ -317,7 +337,7 @@ def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         return errs + [required("spec.tasks", "a Volcano Job needs at least one task")]
-    too_many = limit_errors(tasks, "spec.tasks", MAX_VOLCANO_TASKS)
+    too_many = budget_errors(_walked_fields(spec), entries, VOLCANO_SCOPE, skip=frozenset({"template"}))
     if too_many:
         return errs + too_many
     errs += validate_policy_shape(spec.get("policies"), FieldPath("spec", "policies"))
@@ -464,7 +484,7 @@ def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError
     for i, task in enumerate(tasks):
         if isinstance(task, dict) and isinstance(task.get("name"), str):
             pod = f"{name}-{task['name']}-{i}"
-            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {cut(pod)}: {m}")
+            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {cut(pod, MAX_NAME_CHARS)}: {m}")
                      for m in qualified_name_errors(pod)]
     return errs
 

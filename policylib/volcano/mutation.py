@@ -26,6 +26,7 @@ from ..config import Config, VolcanoSettings
 from ..errors import FieldPath, PolicyError, errors_not_in, invalid, raise_if_any
 from ..facts import ClusterFacts
 from ..hypernodes import discover_hypernodes, leaf_nodes
+from ..limits import VOLCANO_ENTRIES, budget
 from ..patch import Draft, diff_owned
 from ..result import DOMAIN, Outcome, Result, admission
 from .admission import (
@@ -176,19 +177,21 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
 
 # --- the mutation ------------------------------------------------------------------
 
-def _checked_tasks(job: dict[str, Any], ref: str) -> list[dict[str, Any]]:
-    """The tasks, after :func:`~policylib.volcano.admission.validate_volcano_job_shape` found nothing."""
-    raise_if_any(ref, validate_volcano_job_shape(job))
+def _checked_tasks(job: dict[str, Any], ref: str, update: bool = False) -> list[dict[str, Any]]:
+    """The tasks, after :func:`~policylib.volcano.admission.validate_volcano_job_shape` found nothing (with an
+    UPDATE's budget when ``update``: rule P7)."""
+    raise_if_any(ref, validate_volcano_job_shape(job, budget(VOLCANO_ENTRIES, update)))
     tasks: list[dict[str, Any]] = job["spec"]["tasks"]
     return tasks
 
 
 def checked_old_job(old: Any, ref: str) -> None:
-    """Rule V1 for the old object of an UPDATE (the stored Job): the update rule (V17) reads its policies and
-    tasks too; its errors are named under ``oldObject``."""
+    """Rule V24: the old object of an UPDATE (the stored Job) is checked as the Job is (rule V1, with the UPDATE's
+    budget of rule P7): the update rule (V17) reads its policies and tasks too; its errors are named under
+    ``oldObject``."""
     if not isinstance(old, dict):
         raise_if_any(ref, [invalid("oldObject", old, "must be an object")])
-    raise_if_any(ref, [e.under("oldObject") for e in validate_volcano_job_shape(old)])
+    raise_if_any(ref, [e.under("oldObject") for e in validate_volcano_job_shape(old, budget(VOLCANO_ENTRIES, True))])
 
 
 def _write_task(draft: Draft, i: int, task: dict[str, Any], size: int | None, settings: VolcanoSettings,
@@ -310,7 +313,7 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
     if skipped:
         return skipped
     config = req.config
-    tasks = _checked_tasks(obj, req.ref)
+    tasks = _checked_tasks(obj, req.ref, old is not None)
     if old is not None:
         checked_old_job(old, req.ref)
         return reapplied_job(obj, old, req.config, req.facts, req.namespace)
