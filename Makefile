@@ -13,7 +13,7 @@ GO_BIN := $(shell command -v $(GO) 2>/dev/null)
 GO_LDFLAGS ?= -s -w
 AS_ROOT := $(filter 0,$(shell id -u))
 
-.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler
+.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale bench-review-size install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler
 
 # One resolution for everything: the development and test install, the image and the wheel tests all install
 # exactly constraints.txt (every direct and transitive dependency, the build backend included), so what a
@@ -76,6 +76,12 @@ bench: $(STAMP)
 # Load over TLS against a local webhook; uses `hey` (apt-get install hey) when present.
 bench-webhook: $(STAMP)
 	$(BIN)/python bench/bench_webhook.py
+
+# Time per review against the object's size: every family's largest objects (3 MiB on one list), in-process and
+# through `webhook serve` over TLS; BENCH_ARGS="--repo . --repo /tmp/before" for a before/after, "--load" for the
+# two-client run, "--memory" for the largest review's peak RSS (docs/benchmarks.md).
+bench-review-size: $(STAMP)
+	$(BIN)/python bench/bench_review_size.py $(BENCH_ARGS)
 
 # Through the harness's real API server: none / a Go no-op webhook / policylib (/ Kyverno when
 # KYVERNO=path/to/kyverno). Builds what it needs; docs/performance.md has the figures.

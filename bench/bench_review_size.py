@@ -97,19 +97,23 @@ def outcome_of(status: int, body: bytes) -> str:
         return "denied: " + response["status"]["message"][:110]
     warnings = [w for w in response.get("warnings", []) if w.startswith("policylib not applied")]
     if warnings:
-        return "not applied: " + warnings[0][len("policylib not applied: "):][:100]
+        text = warnings[0][len("policylib not applied: "):]
+        if ": Too many: " in text:   # the budget's refusal (rule P7): the field and the count
+            field, _, rest = text.partition(": Too many: ")
+            return f"refused (P7): {field.rsplit(': ', 1)[-1]}: Too many: {rest.split(':')[0]}"
+        return "not applied: " + text[:100]
     if "patch" in response:
         return f"patched, {len(json.loads(base64.b64decode(response['patch'])))} ops"
     return "unchanged"
 
 
 def child_app(cases_file: str, repeat: int, deadline: float) -> None:
-    """In a child whose ``webhook`` is the checkout measured: each case through create_app, a JSON line each."""
-    sys.path.insert(0, str(HERE))
+    """In a child whose ``webhook`` is the checkout measured (it imports nothing else of this one): each case
+    through create_app under the plan's configuration, a JSON line each."""
     import webhook
-    from review_objects import CONFIG
-    cases = json.loads(Path(cases_file).read_text())
-    client = webhook.create_app(CONFIG, review_log=lambda line: None).test_client()
+    plan = json.loads(Path(cases_file).read_text())
+    cases = plan["cases"]
+    client = webhook.create_app(plan["config"], review_log=lambda line: None).test_client()
     signal.signal(signal.SIGALRM, _alarm)
     print(json.dumps({"code": str(Path(webhook.__file__).resolve().parent.parent)}), flush=True)
     for case in cases:
@@ -479,7 +483,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-review-size-"))
     cases = build_cases([float(f) for f in args.fractions.split(",")], args.only, tmp)
     cases_file = tmp / "cases.json"
-    cases_file.write_text(json.dumps(cases))
+    import review_objects
+    cases_file.write_text(json.dumps({"config": review_objects.CONFIG, "cases": cases}))
     out: dict[str, Any] = {"cpus": os.cpu_count(), "load_average": os.getloadavg(), "cases": cases, "runs": {}}
     if args.memory:
         config = {"webhook": {"maxRequestBytes": args.max_request_bytes}} if args.max_request_bytes else {}

@@ -273,7 +273,7 @@ hostTopologySpread:
   reconcileDrift: false
 webhook:
   failureMode: open
-  maxRequestBytes: 6291456
+  maxRequestBytes: 6356992
 """
 
 

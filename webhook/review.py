@@ -196,13 +196,15 @@ def truncate(text: str, limit: int) -> str:
 
 
 def short_warnings(warnings: list[str]) -> list[str]:
-    """Each warning at most 120 characters, duplicates dropped, at most ten."""
+    """Each warning at most 120 characters, duplicates dropped, at most ten (the first ten: the rest is not read)."""
     out: list[str] = []
     for w in warnings:
         short = truncate(str(w), MAX_WARNING_CHARS)
         if short and short not in out:
             out.append(short)
-    return out[:MAX_WARNINGS]
+            if len(out) == MAX_WARNINGS:
+                break
+    return out
 
 
 def audit_annotations(answer: Answer) -> dict[str, str]:
