@@ -7,8 +7,9 @@ certificate rotation, SIGTERM and a killed worker. Run by hand; the figures go i
 1. **fuzz**: ``--reviews`` AdmissionReviews of every kind policylib handles, under four configs (fail-open
    and fail-closed among them), from a fixed seed: valid objects with fields swapped for values of the
    wrong type, numbers past int32 and int64, nesting past the parser's limit, reviews whose own fields
-   are wrong, UPDATEs whose old object is fuzzed too. Counted: HTTP status, exceptions that escaped the app, policy failures that were not a
-   PolicyError (the app logs those with a traceback), patches that do not apply to the object sent,
+   are wrong, UPDATEs whose old object is fuzzed too. Counted: HTTP status, exceptions that escaped the
+   app, policy failures that were not a PolicyError (the app logs those with a traceback: internal
+   errors), patches that do not apply to the object sent,
    and, on every 20th patched review, the same review of the patched object, which must patch nothing.
 2. **attack**: ``hey -c 8`` for ``--seconds`` against ``/mutate`` alone, then again while 200 silent
    connections, 50 half TLS handshakes and 50 half request headers are kept up (each reconnects when

@@ -58,7 +58,7 @@ TARGET_MS = 100.0
 def build_cases(fractions: list[float], only: str | None, out: Path) -> list[dict[str, Any]]:
     """Every case's review body written to ``out``; their descriptions (name, entries, bytes, body file)."""
     sys.path.insert(0, str(REPO))
-    import review_objects as ro   # this checkout's generator (a --repo may predate it)
+    import review_objects as ro  # this checkout's generator (a --repo may predate it)
     cases = []
     for fraction in fractions:
         budget = int(ro.LIST_BUDGET * fraction)

@@ -337,9 +337,8 @@ def test_the_bodies_a_worker_holds_stay_within_its_budget():
     with budget.hold(8):
         with budget.hold(2, wait=0):
             assert budget.held == 10
-        with pytest.raises(ServiceUnavailable):
-            with budget.hold(3, wait=0):
-                pass
+        with pytest.raises(ServiceUnavailable), budget.hold(3, wait=0):
+            pass
         assert budget.held == 8
     assert budget.held == 0
     with budget.hold(25, wait=0):   # larger than the budget, but alone

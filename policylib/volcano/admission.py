@@ -484,8 +484,8 @@ def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError
     for i, task in enumerate(tasks):
         if isinstance(task, dict) and isinstance(task.get("name"), str):
             pod = f"{name}-{task['name']}-{i}"
-            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {cut(pod, MAX_NAME_CHARS)}: {m}")
-                     for m in qualified_name_errors(pod)]
+            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"],
+                             f"pod name {cut(pod, MAX_NAME_CHARS)}: {m}") for m in qualified_name_errors(pod)]
     return errs
 
 
