@@ -481,6 +481,8 @@ def main() -> int:
         return 0
     repos = [r.resolve() for r in args.repo or [REPO]]
     tmp = Path(tempfile.mkdtemp(prefix="bench-review-size-"))
+    for repo in repos:
+        (tmp / repo.name).mkdir(exist_ok=True)
     cases = build_cases([float(f) for f in args.fractions.split(",")], args.only, tmp)
     cases_file = tmp / "cases.json"
     import review_objects
@@ -491,7 +493,6 @@ def main() -> int:
         print(f"{'checkout':12} {'shape':26} {'MiB':>5} {'idle peak':>9} {'peak':>7} {'+MiB':>6} {'pod RSS':>8} "
               f"{'s':>5}  outcome")
         for repo in repos:
-            (tmp / repo.name).mkdir(exist_ok=True)
             rows = measure_memory(repo, tmp / repo.name, config)
             out["runs"][str(repo)] = rows
             for r in rows:
@@ -516,7 +517,6 @@ def main() -> int:
         app: dict[Path, dict[str, Any]] = {}
         server: dict[Path, dict[str, Any]] = {}
         for repo in repos:
-            (tmp / repo.name).mkdir(exist_ok=True)
             if not args.no_app:
                 app[repo] = measure_app(repo, cases_file, args.repeat, args.deadline)
             if not args.no_server:

@@ -50,6 +50,9 @@ def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status=status, mimetype=JSON)
 
 
+#: Room kept beside the largest review in a worker's budget (rule W10): ordinary reviews (a few KiB) never wait
+#: behind one that takes ``maxRequestBytes``.
+ORDINARY_ROOM = 64 * 1024
 #: How long a review waits for room among the bodies its worker holds (rule W10) before it is answered 503: well
 #: within the client's deadline for sending its body (2 s) and the API server's timeoutSeconds (3 s).
 ROOM_WAIT_SECONDS = 1.0
@@ -63,8 +66,9 @@ class BodyBudget:
     of rule W4), so its memory is bounded only if what it holds is. A review takes its declared length (the limit
     when it declares none) before its body is read, and gives it back once answered; one that would pass the
     budget waits up to :data:`ROOM_WAIT_SECONDS` for earlier ones to finish, then is answered 503. A review alone
-    always fits (the budget is at least the largest body read). Under gevent's monkey patching the condition is
-    cooperative: a waiting review holds no thread.
+    always fits, and the app's budget is the largest body read and :data:`ORDINARY_ROOM` more, so ordinary reviews
+    pass beside the largest one. Under gevent's monkey patching the condition is cooperative: a waiting review holds
+    no thread.
     """
 
     def __init__(self, budget: int):
@@ -149,7 +153,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     metrics = Metrics()
     app = Flask("webhook")
     limit = config.webhook.maxRequestBytes
-    bodies = BodyBudget(limit)
+    bodies = BodyBudget(limit + ORDINARY_ROOM)
     app.extensions["policylib"] = {"config": config, "facts": facts, "metrics": metrics, "tls": tls,
                                    "bodies": bodies}
 
