@@ -117,14 +117,18 @@ def resolve_config(args: argparse.Namespace, stderr: TextIO) -> Config:
 
 def cluster_scope(args: argparse.Namespace, stderr: TextIO) -> Callable[[dict[str, Any]], bool]:
     """Rules W5, W6 for ``--cluster``: whether the installed webhook configuration sends an object to the
-    webhook (never in the release's namespace); one stderr line says which configuration was read."""
+    webhook (never in the release's namespace); one stderr line says which configuration was read, and a
+    warning what the scope leaves out and why (as the controller, nothing without the configuration)."""
     from ..scope import RESOURCES
     from ..shell import kube
     c = cluster(args)
     with c.reading():
         scope, labels = kube.installed_scope(c.api, args.webhook_configuration,
                                              getattr(args, "_release_namespace", None))
-    stderr.write(f"policylib: scope: {scope.source}; never namespace(s) {', '.join(sorted(scope.excluded_namespaces))}\n")
+    never = f"; never namespace(s) {', '.join(sorted(scope.excluded_namespaces))}" if scope.excluded_namespaces else ""
+    stderr.write(f"policylib: scope: {scope.source}{never}\n")
+    stderr.writelines(f"policylib: warning: scope: {note}\n" for note in scope.notes())
+    args._scope_stopped = scope.stopped
 
     def admitted(obj: dict[str, Any]) -> bool:
         group = str(obj.get("apiVersion") or "").rpartition("/")[0]
