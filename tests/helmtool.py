@@ -66,6 +66,8 @@ MATRIX: dict[str, dict] = {
                                       "certificates": {"mode": "existingSecret",
                                                        "existingSecret": {"name": "my-tls", "caBundle": CA_BUNDLE}}},
     "opt-in": {"webhook": {"namespaceMode": "opt-in"}},
+    "opt-in-confined": {"webhook": {"namespaceMode": "opt-in"},
+                        "controller": {"rbac": {"namespaces": ["policylib-chart-team"]}}},
     "families-off": {"webhook": {"families": {"deployments": False, "volcanoJobs": False, "kubeflowJobs": False,
                                               "gangPods": False}}},
     "ha-off": {"webhook": {"replicas": 1}, "controller": {"replicas": 1}},

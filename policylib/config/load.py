@@ -82,7 +82,7 @@ CHART_VALUES_KEYS = frozenset({"config", "image", "commonLabels", "webhook", "co
                                "networkPolicy", "serviceMonitor", "prometheusRule", "grafanaDashboard"})
 CHART_CONTROLLER_KEYS = frozenset({"enabled", "replicas", "podDisruptionBudget", "resources", "priorityClassName",
                                    "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
-                                   "podAnnotations", "podLabels"})
+                                   "podAnnotations", "podLabels", "rbac"})
 CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families", "gangPodsFailurePolicy",
                                 "matchConditions", "namespaceMode", "namespaceSelector", "nodeSelector",
                                 "objectSelector", "podAnnotations", "podDisruptionBudget", "podLabels",

@@ -406,10 +406,12 @@ def controller_args(extra_args: list[str] | None) -> list[str]:
 class Controller:
     """``python -m webhook controller`` against the cluster, with its own identity and metrics port; its
     scope is :data:`SCOPE_CONFIGURATION`'s unless ``extra_args`` names a webhook configuration (controller_args).
-    ``env``: more environment (``POD_NAME`` is the identity)."""
+    ``env``: more environment (``POD_NAME`` is the identity); ``kubeconfig``: another identity's (the cluster's
+    admin by default)."""
 
     def __init__(self, cluster: Cluster, config: dict, tmp: Path, identity: str, lease_namespace: str,
-                 extra_args: list[str] | None = None, env: dict[str, str] | None = None):
+                 extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 kubeconfig: Path | None = None):
         self.cluster, self.identity = cluster, identity
         args = controller_args(extra_args)
         if f"--webhook-configuration={SCOPE_CONFIGURATION}" in args:
@@ -422,7 +424,7 @@ class Controller:
         env = {**cluster.env, "POD_NAME": identity, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",
-             str(cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port),
+             str(kubeconfig or cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port),
              *args],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(f"controller {identity} /healthz", lambda: self._get("/healthz") == "ok", timeout=60)
