@@ -424,8 +424,8 @@ class Controller:
         env = {**cluster.env, "POD_NAME": identity, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",
-             str(kubeconfig or cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port),
-             *args],
+             str(kubeconfig or cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1",
+             "--port", str(self.port), *args],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(f"controller {identity} /healthz", lambda: self._get("/healthz") == "ok", timeout=60)
 

@@ -499,7 +499,7 @@ class Reconciler:
         return scope
 
     def report_scope(self) -> None:
-        """Rule W5, the worker's step for :data:`SCOPE_KEY`: when what the scope leaves out changes (and once
+        """Rules W5, W10, the worker's step for :data:`SCOPE_KEY`: when what the scope leaves out changes (and once
         per term when it leaves anything out), one Event on the controller's own Deployment: Warning
         ``ScopeClosed`` naming why, Normal ``ScopeRestored`` when nothing is left out again. The log line
         and the gauges (``policylib_controller_scope_closed``, ``_scope_skipped_webhooks``) say it on every
