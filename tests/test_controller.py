@@ -776,7 +776,7 @@ def test_without_its_webhook_configuration_the_controller_acts_on_nothing_says_w
             (1.0, 0.0), {"acting": False, "source": closed, "notes": [f"nothing is acted on: {closed}"]},
             [("ScopeClosed", "Warning", "policylib-controller", f"nothing is acted on: {closed}")])
         [line] = [e for e in log_entries(caplog.records) if e["msg"] == "scope"]
-        assert (line["level"], line["acting"], line["notes"]) == ("WARNING", False, [f"nothing is acted on: {closed}"])
+        assert (line["level"].lower(), line["acting"], line["notes"]) == ("warning", False, [f"nothing is acted on: {closed}"])
         sync(c)                                                       # a resync: said once per change, not again
         assert len(posted_own) == 1 and cluster.patches() == []
 

@@ -154,6 +154,9 @@ class Reconciler:
         #: Pod, whose Deployment gets the Events that say so.
         self._reported: tuple[str, ...] | None = None
         self.pod = pod
+        #: The worker, /readyz and the gauges read the scope from their own threads: it is built (and logged) once
+        #: per version of the configuration.
+        self._scope_lock = threading.Lock()
         metrics.scope_closed.set_function(lambda: 1.0 if self.scope_known and self.scope().stopped else 0.0)
         metrics.scope_skipped.set_function(lambda: float(len(self.scope().skipped)) if self.scope_known else 0.0)
 
@@ -478,6 +481,10 @@ class Reconciler:
         """Rule W5: the scope of the installed webhook configuration; closed (nothing in it) when there is
         none or its selectors are ones the API server would refuse; never the controller's own namespace
         (rule W6). Logged when it changes: a warning when it leaves anything out."""
+        with self._scope_lock:
+            return self._build_scope()
+
+    def _build_scope(self) -> Scope:
         name = self.webhook_configuration
         configuration = self.stores[self.scope_resources[1]].get("", name)
         version = version_of(configuration) if configuration else None
