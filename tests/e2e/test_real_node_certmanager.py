@@ -167,8 +167,8 @@ def public_key(cert: x509.Certificate) -> bytes:
 def test_issued_injected_and_admitting(cert_manager_install):
     c, tmp, cm, path = cert_manager_install
     if path == "chart":   # the chart's objects, as its mode renders them: no certificate of the controller's
-        assert c.get("mutatingwebhookconfiguration", "policylib-webhook")["metadata"]["annotations"] == {
-            "cert-manager.io/inject-ca-from": f"{NAMESPACE}/{SERVING}"}
+        annotations = c.get("mutatingwebhookconfiguration", "policylib-webhook")["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{SERVING}"
         args = c.get("deployment", "policylib-controller", NAMESPACE)["spec"]["template"]["spec"]["containers"][0]["args"]
         assert not [a for a in args if a.startswith("--certificates")], args
         assert {i["metadata"]["name"] for i in c.list("issuers", NAMESPACE)} == {"policylib-selfsigned", CA}
