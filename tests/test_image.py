@@ -151,6 +151,20 @@ def test_both_install_the_same_debian_packages_and_remove_the_same_ones():
     assert "&& python3 /tmp/image_debian.py &&" in final
 
 
+def test_what_the_dockerfile_reads_is_in_its_build_context():
+    """Every COPY source and the bind-mounted script pass .dockerignore; the harness's binaries (e2e/), build/ and
+    dist/ stay out of the context."""
+    import fnmatch
+    ignored = [p.strip() for p in (REPO / ".dockerignore").read_text().splitlines() if p.strip()]
+    sources = [s for line in re.findall(r"^COPY (?!--from)(.+) \S+$", DOCKERFILE, re.M) for s in line.split()]
+    sources += re.findall(r"--mount=type=bind,source=(\S+?),", DOCKERFILE)
+    assert {"requirements", "policylib", "webhook", "tools/image_site.py", "tools/image_debian.py"} <= set(sources)
+    for source in sources:
+        assert (REPO / source).exists(), source
+        assert not [p for p in ignored if fnmatch.fnmatch(source, p) or fnmatch.fnmatch(source.split("/")[0], p)], source
+    assert {"e2e", "build", "dist"} <= set(ignored)
+
+
 def status(image) -> dict[str, dict[str, str]]:
     return image_debian.installed(image["files"]["var/lib/dpkg/status"].decode())
 
@@ -273,6 +287,7 @@ def test_the_site_holds_exactly_what_its_distributions_record_and_their_bytecode
     assert sorted(f for f in files - set(recorded) if "/__pycache__/" not in f) == []
     for removed in image_site.REMOVED:
         assert not any(f.startswith(SITE + removed + "/") for f in files | set(recorded)), removed
+    assert not [f for f in files | set(recorded) if f.endswith(".dist-info/direct_url.json")]
 
 
 def pyc(source: str) -> str:

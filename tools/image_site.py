@@ -8,6 +8,8 @@
   path in their first line, and C headers (greenlet's, under a path named for the installing interpreter); the image's
   command is ``python -m webhook`` (the ENTRYPOINT), the CLI runs as ``python -m policylib.cli``, and nothing is
   compiled against the headers.
+- ``direct_url.json``: where pip found the project's wheel on the machine that built the image (its path, and the
+  hash of a zip whose timestamps are the build's), which would make two builds of one tree differ.
 - Bytecode, compiled ahead by the image's interpreter for every module but :data:`NOT_COMPILED`, as hash-checked
   ``.pyc`` files: valid whatever the files' modification times (the archive sets them all to 0) and never written at
   run time (a read-only root filesystem, ``PYTHONDONTWRITEBYTECODE``). Not compiled: the generated API classes and
@@ -45,13 +47,16 @@ def remove(site: Path, path: str) -> int:
     removed = 0
     for record in site.glob("*.dist-info/RECORD"):
         rows = list(csv.reader(io.StringIO(record.read_text(encoding="utf-8"))))
-        kept = [row for row in rows if not (row and recorded(row[0]).startswith(path + "/"))]
+        kept = [row for row in rows if not (row and (recorded(row[0]) == path or recorded(row[0]).startswith(path + "/")))]
         if len(kept) != len(rows):
             out = io.StringIO()
             csv.writer(out, lineterminator="\n").writerows(kept)
             record.write_text(out.getvalue(), encoding="utf-8")
             removed += len(rows) - len(kept)
-    shutil.rmtree(site / path)
+    if (site / path).is_dir():
+        shutil.rmtree(site / path)
+    else:
+        (site / path).unlink()
     return removed
 
 
@@ -67,7 +72,8 @@ def compile_site(site: Path) -> bool:
 def main(argv: list[str]) -> int:
     (where,) = argv
     site = Path(where)
-    counts = [f"{path} ({remove(site, path)} recorded files)" for path in REMOVED]
+    paths = list(REMOVED) + sorted(str(p.relative_to(site)) for p in site.glob("*.dist-info/direct_url.json"))
+    counts = [f"{path} ({remove(site, path)} recorded files)" for path in paths]
     if not compile_site(site):
         raise SystemExit(f"image_site.py: a module of {site} does not compile")
     print(f"image_site.py: removed {', '.join(counts)}; compiled {site} but {', '.join(NOT_COMPILED)}")
