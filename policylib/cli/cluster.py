@@ -32,6 +32,25 @@ def require_cluster_client(args: argparse.Namespace) -> None:
                          "pip install 'policylib[webhook]'")
 
 
+#: What a command imports that ``pip install policylib`` brings but an install of the server alone (the server's image,
+#: docs/install.md) leaves out: {command: ((module, distribution), ...)}.
+OFFLINE_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "preview": (("kubernetes_validate", "kubernetes-validate"),),   # the schemas of rule D2
+    "simulate": (("numpy", "numpy"),),
+    "check": (("numpy", "numpy"),),
+}
+
+
+def require_offline_packages(args: argparse.Namespace) -> None:
+    """A command whose package this install leaves out (an install of the server alone, as in its image): one line
+    naming the package, exit 2, never a traceback (rule L6)."""
+    import importlib.util
+    for module, distribution in OFFLINE_PACKAGES.get(getattr(args, "command", ""), ()):
+        if importlib.util.find_spec(module) is None:
+            raise InputError(f"{args.command} needs {distribution}, which this install of policylib leaves out: "
+                             "pip install policylib")
+
+
 def unreadable() -> tuple[type[Exception], ...]:
     """What reading the cluster raises when the cluster, not this program, is at fault: no kubeconfig, one the
     client cannot load (its YAML, its context), the network (connect, TLS, read), or an error status the API
