@@ -511,6 +511,9 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
             context: ssl.SSLContext | None = self.app.certificate.context()
             if context is None:
                 raise ValueError("no serving certificate loaded")
+            gevent.socket.wait_read(client.fileno())  # no TLS state for a client that has sent nothing yet
+            if connection.evicted:
+                raise ValueError("closed to make room for a new connection")
             tls = context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
             sock = connection.sock = tls
             tls.do_handshake()
