@@ -61,7 +61,10 @@ class Held:
     def close(self) -> None:
         for writer in self.writers:
             writer.transport.abort()
-        self.loop.run_until_complete(asyncio.sleep(0))
+
+        async def closed() -> None:
+            await asyncio.gather(*(w.wait_closed() for w in self.writers), return_exceptions=True)
+        self.loop.run_until_complete(closed())
         self.loop.close()
 
 

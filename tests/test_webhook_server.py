@@ -57,10 +57,11 @@ def client_context(cert_dir: Path) -> ssl.SSLContext:
 
 
 class SvcConnection(http.client.HTTPSConnection):
-    """HTTPS to 127.0.0.1 that verifies the certificate for the Service's DNS name."""
+    """HTTPS to 127.0.0.1 (or ``address``) that verifies the certificate for the Service's DNS name."""
 
-    def __init__(self, port: int, context: ssl.SSLContext, server_hostname: str = SVC_HOST, timeout: float = 10):
-        super().__init__("127.0.0.1", port, context=context, timeout=timeout)
+    def __init__(self, port: int, context: ssl.SSLContext, server_hostname: str = SVC_HOST, timeout: float = 10,
+                 address: str = "127.0.0.1"):
+        super().__init__(address, port, context=context, timeout=timeout)
         self.server_hostname = server_hostname
 
     def connect(self):
@@ -72,11 +73,11 @@ class Server:
     """A ``webhook serve`` subprocess; ``stdout`` holds its review log lines."""
 
     def __init__(self, cert_dir: Path, tmp: Path, workers: int = 2, config: dict | None = None,
-                 command: str = "serve", extra: tuple = ()):
+                 command: str = "serve", extra: tuple = (), host: str = "127.0.0.1", env: dict | None = None):
         self.cert_dir, self.port = cert_dir, free_port()
         self._context: ssl.SSLContext | None = None
         self.stdout_path, self.stderr_path = tmp / f"stdout-{self.port}", tmp / f"stderr-{self.port}"
-        args = [sys.executable, "-m", "webhook", command, "--cert-dir", str(cert_dir), "--host", "127.0.0.1",
+        args = [sys.executable, "-m", "webhook", command, "--cert-dir", str(cert_dir), "--host", host,
                 "--port", str(self.port), "--workers", str(workers), *extra]
         if config is not None:
             path = tmp / f"config-{self.port}.yaml"
@@ -84,10 +85,10 @@ class Server:
             args += ["--config", str(path)]
         if command == "serve":
             args += ["--facts", "none"]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, env=env)
+            self.proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, env=environment)
         self.wait_ready()
 
     @property
@@ -116,6 +117,10 @@ class Server:
 
     def connection(self, **kwargs) -> SvcConnection:
         return SvcConnection(self.port, self.context, **kwargs)
+
+    def workers(self) -> list[int]:
+        """The pids of the master's children: its workers."""
+        return [int(p) for p in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()]
 
     def request(self, method: str, path: str, body=None, conn: SvcConnection | None = None):
         own = conn is None
