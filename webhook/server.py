@@ -771,10 +771,10 @@ def client_ca_problem(path: str | Path) -> str | None:
         ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=str(path))
     except FileNotFoundError:
         return f"--client-ca {path}: no such file"
+    except ssl.SSLError:   # an OSError too: first
+        return f"--client-ca {path}: holds no PEM certificate"
     except OSError as e:
         return f"--client-ca {path}: cannot be read: {e.strerror or e}"
-    except ssl.SSLError:
-        return f"--client-ca {path}: holds no PEM certificate"
     return None
 
 
