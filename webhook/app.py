@@ -110,7 +110,7 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
 def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
                facts: policylib.ClusterFacts | None = None, tls: ServingTls | None = None,
                review_log: Callable[[str], None] | None = None, callers: Callers | None = None) -> Flask:
-    """Build the webhook app (Flask's app-factory pattern: no module-level state).
+    """Build the webhook app (Flask's app-factory pattern: no module-level state). Rule W11: who may ask what.
 
     ``config`` is anything ``policylib.load_config`` takes. ``facts`` is a
     ``policylib.ClusterFacts``, default object-only; a :class:`~webhook.protocols.FactsSource` (the ones in
