@@ -50,8 +50,8 @@ docs/figures.md, "Reliability"):
   exit: a worker's exit (a SIGTERM, a timeout's abort) unwinds ``serve`` in
   the worker too, and must leave it to the next worker.
 - gunicorn's start-up line names its listener ``http://`` (it does not do the
-  TLS); :class:`TLSListenerLine`, a filter on gunicorn's documented
-  ``gunicorn.error`` logger, makes it ``https://``.
+  TLS); :class:`TLSListenerLine`, a filter on gunicorn's logger for its own
+  messages (``gunicorn.error``), makes it ``https://``.
 """
 from __future__ import annotations
 
@@ -712,8 +712,9 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
                           callers=ClientCertificates(required=self.options.client_ca is not None))
 
     def _on_starting(self, server: Any) -> None:
-        """Before gunicorn names its listeners: its line says https (:class:`TLSListenerLine`)."""
-        logging.getLogger(GUNICORN_LOG).addFilter(TLSListenerLine())
+        """Before gunicorn names its listeners: its line says https (:class:`TLSListenerLine`), through its logger's
+        ``error_log`` (the standard ``gunicorn.error`` logger)."""
+        server.log.error_log.addFilter(TLSListenerLine())
 
 
     def _when_ready(self, server: Any) -> None:
@@ -727,10 +728,6 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
         """In the master: drop the dead worker's live metrics."""
         from .metrics import worker_exited
         worker_exited(worker.pid)
-
-
-#: gunicorn's documented logger for its own messages (its ``errorlog``).
-GUNICORN_LOG = "gunicorn.error"
 
 
 class TLSListenerLine(logging.Filter):
