@@ -87,6 +87,27 @@ def test_at_the_limit_a_new_connection_closes_the_one_waiting_longest_without_a_
             right.close()
 
 
+def test_a_connection_whose_request_is_arriving_is_not_the_one_closed():
+    """Bytes waiting unread on the oldest connection: its greenlet is about to begin a request (closing it would lose
+    that request, which the API server does not resend); the next oldest is closed instead."""
+    reached: list[str] = []
+    connections = Connections(3, reached.append)
+    pairs = [socket.socketpair() for _ in range(3)]
+    try:
+        a = connections.opened(pairs[0][0])
+        a.waiting(FIRST_REQUEST)
+        b = connections.opened(pairs[1][0])
+        b.waiting(FIRST_REQUEST)
+        pairs[0][1].sendall(b"POST /mutate HTTP/1.1\r\n")
+        connections.opened(pairs[2][0])
+        assert reached == ["first-request"] and b.evicted and not a.evicted
+        assert eof(pairs[1][1]) and not eof(pairs[0][1])
+    finally:
+        for left, right in pairs:
+            left.close()
+            right.close()
+
+
 # --- a real server ---------------------------------------------------------------------------------------------------
 
 def test_no_first_request_within_the_timeout_closes_the_connection_and_a_kept_alive_one_stays(certs, tmp_path):

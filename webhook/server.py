@@ -58,6 +58,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import errno
+import itertools
 import logging
 import os
 import shutil
@@ -74,6 +75,7 @@ from typing import IO, TYPE_CHECKING, Any, Callable, TypeVar
 
 import gevent
 import gevent.local
+import gevent.monkey
 import gevent.socket
 import gevent.ssl
 from gunicorn.app.base import BaseApplication
@@ -355,6 +357,11 @@ class DeadlineSocket:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
 
 
+#: At its limit, a worker looks at this many of the longest-waiting connections of a queue for one to close.
+EVICTION_SCAN = 16
+#: ``select.select`` as the standard library has it (gevent's yields to its loop).
+_select = gevent.monkey.get_original("select", "select")
+
 #: A connection's stages as :class:`Connections` sees them (the label values of the limit metric, with ``none``).
 HANDSHAKE, FIRST_REQUEST, BUSY, KEEP_ALIVE = "handshake", "first-request", "busy", "keep-alive"
 
@@ -378,6 +385,15 @@ class Connection:
     def busy(self) -> None:
         """A request has begun: the connection is not closed to make room until it has been answered."""
         self._owner.busy(self)
+
+    def has_input(self) -> bool:
+        """Bytes have arrived that its greenlet has not read yet: a request is beginning (TLS may hold some already
+        decrypted). Checked without waiting, with the unpatched ``select``: this must not yield."""
+        pending = getattr(self.sock, "pending", None)
+        if pending is not None and pending():
+            return True
+        fd = self.sock.fileno()
+        return fd >= 0 and bool(_select([fd], [], [], 0)[0])
 
     def evict(self) -> None:
         """Shut the connection down under the greenlet that serves it, which then wakes (end of file) and closes
@@ -421,9 +437,14 @@ class Connections:
         return connection
 
     def _longest_waiting(self) -> Connection | None:
+        """The connection to close: the first of the oldest :data:`EVICTION_SCAN` in each queue that has no input
+        waiting (one whose request is arriving becomes busy as soon as its greenlet runs: closing it would lose the
+        request)."""
         for waiting in (self._fresh, self._idle):
-            if waiting:
-                return waiting.popitem(last=False)[0]
+            for connection in itertools.islice(waiting, EVICTION_SCAN):
+                if not connection.has_input():
+                    del waiting[connection]
+                    return connection
         return None
 
     def waiting(self, connection: Connection, stage: str) -> None:
