@@ -6,9 +6,11 @@ leader makes, the NetworkPolicy enabled), a policylib config for the gang and Vo
 ``real-0`` (the harness's other nodes are fake). The pods run Running and Ready; they reach the API server with their
 service-account tokens at the ``kubernetes`` Service's ClusterIP (docs/e2e.md, "A real node"); the API server calls
 the webhook through its Service (its ready endpoints, the pod IPs); a Deployment, a Volcano Job and a TFJob created
-with ``kubectl apply`` are stored mutated exactly as ``policylib preview`` says; and the controller's leader, frozen
+with ``kubectl apply`` are stored mutated exactly as ``policylib preview`` says; the controller's leader, frozen
 and then deleted without a grace period (so it never gives the Lease up), is replaced by the other replica within the
-Lease's bound, which writes each Deployment once.
+Lease's bound, which writes each Deployment once; the serving key is mode 0440 as the kubelet writes it, read by the
+server through the pod's fsGroup; and 4,000 idle TLS (or raw TCP) connections held against the webhook's pods keep
+neither a new client nor the API server's reviews out.
 
 Not here: two webhook replicas on two nodes (one real node), a network plugin that enforces the NetworkPolicy (none
 here does: the test checks that the API server accepts it and that its selector, port and source block match the pods
