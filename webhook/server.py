@@ -242,9 +242,9 @@ class DeadlineSocket:
     Between requests (``deadline`` None) a read waits for the next request's
     first bytes up to the keep-alive timeout (the first request: up to the
     worker's ``first_request_timeout``), giving up early when the worker shuts
-    down or :class:`Connections` closes the connection; from those bytes on, every read of that request (headers and
-    body) ends by one deadline :data:`CLIENT_DEADLINE` later, however the client
-    spreads its bytes. :meth:`TLSGeventWorker.handle_request` sets ``deadline``
+    down or :class:`Connections` closes the connection; from those bytes on,
+    every read of that request (headers and body) ends by one deadline
+    :data:`CLIENT_DEADLINE` later, however the client spreads its bytes. :meth:`TLSGeventWorker.handle_request` sets ``deadline``
     back to None once the answer is written. Everything else is the socket's.
     """
 
@@ -413,7 +413,8 @@ class Connections:
     that say nothing (a TLS handshake never finished, no first request) would lock every new client out until
     their deadlines pass, and open again. So the connection that reaches the limit closes the one that has waited
     longest without a request: among those that never sent one first (by arrival), else among the kept-alive
-    idle ones (by when they went idle); a connection in the middle of a request is never closed. ``reached``
+    idle ones (by when they went idle); a connection in the middle of a request, or whose request's first bytes
+    have arrived, is never closed. ``reached``
     is told the stage of the connection closed (``"none"`` when every other one is busy with a request).
     Everything runs on the worker's one event-loop thread: no lock.
     """
