@@ -1,7 +1,7 @@
 """Connections one client cannot exhaust, and workers whose exit never stops the server: ``python -m webhook serve``
 as a real TLS server (the helpers of tests/test_webhook_server.py), and its connection bookkeeping alone.
 
-Rule W10: a new connection's first request must begin within ``--first-request-timeout`` of its handshake; a
+Rule W12: a new connection's first request must begin within ``--first-request-timeout`` of its handshake; a
 worker at ``--max-connections`` closes, for each new connection, the one that has waited longest without a request
 (never one in the middle of a request), so connections that say nothing cannot lock new clients out.
 """
@@ -50,7 +50,7 @@ def eof(peer: socket.socket) -> bool:
 # --- the bookkeeping alone ------------------------------------------------------------------------------------------
 
 def test_at_the_limit_a_new_connection_closes_the_one_waiting_longest_without_a_request():
-    """Rule W10: those that never sent a request go first (by arrival), then the kept-alive idle ones (by when they
+    """Rule W12: those that never sent a request go first (by arrival), then the kept-alive idle ones (by when they
     went idle); one in the middle of a request never; each closed connection's client sees the end of the stream."""
     reached: list[str] = []
     connections = Connections(3, reached.append)

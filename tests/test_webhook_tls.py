@@ -1,5 +1,5 @@
 """The webhook's TLS, by real handshakes: TLS 1.2 with AEAD suites only, ``--tls-min-version 1.3``, and client
-certificates (``--client-ca``: rule W11), with what an anonymous caller learns from ``/readyz`` and errors.
+certificates (``--client-ca``: rule W13), with what an anonymous caller learns from ``/readyz`` and errors.
 
 Servers are ``python -m webhook serve`` subprocesses (tests/test_webhook_server.py's helpers); the RSA
 certificate's suites are checked against the server's own context in this process.
@@ -225,7 +225,7 @@ def _environment() -> dict:
     return {k: v for k, v in os.environ.items() if not k.startswith("POLICYLIB_WEBHOOK_")}
 
 
-# --- client certificates (rule W11) -------------------------------------------------------------------------------------
+# --- client certificates (rule W13) -------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def clients(tmp_path_factory):
@@ -265,7 +265,7 @@ def call(server: Server, method: str, path: str, pair=None, body=None, address: 
 
 
 def test_a_review_needs_a_client_certificate_the_client_ca_verified(authenticated, clients):
-    """Rule W11: without a certificate, 403 (the policy is not run, nothing is looked up); with the API server's
+    """Rule W13: without a certificate, 403 (the policy is not run, nothing is looked up); with the API server's
     (clientAuth, signed by the client CA), the review is answered as policylib decides."""
     review = review_of(deployment("web", "ml"), uid="authenticated")
     status, body = call(authenticated, "POST", "/mutate", body=review)

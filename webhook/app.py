@@ -3,7 +3,7 @@
 Routes: ``POST /mutate`` (AdmissionReview v1), ``GET /healthz`` (liveness),
 ``GET /readyz`` (config and certificates loaded, cluster facts synced),
 ``GET /metrics`` (Prometheus). Bad input gets a JSON error with 400, 405 or
-413, never a 500, and an error's message is cut to :data:`ERROR_CHARS`. Rule W11:
+413, never a 500, and an error's message is cut to :data:`ERROR_CHARS`. Rule W13:
 with client certificates required, a review without one is refused (403); and
 ``/readyz`` details its answer only to a caller with a verified client
 certificate or on loopback (``kubectl port-forward``, the pod itself):
@@ -65,7 +65,7 @@ def on_loopback(environ: dict[str, Any]) -> bool:
 
 
 def error_message(text: str) -> str:
-    """Rule W11: at most :data:`ERROR_CHARS` characters of an error's message go back to the client."""
+    """Rule W13: at most :data:`ERROR_CHARS` characters of an error's message go back to the client."""
     return review.truncate(text[: 4 * ERROR_CHARS], ERROR_CHARS)
 
 
@@ -110,7 +110,7 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
 def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
                facts: policylib.ClusterFacts | None = None, tls: ServingTls | None = None,
                review_log: Callable[[str], None] | None = None, callers: Callers | None = None) -> Flask:
-    """Build the webhook app (Flask's app-factory pattern: no module-level state). Rule W11: who may ask what.
+    """Build the webhook app (Flask's app-factory pattern: no module-level state). Rule W13: who may ask what.
 
     ``config`` is anything ``policylib.load_config`` takes. ``facts`` is a
     ``policylib.ClusterFacts``, default object-only; a :class:`~webhook.protocols.FactsSource` (the ones in
@@ -132,7 +132,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     app.extensions["policylib"] = {"config": config, "facts": facts, "metrics": metrics, "tls": tls}
 
     def answer(environ: dict[str, Any]) -> tuple[int, bytes]:
-        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview; rule W11: only for a
+        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview; rule W13: only for a
         caller with a verified client certificate when one is required (nothing is read or looked up for another)."""
         if callers.required and not callers.verified(environ):
             metrics.bad_requests.labels("403").inc()
@@ -218,7 +218,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
 
     @app.get("/readyz")
     def readyz() -> Response:
-        """Ready or not (200 or 503); rule W11: the detail (facts, certificate, pid) only to a caller with a
+        """Ready or not (200 or 503); rule W13: the detail (facts, certificate, pid) only to a caller with a
         verified client certificate or on loopback."""
         tls_status = tls.status() if tls is not None else {"loaded": True, "served": "by the caller"}
         source = facts if isinstance(facts, FactsSource) else None

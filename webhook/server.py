@@ -208,7 +208,7 @@ class ServingCertificate:
 
 def make_server_context(cert_path: Path, key_path: Path, context_class: type[ssl.SSLContext] = ssl.SSLContext, *,
                         minimum_version: str = "1.2", client_ca: Path | None = None) -> ssl.SSLContext:
-    """Rule W12: server-side TLS, ``minimum_version`` or newer, TLS 1.2's AEAD suites only (:data:`TLS12_CIPHERS`),
+    """Rule W14: server-side TLS, ``minimum_version`` or newer, TLS 1.2's AEAD suites only (:data:`TLS12_CIPHERS`),
     HTTP/1.1 by ALPN. With ``client_ca``, a client certificate is asked for and, when one is presented, verified against
     it (OpenSSL checks that it may authenticate a client: an extended key usage without ``clientAuth`` fails) or
     the handshake fails; a client without one is served, and the app decides what it may ask (the kubelet's
@@ -407,7 +407,7 @@ class Connection:
 
 
 class Connections:
-    """Rule W10: a worker's open connections, and its limit (gunicorn's ``worker_connections``, ``--max-connections``).
+    """Rule W12: a worker's open connections, and its limit (gunicorn's ``worker_connections``, ``--max-connections``).
 
     gevent's server stops accepting while the worker holds ``limit`` connections. Left at that, connections
     that say nothing (a TLS handshake never finished, no first request) would lock every new client out until

@@ -1,4 +1,4 @@
-"""Caller authentication end to end (docs/webhook.md, "Caller authentication"; rule W11): the harness's API server
+"""Caller authentication end to end (docs/webhook.md, "Caller authentication"; rule W13): the harness's API server
 started with an AdmissionConfiguration whose webhook kubeconfig gives it a client certificate for one webhook
 (``users[].name`` the webhook's host and port, as the API server looks it up), and two local webhooks serving with
 ``--client-ca``:
