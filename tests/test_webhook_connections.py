@@ -207,9 +207,11 @@ def test_4000_idle_connections_do_not_keep_a_new_client_out(certs, tmp_path, kin
         assert (status, answer["response"]["uid"], answer["response"]["allowed"]) == (200, f"after-{kind}", True)
         assert len(held.writers) + held.failed == 4000
     finally:
-        if held is not None:
-            held.close()
-        assert server.stop() == 0
+        try:
+            if held is not None:
+                held.close()
+        finally:
+            assert server.stop() == 0
     assert "Traceback" not in server.logs() and "[ERROR]" not in server.logs(), server.logs()[-3000:]
 
 
