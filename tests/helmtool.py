@@ -80,6 +80,8 @@ MATRIX: dict[str, dict] = {
                          "webhook": {"failurePolicy": "Fail", "timeoutSeconds": 5,
                                      "matchConditions": [{"name": "not-dry-run", "expression": "true"}],
                                      "tolerations": [{"key": "dedicated", "operator": "Exists"}]}},
+    "hardened": {"webhook": {"maxConnections": 500, "firstRequestTimeoutSeconds": 3,
+                             "tls": {"minVersion": "1.3", "clientCASecret": "apiserver-client-ca"}}},
     "helm-nesting": {"config": {"lrs-operator": {"operator": {"config": {
         "hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}}}}},
 }

@@ -3,10 +3,15 @@
 Routes: ``POST /mutate`` (AdmissionReview v1), ``GET /healthz`` (liveness),
 ``GET /readyz`` (config and certificates loaded, cluster facts synced),
 ``GET /metrics`` (Prometheus). Bad input gets a JSON error with 400, 405 or
-413, never a 500.
+413, never a 500, and an error's message is cut to :data:`ERROR_CHARS`. Rule W13:
+with client certificates required, a review without one is refused (403); and
+``/readyz`` details its answer only to a caller with a verified client
+certificate or on loopback (``kubectl port-forward``, the pod itself):
+anyone else learns ready or not.
 """
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import time
@@ -23,7 +28,7 @@ import policylib
 from . import review
 from .cache import ConfirmedHpas, ObjectOnlyFacts, decide_overlapped, for_review
 from .metrics import Metrics, kind_label
-from .protocols import FactsSource, ServingTls
+from .protocols import Callers, FactsSource, ServingTls
 
 log = logging.getLogger(__name__)
 REVIEW_LOG = "webhook.review"
@@ -32,6 +37,36 @@ JSON = "application/json"
 KNOWN_PATHS = ("/mutate", "/healthz", "/readyz", "/metrics")
 #: WSGI status lines by code.
 STATUS_LINES = {s.value: f"{s.value} {s.phrase}" for s in HTTPStatus}
+#: An error body's message is cut to this many characters: a message may quote what the client sent.
+ERROR_CHARS = 200
+CLIENT_CERTIFICATE_REQUIRED = orjson.dumps({"error": "a client certificate verified by the webhook's client CA is "
+                                            "required", "code": 403})
+
+
+class NoClientCertificates:
+    """The :class:`~webhook.protocols.Callers` of an app that is not told about client certificates: none required,
+    none verified."""
+
+    required = False
+
+    def verified(self, environ: dict[str, Any]) -> bool:
+        return False
+
+
+def on_loopback(environ: dict[str, Any]) -> bool:
+    """The request came from this host's (the pod's) own loopback address."""
+    try:
+        address = ipaddress.ip_address(str(environ.get("REMOTE_ADDR", "")).split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def error_message(text: str) -> str:
+    """Rule W13: at most :data:`ERROR_CHARS` characters of an error's message go back to the client."""
+    return review.truncate(text[: 4 * ERROR_CHARS], ERROR_CHARS)
 
 
 def _json(body: Any, status: int = 200) -> Response:
@@ -74,17 +109,20 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
 
 def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
                facts: policylib.ClusterFacts | None = None, tls: ServingTls | None = None,
-               review_log: Callable[[str], None] | None = None) -> Flask:
-    """Build the webhook app (Flask's app-factory pattern: no module-level state).
+               review_log: Callable[[str], None] | None = None, callers: Callers | None = None) -> Flask:
+    """Build the webhook app (Flask's app-factory pattern: no module-level state). Rule W13: who may ask what.
 
     ``config`` is anything ``policylib.load_config`` takes. ``facts`` is a
     ``policylib.ClusterFacts``, default object-only; a :class:`~webhook.protocols.FactsSource` (the ones in
     :mod:`webhook.cache`) also tells ``/readyz`` whether it is ``ready`` and its ``status()``. ``tls``
     (a :class:`~webhook.protocols.ServingTls`) is given when the app serves TLS itself.
     ``review_log`` takes each review's JSON line; default: the ``webhook.review``
-    logger at INFO (the server passes a buffered writer instead).
+    logger at INFO (the server passes a buffered writer instead). ``callers`` (a
+    :class:`~webhook.protocols.Callers`) says whether reviews need a verified client certificate and whether
+    a request has one; default: none needed, none verified.
     """
     config = policylib.load_config(config)
+    callers = callers if callers is not None else NoClientCertificates()
     facts = facts if facts is not None else ObjectOnlyFacts("no facts source given")
     review_log = review_log or logging.getLogger(REVIEW_LOG).info
     errors = log
@@ -94,7 +132,11 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     app.extensions["policylib"] = {"config": config, "facts": facts, "metrics": metrics, "tls": tls}
 
     def answer(environ: dict[str, Any]) -> tuple[int, bytes]:
-        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview."""
+        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview; rule W13: only for a
+        caller with a verified client certificate when one is required (nothing is read or looked up for another)."""
+        if callers.required and not callers.verified(environ):
+            metrics.bad_requests.labels("403").inc()
+            return 403, CLIENT_CERTIFICATE_REQUIRED
         try:
             start = time.perf_counter()
             with metrics.in_flight.track_inprogress():
@@ -104,11 +146,11 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             return 200, payload
         except review.BadReview as e:
             metrics.bad_requests.labels("400").inc()
-            return 400, orjson.dumps({"error": str(e), "code": 400})
+            return 400, orjson.dumps({"error": error_message(str(e)), "code": 400})
         except HTTPException as e:
             code = e.code or 400
             metrics.bad_requests.labels(str(code)).inc()
-            return code, orjson.dumps({"error": e.description, "code": code})
+            return code, orjson.dumps({"error": error_message(e.description or ""), "code": code})
         except Exception:  # noqa: BLE001 -- a failure of ours: logged with its traceback, counted, a JSON 500
             errors.exception("exception on POST /mutate")
             metrics.server_errors.labels("/mutate").inc()
@@ -176,10 +218,14 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
 
     @app.get("/readyz")
     def readyz() -> Response:
+        """Ready or not (200 or 503); rule W13: the detail (facts, certificate, pid) only to a caller with a
+        verified client certificate or on loopback."""
         tls_status = tls.status() if tls is not None else {"loaded": True, "served": "by the caller"}
         source = facts if isinstance(facts, FactsSource) else None
         facts_status = source.status() if source is not None else {"facts": "given"}
         ready = bool((source is None or source.ready) and tls_status.get("loaded"))
+        if not (callers.verified(request.environ) or on_loopback(request.environ)):
+            return _json({"ready": ready}, 200 if ready else 503)
         body = {"ready": ready, "config": "loaded", "failureMode": config.webhook.failureMode,
                 **facts_status, "tls": tls_status, "pid": os.getpid()}
         return _json(body, 200 if ready else 503)
@@ -193,7 +239,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     @app.errorhandler(review.BadReview)
     def bad_review(error: review.BadReview) -> Response:
         metrics.bad_requests.labels("400").inc()
-        return _json({"error": str(error), "code": 400}, 400)
+        return _json({"error": error_message(str(error)), "code": 400}, 400)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> Response:
@@ -203,7 +249,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             metrics.server_errors.labels(request.path if request.path in KNOWN_PATHS else "other").inc()
             return _json({"error": "internal error", "code": 500}, 500)
         metrics.bad_requests.labels(str(error.code)).inc()
-        response = _json({"error": error.description, "code": error.code}, error.code or 400)
+        response = _json({"error": error_message(error.description or ""), "code": error.code}, error.code or 400)
         if error.code == 405:
             response.headers["Allow"] = ", ".join(getattr(error, "valid_methods", None) or ())
         return response

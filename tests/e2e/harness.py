@@ -207,6 +207,8 @@ class Webhook:
     port: int = 0
     proc: subprocess.Popen | None = None
     log_path: Path = field(default=None)
+    #: More ``serve`` flags (``--client-ca FILE``, say).
+    extra: tuple[str, ...] = ()
 
     def __post_init__(self):
         self.cert_dir = self.tmp / f"certs-{self.name}"
@@ -217,14 +219,14 @@ class Webhook:
         run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(self.cert_dir), "--local"],
                              capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
         self.ca_bundle = run.stdout.strip()
-        self.port = free_port()
+        self.port = self.port or free_port()
 
     def start(self) -> "Webhook":
         self.log = open(self.log_path, "a")  # noqa: SIM115 -- the process's log, open while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--config", str(self.config_path), "--cert-dir",
              str(self.cert_dir), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info"],
+             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info", *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
         wait_for(f"webhook {self.name} /readyz", self.ready, timeout=60)
         return self
