@@ -29,10 +29,12 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 install: $(STAMP)
 
 # Moving the pins on is a deliberate step (docs/testing.md, "Dependencies"): resolve the newest release of
-# everything setup.cfg allows into constraints.txt, then run the whole suite on it; commit the file when it passes.
+# everything setup.cfg allows into constraints.txt and the image's hashed requirements from it (requirements/), then
+# run the whole suite on them; commit the files when it passes.
 .PHONY: constraints test-latest
 constraints:
 	$(PYTHON) tools/pin_constraints.py --out constraints.txt
+	$(MAKE) image-requirements
 	$(MAKE) test
 
 # The newest releases setup.cfg allows, unpinned, in their own venv (.venv-latest): the suite that users of
@@ -261,35 +263,57 @@ e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
 # containers needs root; elsewhere the real-node tests skip with that reason).
 testcluster-real-node: testcluster node-packages kubelet pause-image
 
-# The webhook/controller image without a registry (docs/install.md, "The image without a registry"): a Debian bookworm root filesystem from Debian's
-# packages (mmdebstrap: python3, python-is-python3), the project's wheel and its webhook extra installed from PyPI
-# at exactly constraints.txt, and the Dockerfile's USER, WORKDIR, ENV, EXPOSE, ENTRYPOINT and CMD, written as an
-# image archive that docker load, podman load, kind load image-archive and ctr images import read.
+# The webhook/controller image without a registry (docs/install.md, "The image without a registry"): the server's
+# install on Debian 13's python3, what the Dockerfile builds where a registry is reachable. A Debian root filesystem
+# from Debian's packages (mmdebstrap: minbase, the variant of debian:trixie-slim, with IMAGE_DEBIAN_PACKAGES, then
+# tools/image_debian.py removes every package the server never runs), requirements/image.txt and the project's wheel
+# installed hash-checked for the image's Python (tools/image_requirements.py --install), finished by the image's own
+# python3 (tools/image_site.py: kubernetes.aio out, bytecode compiled), and the Dockerfile's USER, WORKDIR, ENV,
+# EXPOSE, ENTRYPOINT and CMD, written as an image archive that docker load, podman load, kind load image-archive and
+# ctr images import read. The Dockerfile installs the same packages and runs the same two scripts (tests/test_image.py).
 VERSION       := $(shell sed -n 's/^version = //p' setup.cfg)
 IMAGE         ?= policylib-webhook:$(VERSION)
 IMAGE_ARCHIVE ?= dist/policylib-webhook-$(VERSION).tar
-# The Debian archive this machine's apt uses: its sources file, which mmdebstrap reads as the mirror list.
+# Debian's current stable and its python3; libstdc++6: the C++ runtime greenlet's manylinux wheel links.
+DEBIAN_SUITE  := trixie
+IMAGE_DEBIAN_PACKAGES := python3,python-is-python3,libstdc++6
+IMAGE_SITE    := usr/local/lib/python3.13/dist-packages
+# The Debian archive this machine's apt uses: its sources file, read as the mirror list with this machine's release
+# replaced by DEBIAN_SUITE.
 DEBIAN_SOURCES ?= $(firstword $(wildcard /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list))
-.PHONY: image image-packages
+HOST_CODENAME  := $(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)
+# chroot, for the image's own python3 (root; elsewhere in a user namespace, as mmdebstrap's unshare mode)
+IMAGE_CHROOT  := $(if $(AS_ROOT),chroot,unshare --map-root-user chroot)
+.PHONY: image image-packages image-requirements
 image-packages:
 	@dpkg-query -W -f='$${Status}\n' mmdebstrap 2>/dev/null | grep -qx 'install ok installed' || { \
 	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends mmdebstrap; }
 image: $(IMAGE_ARCHIVE)
-# The Debian part, made once (it changes only with this recipe: `rm build/image-base.tar` to refresh it).
-build/image-base.tar: | image-packages
+# The hashed requirements the image installs, from setup.cfg, pyproject.toml and constraints.txt (downloads the
+# wheels to hash them; `make constraints` runs it too). tests/test_image.py fails when they no longer match.
+image-requirements: $(STAMP)
+	$(BIN)/python tools/image_requirements.py --write
+# The Debian part, made once (it changes with this recipe or tools/image_debian.py: `rm build/image-base.tar` to
+# refresh the packages). This machine's resolv.conf and hostname, which mmdebstrap copies in, emptied: the container
+# runtime provides both.
+build/image-base.tar: tools/image_debian.py | image-packages
 	mkdir -p build
-	mmdebstrap --quiet --format=tar --variant=minbase --include=python3,python-is-python3 \
+	sed -E 's/\b$(HOST_CODENAME)\b/$(DEBIAN_SUITE)/g' $(DEBIAN_SOURCES) > build/image-debian.sources
+	mmdebstrap --quiet --format=tar --variant=minbase --include=$(IMAGE_DEBIAN_PACKAGES) \
 	  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
 	  --dpkgopt='path-exclude=/usr/share/locale/*' \
-	  --customize-hook='rm -rf "$$1"/var/lib/apt/lists/* "$$1"/var/cache/apt/* "$$1"/var/log/*' \
-	  bookworm $@.tmp $(DEBIAN_SOURCES) && mv $@.tmp $@
-$(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py
+	  --customize-hook='copy-in tools/image_debian.py /tmp' \
+	  --customize-hook='chroot "$$1" python3 /tmp/image_debian.py' --skip=cleanup/apt --skip=cleanup/mmdebstrap \
+	  --customize-hook='rm -rf "$$1"/etc/apt "$$1"/var/lib/apt "$$1"/var/cache/apt "$$1"/var/log/*' \
+	  --customize-hook='truncate -s 0 "$$1"/etc/resolv.conf "$$1"/etc/hostname' \
+	  $(DEBIAN_SUITE) $@.tmp build/image-debian.sources && mv $@.tmp $@
+$(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile requirements/image.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py tools/image_requirements.py tools/image_site.py
 	rm -rf build/image && mkdir -p build/image/wheel build/image/rootfs
-	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
-	  $(BIN)/python -m pip wheel --quiet --no-deps -w build/image/wheel .
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w build/image/wheel .
 	tar -C build/image/rootfs -xf build/image-base.tar
-	PIP_CONSTRAINT=constraints.txt $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-	  --target build/image/rootfs/usr/local/lib/python3.11/dist-packages \
-	  "$$(ls build/image/wheel/policylib-*.whl)[webhook]"
+	$(BIN)/python tools/image_requirements.py --install build/image/rootfs/$(IMAGE_SITE) build/image/wheel/policylib-*.whl
+	cp tools/image_site.py build/image/rootfs/tmp/
+	$(IMAGE_CHROOT) build/image/rootfs python3 /tmp/image_site.py /$(IMAGE_SITE)
+	rm build/image/rootfs/tmp/image_site.py
 	$(BIN)/python tools/image_archive.py --rootfs build/image/rootfs --dockerfile Dockerfile --ref $(IMAGE) --out $@

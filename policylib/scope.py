@@ -1,6 +1,12 @@
 """The webhook's scope (pure): which objects the installed MutatingWebhookConfiguration sends to the
 webhook, so that the controller and ``plan``/``check --cluster`` act on exactly those (rules W5, W6).
 
+The scope fails closed (rule W5): without the configuration, or with one whose selectors the API server
+would refuse, nothing is in it; a webhook with ``matchConditions`` adds nothing to it. Those CEL expressions
+are evaluated by the API server per request, on the request as much as on the object (who sends it, a dry
+run, an authorizer check), which no reading of the object can decide; an object is in scope only when a
+webhook without them would be sent it.
+
 Label selectors are evaluated as ``k8s.io/apimachinery``'s ``metav1.LabelSelectorAsSelector`` does:
 ``matchLabels`` entries are ``key = value`` requirements, ``matchExpressions`` are ``In``, ``NotIn``,
 ``Exists`` and ``DoesNotExist``, every requirement must hold, an empty selector (``{}``) matches
@@ -112,36 +118,72 @@ def _rule_covers(rule: Mapping[str, Any], group: str, resource: str) -> bool:
 
 @dataclass(frozen=True)
 class Hook:
-    """One webhook of the configuration: its name, rules and selectors (``{}`` where the API defaults)."""
+    """One webhook of the configuration: its name, rules and selectors (``{}`` where the API defaults),
+    and the names of its ``matchConditions`` (a webhook with any adds nothing to the scope)."""
 
     name: str
     rules: tuple[Mapping[str, Any], ...]
     namespace_selector: Mapping[str, Any]
     object_selector: Mapping[str, Any]
+    match_conditions: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class Scope:
     """Rules W5, W6: what the installed webhook configuration sends to the webhook, and the namespaces
-    never acted on (the release's own). ``source`` says where it was read, for messages."""
+    never acted on (the release's own). ``source`` says where it was read, for messages; ``closed`` why
+    nothing is in it (no configuration, an unreadable one), empty when its webhooks decide."""
 
     hooks: tuple[Hook, ...]
     excluded_namespaces: frozenset[str] = frozenset()
     source: str = ""
+    closed: str = ""
+
+    @property
+    def acting(self) -> tuple[Hook, ...]:
+        """Rule W5: the webhooks whose objects are acted on: those without ``matchConditions``."""
+        return tuple(h for h in self.hooks if not h.match_conditions)
+
+    @property
+    def skipped(self) -> tuple[Hook, ...]:
+        """Rule W5: the webhooks whose objects are not acted on for their ``matchConditions``."""
+        return tuple(h for h in self.hooks if h.match_conditions)
+
+    @property
+    def stopped(self) -> str:
+        """Rule W5: why nothing at all is acted on; empty when some webhook's objects are."""
+        if self.closed:
+            return self.closed
+        if not self.hooks:
+            return f"{self.source} has no webhooks"
+        if not self.acting:
+            return f"every webhook of {self.source} has matchConditions"
+        return ""
+
+    def notes(self) -> list[str]:
+        """Rule W5: what the scope leaves out and why, one message each (empty when nothing is)."""
+        if self.stopped:
+            return [f"nothing is acted on: {self.stopped}" + (
+                f" ({skipped_reason(self.skipped)})" if self.hooks and not self.closed else "")]
+        if self.skipped:
+            return [f"the objects of {', '.join(h.name for h in self.skipped)} are not acted on: "
+                    f"{skipped_reason(self.skipped)}"]
+        return []
 
     def hooks_for(self, obj: Mapping[str, Any]) -> list[Hook]:
-        """The webhooks whose rules cover ``obj``'s kind."""
+        """The webhooks acted on whose rules cover ``obj``'s kind."""
         group = _group(str(obj.get("apiVersion") or ""))
         resource = RESOURCES.get((group, str(obj.get("kind") or "")))
-        if resource is None:
+        if resource is None or self.closed:
             return []
-        return [h for h in self.hooks if any(_rule_covers(r, group, resource) for r in h.rules)]
+        return [h for h in self.acting if any(_rule_covers(r, group, resource) for r in h.rules)]
 
     def admits(self, obj: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> bool:
-        """Rules W5, W6: whether the API server would send ``obj`` to the webhook: one webhook whose rules
-        cover its kind, whose ``namespaceSelector`` matches its Namespace's labels and whose
-        ``objectSelector`` matches its own labels; never in an excluded namespace. A Namespace not in
-        ``namespace_labels`` has the one label the API server always sets, its name."""
+        """Rules W5, W6: whether the API server would send ``obj`` to the webhook: one webhook without
+        ``matchConditions`` whose rules cover its kind, whose ``namespaceSelector`` matches its Namespace's
+        labels and whose ``objectSelector`` matches its own labels; never in an excluded namespace, never
+        when the scope is closed. A Namespace not in ``namespace_labels`` has the one label the API server
+        always sets, its name."""
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         if ns in self.excluded_namespaces:
@@ -153,6 +195,18 @@ class Scope:
         return any(selector_matches(h.namespace_selector, labels, f"{h.name}.namespaceSelector")
                    and selector_matches(h.object_selector, own, f"{h.name}.objectSelector")
                    for h in self.hooks_for(obj))
+
+
+def skipped_reason(hooks: Sequence[Hook]) -> str:
+    """Why the objects of webhooks with ``matchConditions`` are not acted on (rule W5)."""
+    conditions = sorted({c for h in hooks for c in h.match_conditions})
+    return (f"matchConditions {', '.join(conditions)} (CEL the API server evaluates per request: who sends it, "
+            "a dry run, an authorizer check; no reading of the object decides them)")
+
+
+def closed_scope(why: str, excluded: frozenset[str] | set[str] = frozenset(), source: str = "") -> Scope:
+    """Rule W5: the scope that holds nothing, and says ``why``."""
+    return Scope((), frozenset(excluded), source or why, closed=why)
 
 
 def scope_from_configuration(configuration: Mapping[str, Any], excluded: frozenset[str] | set[str] = frozenset(),
@@ -169,8 +223,13 @@ def scope_from_configuration(configuration: Mapping[str, Any], excluded: frozens
         service = (hook.get("clientConfig") or {}).get("service") or {}
         if isinstance(service.get("namespace"), str):
             excluded.add(service["namespace"])
+        conditions = hook.get("matchConditions") or []
+        if not isinstance(conditions, list):
+            raise SelectorError(f"{label}.matchConditions: must be a list")
+        names = tuple(str(c.get("name") or f"matchConditions[{j}]") if isinstance(c, Mapping) else f"matchConditions[{j}]"
+                      for j, c in enumerate(conditions))
         h = Hook(label, tuple(r for r in hook.get("rules") or [] if isinstance(r, Mapping)),
-                 hook.get("namespaceSelector") or {}, hook.get("objectSelector") or {})
+                 hook.get("namespaceSelector") or {}, hook.get("objectSelector") or {}, names)
         _requirements(h.namespace_selector, f"{label}.namespaceSelector")   # refuse a bad one now, not per object
         _requirements(h.object_selector, f"{label}.objectSelector")
         hooks.append(h)
@@ -179,7 +238,7 @@ def scope_from_configuration(configuration: Mapping[str, Any], excluded: frozens
 
 def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
     """Rule W5: what of a MutatingWebhookConfiguration the scope reads (per webhook: its name, rules,
-    selectors and Service namespace), so that a change of anything else (the ``caBundle`` a certificate
+    selectors, matchConditions and Service namespace), so that a change of anything else (the ``caBundle`` a certificate
     rotation writes, timeouts, failure policies) is known not to change the scope."""
     out: list[Any] = []
     for hook in (configuration or {}).get("webhooks") or []:
@@ -188,15 +247,15 @@ def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
             continue
         service = (hook.get("clientConfig") or {}).get("service") if isinstance(hook.get("clientConfig"), Mapping) else None
         out.append([hook.get("name"), hook.get("rules"), hook.get("namespaceSelector"), hook.get("objectSelector"),
-                    service.get("namespace") if isinstance(service, Mapping) else None])
+                    hook.get("matchConditions"), service.get("namespace") if isinstance(service, Mapping) else None])
     return out
 
 
 def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
-    no object labelled so), for Deployments, Volcano Jobs and Kubeflow jobs: the scope when no
-    configuration is installed."""
+    no object labelled so), for Deployments, Volcano Jobs and Kubeflow jobs: the scope a default install
+    makes."""
     skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
     namespaces = {"matchExpressions": [
         {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
@@ -210,13 +269,6 @@ def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[st
     return {"metadata": {"name": WEBHOOK_CONFIGURATION},
             "webhooks": [{"name": "default", "rules": rules, "namespaceSelector": namespaces,
                           "objectSelector": {"matchExpressions": [skip]}}]}
-
-
-def default_scope(release_namespace: str = INSTALL_NAMESPACE, why: str = "") -> Scope:
-    """Rule W5 without an installed configuration: the selectors manifests/ ships (:func:`default_configuration`)."""
-    scope = scope_from_configuration(default_configuration(release_namespace), {release_namespace})
-    return Scope(scope.hooks, scope.excluded_namespaces,
-                 f"the default selectors of manifests/base ({why})" if why else "the default selectors of manifests/base")
 
 
 def namespace_labels(namespaces: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:

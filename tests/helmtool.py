@@ -66,6 +66,8 @@ MATRIX: dict[str, dict] = {
                                       "certificates": {"mode": "existingSecret",
                                                        "existingSecret": {"name": "my-tls", "caBundle": CA_BUNDLE}}},
     "opt-in": {"webhook": {"namespaceMode": "opt-in"}},
+    "opt-in-confined": {"webhook": {"namespaceMode": "opt-in"},
+                        "controller": {"rbac": {"namespaces": ["policylib-chart-team"]}}},
     "families-off": {"webhook": {"families": {"deployments": False, "volcanoJobs": False, "kubeflowJobs": False,
                                               "gangPods": False}}},
     "ha-off": {"webhook": {"replicas": 1}, "controller": {"replicas": 1}},
@@ -78,6 +80,8 @@ MATRIX: dict[str, dict] = {
                          "webhook": {"failurePolicy": "Fail", "timeoutSeconds": 5,
                                      "matchConditions": [{"name": "not-dry-run", "expression": "true"}],
                                      "tolerations": [{"key": "dedicated", "operator": "Exists"}]}},
+    "hardened": {"webhook": {"maxConnections": 500, "firstRequestTimeoutSeconds": 3,
+                             "tls": {"minVersion": "1.3", "clientCASecret": "apiserver-client-ca"}}},
     "helm-nesting": {"config": {"lrs-operator": {"operator": {"config": {
         "hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}}}}},
 }

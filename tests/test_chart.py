@@ -63,6 +63,7 @@ def test_values_yaml_satisfies_its_schema_and_every_value_is_documented():
     ({"webhook": {"replica": 3}}, "- at '/webhook': additional properties 'replica' not allowed"),
     ({"webhook": {"namespaceMode": "optin"}}, "- at '/webhook/namespaceMode': value must be one of 'opt-out', 'opt-in'"),
     ({"webhook": {"timeoutSeconds": 31}}, "- at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
+    ({"webhook": {"tls": {"minVersion": "1.1"}}}, "- at '/webhook/tls/minVersion': value must be one of '1.2', '1.3'"),
     ({"certificates": {"mode": "selfsigned"}},
      "- at '/certificates/mode': value must be one of 'self', 'cert-manager', 'existingSecret'"),
     ({"config": {"hostTopologySpread": {"whenUnsatisfable": "DoNotSchedule"}}},
@@ -179,7 +180,31 @@ def test_existing_secret_mode():
     assert all(h["clientConfig"]["caBundle"] == base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
                for h in objs[("MutatingWebhookConfiguration", "policylib-webhook")]["webhooks"])
     volumes = objs[("Deployment", "policylib-webhook")]["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
+    assert {"name": "tls", "secret": {"secretName": "my-tls", "defaultMode": 0o440}} in volumes
+
+
+def test_the_webhooks_server_settings_and_its_secret_files_mode():
+    """The connection and TLS settings as flags (defaults: the server's), the serving key readable by its owner
+    (root) and the pod's fsGroup only (0440: the server runs as 65532 in that group); a client CA only when
+    webhook.tls.clientCASecret names one, mounted the same way."""
+    def pod(values: dict) -> dict:
+        return by_kind_name(render(values))[("Deployment", "policylib-webhook")]["spec"]["template"]["spec"]
+
+    default = pod({})
+    (container,) = default["containers"]
+    assert container["args"] == ["serve", "--config=/etc/policylib/config/config.yaml", "--cert-dir=/etc/policylib/tls",
+                                 "--port=8443", "--workers=2", "--max-connections=1000", "--first-request-timeout=5",
+                                 "--tls-min-version=1.2", "--graceful-timeout=20"]
+    assert default["securityContext"]["fsGroup"] == default["securityContext"]["runAsGroup"] == 65532
+    volumes = {v["name"]: v for v in default["volumes"]}
+    assert volumes["tls"]["secret"]["defaultMode"] == 0o440 and "client-ca" not in volumes
+    hardened = pod(MATRIX["hardened"])
+    (container,) = hardened["containers"]
+    assert container["args"][5:9] == ["--max-connections=500", "--first-request-timeout=3", "--tls-min-version=1.3",
+                                      "--client-ca=/etc/policylib/client-ca/ca.crt"]
+    assert {"name": "client-ca", "mountPath": "/etc/policylib/client-ca", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "client-ca", "secret": {"secretName": "apiserver-client-ca", "defaultMode": 0o440,
+                                            "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in hardened["volumes"]
 
 
 @pytest.mark.parametrize("values, message", [
@@ -340,3 +365,154 @@ def test_lint_refuses_gang_method_workload_on_the_default_scheduler_and_the_webh
     start = subprocess.run([sys.executable, "-m", "webhook", "run-local", "--config", str(config), "--cert-dir",
                             str(tmp_path / "certs")], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert start.returncode == 2 and "gang.method 'workload' is not supported on scheduler 'ack'" in start.stderr
+
+
+# --- RBAC: exactly the calls the controller makes (docs/rbac.md) ---------------------------------------------
+
+CONTROLLER = ("ServiceAccount", NAMESPACE, "policylib-controller")
+ANY = "*"   # a call across namespaces (a list or watch of the whole cluster), or in any namespace its scope holds
+
+
+def bound_rules(objs: list[dict], subject: tuple[str, str, str]) -> list[tuple[str | None, dict]]:
+    """(the namespace a rule holds in, None: every one; the rule) for every rule bound to ``subject``."""
+    roles = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o.get("rules") or []
+             for o in objs if o["kind"] in ("Role", "ClusterRole")}
+    out = []
+    for b in objs:
+        if b["kind"] not in ("RoleBinding", "ClusterRoleBinding"):
+            continue
+        if not any((s["kind"], s.get("namespace"), s["name"]) == subject for s in b["subjects"]):
+            continue
+        where = b["metadata"].get("namespace") if b["kind"] == "RoleBinding" else None
+        ref = b["roleRef"]
+        key = (ref["kind"], where if ref["kind"] == "Role" else None, ref["name"])
+        out += [(where, rule) for rule in roles[key]]
+    return out
+
+
+def allows(rules: list[tuple[str | None, dict]], verb: str, group: str, resource: str, namespace: str,
+           name: str | None = None) -> bool:
+    """RBAC's decision (k8s.io/kubernetes plugin/pkg/auth/authorizer/rbac: RuleAllows) for one request;
+    ``namespace`` ANY: a request across namespaces, which only a ClusterRoleBinding grants."""
+    for where, rule in rules:
+        if where is not None and where != namespace:
+            continue
+        if (group in rule["apiGroups"] or "*" in rule["apiGroups"]) and resource in rule["resources"] \
+                and verb in rule["verbs"] and (not rule.get("resourceNames") or name in rule["resourceNames"]):
+            return True
+    return False
+
+
+def controller_calls(config: dict, certificates: str, release: str = NAMESPACE,
+                     served: tuple[str, ...] = (ANY,)) -> set[tuple[str, str, str, str, str | None]]:
+    """(verb, group, resource, namespace, name) of every call the controller makes for ``config``: lists and
+    watches of what it follows (webhook/controller/core.py watched_resources and its scope's two, the Pods and
+    Nodes of spread-aware scale-down: webhook/podcost.py), its writes in the namespaces it serves (``served``:
+    the Deployments' guarded patch and the get after a 409, the PodGroups it creates and patches, the Workloads,
+    the Pods' deletion cost, the Events), its Lease, the Events on its own Deployment, and the certificates
+    (webhook/certrotator.py)."""
+    from policylib.shell import kube
+    from webhook.controller import watched_resources
+    cfg = load_config(config)
+    follows = list(watched_resources(cfg)) + [kube.NAMESPACES, kube.MUTATING_WEBHOOKS]
+    if cfg.controller.spreadAwareScaleDown:
+        follows += [kube.PODS, kube.NODES]
+    calls: set = set()
+    for res in follows:
+        name = "policylib-webhook" if res.kind == "MutatingWebhookConfiguration" else None
+        calls |= {(verb, res.group, res.plural, ANY, name) for verb in ("list", "watch")}
+    for ns in served:
+        calls |= {("patch", "apps", "deployments", ns, None), ("get", "apps", "deployments", ns, None),
+                  ("create", "events.k8s.io", "events", ns, None)}
+        for res in watched_resources(cfg):
+            if res.kind == "PodGroup" and res.group != "scheduling.k8s.io":   # rule G5, G21: made and kept
+                calls |= {(verb, res.group, "podgroups", ns, None) for verb in ("create", "patch", "get")}
+            elif res.group == "scheduling.k8s.io":                             # rule G18: made once
+                calls.add(("create", res.group, res.plural, ns, None))
+        if cfg.controller.spreadAwareScaleDown:
+            calls.add(("patch", "", "pods", ns, None))
+    calls |= {("create", "coordination.k8s.io", "leases", release, None),
+              ("get", "coordination.k8s.io", "leases", release, cfg.controller.leaseName),
+              ("update", "coordination.k8s.io", "leases", release, cfg.controller.leaseName),
+              ("create", "events.k8s.io", "events", release, None)}
+    if certificates == "self":
+        calls |= {("create", "", "secrets", release, None)}
+        calls |= {(verb, "", "secrets", release, name) for verb in ("get", "update", "delete")
+                  for name in ("policylib-webhook-ca", "policylib-webhook-tls")}
+        calls |= {(verb, "admissionregistration.k8s.io", "mutatingwebhookconfigurations", None, "policylib-webhook")
+                  for verb in ("get", "update")}
+    return calls
+
+
+def _served_namespace(ns: str | None) -> str:
+    return "team-a" if ns == ANY else ns or ""
+
+
+RBAC_CASES = {
+    "defaults": ({}, "self", ()),
+    "scale-down-off": ({"config": {"controller": {"spreadAwareScaleDown": False}}}, "self", ()),
+    "podgroup": ({"config": {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}}, "cert-manager", ()),
+    "volcano-nested": ({"config": {"lrs-operator": {"operator": {"config": {
+        "gang": {"method": "podgroup", "scheduler": "volcano"}}}}}}, "self", ()),
+    "workload": ({"config": {"gang": {"method": "workload", "scheduler": "kube-scheduler"}}}, "self", ()),
+    "namespaced": ({"controller": {"rbac": {"namespaces": ["team-a", "team-b"]}},
+                    "config": {"gang": {"method": "podgroup", "scheduler": "volcano"}}}, "self", ("team-a", "team-b")),
+    "namespaced-scale-down-off": ({"controller": {"rbac": {"namespaces": ["team-a"]}}, "webhook": {"namespaceMode": "opt-in"},
+                                   "config": {"controller": {"spreadAwareScaleDown": False}}}, "self", ("team-a",)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RBAC_CASES))
+def test_the_controllers_rbac_grants_exactly_the_calls_it_makes(case):
+    """Every call the controller makes for the values' config is allowed, in the namespaces it serves (all, or
+    controller.rbac.namespaces), and no rule grants a call it does not make: no pods patch without spread-aware
+    scale-down, no PodGroup or Workload verbs without their gang method, no write outside the namespaces named."""
+    values, certificates, namespaces = RBAC_CASES[case]
+    values = dict(values, certificates={"mode": certificates})
+    objs = render(values)
+    rules = bound_rules(objs, CONTROLLER)
+    config = values.get("config", {})
+    if "lrs-operator" in config:
+        config = config["lrs-operator"]["operator"]["config"]
+    calls = controller_calls(config, certificates, served=namespaces or (ANY,))
+    assert sorted(c for c in calls if not allows(rules, *c)) == []
+    # and no more: every verb granted on a resource is one of the calls
+    granted = {(verb, group, resource, where or ANY)
+               for where, rule in rules for group in rule["apiGroups"] for resource in rule["resources"]
+               for verb in rule["verbs"]}
+    made = {(verb, group, resource, ns if ns in (ANY, NAMESPACE) or not namespaces else ns)
+            for verb, group, resource, ns, _ in calls}
+    made |= {(verb, group, resource, ANY) for verb, group, resource, ns, _ in calls if ns is None}
+    # a get where it lists and watches everything reads nothing more (the reads stay cluster-wide, docs/rbac.md)
+    made |= {("get", group, resource, ANY) for verb, group, resource, ns, _ in calls if (verb, ns) == ("list", ANY)}
+    assert sorted(g for g in granted if g not in made and (g[0], g[1], g[2], ANY) not in made) == []
+    if namespaces:   # writes nowhere else: not in kube-system, not in a namespace not named
+        for verb, group, resource, ns, name in calls:
+            if ns in namespaces and verb != "get":
+                assert not allows(rules, verb, group, resource, "kube-system", name), (verb, resource)
+                assert not allows(rules, verb, group, resource, "team-z", name), (verb, resource)
+        assert not allows(rules, "patch", "apps", "deployments", ANY)
+    pods_patch = allows(rules, "patch", "", "pods", namespaces[0] if namespaces else ANY)
+    assert pods_patch is load_config(config).controller.spreadAwareScaleDown
+
+
+def test_namespaced_rbac_narrows_the_webhooks_to_the_same_namespaces():
+    """controller.rbac.namespaces: every webhook's namespaceSelector also requires one of the names (the
+    webhook and the controller serve the same namespaces), after the selector namespaceMode or
+    webhook.namespaceSelector makes; the release's namespace is refused (never in scope)."""
+    named = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+    values = {"controller": {"rbac": {"namespaces": ["team-a", "team-b"]}}, "webhook": {"namespaceMode": "opt-in"}}
+    for hook in webhooks(render(values)):
+        assert hook["namespaceSelector"]["matchExpressions"][0]["key"] == "policylib.io/enabled"
+        assert hook["namespaceSelector"]["matchExpressions"][-1] == named
+    custom = dict(values, webhook={"namespaceSelector": {"matchLabels": {"team": "a"}}})
+    for hook in webhooks(render(custom)):
+        assert hook["namespaceSelector"] == {"matchLabels": {"team": "a"}, "matchExpressions": [named]}
+    for hook in webhooks(render({"controller": {"rbac": {"namespaces": ["team-a", "team-b"]}, "enabled": False},
+                                 "certificates": {"mode": "cert-manager"}})):
+        assert named not in hook["namespaceSelector"]["matchExpressions"]   # no controller: nothing to confine
+    objs = by_kind_name(render(values))
+    assert ("ClusterRoleBinding", "policylib-controller") in objs
+    run = render({"controller": {"rbac": {"namespaces": ["team-a", NAMESPACE]}}}, check=False)
+    assert isinstance(run, subprocess.CompletedProcess) and run.returncode == 1
+    assert f'controller.rbac.namespaces: "{NAMESPACE}" is the release\'s namespace, never in scope' in run.stderr

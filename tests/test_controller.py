@@ -92,13 +92,20 @@ def legacy(name, rv="1"):
     return d
 
 
+def installed(configuration: dict, rv: str = "1") -> dict:
+    """``configuration`` as the API server stores it (a resourceVersion)."""
+    return dict(copy.deepcopy(configuration), metadata=dict(configuration["metadata"], resourceVersion=rv))
+
+
 class Cluster:
     """Routes for a cluster with the given Deployments and HPAs; PATCH applies the JSON patch."""
 
-    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0, namespaces=(), configurations=()):
+    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0, namespaces=(), configurations=None):
         self.api, self.conflicts = api, conflicts
         self.deployments = {d["metadata"]["name"]: copy.deepcopy(d) for d in deployments}
         api.route("GET", NAMESPACES, paged_list("Namespace", list(namespaces), 500))
+        if configurations is None:   # the shipped configuration, installed: its selectors are the scope
+            configurations = [installed(MANIFEST)]
         api.route("GET", WEBHOOK_CONFIGURATIONS, paged_list("MutatingWebhookConfiguration", list(configurations), 500))
         api.route("GET", DEPLOYS, lambda req: paged_list("Deployment", strip_type(self.deployments.values()), 500)(req))
         api.route("GET", HPAS, paged_list("HorizontalPodAutoscaler", strip_type(hpas), 500))
@@ -694,7 +701,7 @@ def test_a_change_the_scope_does_not_read_replans_nothing(tmp_path):
 
 
 def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
-    with FakeAPI() as api:   # no configuration installed: the manifests' default selectors, and never ml
+    with FakeAPI() as api:   # the manifests' selectors, which ml matches: never ml
         cluster = Cluster(api, [with_uid(legacy("a"), "uid-a")])
         lease_path = LEASE.replace("/policylib-system/", "/ml/")
         api.route("GET", lease_path, (404, {"kind": "Status", "code": 404}))
@@ -703,7 +710,7 @@ def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
         c = controller(api, tmp_path, DRIFT, namespace="ml")
         assert c.elector.try_lead()
         sync(c)
-        assert c.reconciler.scope().excluded_namespaces == {"ml"}
+        assert c.reconciler.scope().excluded_namespaces == {"ml", "policylib-system"}
     assert cluster.patches() == [] and posted == []
 
 
@@ -722,3 +729,117 @@ def test_memory_gauges_read_the_process_and_its_cgroup_limit(tmp_path):
     v1.write_text("9223372036854771712\n")                    # cgroup v1's "no limit"
     assert memory_limit_bytes((str(tmp_path / "none"), str(v1))) == 0.0
     assert memory_limit_bytes((str(tmp_path / "none"),)) == 0.0
+
+
+# --- the scope fails closed (rule W5) ---------------------------------------------------------------------
+
+OWN_POD = "policylib-controller-6b7f9c5d4-x2x7q"
+OWN_EVENTS = "/apis/events.k8s.io/v1/namespaces/policylib-system/events"
+
+
+def own_deployment() -> dict:
+    """The controller's own Deployment (its Pod OWN_POD), in the release's namespace."""
+    d = deployment("policylib-controller", namespace="policylib-system", replicas=2)
+    d["metadata"].update(uid="uid-own", resourceVersion="4")
+    return d
+
+
+def scope_report(c, api, posted_own) -> tuple:
+    """What the controller says of its scope: the two gauges, /readyz's detail, the Events on its own Deployment."""
+    from prometheus_client import generate_latest
+    text = generate_latest(c.registry).decode()
+    gauges = tuple(float(line.split()[1]) for line in text.splitlines()
+                   if line.startswith(("policylib_controller_scope_closed ", "policylib_controller_scope_skipped_webhooks ")))
+    return gauges, c.sync_progress()["scope"], [(e["reason"], e["type"], e["regarding"]["name"], e["note"])
+                                                for e in posted_own]
+
+
+def test_without_its_webhook_configuration_the_controller_acts_on_nothing_says_why_and_resumes(tmp_path, caplog):
+    """Rule W5 fails closed: with no policylib-webhook configuration (every family off, a renamed one, an
+    overlay without it) nothing is written or noticed, and the controller says why: a warning in its log,
+    policylib_controller_scope_closed 1, /readyz's scope detail, a Warning Event ScopeClosed on its own
+    Deployment. The configuration appears (its watch): every key is planned and written, ScopeRestored; it
+    goes again: closed again, and a change of a Deployment writes nothing."""
+    closed = "no MutatingWebhookConfiguration policylib-webhook is installed"
+    with FakeAPI() as api:
+        cluster = Cluster(api, [with_uid(legacy("a"), "uid-a"), own_deployment()], configurations=[])
+        posted = record_events(api)
+        posted_own = []
+        api.route("POST", OWN_EVENTS, lambda req: (posted_own.append(req["body"]), (201, req["body"]))[1])
+        c = controller(api, tmp_path, DRIFT, pod=OWN_POD)
+        c.elector.try_lead()
+        with caplog.at_level("INFO", logger="webhook.controller.reconciler"):
+            sync(c)
+        assert cluster.patches() == [] and posted == []            # no write, no AdmittedWithoutPolicy
+        assert c.metrics.unrecorded._value.get() == 0
+        assert scope_report(c, api, posted_own) == (
+            (1.0, 0.0), {"acting": False, "source": closed, "notes": [f"nothing is acted on: {closed}"]},
+            [("ScopeClosed", "Warning", "policylib-controller", f"nothing is acted on: {closed}")])
+        [line] = [e for e in log_entries(caplog.records) if e["msg"] == "scope"]
+        assert (line["level"].lower(), line["acting"], line["notes"]) == ("warning", False, [f"nothing is acted on: {closed}"])
+        sync(c)                                                       # a resync: said once per change, not again
+        assert len(posted_own) == 1 and cluster.patches() == []
+
+        shipped = dict(installed(MANIFEST, rv="6"), apiVersion="admissionregistration.k8s.io/v1",
+                       kind="MutatingWebhookConfiguration")
+        deliver(c, api, "ADDED", shipped)                            # installed: acts at once, says so
+        assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
+        assert sorted(e["reason"] for e in posted) == ["AdmittedWithoutPolicy", "SpreadRewritten"]
+        gauges, detail, events = scope_report(c, api, posted_own)
+        assert (gauges, detail["acting"], detail["notes"]) == ((0.0, 0.0), True, [])
+        assert events[1] == ("ScopeRestored", "Normal", "policylib-controller",
+                             "acting on the objects MutatingWebhookConfiguration policylib-webhook sends to the webhook")
+
+        deliver(c, api, "DELETED", shipped)                          # gone again: closed again
+        assert scope_report(c, api, posted_own)[0] == (1.0, 0.0)
+        assert [e[0] for e in scope_report(c, api, posted_own)[2]] == ["ScopeClosed", "ScopeRestored", "ScopeClosed"]
+        written = len(cluster.patches())
+        changed = copy.deepcopy(cluster.deployments["a"])
+        changed["spec"]["template"]["spec"]["affinity"] = legacy_anti_affinity({"app": "a"})
+        changed["metadata"]["resourceVersion"] = "9"
+        deliver(c, api, "MODIFIED", changed)
+        assert len(cluster.patches()) == written
+
+
+def test_match_conditions_keep_the_controller_off_that_webhooks_objects_and_say_so(tmp_path):
+    """Rule W5: a webhook with matchConditions (CEL the API server evaluates per request) adds nothing to
+    the scope: its Deployments are not written; the gauge counts it and the Event names it. Without them
+    (a change of the configuration, by its watch) the Deployments are written."""
+    conditional = installed(MANIFEST, rv="3")
+    conditional["webhooks"][0]["matchConditions"] = [{"name": "not-dry-run", "expression": "!request.dryRun"}]
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a"), own_deployment()], configurations=[conditional])
+        record_events(api)
+        posted_own = []
+        api.route("POST", OWN_EVENTS, lambda req: (posted_own.append(req["body"]), (201, req["body"]))[1])
+        c = controller(api, tmp_path, DRIFT, pod=OWN_POD)
+        c.elector.try_lead()
+        sync(c)
+        assert cluster.patches() == []
+        gauges, detail, events = scope_report(c, api, posted_own)
+        assert (gauges, detail["acting"]) == ((0.0, 1.0), True)
+        [(reason, kind, name, note)] = events
+        assert (reason, kind, name) == ("ScopeClosed", "Warning", "policylib-controller")
+        assert note.startswith("the objects of MutatingWebhookConfiguration policylib-webhook: deployments.policylib.io "
+                               "are not acted on: matchConditions not-dry-run (CEL the API server evaluates per request")
+        deliver(c, api, "MODIFIED", dict(installed(MANIFEST, rv="4"), apiVersion="admissionregistration.k8s.io/v1",
+                                         kind="MutatingWebhookConfiguration"))
+        assert [p["path"].rsplit("/", 1)[1] for p in cluster.patches()] == ["a"]
+        assert scope_report(c, api, posted_own)[0] == (0.0, 0.0)
+
+
+def test_the_controllers_own_deployment_is_found_by_its_pods_name(tmp_path):
+    """The Pod ``<Deployment>-<ReplicaSet hash>-<5 characters>``: the longest Deployment of its namespace that
+    names it; none when no Deployment fits (a controller run outside a Deployment logs, records no Event)."""
+    other = deployment("policylib", namespace="policylib-system")
+    with FakeAPI() as api:
+        Cluster(api, [own_deployment(), other, deployment("web", namespace="ml")], configurations=[])
+        for pod, found in ((OWN_POD, "policylib-controller"), ("policylib-6b7f9c5d4-x2x7q", "policylib"),
+                           ("policylib-controller", None), ("web-6b7f9c5d4-x2x7q", None), ("local-run", None), ("", None)):
+            c = controller(api, tmp_path, pod=pod)
+            for r in c.reflectors:
+                r.list()
+            own = c.reconciler.own_deployment()
+            assert ((own or {}).get("metadata") or {}).get("name") == found, pod
+            if own:
+                assert own["metadata"]["namespace"] == "policylib-system"

@@ -18,7 +18,8 @@ import pytest
 
 from policylib import load_config
 from policylib.shell import kube
-from tests.test_controller import legacy
+from tests.test_controller import installed, legacy
+from tests.test_scope import MANIFEST
 from webhook.controller import Controller, Options
 
 N = 40
@@ -38,6 +39,9 @@ class StubApi:
         self.events: queue.Queue = queue.Queue()
 
     def pages(self, res, namespace=None, timeout=None, limit=500):
+        if res.kind == "MutatingWebhookConfiguration":   # the shipped one, installed: its selectors are the scope
+            yield {"items": [installed(MANIFEST)], "resourceVersion": "1"}
+            return
         if res != kube.DEPLOYMENTS:
             raise kube.NotFound(404, "not served here")
         with self.lock:
@@ -122,8 +126,10 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
     c = Controller(api, Options(load_config(CONFIG), identity="stress"))  # type: ignore[arg-type]
     [reflector] = [r for r in c.reflectors if r.res == kube.DEPLOYMENTS]
     reflector.sync()                 # listed by a standby: nothing queued yet
-    for r in c.reflectors:           # the scope's (rule W5) listed: no configuration, no Namespace
-        if r.res in c.reconciler.scope_resources:
+    for r in c.reflectors:           # the scope's (rule W5) listed: the shipped configuration, no Namespace
+        if r.res.kind == "MutatingWebhookConfiguration":
+            r.list()
+        elif r.res in c.reconciler.scope_resources:
             r.synced.set()
     c.elector.set_leading(True, time.monotonic() + 3600)
     stop = threading.Event()

@@ -15,6 +15,7 @@ from policylib.plan import plan, summarize
 from policylib.spread import RECORD_REPLICAS
 from tests.fakeapi import FakeAPI, paged_list
 from tests.helpers import deployment, hpa, legacy_anti_affinity
+from tests.test_scope import MANIFEST
 
 ENFORCE = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
 DRIFT = {"hostTopologySpread": {"reconcileDrift": True}}
@@ -177,6 +178,8 @@ def test_plan_cluster_reads_the_api_page_by_page(tmp_path):
     with FakeAPI() as api:
         api.route("GET", "/apis/apps/v1/deployments", paged_list("Deployment", deployments, page=2))
         api.route("GET", "/apis/autoscaling/v2/horizontalpodautoscalers", paged_list("HorizontalPodAutoscaler", [], 2))
+        api.route("GET", "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/policylib-webhook",
+                  (200, MANIFEST))   # the scope (rule W5): the shipped selectors, which ml matches
         kubeconfig = api.kubeconfig(tmp_path / "kubeconfig")
         cfg = tmp_path / "c.yaml"
         cfg.write_text(yaml.safe_dump(DRIFT))

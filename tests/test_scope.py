@@ -9,9 +9,10 @@ import yaml
 from policylib.scope import (
     RESOURCES,
     SelectorError,
+    closed_scope,
     default_configuration,
-    default_scope,
     namespace_labels,
+    scope_fields,
     scope_from_configuration,
     selector_matches,
 )
@@ -135,24 +136,83 @@ def test_a_bad_selector_in_the_configuration_names_the_webhook():
         scope_from_configuration(bad)
 
 
-def test_the_default_scope_is_the_manifests_selectors():
+def test_the_default_configuration_is_the_manifests_selectors():
     shipped = MANIFEST["webhooks"][0]
     default = default_configuration()["webhooks"][0]
     assert default["namespaceSelector"] == shipped["namespaceSelector"]
     assert default["objectSelector"] == shipped["objectSelector"]
-    scope = default_scope("rel")
+    scope = scope_from_configuration(default_configuration("rel"), {"rel"})
     assert scope.excluded_namespaces == {"rel"}
     assert not scope.admits(deployment("d", namespace="rel"), LABELS)
     assert scope.admits(deployment("d", namespace="policylib-system"), LABELS)
 
 
 @pytest.mark.parametrize("group, kind", sorted(k for k in RESOURCES if k[1] != "Pod"))
-def test_without_a_configuration_every_kind_the_manifests_send_is_in_scope(group, kind):
-    """The default scope (no configuration installed: ``check --cluster`` before the install, a controller
-    whose configuration is gone) sends the kinds manifests/base sends: a Volcano Job given to ``check -f
-    --cluster`` is not dropped because the default left its webhook out."""
+def test_a_closed_scope_admits_nothing_and_says_why(group, kind):
+    """Rule W5 fails closed: without the configuration (the webhook not installed yet, every family off, a
+    renamed one) no kind is in scope, whatever the namespace, and the scope says why."""
     obj = {"apiVersion": f"{group}/v1" if group else "v1", "kind": kind,
            "metadata": {"name": "j", "namespace": "ml"}}
-    shipped = scope_from_configuration(MANIFEST)
-    assert shipped.admits(obj, LABELS)
-    assert default_scope().admits(obj, LABELS)
+    assert scope_from_configuration(MANIFEST).admits(obj, LABELS)
+    closed = closed_scope("no MutatingWebhookConfiguration policylib-webhook is installed", {"rel"})
+    assert not closed.admits(obj, LABELS)
+    assert closed.stopped == "no MutatingWebhookConfiguration policylib-webhook is installed"
+    assert closed.notes() == ["nothing is acted on: no MutatingWebhookConfiguration policylib-webhook is installed"]
+    assert closed.excluded_namespaces == {"rel"}
+
+
+def with_conditions(*hooks: str) -> dict:
+    configuration = copy.deepcopy(MANIFEST)
+    for hook in configuration["webhooks"]:
+        if hook["name"] in hooks:
+            hook["matchConditions"] = [{"name": "not-dry-run", "expression": "!request.dryRun"},
+                                       {"name": "not-ci", "expression": "request.userInfo.username != 'ci'"}]
+    return configuration
+
+
+def test_a_webhook_with_match_conditions_adds_nothing_to_the_scope_and_is_named():
+    """Rule W5: matchConditions are CEL the API server evaluates per request (its user, dry run, authorizer):
+    the objects of a webhook that has them are not acted on, the others' are, and the scope says which."""
+    scope = scope_from_configuration(with_conditions("deployments.policylib.io"))
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "team-a"}}
+    assert not scope.admits(deployment("d", namespace="team-a"), LABELS)
+    assert scope.admits(job, LABELS)
+    assert [h.name for h in scope.skipped] == ["MutatingWebhookConfiguration policylib-webhook: deployments.policylib.io"]
+    assert scope.skipped[0].match_conditions == ("not-dry-run", "not-ci")
+    assert scope.stopped == ""
+    assert scope.notes() == [
+        "the objects of MutatingWebhookConfiguration policylib-webhook: deployments.policylib.io are not acted on: "
+        "matchConditions not-ci, not-dry-run (CEL the API server evaluates per request: who sends it, a dry run, "
+        "an authorizer check; no reading of the object decides them)"]
+
+
+def test_match_conditions_on_every_webhook_stop_the_scope():
+    """The chart's webhook.matchConditions go on every webhook: nothing is acted on, and the scope says why."""
+    scope = scope_from_configuration(with_conditions(*(h["name"] for h in MANIFEST["webhooks"])))
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "j", "namespace": "team-a"}}
+    assert not scope.admits(job, LABELS) and not scope.admits(deployment("d", namespace="team-a"), LABELS)
+    assert scope.stopped == "every webhook of MutatingWebhookConfiguration policylib-webhook has matchConditions"
+    [note] = scope.notes()
+    assert note.startswith("nothing is acted on: every webhook of MutatingWebhookConfiguration policylib-webhook has "
+                           "matchConditions (matchConditions not-ci, not-dry-run (CEL")
+
+
+def test_a_configuration_without_webhooks_stops_the_scope():
+    scope = scope_from_configuration({"metadata": {"name": "policylib-webhook"}, "webhooks": []})
+    assert scope.stopped == "MutatingWebhookConfiguration policylib-webhook has no webhooks"
+
+
+def test_match_conditions_are_part_of_what_the_scope_reads():
+    """A change of matchConditions changes the scope (the controller plans every key again); a caBundle does not."""
+    assert scope_fields(with_conditions("deployments.policylib.io")) != scope_fields(MANIFEST)
+    rotated = copy.deepcopy(MANIFEST)
+    rotated["webhooks"][0]["clientConfig"]["caBundle"] = "Zm9v"
+    assert scope_fields(rotated) == scope_fields(MANIFEST)
+
+
+def test_match_conditions_that_are_not_a_list_are_a_clear_error():
+    bad = copy.deepcopy(MANIFEST)
+    bad["webhooks"][0]["matchConditions"] = {"name": "x"}
+    with pytest.raises(SelectorError, match=r"^MutatingWebhookConfiguration policylib-webhook: "
+                                            r"deployments.policylib.io.matchConditions: must be a list$"):
+        scope_from_configuration(bad)

@@ -328,7 +328,7 @@ def test_a_policy_failure_and_its_log_line_quote_only_a_short_prefix():
 
 
 def test_the_bodies_a_worker_holds_stay_within_its_budget():
-    """Rule W10: a review takes its body's room before reading it; one that does not fit waits (here: not at all)
+    """Rule W11: a review takes its body's room before reading it; one that does not fit waits (here: not at all)
     and is answered 503; alone, any review fits; the room comes back once answered."""
     from werkzeug.exceptions import ServiceUnavailable
 
@@ -346,7 +346,7 @@ def test_the_bodies_a_worker_holds_stay_within_its_budget():
 
 
 def test_a_review_that_finds_no_room_is_503_and_counted(monkeypatch):
-    """Rule W10 through the app: while another review holds the worker's whole budget, a review is answered 503
+    """Rule W11 through the app: while another review holds the worker's whole budget, a review is answered 503
     (the API server's failurePolicy decides), counted, and the next one, once there is room, is answered."""
     import webhook.app
     monkeypatch.setattr(webhook.app, "ROOM_WAIT_SECONDS", 0)
@@ -439,6 +439,58 @@ def test_readyz_reports_object_only_mode(app):
     assert response.status_code == 200
     body = response.get_json()
     assert (body["ready"], body["facts"], body["failureMode"]) == (True, "object-only", "open")
+
+
+ANONYMOUS = {"REMOTE_ADDR": "10.244.1.7"}   # a pod's address: neither loopback nor a verified certificate
+
+
+def test_readyz_says_only_ready_or_not_to_an_anonymous_caller():
+    """Rule W13: from another address than loopback and without a verified client certificate, no detail (no pid,
+    certificate path, facts source or failure mode): 200 or 503 and whether ready."""
+    assert App().client.get("/readyz", environ_base=ANONYMOUS).get_json() == {"ready": True}
+    facts = ObjectOnlyFacts("test")
+    facts.ready = False
+    response = App(facts=facts).client.get("/readyz", environ_base=ANONYMOUS)
+    assert (response.status_code, response.get_json()) == (503, {"ready": False})
+    for local in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):
+        assert "failureMode" in App().client.get("/readyz", environ_base={"REMOTE_ADDR": local}).get_json()
+
+
+class Verified:
+    """Callers whose certificates are required, and verified when ``ok``."""
+
+    required = True
+
+    def __init__(self, ok: bool):
+        self.ok = ok
+
+    def verified(self, environ: dict) -> bool:
+        return self.ok
+
+
+def test_with_certificates_required_a_caller_without_one_gets_403_and_no_review(monkeypatch):
+    """Rule W13: nothing is read, decided or looked up for an unverified caller; a verified one is reviewed, and also
+    gets /readyz's detail from any address."""
+    decided = []
+    monkeypatch.setattr(rv, "decide", lambda *args: decided.append(args) or rv.Answer(rv.UNCHANGED))
+    refused = App(callers=Verified(False))
+    response = refused.post(review_of(deployment("web", "ml")))
+    assert (response.status_code, response.get_json()) == (
+        403, {"error": "a client certificate verified by the webhook's client CA is required", "code": 403})
+    assert decided == [] and refused.lines == []
+    assert refused.metric('policylib_webhook_bad_requests_total{code="403"}') == 1
+    assert refused.client.get("/readyz", environ_base=ANONYMOUS).get_json() == {"ready": True}
+    verified = App(callers=Verified(True))
+    assert verified.post(review_of(deployment("web", "ml"))).status_code == 200 and len(decided) == 1
+    assert "failureMode" in verified.client.get("/readyz", environ_base=ANONYMOUS).get_json()
+
+
+def test_an_error_quotes_at_most_200_characters_of_the_input(app):
+    """Rule W13: a 5 MB ``apiVersion`` came back as a 5 MB body; now its first characters only."""
+    response = app.post(json.dumps({"apiVersion": "v" * 5_000_000, "kind": "AdmissionReview", "request": {}}))
+    body = response.get_json()
+    assert response.status_code == 400 and len(body["error"]) <= 200
+    assert body["error"].startswith("body must be an admission.k8s.io/v1 AdmissionReview, got apiVersion='vvv")
 
 
 def test_readyz_is_503_while_facts_are_not_synced():

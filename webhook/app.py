@@ -3,11 +3,16 @@
 Routes: ``POST /mutate`` (AdmissionReview v1), ``GET /healthz`` (liveness),
 ``GET /readyz`` (config and certificates loaded, cluster facts synced),
 ``GET /metrics`` (Prometheus). Bad input gets a JSON error with 400, 405 or
-413, never a 500.
+413, never a 500, and an error's message is cut to :data:`ERROR_CHARS`. Rule W13:
+with client certificates required, a review without one is refused (403); and
+``/readyz`` details its answer only to a caller with a verified client
+certificate or on loopback (``kubectl port-forward``, the pod itself):
+anyone else learns ready or not.
 """
 from __future__ import annotations
 
 import gc
+import ipaddress
 import logging
 import os
 import threading
@@ -35,7 +40,7 @@ from policylib.errors import MAX_NAME_CHARS, cut
 from . import review
 from .cache import ConfirmedHpas, ObjectOnlyFacts, decide_overlapped, for_review
 from .metrics import Metrics, kind_label
-from .protocols import FactsSource, ServingTls
+from .protocols import Callers, FactsSource, ServingTls
 
 log = logging.getLogger(__name__)
 REVIEW_LOG = "webhook.review"
@@ -44,22 +49,52 @@ JSON = "application/json"
 KNOWN_PATHS = ("/mutate", "/healthz", "/readyz", "/metrics")
 #: WSGI status lines by code.
 STATUS_LINES = {s.value: f"{s.value} {s.phrase}" for s in HTTPStatus}
+#: An error body's message is cut to this many characters: a message may quote what the client sent.
+ERROR_CHARS = 200
+CLIENT_CERTIFICATE_REQUIRED = orjson.dumps({"error": "a client certificate verified by the webhook's client CA is "
+                                            "required", "code": 403})
+
+
+class NoClientCertificates:
+    """The :class:`~webhook.protocols.Callers` of an app that is not told about client certificates: none required,
+    none verified."""
+
+    required = False
+
+    def verified(self, environ: dict[str, Any]) -> bool:
+        return False
+
+
+def on_loopback(environ: dict[str, Any]) -> bool:
+    """The request came from this host's (the pod's) own loopback address."""
+    try:
+        address = ipaddress.ip_address(str(environ.get("REMOTE_ADDR", "")).split("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped.is_loopback
+    return address.is_loopback
+
+
+def error_message(text: str) -> str:
+    """Rule W13: at most :data:`ERROR_CHARS` characters of an error's message go back to the client."""
+    return review.truncate(text[: 4 * ERROR_CHARS], ERROR_CHARS)
 
 
 def _json(body: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(body), status=status, mimetype=JSON)
 
 
-#: Room kept beside the largest review in a worker's budget (rule W10): ordinary reviews (a few KiB) never wait
+#: Room kept beside the largest review in a worker's budget (rule W11): ordinary reviews (a few KiB) never wait
 #: behind one that takes ``maxRequestBytes``.
 ORDINARY_ROOM = 64 * 1024
-#: How long a review waits for room among the bodies its worker holds (rule W10) before it is answered 503: well
+#: How long a review waits for room among the bodies its worker holds (rule W11) before it is answered 503: well
 #: within the client's deadline for sending its body (2 s) and the API server's timeoutSeconds (3 s).
 ROOM_WAIT_SECONDS = 1.0
 
 
 class BodyBudget:
-    """Rule W10: the bytes of review bodies one worker holds at once, at most ``budget``.
+    """Rule W11: the bytes of review bodies one worker holds at once, at most ``budget``.
 
     A review's body becomes tens of times its size once parsed (a 6 MiB review of small maps: 250 MiB), and a
     worker reads and answers many connections at once (a gevent worker switches on every read and on the HPA read
@@ -136,17 +171,20 @@ def review_log_line(req: review.ReviewRequest, answer: review.Answer, seconds: f
 
 def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
                facts: policylib.ClusterFacts | None = None, tls: ServingTls | None = None,
-               review_log: Callable[[str], None] | None = None) -> Flask:
-    """Build the webhook app (Flask's app-factory pattern: no module-level state).
+               review_log: Callable[[str], None] | None = None, callers: Callers | None = None) -> Flask:
+    """Build the webhook app (Flask's app-factory pattern: no module-level state). Rule W13: who may ask what.
 
     ``config`` is anything ``policylib.load_config`` takes. ``facts`` is a
     ``policylib.ClusterFacts``, default object-only; a :class:`~webhook.protocols.FactsSource` (the ones in
     :mod:`webhook.cache`) also tells ``/readyz`` whether it is ``ready`` and its ``status()``. ``tls``
     (a :class:`~webhook.protocols.ServingTls`) is given when the app serves TLS itself.
     ``review_log`` takes each review's JSON line; default: the ``webhook.review``
-    logger at INFO (the server passes a buffered writer instead).
+    logger at INFO (the server passes a buffered writer instead). ``callers`` (a
+    :class:`~webhook.protocols.Callers`) says whether reviews need a verified client certificate and whether
+    a request has one; default: none needed, none verified.
     """
     config = policylib.load_config(config)
+    callers = callers if callers is not None else NoClientCertificates()
     facts = facts if facts is not None else ObjectOnlyFacts("no facts source given")
     review_log = review_log or logging.getLogger(REVIEW_LOG).info
     errors = log
@@ -158,12 +196,16 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
                                    "bodies": bodies}
 
     def answer(environ: dict[str, Any]) -> tuple[int, bytes]:
-        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview. The body is read, parsed
-        and answered within its room in the worker's :class:`BodyBudget` (a declared length past the limit is
-        refused before that), with the cyclic garbage collector paused: a parsed review holds no cycle, and the
-        collector's passes over its hundreds of thousands of new maps and lists found nothing while costing up to
-        half of a large review's CPU (bench/bench_review_size.py); it runs again once the review is answered
-        (refcounting frees the review itself)."""
+        """``POST /mutate``: the status and JSON body of the answer to one AdmissionReview; rule W13: only for a
+        caller with a verified client certificate when one is required (nothing is read or looked up for another).
+        The body is read, parsed and answered within its room in the worker's :class:`BodyBudget` (a declared length
+        past the limit is refused before that), with the cyclic garbage collector paused: a parsed review holds no
+        cycle, and the collector's passes over its hundreds of thousands of new maps and lists found nothing while
+        costing up to half of a large review's CPU (bench/bench_review_size.py); it runs again once the review is
+        answered (refcounting frees the review itself)."""
+        if callers.required and not callers.verified(environ):
+            metrics.bad_requests.labels("403").inc()
+            return 403, CLIENT_CERTIFICATE_REQUIRED
         gc.disable()
         try:
             return _answer(environ)
@@ -186,11 +228,11 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             return 200, payload
         except review.BadReview as e:
             metrics.bad_requests.labels("400").inc()
-            return 400, orjson.dumps({"error": str(e), "code": 400})
+            return 400, orjson.dumps({"error": error_message(str(e)), "code": 400})
         except HTTPException as e:
             code = e.code or 400
             metrics.bad_requests.labels(str(code)).inc()
-            return code, orjson.dumps({"error": e.description, "code": code})
+            return code, orjson.dumps({"error": error_message(e.description or ""), "code": code})
         except Exception:  # noqa: BLE001 -- a failure of ours: logged with its traceback, counted, a JSON 500
             errors.exception("exception on POST /mutate")
             metrics.server_errors.labels("/mutate").inc()
@@ -258,10 +300,14 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
 
     @app.get("/readyz")
     def readyz() -> Response:
+        """Ready or not (200 or 503); rule W13: the detail (facts, certificate, pid) only to a caller with a
+        verified client certificate or on loopback."""
         tls_status = tls.status() if tls is not None else {"loaded": True, "served": "by the caller"}
         source = facts if isinstance(facts, FactsSource) else None
         facts_status = source.status() if source is not None else {"facts": "given"}
         ready = bool((source is None or source.ready) and tls_status.get("loaded"))
+        if not (callers.verified(request.environ) or on_loopback(request.environ)):
+            return _json({"ready": ready}, 200 if ready else 503)
         body = {"ready": ready, "config": "loaded", "failureMode": config.webhook.failureMode,
                 **facts_status, "tls": tls_status, "pid": os.getpid()}
         return _json(body, 200 if ready else 503)
@@ -275,7 +321,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
     @app.errorhandler(review.BadReview)
     def bad_review(error: review.BadReview) -> Response:
         metrics.bad_requests.labels("400").inc()
-        return _json({"error": str(error), "code": 400}, 400)
+        return _json({"error": error_message(str(error)), "code": 400}, 400)
 
     @app.errorhandler(HTTPException)
     def http_error(error: HTTPException) -> Response:
@@ -285,7 +331,7 @@ def create_app(config: policylib.Config | dict[str, Any] | str | None = None, *,
             metrics.server_errors.labels(request.path if request.path in KNOWN_PATHS else "other").inc()
             return _json({"error": "internal error", "code": 500}, 500)
         metrics.bad_requests.labels(str(error.code)).inc()
-        response = _json({"error": error.description, "code": error.code}, error.code or 400)
+        response = _json({"error": error_message(error.description or ""), "code": error.code}, error.code or 400)
         if error.code == 405:
             response.headers["Allow"] = ", ".join(getattr(error, "valid_methods", None) or ())
         return response

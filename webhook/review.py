@@ -84,7 +84,7 @@ class Answer:
 # --- parsing ------------------------------------------------------------------
 
 def quoted(value: Any) -> str:
-    """Rule W11: a value of the client's as an error message quotes it: its ``repr``, at most 64 characters
+    """Rule W15: a value of the client's as an error message quotes it: its ``repr``, at most 64 characters
     (rule P8)."""
     if isinstance(value, str):
         return repr(value[:MAX_QUOTED_CHARS]) + ("..." if len(value) > MAX_QUOTED_CHARS else "")

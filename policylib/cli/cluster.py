@@ -32,6 +32,25 @@ def require_cluster_client(args: argparse.Namespace) -> None:
                          "pip install 'policylib[webhook]'")
 
 
+#: What a command imports that ``pip install policylib`` brings but an install of the server alone (the server's image,
+#: docs/install.md) leaves out: {command: ((module, distribution), ...)}.
+OFFLINE_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "preview": (("kubernetes_validate", "kubernetes-validate"),),   # the schemas of rule D2
+    "simulate": (("numpy", "numpy"),),
+    "check": (("numpy", "numpy"),),
+}
+
+
+def require_offline_packages(args: argparse.Namespace) -> None:
+    """A command whose package this install leaves out (an install of the server alone, as in its image): one line
+    naming the package, exit 2, never a traceback (rule L6)."""
+    import importlib.util
+    for module, distribution in OFFLINE_PACKAGES.get(getattr(args, "command", ""), ()):
+        if importlib.util.find_spec(module) is None:
+            raise InputError(f"{args.command} needs {distribution}, which this install of policylib leaves out: "
+                             "pip install policylib")
+
+
 def unreadable() -> tuple[type[Exception], ...]:
     """What reading the cluster raises when the cluster, not this program, is at fault: no kubeconfig, one the
     client cannot load (its YAML, its context), the network (connect, TLS, read), or an error status the API
@@ -117,14 +136,18 @@ def resolve_config(args: argparse.Namespace, stderr: TextIO) -> Config:
 
 def cluster_scope(args: argparse.Namespace, stderr: TextIO) -> Callable[[dict[str, Any]], bool]:
     """Rules W5, W6 for ``--cluster``: whether the installed webhook configuration sends an object to the
-    webhook (never in the release's namespace); one stderr line says which configuration was read."""
+    webhook (never in the release's namespace); one stderr line says which configuration was read, and a
+    warning what the scope leaves out and why (as the controller, nothing without the configuration)."""
     from ..scope import RESOURCES
     from ..shell import kube
     c = cluster(args)
     with c.reading():
         scope, labels = kube.installed_scope(c.api, args.webhook_configuration,
                                              getattr(args, "_release_namespace", None))
-    stderr.write(f"policylib: scope: {scope.source}; never namespace(s) {', '.join(sorted(scope.excluded_namespaces))}\n")
+    never = f"; never namespace(s) {', '.join(sorted(scope.excluded_namespaces))}" if scope.excluded_namespaces else ""
+    stderr.write(f"policylib: scope: {scope.source}{never}\n")
+    stderr.writelines(f"policylib: warning: scope: {note}\n" for note in scope.notes())
+    args._scope_stopped = scope.stopped
 
     def admitted(obj: dict[str, Any]) -> bool:
         group = str(obj.get("apiVersion") or "").rpartition("/")[0]

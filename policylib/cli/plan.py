@@ -68,12 +68,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.output == "json":
         write_json_array(stdout, (w.as_dict() for w in writes))
     else:
-        stdout.write(table(writes))
+        stdout.write(table(writes, getattr(args, "_scope_stopped", "")))
     return EXIT_UNPLANNED if any(w.error for w in writes) else EXIT_OK
 
 
-def table(writes: list[Write]) -> str:
-    """``-o table``: one row per write, then the counts."""
+def table(writes: list[Write], stopped: str = "") -> str:
+    """``-o table``: one row per write, then the counts; ``stopped``: why nothing is in scope (rule W5)."""
+    if not writes and stopped:
+        return f"no writes: nothing is in the webhook's scope ({stopped})\n" + summarize(writes) + "\n"
     if not writes:
         return "no writes: every object is compliant\n" + summarize(writes) + "\n"
     rows = [("KIND", "NAMESPACE", "NAME", "ROLLOUT", "REASONS")]

@@ -82,11 +82,12 @@ CHART_VALUES_KEYS = frozenset({"config", "image", "commonLabels", "webhook", "co
                                "networkPolicy", "serviceMonitor", "prometheusRule", "grafanaDashboard"})
 CHART_CONTROLLER_KEYS = frozenset({"enabled", "replicas", "podDisruptionBudget", "resources", "priorityClassName",
                                    "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
-                                   "podAnnotations", "podLabels"})
-CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families", "gangPodsFailurePolicy",
-                                "matchConditions", "namespaceMode", "namespaceSelector", "nodeSelector",
+                                   "podAnnotations", "podLabels", "rbac"})
+CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families",
+                                "firstRequestTimeoutSeconds", "gangPodsFailurePolicy", "matchConditions",
+                                "maxConnections", "namespaceMode", "namespaceSelector", "nodeSelector",
                                 "objectSelector", "podAnnotations", "podDisruptionBudget", "podLabels",
-                                "priorityClassName", "replicas", "resources", "timeoutSeconds", "tolerations",
+                                "priorityClassName", "replicas", "resources", "timeoutSeconds", "tls", "tolerations",
                                 "topologySpreadConstraints", "workers"})
 _CHART_SECTIONS = {"controller": CHART_CONTROLLER_KEYS, "webhook": CHART_WEBHOOK_KEYS}
 

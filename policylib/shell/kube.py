@@ -17,7 +17,6 @@ from ..constants import (
     APPS_GROUP,
     AUTOSCALING_GROUP,
     COORDINATION_GROUP,
-    INSTALL_NAMESPACE,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
@@ -404,30 +403,26 @@ def labelled(api: Api, res: Resource, selector: str, namespace: str | None = Non
 
 def installed_scope(api: Api, name: str, release_namespace: str | None = None) -> tuple[Any, dict[str, dict[str, str]]]:
     """Rule W5 for ``plan``/``check --cluster``: the :class:`policylib.scope.Scope` of the installed
-    MutatingWebhookConfiguration ``name`` (the default selectors of manifests/ when there is none, or when
-    the user may not read it) and every Namespace's labels (only their name label when the user may not
-    list them; the scope's ``source`` says so). ``release_namespace`` is never in scope (rule W6)."""
-    import dataclasses
-
-    from ..scope import default_scope, namespace_labels, scope_from_configuration
+    MutatingWebhookConfiguration ``name`` and every Namespace's labels. As the controller's, it fails
+    closed: nothing is in it when the configuration is not installed, or the user may not read it or list
+    the Namespaces (their labels decide the selectors); its ``closed`` says why. ``release_namespace`` is
+    never in scope (rule W6)."""
+    from ..scope import closed_scope, namespace_labels, scope_from_configuration
     excluded = {release_namespace} if release_namespace else set()
     try:
         configuration = api.get(MUTATING_WEBHOOKS, None, name)
-        scope = scope_from_configuration(configuration, excluded)
     except NotFound:
-        scope = default_scope(release_namespace or INSTALL_NAMESPACE,
-                              f"no MutatingWebhookConfiguration {name} is installed")
-    except Forbidden:   # a user who may read workloads but not admission configurations: say so, go on
-        scope = default_scope(release_namespace or INSTALL_NAMESPACE,
-                              f"MutatingWebhookConfiguration {name} cannot be read: forbidden")
+        return closed_scope(f"no MutatingWebhookConfiguration {name} is installed", excluded), {}
+    except Forbidden:   # a user who may read workloads but not admission configurations: say so
+        return closed_scope(f"MutatingWebhookConfiguration {name} cannot be read (forbidden)", excluded), {}
+    scope = scope_from_configuration(configuration, excluded)
     try:
         namespaces, _ = api.list(NAMESPACES)
     except NotFound:   # no Namespace list served: each has only the name label the API server sets
         namespaces = []
     except Forbidden:
-        namespaces = []
-        scope = dataclasses.replace(scope, source=f"{scope.source}; Namespaces cannot be listed (forbidden): "
-                                                  "only their name label is matched")
+        return closed_scope(f"Namespaces cannot be listed (forbidden): the selectors of {scope.source} match their "
+                            "labels", scope.excluded_namespaces, scope.source), {}
     return scope, namespace_labels(namespaces)
 
 

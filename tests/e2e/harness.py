@@ -207,6 +207,8 @@ class Webhook:
     port: int = 0
     proc: subprocess.Popen | None = None
     log_path: Path = field(default=None)
+    #: More ``serve`` flags (``--client-ca FILE``, say).
+    extra: tuple[str, ...] = ()
 
     def __post_init__(self):
         self.cert_dir = self.tmp / f"certs-{self.name}"
@@ -217,14 +219,14 @@ class Webhook:
         run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(self.cert_dir), "--local"],
                              capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
         self.ca_bundle = run.stdout.strip()
-        self.port = free_port()
+        self.port = self.port or free_port()
 
     def start(self) -> "Webhook":
         self.log = open(self.log_path, "a")  # noqa: SIM115 -- the process's log, open while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--config", str(self.config_path), "--cert-dir",
              str(self.cert_dir), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info"],
+             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info", *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
         wait_for(f"webhook {self.name} /readyz", self.ready, timeout=60)
         return self
@@ -364,38 +366,68 @@ def have_go() -> bool:
 # --- the controller, local -------------------------------------------------------------------------
 
 #: The MutatingWebhookConfiguration a test's controller reads its scope from (rule W5) unless the test names
-#: one (``--webhook-configuration`` in ``extra_args``). No test installs it, so the scope is the default
-#: selectors of manifests/base (every namespace but kube-system, kube-node-lease, the lease's, and those
-#: labelled policylib.io/skip=true), whatever the shared cluster holds: the install tests put the chart's
-#: and manifests/' ``policylib-webhook`` (the controller's default) there for a while.
-UNINSTALLED_CONFIGURATION = "policylib-e2e-not-installed"
+#: one (``--webhook-configuration`` in ``extra_args``): the selectors manifests/base ships (every namespace but
+#: kube-system, kube-node-lease, policylib-system, the lease's, and those labelled policylib.io/skip=true),
+#: whatever the shared cluster holds (the install tests put the chart's and manifests/' ``policylib-webhook``,
+#: the controller's default, there for a while). The scope fails closed, so it is installed (by the first
+#: Controller that reads it), with a Service that does not exist under failurePolicy Ignore: the API server's
+#: call fails at once and admits unchanged (docs/controller.md, "Scope").
+SCOPE_CONFIGURATION = "policylib-e2e-scope"
+#: The namespace of that configuration's Service (out of scope, rule W6); nothing creates it.
+SCOPE_SERVICE_NAMESPACE = "policylib-e2e-nowhere"
+
+
+def scope_configuration() -> dict:
+    """:data:`SCOPE_CONFIGURATION`: manifests/base's selectors and rules, for a Service nothing serves."""
+    from policylib.scope import default_configuration
+    configuration = default_configuration()
+    configuration.update(apiVersion="admissionregistration.k8s.io/v1", kind="MutatingWebhookConfiguration",
+                         metadata={"name": SCOPE_CONFIGURATION})
+    for hook in configuration["webhooks"]:
+        hook.update(name="scope.e2e.policylib.io", admissionReviewVersions=["v1"], sideEffects="None",
+                    failurePolicy="Ignore", timeoutSeconds=1, matchPolicy="Equivalent",
+                    clientConfig={"service": {"name": "none", "namespace": SCOPE_SERVICE_NAMESPACE, "path": "/mutate"}})
+    return configuration
+
+
+def scope_args(cluster: Cluster) -> list[str]:
+    """``--webhook-configuration`` for ``plan``/``check --cluster``: :data:`SCOPE_CONFIGURATION`, installed (the
+    scope fails closed: without it nothing is planned or checked)."""
+    cluster.apply(scope_configuration())
+    return [f"--webhook-configuration={SCOPE_CONFIGURATION}"]
 
 
 def controller_args(extra_args: list[str] | None) -> list[str]:
-    """``extra_args`` with ``--webhook-configuration`` set to :data:`UNINSTALLED_CONFIGURATION` unless given."""
+    """``extra_args`` with ``--webhook-configuration`` set to :data:`SCOPE_CONFIGURATION` unless given."""
     extra = list(extra_args or [])
     if any(a == "--webhook-configuration" or a.startswith("--webhook-configuration=") for a in extra):
         return extra
-    return [f"--webhook-configuration={UNINSTALLED_CONFIGURATION}", *extra]
+    return [f"--webhook-configuration={SCOPE_CONFIGURATION}", *extra]
 
 
 class Controller:
     """``python -m webhook controller`` against the cluster, with its own identity and metrics port; its
-    scope is the default selectors unless ``extra_args`` names a webhook configuration (controller_args)."""
+    scope is :data:`SCOPE_CONFIGURATION`'s unless ``extra_args`` names a webhook configuration (controller_args).
+    ``env``: more environment (``POD_NAME`` is the identity); ``kubeconfig``: another identity's (the cluster's
+    admin by default)."""
 
     def __init__(self, cluster: Cluster, config: dict, tmp: Path, identity: str, lease_namespace: str,
-                 extra_args: list[str] | None = None):
+                 extra_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 kubeconfig: Path | None = None):
         self.cluster, self.identity = cluster, identity
+        args = controller_args(extra_args)
+        if f"--webhook-configuration={SCOPE_CONFIGURATION}" in args:
+            cluster.apply(scope_configuration())
         self.config_path = tmp / f"controller-{identity}.yaml"
         self.config_path.write_text(yaml.safe_dump(config))
         self.log_path = tmp / f"controller-{identity}.log"
         self.port = free_port()
         self.log = open(self.log_path, "a")  # noqa: SIM115 -- the process's log, open while it runs
-        env = dict(cluster.env, POD_NAME=identity, PYTHONUNBUFFERED="1")
+        env = {**cluster.env, "POD_NAME": identity, "PYTHONUNBUFFERED": "1", **(env or {})}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "controller", "--config", str(self.config_path), "--kubeconfig",
-             str(cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1", "--port", str(self.port),
-             *controller_args(extra_args)],
+             str(kubeconfig or cluster.kubeconfig), "--namespace", lease_namespace, "--host", "127.0.0.1",
+             "--port", str(self.port), *args],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
         wait_for(f"controller {identity} /healthz", lambda: self._get("/healthz") == "ok", timeout=60)
 

@@ -14,7 +14,7 @@ import yaml
 
 from webhook.controller import event_note
 
-from .harness import ROOT, SHARED, Cluster, Controller, Webhook, deployment, wait_for
+from .harness import ROOT, SHARED, Cluster, Controller, Webhook, deployment, scope_args, wait_for
 from .util import POLICYLIB, managed, wait_rolled_out
 
 LEASE_NS = "policylib-system"
@@ -71,7 +71,7 @@ def plan_cluster(cluster: Cluster, tmp, writes_only: bool = True) -> list[dict]:
     policylib's record that get no write (rule S20, ``action: none``) included."""
     cfg = tmp / "plan-config.yaml"
     cfg.write_text(yaml.safe_dump(CONFIG))
-    run = subprocess.run([*POLICYLIB, "plan", "--cluster", "--config", str(cfg), "-o", "json"],
+    run = subprocess.run([*POLICYLIB, "plan", "--cluster", "--config", str(cfg), "-o", "json", *scope_args(cluster)],
                          capture_output=True, text=True, cwd=ROOT, env=cluster.env, timeout=120)
     assert run.returncode == 0, run.stderr
     return [e for e in json.loads(run.stdout) if not (writes_only and e["action"] == "none")]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .harness import SHARED, wait_for
+from .harness import SHARED, scope_args, wait_for
 
 POLICYLIB = str(Path(sys.executable).parent / "policylib")   # the installed console script
 VOLCANO_PODGROUP_CRD = "schemas/volcano/scheduling.volcano.sh_podgroups.yaml"
@@ -27,7 +27,8 @@ KOORD_IMAGE = "ghcr.io/koordinator-sh/koord-scheduler:v1.6.0"
 def check(cluster, tmp, config: dict, namespace: str) -> list[dict]:
     cfg = tmp / "check.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    run = subprocess.run([POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", namespace, "-o", "json"],
+    run = subprocess.run([POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", namespace, "-o", "json",
+                          *scope_args(cluster)],
                          capture_output=True, text=True, env=cluster.env, timeout=120)
     assert run.returncode in (0, 3), run.stderr   # 3: another test's objects may hold an error finding
     return [f for f in json.loads(run.stdout) if f["key"] in ("gang.scheduler", "gang.operatorGang")]

@@ -26,7 +26,7 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import Controller, Webhook, gang_webhook_and_controller, wait_for
+from .harness import Controller, Webhook, gang_webhook_and_controller, scope_args, wait_for
 from .util import POLICYLIB
 
 GATES = "GangScheduling=true,GenericWorkload=true"
@@ -171,7 +171,7 @@ def test_workload_method_without_the_gates_warns_on_the_job_and_check_says_so(no
     assert found[0]["note"] == f"TFJob {ns}/train: no Workload train made: {API_NOT_SERVED}"
     cfg = tmp / "check-workload.yaml"
     cfg.write_text(yaml.safe_dump(CONFIG))
-    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json"],
+    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json", *scope_args(c)],
                          capture_output=True, text=True, env=c.env, timeout=120)
     assert run.returncode == 3, run.stderr
     assert {"severity": "error", "key": "gang.method",

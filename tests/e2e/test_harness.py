@@ -81,16 +81,25 @@ def test_help_prints_the_usage_and_exits_0(harness_built):
         assert run.stdout.startswith("usage: testcluster --dir DIR") and "-nodes" in run.stdout
 
 
-def test_a_controller_reads_its_scope_from_a_configuration_no_test_installs_unless_told():
+def test_a_controller_reads_its_scope_from_the_harness_configuration_unless_told():
     """Rule W5 in the shared cluster: the install tests put ``policylib-webhook`` (the controller's default
-    configuration) there for a while; a test's controller reads a name nothing installs, so its scope is
-    manifests/' default selectors whatever test ran before, unless the test names a configuration."""
+    configuration) there for a while; a test's controller reads the harness's own configuration (manifests/'
+    selectors, for a Service nothing serves), whatever test ran before, unless the test names one."""
     from pathlib import Path
 
-    from .harness import UNINSTALLED_CONFIGURATION, controller_args
-    assert controller_args(None) == [f"--webhook-configuration={UNINSTALLED_CONFIGURATION}"]
-    assert controller_args(["--dry-run"]) == [f"--webhook-configuration={UNINSTALLED_CONFIGURATION}", "--dry-run"]
+    from policylib.scope import default_configuration, scope_from_configuration
+
+    from .harness import SCOPE_CONFIGURATION, SCOPE_SERVICE_NAMESPACE, controller_args, scope_configuration
+    assert controller_args(None) == [f"--webhook-configuration={SCOPE_CONFIGURATION}"]
+    assert controller_args(["--dry-run"]) == [f"--webhook-configuration={SCOPE_CONFIGURATION}", "--dry-run"]
     assert controller_args(["--webhook-configuration", "x"]) == ["--webhook-configuration", "x"]
     assert controller_args(["--webhook-configuration=x"]) == ["--webhook-configuration=x"]
     here = Path(__file__).parent
-    assert [p.name for p in sorted(here.glob("*.py")) if UNINSTALLED_CONFIGURATION in p.read_text()] == ["harness.py"]
+    assert [p.name for p in sorted(here.glob("*.py")) if f'"{SCOPE_CONFIGURATION}"' in p.read_text()] == ["harness.py"]
+    configuration = scope_configuration()
+    assert [h["failurePolicy"] for h in configuration["webhooks"]] == ["Ignore"]
+    shipped = scope_from_configuration(default_configuration())
+    harness = scope_from_configuration(configuration)
+    assert [(h.rules, h.namespace_selector, h.object_selector) for h in harness.hooks] == \
+        [(h.rules, h.namespace_selector, h.object_selector) for h in shipped.hooks]
+    assert harness.excluded_namespaces == {SCOPE_SERVICE_NAMESPACE}

@@ -7,6 +7,7 @@ import os
 import time
 
 import pytest
+import yaml
 
 from policylib.scope import WEBHOOK_CONFIGURATION
 
@@ -103,7 +104,6 @@ ALLOWED = [
     (CONTROLLER_SA, "update", "leases.coordination.k8s.io", NS, "policylib-controller"),
     # Events (reason SpreadRewritten) on the objects it rewrites, in any namespace, via events.k8s.io/v1.
     (CONTROLLER_SA, "create", "events.events.k8s.io", "default", None),
-    (CONTROLLER_SA, "patch", "events.events.k8s.io", "ml-team", None),
     (CONTROLLER_SA, "create", "events.events.k8s.io", None, None),
 ]
 DENIED = [
@@ -117,6 +117,7 @@ DENIED = [
     (CONTROLLER_SA, "update", "leases.coordination.k8s.io", "kube-system", "kube-scheduler"),
     (CONTROLLER_SA, "update", "leases.coordination.k8s.io", NS, "another-lease"),
     (CONTROLLER_SA, "list", "events.events.k8s.io", None, None),
+    (CONTROLLER_SA, "patch", "events.events.k8s.io", "ml-team", None),   # it never updates a series
     (CONTROLLER_SA, "delete", "events.events.k8s.io", "default", None),
     (CONTROLLER_SA, "update", "events.events.k8s.io", "default", None),
     (CONTROLLER_SA, "create", "events", "default", None),  # the core v1 group is not granted
@@ -128,6 +129,39 @@ def test_rbac_exactly_the_verbs_used(installed):
     installed.kubectl("apply", "-k", str(ROOT / "manifests"))
     assert [a for a in ALLOWED if not can_i(installed, *a)] == []
     assert [d for d in DENIED if can_i(installed, *d)] == []
+
+
+def test_namespaced_writes_component_confines_the_writes_to_the_bound_namespaces(installed, tmp_path):
+    """manifests/components/namespaced-writes with a RoleBinding in one namespace (docs/rbac.md): the controller
+    still reads everywhere, writes only there, and records its scope's Events in its own namespace."""
+    (tmp_path / "rolebindings.yaml").write_text(yaml.safe_dump(
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": {"name": "policylib-controller-writes", "namespace": "team-a"},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "policylib-controller-writes"},
+         "subjects": [{"kind": "ServiceAccount", "name": "policylib-controller", "namespace": NS}]}))
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        f"resources:\n  - {os.path.relpath(ROOT / 'manifests', tmp_path)}\n  - rolebindings.yaml\n"
+        f"components:\n  - {os.path.relpath(ROOT / 'manifests/components/namespaced-writes', tmp_path)}\n")
+    installed.namespace("team-a")
+    installed.kubectl("apply", "-k", str(tmp_path))
+    try:
+        reads = [("list", "deployments.apps", None, None), ("watch", "pods", None, None),
+                 ("get", "podgroups.scheduling.x-k8s.io", None, None), ("list", "nodes", None, None)]
+        writes = [("patch", "deployments.apps"), ("patch", "pods"), ("create", "podgroups.scheduling.volcano.sh"),
+                  ("patch", "podgroups.scheduling.x-k8s.io"), ("create", "workloads.scheduling.k8s.io"),
+                  ("create", "events.events.k8s.io")]
+        assert [r for r in reads if not can_i(installed, CONTROLLER_SA, *r)] == []
+        assert [w for w in writes if not can_i(installed, CONTROLLER_SA, *w, "team-a")] == []
+        assert [w for w in writes if can_i(installed, CONTROLLER_SA, *w, "kube-system")] == []
+        assert [w for w in writes if can_i(installed, CONTROLLER_SA, *w, "team-b")] == []
+        assert not can_i(installed, CONTROLLER_SA, "patch", "deployments.apps", None)
+        assert can_i(installed, CONTROLLER_SA, "create", "events.events.k8s.io", NS)
+    finally:   # the base's own ClusterRole again, for the tests after this one
+        installed.kubectl("delete", "clusterrole", "policylib-controller-writes", "--ignore-not-found")
+        installed.kubectl("delete", "-n", NS, "role,rolebinding", "policylib-controller-events", "--ignore-not-found")
+        installed.kubectl("delete", "namespace", "team-a", "--wait=false")
+        installed.kubectl("apply", "-k", str(ROOT / "manifests"))
 
 
 def test_unreachable_webhook_never_blocks(installed, ns):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .harness import KUBECTL, ROOT, deployment
+from .harness import KUBECTL, ROOT, deployment, scope_args
 
 pytestmark = pytest.mark.timeout(300)
 BIN = Path(sys.executable).parent
@@ -71,8 +71,10 @@ def test_kubectl_policylib_honours_kubeconfig_context_and_namespace(cluster, ns,
     drift = tmp_path / "drift.yaml"
     drift.write_text("hostTopologySpread: {reconcileDrift: true}\n")
 
+    scope = scope_args(cluster)   # rule W5: the scope a default install makes
+
     def plan(*argv: str) -> subprocess.CompletedProcess[str]:
-        return kubectl("policylib", *argv, env=plugin_env)
+        return kubectl("policylib", *argv, *scope, env=plugin_env)
 
     for argv in (["plan", "--cluster", "--config", str(drift), "-o", "json", "--kubeconfig", str(kubeconfig),
                   "--context", real, "-n", ns],

@@ -19,7 +19,7 @@ from policylib.order import apply_order_note, helm_sorted, stored_in_order
 from policylib.plan import plan
 
 from .conftest import CONFIGS
-from .harness import Controller, deployment, wait_for
+from .harness import Controller, deployment, scope_args, wait_for
 from .util import host_constraint, pods_of, replicasets, wait_rolled_out
 
 RECORD = "policylib.io/spread-effective-replicas"
@@ -238,7 +238,8 @@ def test_required_anti_affinity_stays_hard_on_the_real_scheduler(cluster, webhoo
     assert placed["required"][1] == ["two-a", "two-b"]                              # one per node, one Pending
     # check --cluster names the Pending replica and the rule that holds it, in the scheduler's words
     import subprocess
-    run = subprocess.run([POLICYLIB, "check", "--cluster", "-n", f"{ns}-required", "-o", "json"], capture_output=True,
+    run = subprocess.run([POLICYLIB, "check", "--cluster", "-n", f"{ns}-required", "-o", "json", *scope_args(cluster)],
+                         capture_output=True,
                          text=True, env=cluster.env, timeout=120)
     assert run.returncode == 3, run.stderr
     [pending] = [f for f in json.loads(run.stdout) if f["key"] == "pending"]
@@ -277,7 +278,7 @@ def test_a_deployment_admitted_while_the_webhook_is_down_is_noticed_and_brought_
         events = wait_for("a Warning Event", lambda: [e for e in cluster.list("events.events.k8s.io", space)
                                                       if e["reason"] == "AdmittedWithoutPolicy"], timeout=60)
         assert [(e["type"], e["regarding"]["name"]) for e in events] == [("Warning", "web")]
-        run = subprocess.run([POLICYLIB, "plan", "--cluster", "--namespace", space, "-o", "json"],
+        run = subprocess.run([POLICYLIB, "plan", "--cluster", "--namespace", space, "-o", "json", *scope_args(cluster)],
                              capture_output=True, text=True, cwd=ROOT, env=cluster.env, timeout=120)
         assert run.returncode == 0, run.stderr
         [entry] = json.loads(run.stdout)
@@ -292,7 +293,7 @@ def test_a_deployment_admitted_while_the_webhook_is_down_is_noticed_and_brought_
                          timeout=120)
         assert "affinity" not in right["spec"]["template"]["spec"]
         assert host_constraint(right)["whenUnsatisfiable"] == "DoNotSchedule"
-        run = subprocess.run([POLICYLIB, "plan", "--cluster", "--namespace", space, "-o", "json"],
+        run = subprocess.run([POLICYLIB, "plan", "--cluster", "--namespace", space, "-o", "json", *scope_args(cluster)],
                              capture_output=True, text=True, cwd=ROOT, env=cluster.env, timeout=120)
         assert (run.returncode, json.loads(run.stdout)) == (0, [])     # nothing unrecorded, nothing to write
     finally:

@@ -1,9 +1,11 @@
-"""The README's second install path, ``kubectl apply -k manifests/cert-manager``, on the real node against cert-manager
-itself: its controller and cainjector built from the release's Go module (``make cert-manager``, e2e/cert-manager/go.mod
+"""The cert-manager install paths on the real node against cert-manager itself, each in a cluster of its own: the
+README's second path, ``kubectl apply -k manifests/cert-manager``, and the chart's ``certificates.mode: cert-manager``
+(``helm install -f docs/examples/values-cert-manager.yaml``, the documented values file as it is). cert-manager's
+controller and cainjector are built from the release's Go module (``make cert-manager``, e2e/cert-manager/go.mod
 pins it) and run out of cluster against the harness's API server, the release's CRDs installed (docs/e2e.md,
 "cert-manager in the harness"). The image ``make image`` builds runs the webhook on ``real-0`` as
-test_real_node_kustomize.py runs it; here cert-manager, not ``python -m webhook certs``, makes the CA, the serving
-certificate and the ``caBundle``:
+test_real_node_kustomize.py runs it; here cert-manager, not ``python -m webhook certs`` or the controller, makes
+the CA, the serving certificate and the ``caBundle``:
 
 - both Certificates Ready, the Secret holding ``tls.crt``/``tls.key``/``ca.crt``, the cainjector's ``caBundle`` equal
   to the CA Secret's ``ca.crt``, the webhook pods Ready, a Deployment stored exactly as ``policylib preview`` says;
@@ -26,6 +28,7 @@ import yaml
 from cryptography import x509
 from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
+from tests.helmtool import CHART, helm_binary
 from tests.test_image import ARCHIVE
 
 from .day2load import AdmissionLoad
@@ -91,12 +94,33 @@ def install_cert_manager_crds(c: Cluster) -> None:
     c.kubectl("wait", "--for=condition=Established", *[f"crd/{n}" for n in names], "--timeout=120s")
 
 
-@pytest.fixture(scope="module")
-def cert_manager_install(built, tmp_path_factory):  # noqa: F811
+#: The chart's documented values file for this mode (docs/helm.md, "cert-manager"), installed as it is.
+CHART_VALUES = ROOT / "docs/examples/values-cert-manager.yaml"
+#: The policylib config each path installs (what ``policylib preview`` is given).
+CONFIGS = {"kustomize": SHIPPED, "chart": yaml.safe_load(CHART_VALUES.read_text()).get("config") or {}}
+
+
+def install(c: Cluster, path: str) -> None:
+    """``kubectl apply -k manifests/cert-manager``, or ``helm install`` of the chart with the documented values file
+    (``--wait``: both Deployments rolled out, which needs the Secret cert-manager issues)."""
+    if path == "kustomize":
+        c.kubectl("apply", "-k", str(ROOT / "manifests/cert-manager"))
+        return
+    run = subprocess.run([str(helm_binary()), "install", "policylib", str(CHART), "-n", NAMESPACE, "--create-namespace",
+                          "-f", str(CHART_VALUES), "--wait", "--timeout", "480s"],
+                         capture_output=True, text=True, env=c.env, timeout=540)
+    assert run.returncode == 0, (run.stdout, run.stderr, c.kubectl("-n", NAMESPACE, "get", "pods,certificates",
+                                                                   "-o", "wide").stdout)
+
+
+@pytest.fixture(scope="module", params=["kustomize", "chart"])
+def cert_manager_install(built, tmp_path_factory, request):  # noqa: F811
+    """One real-node cluster per install path (pytest ends the first before it starts the second)."""
     if not ARCHIVE.is_file():
         pytest.fail(f"{ARCHIVE.relative_to(ROOT)} missing: `make image` builds it", pytrace=False)
     require_built("cert-manager")
-    tmp = tmp_path_factory.mktemp("real-certmanager")
+    path = request.param
+    tmp = tmp_path_factory.mktemp(f"real-certmanager-{path}")
     c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)))
     cm: CertManager | None = None
     try:
@@ -108,13 +132,13 @@ def cert_manager_install(built, tmp_path_factory):  # noqa: F811
         c.kubectl("create", "namespace", LEASES)
         c.kubectl("create", "namespace", LOAD_NS)
         cm = CertManager(c, tmp)
-        c.kubectl("apply", "-k", str(ROOT / "manifests/cert-manager"))
+        install(c, path)
         wait_for(f"cert-manager issued Secret {SECRET}", lambda: cm.running() or c.get_or_none("secret", SECRET, NAMESPACE),
                  timeout=180, interval=0.5)
         for name in ("policylib-webhook", "policylib-controller"):
             c.kubectl("-n", NAMESPACE, "rollout", "status", f"deployment/{name}", "--timeout=480s", timeout=510)
         cm.running()
-        yield c, tmp, cm
+        yield c, tmp, cm, path
     finally:
         stopped = cm.stop() if cm else {}
         code = c.stop(timeout=120)
@@ -141,7 +165,13 @@ def public_key(cert: x509.Certificate) -> bytes:
 
 
 def test_issued_injected_and_admitting(cert_manager_install):
-    c, tmp, cm = cert_manager_install
+    c, tmp, cm, path = cert_manager_install
+    if path == "chart":   # the chart's objects, as its mode renders them: no certificate of the controller's
+        annotations = c.get("mutatingwebhookconfiguration", "policylib-webhook")["metadata"]["annotations"]
+        assert annotations["cert-manager.io/inject-ca-from"] == f"{NAMESPACE}/{SERVING}"
+        args = c.get("deployment", "policylib-controller", NAMESPACE)["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert not [a for a in args if a.startswith("--certificates")], args
+        assert {i["metadata"]["name"] for i in c.list("issuers", NAMESPACE)} == {"policylib-selfsigned", CA}
     for name in (CA, SERVING):
         cert = wait_for(f"Certificate {name} Ready", lambda n=name: (
             got if condition(got := c.get("certificate", n, NAMESPACE), "Ready") == "True" else None), timeout=120)
@@ -163,13 +193,13 @@ def test_issued_injected_and_admitting(cert_manager_install):
         assert served_certificate(p["status"]["podIP"]) == serving.public_bytes(Encoding.DER)
     c.kubectl("create", "namespace", "apps")
     got, expected = stored_as_preview(c, tmp, deployment("web", "apps", 3, node_selector=FAKE_ZONE), "deployment",
-                                      SHIPPED)
+                                      CONFIGS[path])
     assert managed(got) == managed(expected)
     cm.running()
 
 
 def test_a_renewal_under_load_fails_no_admission(cert_manager_install):
-    c, _, cm = cert_manager_install
+    c, _, cm, path = cert_manager_install
     wait_for("Certificate Ready", lambda: condition(c.get("certificate", SERVING, NAMESPACE), "Ready") == "True",
              timeout=120)
     before = x509.load_pem_x509_certificate(secret_data(c, SECRET)["tls.crt"])
@@ -203,7 +233,7 @@ def test_a_renewal_under_load_fails_no_admission(cert_manager_install):
         wait_for("every webhook pod serving the renewed certificate", served, timeout=300, interval=0.5)
         sent = load.result.sent
         wait_for("creates admitted after the renewal", lambda: load.result.sent >= sent + 20, timeout=60)
-    print(f"cert-manager renewal: {load.result}")
+    print(f"cert-manager renewal ({path}): {load.result}")
     print(f"renewal triggered -> new certificate in the Secret {issued:.1f} s; served by every pod "
           f"{', '.join(f'{d:.1f} s' for d in sorted(delays.values()))}")
     cert = c.get("certificate", SERVING, NAMESPACE)

@@ -183,3 +183,79 @@ def test_the_controllers_role_reads_the_one_webhook_configuration_and_the_namesp
     finally:
         cluster.kubectl("delete", "clusterrolebinding", name, "--ignore-not-found")
         cluster.kubectl("delete", "clusterrole", name, "--ignore-not-found")
+
+
+def scope_events(cluster, namespace: str) -> list[tuple[str, str]]:
+    """(reason, note) of the controller's Events on its own Deployment, oldest first."""
+    return [(e["reason"], e["note"]) for e in sorted(controller_events(cluster, namespace),
+                                                      key=lambda e: e["metadata"]["creationTimestamp"])
+            if e["regarding"]["name"] == "policylib-controller" and e["reason"].startswith("Scope")]
+
+
+def test_without_its_configuration_the_controller_acts_on_nothing_says_why_and_resumes(cluster, tmp_path, ns, request):
+    """Rule W5 fails closed on the real API server: a controller whose webhook configuration is not installed
+    writes nothing, and says why (a warning in its log, policylib_controller_scope_closed 1, /readyz's scope
+    detail, a Warning Event ScopeClosed on its own Deployment). The configuration installed (the chart's, by
+    its watch): the Deployment is written, ScopeRestored. matchConditions on every webhook, then the
+    configuration deleted: closed again each time, a new Deployment is planned and not written."""
+    tag = f"closed-{ns.rsplit('-', 1)[1]}"
+    space, release_ns, hooks_name = f"scope-{tag}", f"scope-{tag}-rel", f"policylib-e2e-{tag}"
+    cluster.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": space, "labels": {ISOLATION: tag}}})
+    cluster.namespace(release_ns)
+    request.addfinalizer(lambda: cluster.kubectl("delete", "namespace", space, release_ns, "--ignore-not-found",
+                                                 "--wait=false", check=False))
+    request.addfinalizer(lambda: cluster.kubectl("delete", "mutatingwebhookconfiguration", hooks_name,
+                                                 "--ignore-not-found", check=False))
+    own = deployment("policylib-controller", release_ns, replicas=0)
+    cluster.apply(legacy("web", space), own)
+    ctl = Controller(cluster, CONFIG, tmp_path, "policylib-controller-5d8f9c7b6-x2x7q", release_ns,
+                     extra_args=["--webhook-configuration", hooks_name])
+    closed = f"no MutatingWebhookConfiguration {hooks_name} is installed"
+
+    def written() -> set[str]:
+        return {e["object_name"] for e in ctl.log_entries("write") if e["namespace"] == space}
+
+    def planned_everything(since: float) -> bool:
+        return ctl.metric("policylib_controller_reconciles_total", trigger="key") > since and \
+            ctl.metric("policylib_controller_queue_depth") == 0
+    try:
+        wait_for("the first sync", lambda: ctl.status().get("firstSync") and ctl.status()["leader"], timeout=120)
+        assert ctl.status()["scope"] == {"acting": False, "source": closed, "notes": [f"nothing is acted on: {closed}"]}
+        assert ctl.metric("policylib_controller_scope_closed") == 1
+        assert [(e["level"].lower(), e["acting"]) for e in ctl.log_entries("scope")] == [("warning", False)]
+        assert wait_for("the ScopeClosed Event", lambda: scope_events(cluster, release_ns), timeout=60) == [
+            ("ScopeClosed", f"nothing is acted on: {closed}")]
+        assert written() == set() and cluster.get("deployment", "web", space)["metadata"]["generation"] == 1
+
+        cluster.apply(configuration({}, release_ns, hooks_name, tag))          # installed: resumes at once
+        wait_for("the write", lambda: written() == {"web"}, timeout=120)
+        wait_for("ScopeRestored", lambda: [r for r, _ in scope_events(cluster, release_ns)] == [
+            "ScopeClosed", "ScopeRestored"], timeout=60)
+        assert (ctl.status()["scope"]["acting"], ctl.metric("policylib_controller_scope_closed")) == (True, 0)
+
+        conditional = configuration({}, release_ns, hooks_name, tag)
+        for hook in conditional["webhooks"]:     # accepted by the API server, evaluated by it per request
+            hook["matchConditions"] = [{"name": "not-dry-run", "expression": "!request.dryRun"}]
+        cluster.apply(conditional)
+        wait_for("closed by matchConditions", lambda: ctl.metric("policylib_controller_scope_closed") == 1, timeout=60)
+        assert ctl.metric("policylib_controller_scope_skipped_webhooks") == 4
+        reason, note = wait_for("the second ScopeClosed", lambda: scope_events(cluster, release_ns)[2:], timeout=60)[0]
+        assert reason == "ScopeClosed" and note.startswith(
+            f"nothing is acted on: every webhook of MutatingWebhookConfiguration {hooks_name} has matchConditions")
+        before = ctl.metric("policylib_controller_reconciles_total", trigger="key")
+        cluster.apply(legacy("late", space))
+        wait_for("the new Deployment planned", lambda: planned_everything(before), timeout=60)
+        assert written() == {"web"}
+
+        cluster.kubectl("delete", "mutatingwebhookconfiguration", hooks_name)    # gone: closed again
+        wait_for("the third ScopeClosed", lambda: scope_events(cluster, release_ns)[3:] == [
+            ("ScopeClosed", f"nothing is acted on: {closed}")], timeout=60)
+        assert ctl.metric("policylib_controller_scope_skipped_webhooks") == 0
+        before = ctl.metric("policylib_controller_reconciles_total", trigger="key")
+        cluster.apply(legacy("later", space))
+        wait_for("the new Deployment planned", lambda: planned_everything(before), timeout=60)
+        assert written() == {"web"}
+        for name in ("late", "later"):
+            assert cluster.get("deployment", name, space)["metadata"]["generation"] == 1
+    finally:
+        ctl.stop()

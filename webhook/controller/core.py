@@ -146,6 +146,8 @@ class Options:
     planners: tuple[Any, ...] = ()
     #: Rule W5: the MutatingWebhookConfiguration whose selectors say which objects the controller acts on.
     webhook_configuration: str = WEBHOOK_CONFIGURATION
+    #: The controller's own Pod (``$POD_NAME``): its Deployment gets the Events about the scope (rule W5).
+    pod: str = ""
 
 
 class Controller:
@@ -170,7 +172,7 @@ class Controller:
             api, self.config, namespace=options.namespace, webhook_configuration=options.webhook_configuration,
             stores=self.stores, reflectors=[], reconciled=reconciled_resources(self.resources),
             event_keys=event_keys, planners=options.planners or PLANNERS, metrics=self.metrics,
-            recorder=self.recorder, leading=lambda: self.leading, dry_run=self.dry_run)
+            recorder=self.recorder, leading=lambda: self.leading, dry_run=self.dry_run, pod=options.pod)
         self.reconciler.reflectors.extend(self.informer(res, self.reconciler.on_event)
                                           for res in self.resources + scope_resources)
         self.components: list[Component] = [self.reconciler]
@@ -278,7 +280,7 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     identity = os.environ.get("POD_NAME") or Options(config).identity
     api = kube.Api(kube.api_client(context, kubeconfig))
     c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run,
-                                webhook_configuration=webhook_configuration))
+                                webhook_configuration=webhook_configuration, pod=os.environ.get("POD_NAME", "")))
     server = serve_health(c, host, port)
     if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
         from .. import certrotator

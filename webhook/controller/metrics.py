@@ -79,6 +79,13 @@ class ControllerMetrics(ReflectorMetrics):
         self.memory_limit = Gauge("policylib_controller_memory_limit_bytes",
                                   "This replica's memory limit (its cgroup's; 0 without one)", registry=self.registry)
         self.memory_limit.set_function(memory_limit_bytes)
+        self.scope_closed = Gauge("policylib_controller_scope_closed",
+                                  "1 while the controller acts on nothing: its MutatingWebhookConfiguration is not "
+                                  "installed, cannot be read, or has matchConditions on every webhook (rule W5)",
+                                  registry=self.registry)
+        self.scope_skipped = Gauge("policylib_controller_scope_skipped_webhooks",
+                                   "Webhooks of its MutatingWebhookConfiguration whose objects the controller does not "
+                                   "act on: they have matchConditions (rule W5)", registry=self.registry)
         self.unrecorded_seen = Counter("policylib_controller_unrecorded_detected",
                                        "Managed Deployments found without policylib's record (each once)",
                                        registry=self.registry)

@@ -9,6 +9,7 @@ Nothing here writes to an informer's store: its reflector is its one writer.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from typing import Any, Callable
@@ -17,7 +18,7 @@ import policylib
 from policylib.facts import ClusterFacts, namespace_of
 from policylib.plan import UNRECORDED_REASON, Write, plan
 from policylib.projection import project
-from policylib.scope import NAMESPACE_NAME_LABEL, Scope, default_scope, scope_fields, scope_from_configuration
+from policylib.scope import NAMESPACE_NAME_LABEL, Scope, closed_scope, scope_fields, scope_from_configuration
 from policylib.shell import kube
 
 from ..informer import Reflector, Store
@@ -32,6 +33,9 @@ log = logging.getLogger(__name__)
 #: ``maxRetries`` pattern); the next resync queues it again. With the per-key backoff (50 ms doubling
 #: to 60 s) that is about ten minutes of trying.
 MAX_RETRIES = 15
+#: The key that makes the worker report the scope (rule W5): queued with every key, and on its own when the
+#: webhook configuration changes; no object has it.
+SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
 
 
 def version_of(obj: dict[str, Any] | None) -> str | None:
@@ -111,7 +115,7 @@ class Reconciler:
                  stores: dict[kube.Resource, Store], reflectors: list[Reflector], reconciled: tuple[kube.Resource, ...],
                  event_keys: Callable[[str, dict[str, Any], dict[str, Any] | None], list[Key]],
                  planners: tuple[Any, ...], metrics: ControllerMetrics, recorder: EventRecorder,
-                 leading: Callable[[], bool], dry_run: bool):
+                 leading: Callable[[], bool], dry_run: bool, pod: str = ""):
         self.api, self.config, self.namespace = api, config, namespace
         self.webhook_configuration = webhook_configuration
         self.stores, self.reflectors, self.reconciled = stores, reflectors, reconciled
@@ -146,6 +150,15 @@ class Reconciler:
         #: The scope as last built, and the webhook configuration's resourceVersion it was built from.
         self._scope: tuple[str | None, Scope] | None = None
         self.scope_resources = (kube.NAMESPACES, kube.webhook_configuration(webhook_configuration))
+        #: Rule W5: what the worker last reported of the scope this term (its notes), and the controller's own
+        #: Pod, whose Deployment gets the Events that say so.
+        self._reported: tuple[str, ...] | None = None
+        self.pod = pod
+        #: The worker, /readyz and the gauges read the scope from their own threads: it is built (and logged) once
+        #: per version of the configuration.
+        self._scope_lock = threading.Lock()
+        metrics.scope_closed.set_function(lambda: 1.0 if self.scope_known and self.scope().stopped else 0.0)
+        metrics.scope_skipped.set_function(lambda: float(len(self.scope().skipped)) if self.scope_known else 0.0)
 
     @property
     def leading(self) -> bool:
@@ -154,6 +167,11 @@ class Reconciler:
     @property
     def synced(self) -> bool:
         return all(r.synced.is_set() for r in self.reflectors)
+
+    @property
+    def scope_known(self) -> bool:
+        """The webhook configuration and the Namespaces are listed (rule W5: until then nothing is planned)."""
+        return all(r.synced.is_set() for r in self.reflectors if r.res in self.scope_resources)
 
     # events -> keys (the reflector threads) -----------------------------------------------
     def on_event(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None = None) -> None:
@@ -197,6 +215,7 @@ class Reconciler:
             for ns, name in self.stores[res].keys():  # noqa: SIM118 -- Store.keys(), not a dict's
                 self.queue.add((res.api_version, res.kind, ns, name))
                 queued += 1
+        self.queue.add(SCOPE_KEY)   # rule W5: the worker says what the scope leaves out (not a planned key)
         if not self.first_sync.is_set() and self.synced:   # rule W8: a pass over every store, listed whole
             self.to_plan, self.planned = queued, 0
             if not queued:
@@ -210,9 +229,15 @@ class Reconciler:
                     self.queue.add((res.api_version, res.kind, ns, name))
 
     def sync_progress(self) -> dict[str, Any]:
-        """Rule W8: how far the first sync is: objects listed per resource, keys planned of those queued."""
-        return {"firstSync": self.first_sync.is_set(), "planned": self.planned, "toPlan": self.to_plan,
-                "listed": {r.res.plural: r.listed for r in self.reflectors if r.served}}
+        """Rule W8: how far the first sync is: objects listed per resource, keys planned of those queued; and
+        (rule W5) whether the scope acts on anything, and what it leaves out and why."""
+        progress: dict[str, Any] = {"firstSync": self.first_sync.is_set(), "planned": self.planned,
+                                    "toPlan": self.to_plan,
+                                    "listed": {r.res.plural: r.listed for r in self.reflectors if r.served}}
+        if self.scope_known:
+            scope = self.scope()
+            progress["scope"] = {"acting": not scope.stopped, "source": scope.source, "notes": scope.notes()}
+        return progress
 
     # the worker --------------------------------------------------------------------------
     def process_next(self, timeout: float | None = None) -> bool:
@@ -231,7 +256,7 @@ class Reconciler:
             self.queue.done(key)
             self.metrics.latency.observe(time.perf_counter() - started)
             if self.to_plan and not self.first_sync.is_set():
-                self.planned += 1
+                self.planned += key != SCOPE_KEY
                 if not len(self.queue):
                     self.first_sync.set()
         return True
@@ -256,17 +281,23 @@ class Reconciler:
             self.overlay.clear()
         if self._terms_seen != self._terms:
             self._terms_seen = self._terms
+            self._reported = None   # a new leader says again what the scope leaves out
             store = self.stores.get(kube.DEPLOYMENTS)
             self.rollouts.recover(store.values() if store else [])
 
     def reconcile(self, key: Key) -> list[Write]:
         """Plan one object and make its writes; returns the writes made. Requeues on failure."""
         self.recover()
+        if key == SCOPE_KEY:
+            self.queue.forget(key)
+            if self.scope_known:
+                self.report_scope()
+            return []
         obj = self.facts.get(*key)
         if not self.observe(key, obj) or obj is None:
             self.queue.forget(key)
             return []
-        if not all(r.synced.is_set() for r in self.reflectors if r.res in self.scope_resources):
+        if not self.scope_known:
             return []   # the scope is not known yet: the pass that follows the sync plans it
         self.metrics.reconciles.labels("key").inc()
         made, failed = [], False
@@ -447,24 +478,67 @@ class Reconciler:
 
     # the scope (rules W5, W6) -------------------------------------------------------------
     def scope(self) -> Scope:
-        """Rule W5: the scope of the installed webhook configuration, or the default selectors of
-        manifests/ when there is none; never the controller's own namespace (rule W6)."""
+        """Rule W5: the scope of the installed webhook configuration; closed (nothing in it) when there is
+        none or its selectors are ones the API server would refuse; never the controller's own namespace
+        (rule W6). Logged when it changes: a warning when it leaves anything out."""
+        with self._scope_lock:
+            return self._build_scope()
+
+    def _build_scope(self) -> Scope:
         name = self.webhook_configuration
         configuration = self.stores[self.scope_resources[1]].get("", name)
         version = version_of(configuration) if configuration else None
-        if self._scope is not None and self._scope[0] == version:
-            return self._scope[1]
+        cached = self._scope
+        if cached is not None and cached[0] == version:
+            return cached[1]
         if configuration is None:
-            scope = default_scope(self.namespace, f"no MutatingWebhookConfiguration {name} is installed")
+            scope = closed_scope(f"no MutatingWebhookConfiguration {name} is installed", {self.namespace})
         else:
             try:
                 scope = scope_from_configuration(configuration, {self.namespace})
             except policylib.PolicylibError as e:   # a selector the API server would refuse: act on nothing
-                log.error("cannot read the webhook configuration's selectors", extra={"error": str(e)})
-                scope = Scope((), frozenset({self.namespace}), f"unreadable MutatingWebhookConfiguration {name}")
-        log.info("scope", extra={"source": scope.source, "excluded": sorted(scope.excluded_namespaces)})
+                scope = closed_scope(f"MutatingWebhookConfiguration {name} cannot be read: {e}", {self.namespace})
+        notes = scope.notes()
+        log.log(logging.WARNING if notes else logging.INFO, "scope",
+                extra={"source": scope.source, "excluded": sorted(scope.excluded_namespaces),
+                       "acting": not scope.stopped, "notes": notes})
         self._scope = (version, scope)
         return scope
+
+    def report_scope(self) -> None:
+        """Rules W5, W10, the worker's step for :data:`SCOPE_KEY`: when what the scope leaves out changes (and once
+        per term when it leaves anything out), one Event on the controller's own Deployment: Warning
+        ``ScopeClosed`` naming why, Normal ``ScopeRestored`` when nothing is left out again. The log line
+        and the gauges (``policylib_controller_scope_closed``, ``_scope_skipped_webhooks``) say it on every
+        replica; /readyz too (:meth:`sync_progress`)."""
+        notes = tuple(self.scope().notes())
+        before, self._reported = self._reported, notes
+        if notes == before or (before is None and not notes) or self.dry_run or not self.leading:
+            return
+        own = self.own_deployment()
+        if own is None:
+            log.info("no Event for the scope: the controller's own Deployment is not known",
+                     extra={"pod": self.pod, "namespace": self.namespace})
+            return
+        meta = own.get("metadata") or {}
+        write = Write("Deployment", self.namespace, str(meta.get("name")), list(notes), False, action="none",
+                      api_version=kube.DEPLOYMENTS.api_version)
+        if notes:
+            self.recorder.record(write, own, reason="ScopeClosed", note="; ".join(notes), warning=True)
+        else:
+            self.recorder.record(write, own, reason="ScopeRestored",
+                                 note=f"acting on the objects {self.scope().source} sends to the webhook")
+
+    def own_deployment(self) -> dict[str, Any] | None:
+        """The Deployment of the controller's own Pod, from the Deployment store: its Pod is named
+        ``<Deployment>-<ReplicaSet hash>-<5 characters>`` (the ReplicaSet and Pod names the Deployment and
+        ReplicaSet controllers generate); None when no Deployment of its namespace fits."""
+        store = self.stores.get(kube.DEPLOYMENTS)
+        if not self.pod or store is None:
+            return None
+        names = [name for ns, name in store.keys()  # noqa: SIM118 -- Store.keys(), not a dict's
+                 if ns == self.namespace and re.fullmatch(re.escape(name) + r"-[a-z0-9]+-[a-z0-9]{5}", self.pod)]
+        return store.get(self.namespace, max(names, key=len)) if names else None
 
     def in_scope(self, obj: dict[str, Any]) -> bool:
         """Rules W5, W6: whether the API server sends ``obj`` to the webhook (its Namespace's labels from

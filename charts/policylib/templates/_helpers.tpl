@@ -35,29 +35,61 @@ policylib-webhook-tls
 {{- toYaml .Values.config | sha256sum -}}
 {{- end -}}
 
-{{/* The webhooks' namespaceSelector: webhook.namespaceSelector when set, else by webhook.namespaceMode. */}}
+{{/* The webhooks' namespaceSelector: webhook.namespaceSelector when set, else by webhook.namespaceMode; with
+controller.rbac.namespaces (and the controller on) one more requirement: one of those names, so that the webhook is
+sent only what the controller may write (docs/rbac.md). */}}
 {{- define "policylib.namespaceSelector" -}}
+{{- $selector := dict -}}
 {{- if .Values.webhook.namespaceSelector -}}
-{{ toYaml .Values.webhook.namespaceSelector }}
+{{- $selector = deepCopy .Values.webhook.namespaceSelector -}}
 {{- else -}}
-matchExpressions:
-{{- if eq .Values.webhook.namespaceMode "opt-in" }}
-  - key: policylib.io/enabled
-    operator: In
-    values: ["true"]
-{{- end }}
-  - key: kubernetes.io/metadata.name
-    operator: NotIn
-    values: {{ concat .Values.webhook.excludeNamespaces (list .Release.Namespace) | uniq | toJson }}
-  - key: policylib.io/skip
-    operator: NotIn
-    values: ["true"]
+{{- $expressions := list -}}
+{{- if eq .Values.webhook.namespaceMode "opt-in" -}}
+{{- $expressions = append $expressions (dict "key" "policylib.io/enabled" "operator" "In" "values" (list "true")) -}}
 {{- end -}}
+{{- $expressions = append $expressions (dict "key" "kubernetes.io/metadata.name" "operator" "NotIn" "values" (concat .Values.webhook.excludeNamespaces (list .Release.Namespace) | uniq)) -}}
+{{- $expressions = append $expressions (dict "key" "policylib.io/skip" "operator" "NotIn" "values" (list "true")) -}}
+{{- $_ := set $selector "matchExpressions" $expressions -}}
+{{- end -}}
+{{- if and .Values.controller.enabled .Values.controller.rbac.namespaces -}}
+{{- $_ := set $selector "matchExpressions" (append ($selector.matchExpressions | default list) (dict "key" "kubernetes.io/metadata.name" "operator" "In" "values" .Values.controller.rbac.namespaces)) -}}
+{{- end -}}
+{{ toYaml $selector }}
+{{- end -}}
+
+{{/* The config's sections (the top-level form or the LRS operator's Helm nesting). */}}
+{{- define "policylib.configSections" -}}
+{{- $c := .Values.config | default dict -}}
+{{- if hasKey $c "lrs-operator" -}}
+{{- $c = ((index $c "lrs-operator" | default dict).operator | default dict).config | default dict -}}
+{{- end -}}
+{{- toJson $c -}}
+{{- end -}}
+
+{{/* What the controller reads and writes for the config (webhook/controller/core.py watched_resources, run_controller),
+as JSON: scaleDown (controller.spreadAwareScaleDown, default true: Pods and Nodes), podgroups (the PodGroup API groups of
+gang method podgroup), workload (gang method workload: Kubernetes' Workload and PodGroup), kubeflow (either method). */}}
+{{- define "policylib.uses" -}}
+{{- $c := include "policylib.configSections" . | fromJson -}}
+{{- $ctl := $c.controller | default dict -}}
+{{- $gang := $c.gang | default dict -}}
+{{- $on := ternary $gang.enabled true (hasKey $gang "enabled") -}}
+{{- $method := $gang.method | default "labels" -}}
+{{- $scheduler := $gang.scheduler | default "ack" -}}
+{{- $podgroups := list -}}
+{{- if and $on (eq $method "podgroup") -}}
+{{- $podgroups = ternary (list "scheduling.volcano.sh") (list "scheduling.x-k8s.io" "scheduling.sigs.k8s.io") (eq $scheduler "volcano") -}}
+{{- end -}}
+{{- $workload := and $on (eq $method "workload") -}}
+{{- toJson (dict "scaleDown" (ternary $ctl.spreadAwareScaleDown true (hasKey $ctl "spreadAwareScaleDown")) "podgroups" $podgroups "workload" $workload "kubeflow" (or (not (empty $podgroups)) $workload)) -}}
 {{- end -}}
 
 {{- define "policylib.checks" -}}
 {{- if and (eq .Values.certificates.mode "self") (not .Values.controller.enabled) -}}
 {{- fail "certificates.mode self needs controller.enabled: the controller's leader makes and rotates the certificates" -}}
+{{- end -}}
+{{- if has .Release.Namespace .Values.controller.rbac.namespaces -}}
+{{- fail (printf "controller.rbac.namespaces: %q is the release's namespace, never in scope (docs/controller.md, \"Scope\"): remove it" .Release.Namespace) -}}
 {{- end -}}
 {{- /* The one check across config keys JSON Schema cannot say (values.schema.json has the others, generated from
 policylib's config schema): two topology keys given with the same value while both spreads are on. */ -}}

@@ -47,6 +47,7 @@ type cluster struct {
 	volcano          *volcanoOptions              // --volcano
 	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --feature-gates
 	realNodes        *realNodes                   // --real-node, --real-nodes
+	admissionConfig  string                       // --admission-control-config-file, absolute
 	failed           chan error
 
 	etcd       *embed.Etcd
@@ -116,6 +117,9 @@ func (c *cluster) start(ctx context.Context) error {
 		cmExtra = []string{"--root-ca-file=" + filepath.Join(c.dir, "pki", "ca.crt")}
 	}
 
+	if c.admissionConfig != "" {
+		apiServerExtra = append(apiServerExtra, "--admission-control-config-file="+c.admissionConfig)
+	}
 	if c.pki, err = newPKI(filepath.Join(c.dir, "pki"), c.apiHost); err != nil {
 		return fmt.Errorf("certificates: %v", err)
 	}

@@ -7,6 +7,7 @@
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
 //	            [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
+//	            [--admission-control-config-file FILE]
 //
 // --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
@@ -17,7 +18,10 @@
 // server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
 // real-0, with the real kubelet and Debian's containerd (realnode.go; built and installed by `make
 // testcluster-real-node`); stop removes everything it put on the machine, and so does the next
-// --real-node start for a harness that was killed.
+// --real-node start for a harness that was killed. --admission-control-config-file passes an
+// AdmissionConfiguration to kube-apiserver (for example the kubeconfig whose client certificate the
+// API server presents to webhooks); its relative paths are the API server's to resolve, so give
+// absolute ones.
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -41,7 +45,7 @@ const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config F
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
-	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]"
+	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...] [--admission-control-config-file FILE]"
 
 type options struct {
 	dir             string
@@ -62,6 +66,7 @@ type options struct {
 	realNode             bool
 	realNodes            int
 	images               crdFiles
+	admissionConfig      string
 }
 
 func main() {
@@ -99,6 +104,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
 	fs.IntVar(&o.realNodes, "real-nodes", 1, "with --real-node: how many real nodes, real-0 .. real-(N-1), each its own containerd and kubelet")
 	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into each real node's containerd (repeatable)")
+	fs.StringVar(&o.admissionConfig, "admission-control-config-file", "", "an AdmissionConfiguration file for kube-apiserver (its --admission-control-config-file)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
@@ -152,6 +158,15 @@ func run(args []string) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
+	admissionConfig := ""
+	if o.admissionConfig != "" {
+		if admissionConfig, err = filepath.Abs(o.admissionConfig); err == nil {
+			_, err = os.Stat(admissionConfig)
+		}
+		if err != nil {
+			return fail(2, "--admission-control-config-file: %v", err)
+		}
+	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
 		return fail(2, "--dir %q: %v", o.dir, err)
@@ -166,7 +181,8 @@ func run(args []string) int {
 	defer cancel()
 
 	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		volcano: volcano, operators: operators, realNodes: reals, failed: make(chan error, 4)}
+		volcano: volcano, operators: operators, realNodes: reals, admissionConfig: admissionConfig,
+		failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {
