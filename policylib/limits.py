@@ -69,15 +69,15 @@ def entries_left(value: Any, budget: int, skip: frozenset[str] = frozenset()) ->
 def budget_errors(fields: Iterable[tuple[str, Any]], budget: int, scope: str,
                   skip: frozenset[str] = frozenset()) -> list[FieldError]:
     """Rule P7: the entries of ``fields`` (each a field path and its value, counted in order) add up to at most
-    ``budget``; else one ``Too many`` error on the field where the count ran out, its value that field's own
-    length, its detail the budget and ``scope`` (what reads which fields: ``the spread reads ...``). The values of
-    map keys in ``skip`` are not counted (a Volcano task's pod template)."""
+    ``budget``; else one ``Too many`` error on the field where the count ran out, its value the entries counted
+    when it stopped (a bound from below: the count goes no further), its detail the budget and ``scope`` (what
+    reads which fields: ``the spread reads ...``). The values of map keys in ``skip`` are not counted (a Volcano
+    task's pod template)."""
     left = budget
     for path, value in fields:
         left = entries_left(value, left, skip)
         if left < 0:
-            size = len(value) if isinstance(value, (dict, list)) else 0
-            return [FieldError(ErrorType.TOO_MANY, path, size,
+            return [FieldError(ErrorType.TOO_MANY, path, budget - left,
                                f"{scope} at most {budget} entries (list items and map keys, at any depth)")]
     return []
 

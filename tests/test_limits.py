@@ -41,11 +41,12 @@ def test_counting_stops_at_the_budget_whatever_the_size():
 
 
 def test_the_deployment_of_20000_constraints_is_refused_naming_the_field_and_the_budget():
+    """The value is the entries counted when the count stopped: the selector's 2 and the 20,000 constraints."""
     case = named_cases()[0]
     with pytest.raises(policylib.PolicyError) as e:
         policylib.mutate(case.obj, CONFIG)
     assert str(e.value) == (
-        "Deployment tenant-a/big: spec.template.spec.topologySpreadConstraints: Too many: 20000: the spread reads of "
+        "Deployment tenant-a/big: spec.template.spec.topologySpreadConstraints: Too many: 20002: the spread reads of "
         "the selector, the topologySpreadConstraints and the pod anti-affinity together at most "
         f"{SPREAD_ENTRIES} entries (list items and map keys, at any depth)")
     assert e.value.errors[0].type.reason == "FieldValueTooMany"
@@ -68,7 +69,7 @@ def test_a_kubeflow_job_has_at_most_8_replica_types_and_a_budget_of_template_met
     worker = replica_spec()
     worker["template"]["metadata"] = {"labels": {f"example.com/l{i}": "v" for i in range(KUBEFLOW_ENTRIES)}}
     with pytest.raises(policylib.PolicyError, match=r"spec.pytorchReplicaSpecs.Worker.template.metadata: Too many: "
-                                                    r"1: the gang policy reads"):
+                                                    r"2001: the gang policy reads"):
         policylib.mutate(pytorch_job({"Master": replica_spec(replicas=1), "Worker": worker}), CONFIG)
 
 
@@ -76,7 +77,7 @@ def test_the_budget_counts_nested_entries_a_selector_inside_each_constraint_incl
     selector = {"matchLabels": {f"example.com/l{i}": "v" for i in range(SPREAD_ENTRIES // 3)}}
     obj = deployment({"containers": [{"name": "c", "image": "x"}], "topologySpreadConstraints": [
         dict(constraints(i), labelSelector=selector) for i in range(3)]})
-    with pytest.raises(policylib.PolicyError, match=r"topologySpreadConstraints: Too many: 3: "):
+    with pytest.raises(policylib.PolicyError, match=r"topologySpreadConstraints: Too many: 2519: "):
         policylib.mutate(obj, CONFIG)
 
 

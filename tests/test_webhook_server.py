@@ -722,6 +722,15 @@ def worker_pids(srv: Server) -> list[int]:
     return sorted(int(p) for p in Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split())
 
 
+def all_workers(srv: Server, count: int, timeout: float = 30) -> list[int]:
+    """The server's worker pids once it has ``count`` (one worker may answer /readyz before the next is forked)."""
+    deadline = time.monotonic() + timeout
+    while len(pids := worker_pids(srv)) != count:
+        assert time.monotonic() < deadline, f"{len(pids)} workers of {count}: {srv.logs()[-2000:]}"
+        time.sleep(0.05)
+    return pids
+
+
 def test_the_largest_review_of_every_shape_is_answered_and_the_pod_stays_under_the_charts_memory_limit(certs, tmp_path):
     """The largest review the API server sends (an UPDATE of a 3 MiB object over a 3 MiB old one), in the shapes
     that cost a worker the most memory per byte, to the server as the chart runs it (two workers, the default
@@ -732,8 +741,7 @@ def test_the_largest_review_of_every_shape_is_answered_and_the_pod_stays_under_t
     limit = chart_memory_limit()
     srv = Server(certs, tmp_path, workers=2)
     try:
-        workers = worker_pids(srv)
-        assert len(workers) == 2
+        workers = all_workers(srv, 2)
         bodies = {shape: largest_review(shape) for shape in MEMORY_SHAPES}
         assert all(len(b) <= policylib.Config().webhook.maxRequestBytes for b in bodies.values())
         assert max(len(b) for b in bodies.values()) > 6 * 2**20   # both objects at the API server's 3 MiB
