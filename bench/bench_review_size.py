@@ -23,8 +23,13 @@ connections, first alone (``--seconds``), then beside the two; reported per chec
 p50, p99 and maximum, alone and loaded, and how many took longer than the webhook's ``timeoutSeconds``
 (3 s in manifests/ and the chart: the API server gives up then). Target: 0.
 
+``--memory``: the largest review (an UPDATE of a 3 MiB Deployment over a 3 MiB old one) in the shapes that cost a
+worker the most memory per byte, each to a fresh server: the answering worker's peak RSS (VmHWM) before and after
+(docs/operations.md, "Sizing", sets the chart's limit from it).
+
     .venv/bin/python bench/bench_review_size.py [--repo . --repo /tmp/before] [--fractions 0.0625,0.25,1]
-        [--only TEXT] [--no-server] [--load [--seconds 30] [--rate 10]] [--json FILE]
+        [--only TEXT] [--no-server] [--load [--seconds 30] [--rate 10]] [--memory [--max-request-bytes N]]
+        [--json FILE]
 """
 from __future__ import annotations
 
