@@ -10,6 +10,7 @@ from ..config import Config
 from ..documents import Document, dump_yaml
 from ..errors import InputError, PolicyError, object_ref
 from ..facts import ClusterFacts, is_fact, namespace_of
+from ..families import is_unhandled_workload
 from ..mutate import mutate
 from ..order import apply_order_note, stored_in_order
 from ..result import Result
@@ -101,7 +102,8 @@ def _format(doc: Document, result: Result, output: str) -> str:
         return json.dumps(result.patch, separators=(",", ":")) + "\n"
     if output == "diff":
         label = object_ref(doc.obj)
-        body = _diff_text(doc.obj, result.object, label) if result.changed else f"= {label}: unchanged\n"
+        unchanged = "not handled" if result.unhandled else "unchanged"
+        body = _diff_text(doc.obj, result.object, label) if result.changed else f"= {label}: {unchanged}\n"
         body += "".join(_added_text(extra, object_ref(extra)) for extra in result.extra_objects)
         return body + "".join(f"# {r}\n" for r in result.reasons)
     text = dump_yaml(result.object)
@@ -145,6 +147,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
         for w in result.warnings:
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
+        if result.unhandled and is_unhandled_workload(doc.obj):
+            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {result.unhandled}\n")
         gang_note = _gang_note(doc.obj, result, config)
         if gang_note:
             stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {gang_note}\n")
