@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from ..constants import HOSTNAME_LABEL, NATIVE_GANG_API_VERSION, POD_TEMPLATE_HASH, ZONE_LABEL
+from ..constants import HOSTNAME_LABEL, NATIVE_GANG_GROUP, NATIVE_GANG_VERSIONS, POD_TEMPLATE_HASH, ZONE_LABEL
 from ..errors import INT32_MAX
 from ..validation import NETWORK_TOPOLOGY_MODES, SCHEDULE_ANYWAY, VOLCANO_POLICY_EVENTS, WHEN_UNSATISFIABLE
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
@@ -32,6 +32,10 @@ ON_VIOLATION = ("warn", "deny")
 #: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
 #: ``--gang-scheduler-name``, the MPI Operator ``--gang-scheduling``); rule G15.
 OPERATOR_GANG_MODES = ("none", "scheduler-plugins", "volcano")
+#: ``gang.workloadAPIVersion`` (rule G22): ``auto`` writes the newest version the cluster serves.
+WORKLOAD_API_VERSIONS = ("auto",) + NATIVE_GANG_VERSIONS
+#: ``gang.topology`` (rule G25): no constraint, the zone key, or a tier of Volcano's label discovery.
+NO_TOPOLOGY, ZONE_TOPOLOGY = "none", "zone"
 
 
 def _match_label_keys_value(value: Any) -> tuple[str, ...]:
@@ -245,7 +249,7 @@ class GangSettings:
 
     enabled: bool = flag(True, "Apply the gang policies.", "P2")
     method: str = choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, Koordinator "
-                         f"annotations, or Kubernetes' own Workload and PodGroup ({NATIVE_GANG_API_VERSION}).",
+                         f"annotations, or Kubernetes' own Workload and PodGroup ({NATIVE_GANG_GROUP}).",
                          "G4, G5, G16")
     scheduler: str = choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G16, G21")
     scheduleTimeoutSeconds: int = count(10, "How long a gang may wait for its minimum.", "G5")
@@ -259,6 +263,19 @@ class GangSettings:
                                "(training-operator --gang-scheduler-name, MPI Operator --gang-scheduling): "
                                "when set, the operator owns the PodGroup and policylib writes no gang metadata.",
                                "G15")
+    workloadAPIVersion: str = choice(WORKLOAD_API_VERSIONS, "auto", "Method workload: the scheduling.k8s.io "
+                                     "version of the Workload and PodGroup written. auto: the newest the API server "
+                                     "serves (v1beta1 on Kubernetes 1.37, v1alpha2 on 1.36), read by the webhook and "
+                                     "the controller from its discovery; preview, plan, simulate and check take "
+                                     "--kube-version, else assume 1.37. A version the cluster does not serve makes "
+                                     "no PodGroup, and the webhook refuses the gang's pods, naming what to enable.",
+                                     "G22, G23")
+    topology: str = setting("string", NO_TOPOLOGY, "Method workload: the topology level each gang must fit in "
+                            "(PodGroup schedulingConstraints.topology, kube-scheduler's TopologyAwareWorkloadScheduling): "
+                            "none; zone (zoneTopologySpread.topologyKey); tier-N (the Nth tier, 1 the lowest, of "
+                            "volcano.networkTopologyDiscovery's label topologies, for example a rack); or a tier's "
+                            "node label key listed there.", "G25", format="gang-topology",
+                            invalid="must be none, zone, tier-N or a tier's node label key")
 
 
 @dataclass(frozen=True)
