@@ -272,12 +272,28 @@ def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeStat
 def _load_beside(job: dict[str, Any], config: Config, nodes: list[dict[str, Any]],
                  objects: list[dict[str, Any]]) -> list[NodeState]:
     """The Nodes with what every other workload of the input takes (as ``simulate`` places them; stored
-    workloads count by their bound Pods) and the bound Pods."""
-    others = [o for o in objects if o is not job and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
+    workloads count by their bound Pods) and the bound Pods, but the job's own (a running gang does not crowd out
+    itself)."""
+    others = [o for o in objects if o is not job and not _pod_of(o, job)
+              and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
     try:
         return simulate_load(others, nodes, config)
     except PolicyError:
         return node_states(nodes, [o for o in objects if is_bound_pod(o)])   # an unreadable object: preview names it
+
+
+#: The label training-operator and the MPI Operator put on every pod of a job: the job's name.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
+    """A Pod of ``job``: owned by it, or labelled with its name by its operator, in its namespace."""
+    if obj.get("kind") != "Pod" or namespace_of(obj) != namespace_of(job):
+        return False
+    meta, job_meta = obj.get("metadata") or {}, job.get("metadata") or {}
+    uid = job_meta.get("uid")
+    owned = uid and any(isinstance(r, dict) and r.get("uid") == uid for r in meta.get("ownerReferences") or [])
+    return bool(owned) or (meta.get("labels") or {}).get(JOB_NAME_LABEL) == job_meta.get("name")
 
 
 def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]]) -> list[Finding]:

@@ -95,6 +95,32 @@ def test_generated_reference_pages_are_fresh():
     assert GEN.stale() == [], "run `make docs` (tools/gen_reference.py) and commit docs/reference/"
 
 
+COMPAT = _load_tool("gen_compatibility")
+
+
+def test_compatibility_rows_come_from_the_tests_proves_markers(tmp_path):
+    """docs/compatibility.md's rows are the end-to-end tests' declarations (tools/gen_compatibility.py): each
+    names the test that carries it, with the minors it runs on; a declaration without every column is refused."""
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.proves(scheduler='kube-scheduler', settings='`method: workload`', operator='training-operator, none',"
+        " jobs='TFJob', outcome='all bind', kubernetes=('1.36', '1.37'))\n"
+        "@pytest.mark.proves(scheduler='s', settings='x', operator='o', jobs='j', outcome='o2')\n"
+        "def test_a():\n    pass\n")
+    found = COMPAT.rows(tmp_path)
+    assert [(r.scheduler, r.kubernetes, r.test) for r in found] == [
+        ("kube-scheduler", ("1.36", "1.37"), "tests/e2e/test_x.py::test_a"),
+        ("s", (COMPAT.default_minor(),), "tests/e2e/test_x.py::test_a")]
+    (tmp_path / "test_y.py").write_text("import pytest\n\n\n@pytest.mark.proves(scheduler='s', jobs='j')\n"
+                                        "def test_b():\n    pass\n")
+    with pytest.raises(ValueError) as e:
+        COMPAT.rows(tmp_path)
+    assert str(e.value) == ("test_y.py::test_b: pytest.mark.proves needs keywords scheduler, settings, operator, jobs, "
+                            "outcome (missing: settings, operator, outcome)")
+    page = (ROOT / "docs" / "compatibility.md").read_text(encoding="utf-8")
+    assert all(f"`{r.test}`" in page for r in COMPAT.rows())
+
+
 def _options(help_text: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text))
 

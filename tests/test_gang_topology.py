@@ -198,3 +198,17 @@ def test_kube_version_and_cluster_are_not_given_together(files):
                         "--kubeconfig", "/nonexistent"])
     assert (code, err) == (2, "policylib: error: --kube-version is for files; with --cluster the API server's own "
                                  "versions are read\n")
+
+
+def test_a_running_gangs_own_pods_do_not_crowd_it_out_of_checks_capacity():
+    """``check --cluster`` reads a stored job with its bound pods: those pods are the gang itself, not load beside
+    it (counted as load, a full cluster running the gang read as one it cannot fit)."""
+    job = dict(tfjob(3, cpu="2"), metadata={"name": "train", "namespace": "ml", "uid": "uid-1"})
+    pods = [dict(bound(f"train-worker-{i}", n, "2"), metadata={
+        "name": f"train-worker-{i}", "namespace": "ml", "labels": {"training.kubeflow.org/job-name": "train"}})
+        for i, n in enumerate(("b1", "b2", "b1"))]
+    rack_b = [node("b1", "rack-b"), node("b2", "rack-b")]
+    assert [f for f in check(TOPOLOGY, rack_b, [job, *pods]) if f.severity == "error"] == []
+    strangers = [dict(p, metadata={"name": p["metadata"]["name"], "namespace": "ml"}) for p in pods]
+    [error] = [f.message for f in check(TOPOLOGY, rack_b, [job, *strangers]) if f.severity == "error"]
+    assert error.startswith("TFJob ml/train: its gang needs 3 pods at once; the one example.com/rack domain can hold 1")

@@ -429,10 +429,21 @@ def testcluster_page() -> str:
 
 # --- the pages -------------------------------------------------------------------------------------
 
+def compatibility_page() -> str:
+    """docs/compatibility.md: tools/gen_compatibility.py's page (what the end-to-end tests prove)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_compatibility", ROOT / "tools" / "gen_compatibility.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return str(module.page())
+
+
 def pages() -> dict[str, Callable[[], str]]:
     """Generated page (relative to docs/reference/) -> its generator."""
     return {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page,
-            "testcluster.md": testcluster_page, "config.md": config_page, "helm-values.md": helm_values_page}
+            "testcluster.md": testcluster_page, "config.md": config_page, "helm-values.md": helm_values_page,
+            "../compatibility.md": compatibility_page}
 
 
 def stale() -> list[str]:
@@ -442,7 +453,7 @@ def stale() -> list[str]:
         with _fixed_width():
             text = make()
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            out.append(f"docs/reference/{name}")
+            out.append(os.path.normpath(f"docs/reference/{name}"))
     return out
 
 

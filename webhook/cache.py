@@ -152,7 +152,8 @@ class HpaCache(ClusterFacts):
 
     @property
     def ready(self) -> bool:
-        return self.reflector.synced.is_set()
+        """The HPAs are listed and the served Workload API versions were asked for once (rule G22)."""
+        return self.reflector.synced.is_set() and self.discovery.attempted.is_set()
 
     @property
     def last_error(self) -> str | None:

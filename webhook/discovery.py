@@ -45,6 +45,8 @@ class WorkloadApiDiscovery:
         self.known: WorkloadApi | None = None
         self.read_at: float | None = None
         self.last_error: str | None = None
+        #: Set once a read was made, whatever its outcome (the webhook is ready once it has asked).
+        self.attempted = threading.Event()
 
     def read(self) -> WorkloadApi | None:
         """Read again now; what is known after (the previous state when the read fails, logged)."""
@@ -53,6 +55,7 @@ class WorkloadApiDiscovery:
         except Exception as e:  # noqa: BLE001 -- the network or the server: keep what was known, say why
             self.last_error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:300]
             log.warning("workload API discovery failed", extra={"error": self.last_error})
+            self.attempted.set()
             return self.known
         self.read_at, self.last_error = self.clock(), None
         if self.known is None or (found.served, found.minor) != (self.known.served, self.known.minor):
@@ -61,6 +64,7 @@ class WorkloadApiDiscovery:
             self.known = found
             if self.on_change is not None:
                 self.on_change(found)
+        self.attempted.set()
         return self.known
 
     def run(self, stop: threading.Event, every: float = REFRESH_SECONDS) -> None:

@@ -75,13 +75,13 @@ def kube_minor(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def add_kube_version(p: argparse.ArgumentParser) -> None:
+def add_kube_version(p: argparse.ArgumentParser, cluster: bool = True) -> None:
     """``--kube-version``: the Kubernetes version to decide version-dependent shapes for, offline (the word Helm
     uses; rule G22)."""
     p.add_argument("--kube-version", metavar="VERSION", type=kube_minor, dest="kube_version",
                    help="the Kubernetes version the objects are for (1.36, 1.37, v1.37.2): it decides the version and "
-                        "shape of the Workload and PodGroup of gang.method workload (default: 1.37; with --cluster, "
-                        "what the API server serves)")
+                        "shape of the Workload and PodGroup of gang.method workload (default: 1.37"
+                        + ("; with --cluster, what the API server serves)" if cluster else ")"))
 
 
 def add_cluster_source(p: argparse.ArgumentParser, files_required: bool, scoped: bool = False) -> None:

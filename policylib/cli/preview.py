@@ -65,7 +65,7 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
                         "HPA whose target is not in the input, a softened required anti-affinity), 3 when an object "
                         "it returns would still be denied by Volcano's job admission (for CI gates)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
-    add_kube_version(p)
+    add_kube_version(p, cluster=False)
     return p
 
 

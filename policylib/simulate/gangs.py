@@ -202,7 +202,7 @@ def placement_fit_score(domain: list[NodeState]) -> int:
 
 def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], key: str,
                         minimum: int) -> tuple[list[NodeState], dict[str, int], int, list[str]]:
-    """Rule G25: kube-scheduler's placement of a gang whose PodGroup carries ``schedulingConstraints.topology
+    """Rules R16 and G25: kube-scheduler's placement of a gang whose PodGroup carries ``schedulingConstraints.topology
     [{key}]`` (``podGroupSchedulingPlacementAlgorithm`` in pkg/scheduler/schedule_one_podgroup.go, v1.37.2).
 
     The TopologyPlacement plugin makes one placement per value of the Node label ``key`` (Nodes without it are in
