@@ -121,6 +121,19 @@ class WorkloadApi:
         """Rule G23: why nothing can be written, and how to turn the API on (the flags of the cluster's minor)."""
         return missing_message(self)
 
+    def missing_in_short(self) -> str:
+        """Rule G23: :meth:`missing`'s first clause alone (an admission warning is cut at 120 characters)."""
+        if self.minor is not None:
+            known = minor_of(self.minor)
+            writable = [v for v in NATIVE_GANG_VERSIONS if known and v in known.versions]
+            if not writable:
+                return f"Kubernetes 1.{self.minor} has no Workload API policylib writes"
+            if self.setting != AUTO and self.setting not in writable:
+                return f"Kubernetes 1.{self.minor} cannot serve {api_version(self.setting)}"
+            return f"{api_version(self.setting if self.setting != AUTO else writable[0])} is not served"
+        wanted = self.setting if self.setting != AUTO else " or ".join(NATIVE_GANG_VERSIONS)
+        return f"{NATIVE_GANG_GROUP}/{wanted} is not served"
+
 
 def resolve(setting: str = AUTO, served: tuple[str, ...] | list[str] | None = None,
             minor: int | None = None) -> WorkloadApi:

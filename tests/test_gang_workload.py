@@ -275,8 +275,11 @@ def test_on_a_cluster_without_a_workload_api_the_job_is_labelled_with_a_warning_
     result = mutate(tfjob(), WORKLOAD, facts=on(35))
     assert result.extra_objects == [] and len(result.patch) == 2
     assert result.warnings == [
-        "gang.method workload: no Workload or PodGroup can be made: " + missing_message(resolve("auto", None, 35))
-        + "; the webhook refuses the job's pods until then (rule G23)"]
+        "gang.method workload: Kubernetes 1.35 has no Workload API policylib writes, so the job's pods are refused "
+        "(rule G23): no Workload or PodGroup can be made: " + missing_message(resolve("auto", None, 35))]
+    assert resolve("auto", (), 37).missing_in_short() == "scheduling.k8s.io/v1beta1 is not served"
+    assert resolve("v1alpha2", ("v1beta1",), 37).missing_in_short() == \
+        "Kubernetes 1.37 cannot serve scheduling.k8s.io/v1alpha2"
 
 
 def test_second_run_is_a_no_op_and_still_returns_the_objects():
@@ -706,3 +709,36 @@ def test_check_says_what_each_scheduler_does_with_a_gang_that_cannot_fit(gang, o
     """Kubernetes' own gang and Volcano's have no timeout of ours (G18, G21): check says what happens instead."""
     from policylib.check import gang_stuck_outcome
     assert gang_stuck_outcome(load_config({"gang": {"enabled": True, **gang}}), None) == outcome
+
+
+@pytest.mark.parametrize("answer, kept", [
+    ((201, "echo"), True),
+    ((201, "dropped"), False),
+    ((403, {"kind": "Status", "code": 403, "message": "forbidden"}), None),
+])
+def test_check_clusters_dry_run_tells_whether_the_api_server_keeps_the_topology(tmp_path, answer, kept):
+    """Rule G25: a server-side dry-run create of a PodGroup with the constraint and no Workload reference (the API
+    server's admission refuses a PodGroup whose Workload does not exist): an API server without
+    TopologyAwareWorkloadScheduling answers without it; one that refuses the create tells nothing."""
+    import argparse
+
+    from policylib.cli.cluster import topology_kept
+    seen = []
+
+    def create(req):
+        seen.append(req)
+        status, how = answer
+        if how == "echo":
+            return status, req["body"]
+        if how == "dropped":
+            return status, dict(req["body"], spec={"schedulingPolicy": req["body"]["spec"]["schedulingPolicy"]})
+        return status, how
+    with FakeAPI() as api:
+        api.route("POST", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups", create)
+        args = argparse.Namespace(context=None, kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"), namespace="ml")
+        config = load_config({"gang": {**WORKLOAD["gang"], "topology": "zone"}})
+        assert topology_kept(args, config, resolve("auto", ("v1beta1",), 37)) is kept
+        assert topology_kept(args, load_config(WORKLOAD), resolve("auto", ("v1beta1",), 37)) is None   # no level
+    assert [(r["query"], r["body"]["spec"]) for r in seen] == [({"dryRun": "All"}, {
+        "schedulingPolicy": {"gang": {"minCount": 1}},
+        "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]}})]

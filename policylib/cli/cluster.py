@@ -255,12 +255,13 @@ def topology_kept(args: argparse.Namespace, config: Config, api: Any) -> bool | 
     level = gang_topology(config)
     if level is None or api is None or api.version is None:
         return None
+    from ..gang.workload import gang_policy, scheduling_constraints
     namespace = args.namespace or "default"
     res = kube.native_gang_resources(api.version)[1]
-    from ..gang.workload import podgroup_spec
+    # no reference to a Workload: the API server's admission refuses a PodGroup whose Workload does not exist
     probe = {"apiVersion": res.api_version, "kind": "PodGroup",
              "metadata": {"name": "policylib-check-topology", "namespace": namespace},
-             "spec": podgroup_spec(api.version, "policylib-check-topology", 1, level)}
+             "spec": {"schedulingPolicy": gang_policy(1), **scheduling_constraints(level)}}
     c = cluster(args)
     try:
         with c.reading():

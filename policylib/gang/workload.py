@@ -120,8 +120,8 @@ def native_notes(native: NativeGang | None, out: Outcome) -> None:
     if native is None:
         return
     if native.api.version is None:
-        out.warn(f"gang.method workload: no Workload or PodGroup can be made: {native.api.missing()}; the webhook "
-                 "refuses the job's pods until then (rule G23)")
+        out.warn(f"gang.method workload: {native.api.missing_in_short()}, so the job's pods are refused (rule G23): "
+                 f"no Workload or PodGroup can be made: {native.api.missing()}")
         return
     out.reason(f"Workload and PodGroup in {native.api.describe()}")
     if native.topology is not None:

@@ -26,6 +26,14 @@ CONFIGS = {
 }
 
 TIMINGS: dict[str, float] = {}
+#: Lines the tests report for the run's summary (the native gang tests: the API versions written on each minor).
+REPORTED: list[str] = []
+
+
+@pytest.fixture
+def report():
+    """``report(line)``: a line printed in the run's summary, past pytest's capture."""
+    return REPORTED.append
 
 
 def pytest_collection_modifyitems(config, items):
@@ -89,3 +97,7 @@ def pytest_terminal_summary(terminalreporter):
     if TIMINGS:
         parts = ", ".join(f"{k} {v:.1f}s" for k, v in TIMINGS.items())
         terminalreporter.write_line(f"e2e harness: {parts}")
+    if REPORTED:
+        terminalreporter.section("what the end-to-end tests saw")
+        for line in REPORTED:
+            terminalreporter.write_line(line)

@@ -1,8 +1,9 @@
-"""A native gang in one rack, end to end on Kubernetes 1.37 (rule G25): ``gang.topology: tier-1`` (the rack label of
-``volcano.networkTopologyDiscovery``) writes ``schedulingConstraints.topology`` on the PodGroup, and the real
-kube-scheduler with ``TopologyAwareWorkloadScheduling`` (``testcluster --kubernetes 1.37 --feature-gates
-GenericWorkload=true,TopologyAwareWorkloadScheduling=true``) places the gang inside one rack of two, or leaves it
-Pending with its reason when no rack holds it. ``policylib simulate`` and ``check`` predict both outcomes."""
+"""A native gang in one rack, end to end on both minors (rule G25): ``gang.topology: tier-1`` (the rack label of
+``volcano.networkTopologyDiscovery``) writes ``schedulingConstraints.topology`` on the PodGroup (``v1beta1`` on 1.37,
+``v1alpha2`` on 1.36), and the real kube-scheduler with ``TopologyAwareWorkloadScheduling`` (``testcluster
+--kubernetes 1.37 --feature-gates GenericWorkload=true,TopologyAwareWorkloadScheduling=true``; on 1.36 with
+``GangScheduling`` too) places the gang inside one rack of two, or leaves it Pending with its reason when no rack
+holds it. ``policylib simulate`` and ``check`` predict both outcomes."""
 from __future__ import annotations
 
 import json
@@ -17,9 +18,13 @@ from .gang_operators import GROUP, LEASE_NS, bound, create, job_pods, tfjob, wai
 from .harness import Cluster, Controller, Webhook, require_built, wait_for
 from .util import POLICYLIB
 
-MINOR = "1.37"
+MINORS = ("1.36", "1.37")
 RACK = "example.com/rack"
-GATES = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+GATES = {"1.36": "GangScheduling=true,GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
+         "1.37": "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"}
+VERSION = {"1.36": "v1alpha2", "1.37": "v1beta1"}
+#: The PodGroup condition kube-scheduler's pod group cycle writes (scheduling/v1alpha2 and v1beta1 types.go).
+CONDITION = {"1.36": "PodGroupScheduled", "1.37": "PodGroupInitiallyScheduled"}
 CONFIG = {"gang": {"method": "workload", "scheduler": "kube-scheduler", "topology": "tier-1"},
           "volcano": {"networkTopologyDiscovery": [{"source": "label", "config": {"networkTopologyTypes": {"racks": [
               {"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]}}}]},
@@ -37,14 +42,16 @@ def node_file(tmp) -> str:
     return path
 
 
-@pytest.fixture(scope="module")
-def racks(harness_built, tmp_path_factory):
-    """training-operator on a 1.37 cluster with the topology gate and Nodes in two racks; policylib's webhook and
-    controller with gang method workload and gang.topology tier-1."""
-    tmp = tmp_path_factory.mktemp("gang-topology")
+@pytest.fixture(scope="module", params=MINORS)
+def racks(request, harness_built, tmp_path_factory):
+    """training-operator on a cluster of each minor with the topology gate and Nodes in two racks; policylib's
+    webhook and controller with gang method workload and gang.topology tier-1."""
+    minor = request.param
+    tmp = tmp_path_factory.mktemp(f"gang-topology-{minor}")
     require_built("testcluster-training-operator")
-    c = Cluster(tmp / "c", nodes=node_file(tmp), extra_args=("--kubernetes", MINOR, "--training-operator",
-                                                            "--feature-gates", GATES))
+    c = Cluster(tmp / "c", nodes=node_file(tmp), extra_args=("--kubernetes", minor, "--training-operator",
+                                                            "--feature-gates", GATES[minor]))
+    c.minor = minor
     hook = ctl = None
     try:
         c.namespace(LEASE_NS)
@@ -60,31 +67,23 @@ def racks(harness_built, tmp_path_factory):
         assert c.stop() == 0
 
 
-def report(request, line: str) -> None:
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
-    else:
-        print(line)
-
-
 def rack_of(c, node: str) -> str:
     return c.get("nodes", node)["metadata"]["labels"][RACK]
 
 
 def podgroup(c, ns: str) -> dict | None:
-    return c.get_or_none("podgroups.v1beta1.scheduling.k8s.io", "train", ns)
+    return c.get_or_none(f"podgroups.{VERSION[c.minor]}.scheduling.k8s.io", "train", ns)
 
 
-@pytest.mark.proves(scheduler="kube-scheduler 1.37, `GenericWorkload`, `TopologyAwareWorkloadScheduling`; Nodes in "
-                              "two racks",
+@pytest.mark.proves(scheduler="kube-scheduler, the gates of each minor and `TopologyAwareWorkloadScheduling`; Nodes "
+                              "in two racks",
                     settings="`method: workload`, `topology: tier-1` (the rack label of `networkTopologyDiscovery`)",
                     operator="training-operator, none", jobs="TFJob of 3 pods, which one rack holds",
                     outcome=("the PodGroup carries `schedulingConstraints.topology [example.com/rack]`; all 3 pods bind "
                              "in one rack, as `policylib simulate` predicts"),
-                    kubernetes=(MINOR,))
+                    kubernetes=MINORS)
 @pytest.mark.timeout(300)
-def test_a_gang_that_fits_one_rack_lands_in_one_rack(request, racks):
+def test_a_gang_that_fits_one_rack_lands_in_one_rack(report, racks):
     c, tmp = racks
     ns = c.namespace("topology-fits", config="gang")
     job = tfjob("train", ns, "racks", None, ps=1, workers=2)
@@ -93,24 +92,24 @@ def test_a_gang_that_fits_one_rack_lands_in_one_rack(request, racks):
     stored = create(c, job)
     pg = wait_for("the controller creates the PodGroup", lambda: podgroup(c, ns), timeout=90)
     assert pg["spec"]["schedulingConstraints"] == {"topology": [{"key": RACK}]}
-    assert pg["apiVersion"] == "scheduling.k8s.io/v1beta1"
+    assert pg["apiVersion"] == f"scheduling.k8s.io/{VERSION[c.minor]}"
     wait_pods(c, ns, stored, 3)
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 3, timeout=150)
     nodes = sorted(p["spec"]["nodeName"] for p in job_pods(c, ns, stored))
     placed = {rack_of(c, n) for n in nodes}
     assert len(placed) == 1, nodes
-    report(request, f"Kubernetes {MINOR}: TFJob {ns}/train, PodGroup {pg['apiVersion']} topology {RACK}: 3 pods bound "
+    report(f"Kubernetes {c.minor}: TFJob {ns}/train, PodGroup {pg['apiVersion']} topology {RACK}: 3 pods bound "
                     f"on {', '.join(nodes)}, all in {placed.pop()}")
 
 
-@pytest.mark.proves(scheduler="kube-scheduler 1.37 (as above)", settings="`method: workload`, `topology: tier-1`",
+@pytest.mark.proves(scheduler="kube-scheduler (as above)", settings="`method: workload`, `topology: tier-1`",
                     operator="training-operator, none",
                     jobs="TFJob of 5 pods: the two racks hold 8 between them, neither 5",
                     outcome=("`policylib check` and `simulate` predict it; nothing binds; the PodGroup says "
                              "`0/2 placements are available`"),
-                    kubernetes=(MINOR,))
+                    kubernetes=MINORS)
 @pytest.mark.timeout(300)
-def test_a_gang_that_fits_no_rack_stays_pending_with_the_schedulers_reason(request, racks):
+def test_a_gang_that_fits_no_rack_stays_pending_with_the_schedulers_reason(report, racks):
     c, tmp = racks
     ns = c.namespace("topology-none", config="gang")
     job = tfjob("train", ns, "racks", None, ps=1, workers=4)
@@ -129,7 +128,7 @@ def test_a_gang_that_fits_no_rack_stays_pending_with_the_schedulers_reason(reque
     def condition():
         ever.update(bound(job_pods(c, ns, stored)))
         found = [x for x in ((podgroup(c, ns) or {}).get("status") or {}).get("conditions") or []
-                 if x["type"] == "PodGroupInitiallyScheduled"]
+                 if x["type"] == CONDITION[c.minor]]
         return ever or (found[0] if found else None)
     seen = wait_for("the scheduler's verdict on the PodGroup", condition, timeout=150)
     assert not ever, f"pods of a gang that fits no rack were bound: {sorted(ever)}"
@@ -143,5 +142,5 @@ def test_a_gang_that_fits_no_rack_stays_pending_with_the_schedulers_reason(reque
                       "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"], (findings, run.stderr)
     assert any(f["key"] == "gang.topology" and f["severity"] == "info" and "TopologyAwareWorkloadScheduling" in
                f["message"] for f in findings), findings   # the API server kept the constraint: no warning
-    report(request, f"Kubernetes {MINOR}: TFJob {ns}/train (5 pods), topology {RACK}: 0 bound; PodGroup "
+    report(f"Kubernetes {c.minor}: TFJob {ns}/train (5 pods), topology {RACK}: 0 bound; PodGroup "
                     f"{seen['type']} {seen['status']} {seen['reason']}: {seen['message']}")
