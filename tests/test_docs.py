@@ -111,6 +111,16 @@ def test_compatibility_rows_come_from_the_tests_proves_markers(tmp_path):
     assert [(r.scheduler, r.kubernetes, r.test) for r in found] == [
         ("kube-scheduler", ("1.36", "1.37"), "tests/e2e/test_x.py::test_a"),
         ("s", (COMPAT.default_minor(),), "tests/e2e/test_x.py::test_a")]
+    (tmp_path / "test_w.py").write_text(
+        "import pytest\n\nMINORS = ('1.36',)\npytestmark = pytest.mark.minors(*MINORS)\n\n\n"
+        "@pytest.mark.proves(scheduler='m', settings='x', operator='o', jobs='j', outcome='o')\n"
+        "def test_m():\n    pass\n\n\n"
+        "@pytest.mark.proves(scheduler='all', settings='x', operator='o', jobs='j', outcome='o')\n"
+        "@pytest.mark.minors()\n"
+        "def test_all():\n    pass\n")
+    assert [(r.scheduler, r.kubernetes) for r in COMPAT.rows(tmp_path)][:2] == [
+        ("m", ("1.36",)), ("all", COMPAT.harness_minors())]     # the tests' own minors marks decide
+    (tmp_path / "test_w.py").unlink()
     (tmp_path / "test_y.py").write_text("import pytest\n\n\n@pytest.mark.proves(scheduler='s', jobs='j')\n"
                                         "def test_b():\n    pass\n")
     with pytest.raises(ValueError) as e:

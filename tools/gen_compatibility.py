@@ -6,8 +6,10 @@
 Sources:
 - The rows: every ``@pytest.mark.proves(...)`` on a test under tests/e2e/, read from the source (``ast``, nothing
   is imported or run). Its keywords are the columns: ``scheduler``, ``settings`` (policylib's ``gang.*``),
-  ``operator`` (operator and its gang mode), ``jobs``, ``outcome``, and ``kubernetes``, the minors the test runs
-  on (a tuple of ``"1.NN"``; default: the harness's default minor). One test may carry several (one per row).
+  ``operator`` (operator and its gang mode), ``jobs``, ``outcome``. One test may carry several (one per row). The
+  Kubernetes minors of a row are those the test runs on: its ``pytest.mark.minors(...)`` (or its module's
+  ``pytestmark``; every minor of tests/e2e/harness.py's ``MINORS`` when it names none), else the harness's default
+  minor; a ``kubernetes`` keyword says it where no mark does.
 - The versions: the Go modules the harness builds each component from (``e2e/**/go*.mod``): Kubernetes (one
   go.mod per minor), the operators, the schedulers, Helm, cert-manager, the descheduler.
 - What the page says besides (what a row means, what is not supported and why): this module's text.
@@ -83,10 +85,45 @@ def kubernetes_versions() -> list[str]:
     return sorted(found, key=lambda v: [int(x) for x in re.findall(r"\d+", v)[:3]], reverse=True)
 
 
-def default_minor() -> str:
-    """The harness's default minor: the one ``e2e/go.mod`` builds."""
+def harness_minors() -> tuple[str, ...]:
+    """The minors the harness runs, its default first (``MINORS`` of tests/e2e/harness.py); without it, the one
+    ``e2e/go.mod`` builds."""
+    harness = E2E_TESTS / "harness.py"
+    if harness.exists():
+        found = _literals(ast.parse(harness.read_text(encoding="utf-8"))).get("MINORS")
+        if isinstance(found, tuple) and found:
+            return tuple(str(m) for m in found)
     version = module_version(ROOT / "e2e" / "go.mod", KUBERNETES) or "v1.0.0"
-    return ".".join(version.lstrip("v").split(".")[:2])
+    return (".".join(version.lstrip("v").split(".")[:2]),)
+
+
+def default_minor() -> str:
+    """The harness's default minor, on which a test not marked ``minors`` runs."""
+    return harness_minors()[0]
+
+
+def _minors_marked(decorators: list[ast.expr], names: dict[str, object]) -> tuple[str, ...] | None:
+    """The minors a ``pytest.mark.minors(...)`` among ``decorators`` names (every one the harness runs when it
+    names none), or None without one."""
+    for node in decorators:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "minors":
+            named: list[str] = []
+            for arg in node.args:
+                if isinstance(arg, ast.Starred):
+                    value = _constant(arg.value, names)
+                    named += [str(v) for v in value] if isinstance(value, (tuple, list)) else [str(value)]
+                else:
+                    named.append(str(_constant(arg, names)))
+            return tuple(named) or harness_minors()
+    return None
+
+
+def _module_marks(tree: ast.Module) -> list[ast.expr]:
+    """The marks of ``pytestmark = <mark>`` (or a list of them) at the top of a test module."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "pytestmark" for t in node.targets):
+            return list(node.value.elts) if isinstance(node.value, (ast.List, ast.Tuple)) else [node.value]
+    return []
 
 
 def _literals(tree: ast.Module) -> dict[str, object]:
@@ -123,6 +160,7 @@ def rows(directory: Path = E2E_TESTS) -> list[Row]:
     for path in sorted(directory.glob("test_*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = _literals(tree)
+        module_minors = _minors_marked(_module_marks(tree), names)
         for node in tree.body:
             if not isinstance(node, ast.FunctionDef):
                 continue
@@ -135,7 +173,8 @@ def rows(directory: Path = E2E_TESTS) -> list[Row]:
                 if missing or decorator.args:
                     raise ValueError(f"{path.name}::{node.name}: pytest.mark.proves needs keywords "
                                      f"{', '.join(COLUMNS)} (missing: {', '.join(missing) or 'none'})")
-                minors = kw.get("kubernetes") or (default_minor(),)
+                minors = (_minors_marked(node.decorator_list, names) or module_minors or kw.get("kubernetes")
+                          or (default_minor(),))
                 out.append(Row(*(str(kw[c]) for c in COLUMNS), tuple(str(m) for m in minors),
                                f"tests/e2e/{path.name}::{node.name}"))
     return out
