@@ -1,5 +1,5 @@
-"""Gang method ``workload`` end to end (rules G16-G18): Kubernetes' own gang scheduling (1.36 alpha,
-``testcluster --feature-gates GangScheduling=true,GenericWorkload=true``) for a TFJob that training-operator
+"""Gang method ``workload`` end to end (rules G16-G18): Kubernetes' own gang scheduling (1.36 alpha, ``testcluster
+--kubernetes 1.36 --feature-gates GangScheduling=true,GenericWorkload=true``) for a TFJob that training-operator
 (``--training-operator``) turns into pods. The test creates only the job: policylib's webhook labels its
 templates, the operator creates the pods, the webhook's gang-pods entry writes each pod's
 ``spec.schedulingGroup``, policylib's controller creates the Workload and PodGroup, and the default
@@ -26,10 +26,11 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import Controller, Webhook, gang_webhook_and_controller, wait_for
+from .harness import WORKLOAD_GATES, Controller, Webhook, gang_webhook_and_controller, wait_for
 from .util import POLICYLIB
 
-GATES = "GangScheduling=true,GenericWorkload=true"
+#: On Kubernetes 1.36 only: the method writes scheduling.k8s.io/v1alpha2 (rule G19), which 1.37 does not serve.
+pytestmark = pytest.mark.minors("1.36")
 LABEL = "policylib.io/scheduling-group"
 WORKLOAD = "workloads.scheduling.k8s.io"
 PODGROUP = "podgroups.scheduling.k8s.io"
@@ -37,12 +38,12 @@ CONFIG = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}, "contro
 
 
 @pytest.fixture(scope="module")
-def native_setup(harness_built, tmp_path_factory):
+def native_setup(harness_built, tmp_path_factory, minor):
     """training-operator and the MPI Operator (no gang mode of their own) on a cluster with the native gang
     gates; policylib's webhook and controller with gang method workload."""
     tmp = tmp_path_factory.mktemp("gang-workload")
-    c = start_cluster(tmp, "--training-operator", "--mpi-operator", "--feature-gates", GATES,
-                      targets=("testcluster-training-operator", "testcluster-mpi-operator"))
+    c = start_cluster(tmp, "--training-operator", "--mpi-operator", "--feature-gates", WORKLOAD_GATES[minor],
+                      targets=("testcluster-training-operator", "testcluster-mpi-operator"), minor=minor)
     hook = ctl = None
     try:
         c.namespace(LEASE_NS)
@@ -140,10 +141,10 @@ def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(n
 
 
 @pytest.fixture(scope="module")
-def no_gates(harness_built, tmp_path_factory):
+def no_gates(harness_built, tmp_path_factory, minor):
     """The same setup on a cluster without the gates: scheduling.k8s.io/v1alpha2 is not served."""
     tmp = tmp_path_factory.mktemp("gang-workload-off")
-    c = start_cluster(tmp, "--training-operator", targets=("testcluster-training-operator",))
+    c = start_cluster(tmp, "--training-operator", targets=("testcluster-training-operator",), minor=minor)
     try:
         c.namespace(LEASE_NS)
         with gang_webhook_and_controller(c, CONFIG, tmp, "gang-workload-off", LEASE_NS):
