@@ -36,7 +36,7 @@ def tree(tmp_path: Path, passes: bool = True) -> Path:
     (tests / "e2e").mkdir(parents=True)
     (tests / "e2e" / "test_real_node_a.py").write_text("def test_a():\n    assert True\n")
     (tests / "e2e" / "test_b.py").write_text(f"def test_b():\n    assert {passes}\n")
-    (tests / "e2e" / "test_d.py").write_text("def test_d():\n    assert True\n")
+    (tests / "e2e" / "test_d.py").write_text("def test_d(tmp_path):\n    (tmp_path / 'here').touch()\n")
     (tests / "test_c.py").write_text("def test_c():\n    assert True\n")
     return tests
 
@@ -64,7 +64,7 @@ def test_the_longest_jobs_start_first_after_the_real_node_job(tmp_path):
 @pytest.mark.parametrize("passes,code", [(True, 0), (False, 1)])
 def test_every_job_runs_and_a_failure_is_the_exit_status(tmp_path, capfd, passes, code):
     tests, logs = tree(tmp_path, passes), tmp_path / "logs"
-    assert test_streams.run_jobs(tests, logs, at_once=2) == code
+    assert test_streams.run_jobs(tests, logs, at_once=2, tmp=tmp_path / "tmp") == code
     out = capfd.readouterr().out
     assert {"[real-node] ", "[units] ", "[b] ", "[d] "} <= set(re.findall(r"^\[[a-z-]+\] ", out, re.M))
     assert f"job b: pytest exited {code} after" in out and "job d: pytest exited 0 after" in out
@@ -73,6 +73,9 @@ def test_every_job_runs_and_a_failure_is_the_exit_status(tmp_path, capfd, passes
         assert "1 passed" in (logs / f"{name}.log").read_text()
     assert ("1 passed" if passes else "1 failed") in (logs / "b.log").read_text()
     assert set(json.loads((logs / "durations.json").read_text())) == {"real-node", "units", "b", "d"}
+    # each job's --basetemp, kept after it
+    assert [p.relative_to(tmp_path / "tmp") for p in (tmp_path / "tmp").rglob("here")] == [
+        Path("d/test_d0/here")]
     lines = out.splitlines()
     last = max(i for i, line in enumerate(lines) if re.match(r"\[[a-z-]+\] ", line))
     end = "\n".join(lines[last + 1:])  # after the last prefixed line: what a CI log's tail shows
@@ -98,12 +101,12 @@ def test_one_at_a_time():
 '''
     for name in ("test_b.py", "test_d.py", "test_e.py"):
         (tests / "e2e" / name).write_text(held.format(d=tmp_path))
-    assert test_streams.run_jobs(tests, tmp_path / "logs", at_once=1) == 0, capfd.readouterr().out
+    assert test_streams.run_jobs(tests, tmp_path / "logs", at_once=1, tmp=tmp_path / "tmp") == 0, capfd.readouterr().out
 
 
 def test_the_callers_signal_handlers_are_back_afterwards(tmp_path, capfd):
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert test_streams.run_jobs(tree(tmp_path), tmp_path / "logs") == 0
+    assert test_streams.run_jobs(tree(tmp_path), tmp_path / "logs", tmp=tmp_path / "tmp") == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
@@ -151,7 +154,7 @@ def test_waits(held):
     ignore = "signal.signal(signal.SIGINT, signal.SIG_IGN); " if sigint == "ignored" else ""
     script = (f"import signal, sys; {ignore}sys.path.insert(0, {str(ROOT / 'tools')!r}); import test_streams, pathlib; "
               f"sys.exit(test_streams.run_jobs(pathlib.Path({str(tests)!r}), pathlib.Path({str(tmp_path / 'logs')!r}), "
-              "at_once=2))")
+              f"at_once=2, tmp=pathlib.Path({str(tmp_path / 'tmp')!r})))")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"{n}.started").exists() for n in ("node", "cluster")):

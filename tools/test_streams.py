@@ -15,7 +15,8 @@ into jobs, each its own pytest process with its own control planes, and ``WORKER
 
 The longest jobs start first: their durations in the last complete run (``build/test-logs/durations.json``), or,
 before any run, the size of their files. Each job's lines are printed as they come, prefixed with its name, and kept
-whole in ``build/test-logs/JOB.log``; the exit status is the first failing job's (0 when all pass), and each failing
+whole in ``build/test-logs/JOB.log``, its temporary files (the clusters' directories and logs) in
+``build/test-tmp/JOB/`` until the job runs again; the exit status is the first failing job's (0 when all pass), and each failing
 job's short test summary is printed again at the end. SIGINT or SIGTERM stops every running job (pytest's own
 interrupt handling, so the harnesses stop cleanly) and starts no other, even when this process was started with
 SIGINT ignored.
@@ -40,6 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 LOGS = ROOT / "build" / "test-logs"
+#: Each job's pytest --basetemp is TMP/JOB: kept until that job runs again (pytest's own numbered directories keep the
+#: last three runs only, so a failed job's cluster logs would be gone by the end of make test).
+TMP = ROOT / "build" / "test-tmp"
 #: Seconds a job has to end after it was told to stop, before it is killed.
 STOP_SECONDS = 120
 #: Jobs run at a time (docs/figures.md, "A cold make test" measures the choice); POLICYLIB_TEST_WORKERS overrides.
@@ -114,10 +118,13 @@ class Running:
     ended: float | None = None
 
 
-def run_jobs(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.executable, at_once: int | None = None) -> int:
-    """Every job, ``at_once`` at a time (``workers()``); the first failing job's exit status (in start order), else 0."""
+def run_jobs(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.executable, at_once: int | None = None,
+             tmp: Path = TMP) -> int:
+    """Every job, ``at_once`` at a time (``workers()``), each with its own ``--basetemp`` under ``tmp``; the first
+    failing job's exit status (in start order), else 0."""
     at_once = at_once or workers()
     logs.mkdir(parents=True, exist_ok=True)
+    tmp.mkdir(parents=True, exist_ok=True)  # pytest makes --basetemp itself, but not its parent
     all_jobs = jobs(tests)
     pending = order(all_jobs, logs)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -144,7 +151,8 @@ def run_jobs(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.executabl
         extra = [] if name == UNITS else ["-p", "no:cacheprovider"]
         # Each pytest in a session of its own: a Ctrl-C at the terminal reaches only this process, which passes one
         # SIGINT on (a second one would cut pytest's teardown short and leave its control planes running).
-        proc = subprocess.Popen([python, "-m", "pytest", *extra, *all_jobs[name]], cwd=ROOT, env=env,
+        basetemp = ["--basetemp", str(tmp / name)]
+        proc = subprocess.Popen([python, "-m", "pytest", *extra, *basetemp, *all_jobs[name]], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         t = threading.Thread(target=pump, args=(name, proc, logs / f"{name}.log", lock), daemon=True)
         t.start()
