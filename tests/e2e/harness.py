@@ -11,6 +11,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -71,6 +72,12 @@ def wait_for(what: str, condition: Callable[[], Any], timeout: float = 120.0, in
 def minor_binary(minor: str, name: str) -> Path:
     """Where ``make`` puts a minor's build of ``name`` (testcluster, kubectl, kubelet)."""
     return E2E / "bin" / name if minor == DEFAULT_MINOR else E2E / "bin" / minor / name
+
+
+def release(minor: str) -> str:
+    """The Kubernetes release the minor's module pins (e2e/go.mod, e2e/go.k8s-MINOR.mod): ``v1.37.2``."""
+    modfile = E2E / ("go.mod" if minor == DEFAULT_MINOR else f"go.k8s-{minor}.mod")
+    return re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", modfile.read_text(), re.M).group(1)
 
 
 def minor_target(minor: str) -> str:

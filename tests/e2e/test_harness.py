@@ -20,12 +20,10 @@ from .harness import (
     Cluster,
     minor_binary,
     refused,
+    release,
     require_built,
     wait_for,
 )
-
-#: The releases the modules pin (e2e/go.mod, e2e/go.k8s-1.36.mod).
-RELEASES = {"1.37": "v1.37.2", "1.36": "v1.36.3"}
 
 BAD_NODES = {
     "not-yaml": ("kind: Node\nmetadata: {name: [\n", "document 1"),
@@ -115,8 +113,9 @@ def test_a_controller_reads_its_scope_from_a_configuration_no_test_installs_unle
 def test_each_minor_is_its_own_release_in_the_process_the_caller_started(cluster, minor):
     """bin/testcluster --kubernetes MINOR is the minor's own build in the same process (another minor's runs in
     its place, same pid), its API server, controller manager and scheduler that release, and the minor's kubectl."""
+    assert release(minor).startswith(f"v{minor}.")
     version = json.loads(cluster.kubectl("version", "-o", "json").stdout)
-    assert (version["serverVersion"]["gitVersion"], version["clientVersion"]["gitVersion"]) == (RELEASES[minor],) * 2
+    assert (version["serverVersion"]["gitVersion"], version["clientVersion"]["gitVersion"]) == (release(minor),) * 2
     build = str(minor_binary(minor, "testcluster"))
     assert os.readlink(f"/proc/{cluster.proc.pid}/exe") == build
     assert {argv[1]: exe for exe, argv in children(cluster.proc.pid)} == {

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import DEFAULT_MINOR, Cluster, minor_target, refused, require_built, wait_for
+from .harness import DEFAULT_MINOR, Cluster, minor_target, refused, release, require_built, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -163,7 +163,7 @@ def test_a_real_node_runs_a_pod_and_stop_leaves_nothing(built, tmp_path, minor):
         node = json.loads(c.kubectl("get", "node", "real-0", "-o", "json").stdout)
         assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone-real"
         assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "real-0"
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == release(minor)
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6.")
         addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
         assert addresses["InternalIP"] == rec["nodeIP"] and not rec["nodeIP"].startswith("127.")
@@ -227,7 +227,7 @@ def test_two_real_nodes_each_run_a_pod_and_stop_leaves_nothing(built, tmp_path):
             labels = node["metadata"]["labels"]
             assert (labels["topology.kubernetes.io/zone"], labels["kubernetes.io/hostname"]) == ("zone-real", n["node"])
             assert {x["type"]: x["status"] for x in node["status"]["conditions"]}["Ready"] == "True"
-            assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+            assert node["status"]["nodeInfo"]["kubeletVersion"] == release(DEFAULT_MINOR)
             endpoints.add(node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"])
             pod = run_web_pod(c, "two", node=n["node"], name=f"web-{n['node']}")
             assert pod["spec"]["nodeName"] == n["node"] and pod["status"]["hostIP"] == rec["nodeIP"]
