@@ -209,7 +209,7 @@ e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,
 	    > ../bin/cert-manager/crd/cert-manager.crds.yaml
 	touch e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector
 
-e2e: $(STAMP) testcluster
+e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 # Kubeflow training-operator (v1 API: TFJob, PyTorchJob) for `testcluster --training-operator`, from the
