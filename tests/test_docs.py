@@ -212,6 +212,8 @@ def test_the_harness_reference_has_every_flag_the_harness_defines():
     assert len(flags) == len(defined) >= 8, "a flag definition tools/gen_reference.py cannot read"
     page = (DOCS / "reference" / "testcluster.md").read_text()
     assert "| `--crd` | value (repeatable) |  | CustomResourceDefinition file" in page
+    # a default named by a constant (minors.go's defaultMinor) is the constant's value
+    assert "| `--kubernetes` | string | `1.37` | " in page
     for name, *_ in flags:
         assert f"| `--{name}` |" in page
 
@@ -537,9 +539,13 @@ def test_every_flag_quoted_in_the_docs_exists():
 
 def test_one_minimum_kubernetes_version():
     """docs/install.md's minimum, README's, the Helm chart's kubeVersion and the version the manifests are
-    validated against are one version."""
+    validated against are one version; the chart's upper bound is the minor after the newest one the end-to-end
+    tests run (a newer Kubernetes is refused until they run it)."""
     from tests import test_manifests
+    from tests.e2e.harness import MINORS
     install = re.search(r"Minimum Kubernetes: (\d+\.\d+)\.", (ROOT / "docs" / "install.md").read_text()).group(1)
     readme = re.search(r"Minimum Kubernetes: (\d+\.\d+)\.", (ROOT / "README.md").read_text()).group(1)
     chart = yaml.safe_load((ROOT / "charts" / "policylib" / "Chart.yaml").read_text())["kubeVersion"]
-    assert (readme, chart, test_manifests.K8S_VERSION) == (install, f">={install}.0-0", f"{install}.0")
+    major, minor = max(tuple(map(int, m.split("."))) for m in MINORS)
+    assert (readme, chart, test_manifests.K8S_VERSION) == (
+        install, f">={install}.0-0 <{major}.{minor + 1}.0-0", f"{install}.0")

@@ -405,24 +405,32 @@ GO_FLAG = re.compile(r'\bfs\.(String|Bool|Int|Duration|)Var\(&[\w.]+, "([\w-]+)"
 GO_KIND = {"String": "string", "Bool": "bool", "Int": "int", "Duration": "duration", "": "value (repeatable)"}
 
 
-def go_flags(source: str) -> list[tuple[str, str, str, str]]:
-    """(name, type, default, help) of every ``fs.XVar`` flag definition in Go source."""
+GO_CONST = re.compile(r'^\s*(?:const\s+)?(\w+)\s*=\s*("(?:[^"\\]|\\.)*")\s*$', re.M)
+
+
+def go_flags(source: str, consts: str = "") -> list[tuple[str, str, str, str]]:
+    """(name, type, default, help) of every ``fs.XVar`` flag definition in Go source; a default named by a string
+    constant is that constant's value (from ``consts``, Go source too)."""
+    values = {name: json.loads(value) for name, value in GO_CONST.findall(consts or source)}
     out = []
     for kind, name, default, help_text in GO_FLAG.findall(source):
+        default = values.get(default, default)
         default = "" if default in ('""', "false", "0") else default.strip('"')
         out.append((name, GO_KIND[kind], default, json.loads(help_text)))
     return out
 
 
 def testcluster_page() -> str:
-    source = (ROOT / "e2e" / "cmd" / "testcluster" / "main.go").read_text(encoding="utf-8")
+    package = ROOT / "e2e" / "cmd" / "testcluster"
+    source = (package / "main.go").read_text(encoding="utf-8")
+    consts = "".join(p.read_text(encoding="utf-8") for p in sorted(package.glob("*.go")))
     lines = [HEADER + "# The harness's flags: `e2e/bin/testcluster`", "",
              "Every flag of the end-to-end harness, from its flag definitions in "
              "`e2e/cmd/testcluster/main.go`. What it runs, and how the tests use it: "
              "[the end-to-end harness](../e2e.md). A bad flag or file is one line on stderr and exit "
              "status 2.", "",
              "| flag | type | default | help |", "| --- | --- | --- | --- |"]
-    for name, kind, default, help_text in go_flags(source):
+    for name, kind, default, help_text in go_flags(source, consts):
         lines.append(f"| `--{name}` | {kind} | {f'`{default}`' if default else ''} | {_cell(help_text)} |")
     return "\n".join(lines).rstrip() + "\n"
 

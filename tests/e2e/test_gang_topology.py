@@ -15,14 +15,14 @@ import yaml
 from policylib.simulate import simulate
 
 from .gang_operators import GROUP, LEASE_NS, bound, create, job_pods, tfjob, wait_pods
-from .harness import Cluster, Controller, Webhook, require_built, wait_for
+from .harness import WORKLOAD_API, WORKLOAD_GATES, Cluster, Controller, Webhook, require_built, wait_for
 from .util import POLICYLIB
 
-MINORS = ("1.36", "1.37")
+#: Both minors (the ``minor`` fixture): the field and the plugin are in 1.36's v1alpha2 and 1.37's v1beta1.
+pytestmark = pytest.mark.minors()
 RACK = "example.com/rack"
-GATES = {"1.36": "GangScheduling=true,GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
-         "1.37": "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"}
-VERSION = {"1.36": "v1alpha2", "1.37": "v1beta1"}
+GATES = {minor: f"{gates},TopologyAwareWorkloadScheduling=true" for minor, gates in WORKLOAD_GATES.items()}
+VERSION = {minor: api.rpartition("/")[2] for minor, api in WORKLOAD_API.items()}
 #: The PodGroup condition kube-scheduler's pod group cycle writes (scheduling/v1alpha2 and v1beta1 types.go).
 CONDITION = {"1.36": "PodGroupScheduled", "1.37": "PodGroupInitiallyScheduled"}
 CONFIG = {"gang": {"method": "workload", "scheduler": "kube-scheduler", "topology": "tier-1"},
@@ -42,16 +42,14 @@ def node_file(tmp) -> str:
     return path
 
 
-@pytest.fixture(scope="module", params=MINORS)
-def racks(request, harness_built, tmp_path_factory):
+@pytest.fixture(scope="module")
+def racks(harness_built, tmp_path_factory, minor):
     """training-operator on a cluster of each minor with the topology gate and Nodes in two racks; policylib's
     webhook and controller with gang method workload and gang.topology tier-1."""
-    minor = request.param
     tmp = tmp_path_factory.mktemp(f"gang-topology-{minor}")
     require_built("testcluster-training-operator")
-    c = Cluster(tmp / "c", nodes=node_file(tmp), extra_args=("--kubernetes", minor, "--training-operator",
-                                                            "--feature-gates", GATES[minor]))
-    c.minor = minor
+    c = Cluster(tmp / "c", nodes=node_file(tmp), extra_args=("--training-operator", "--feature-gates", GATES[minor]),
+                minor=minor)
     hook = ctl = None
     try:
         c.namespace(LEASE_NS)
@@ -80,8 +78,7 @@ def podgroup(c, ns: str) -> dict | None:
                     settings="`method: workload`, `topology: tier-1` (the rack label of `networkTopologyDiscovery`)",
                     operator="training-operator, none", jobs="TFJob of 3 pods, which one rack holds",
                     outcome=("the PodGroup carries `schedulingConstraints.topology [example.com/rack]`; all 3 pods bind "
-                             "in one rack, as `policylib simulate` predicts"),
-                    kubernetes=MINORS)
+                             "in one rack, as `policylib simulate` predicts"))
 @pytest.mark.timeout(300)
 def test_a_gang_that_fits_one_rack_lands_in_one_rack(report, racks):
     c, tmp = racks
@@ -106,8 +103,7 @@ def test_a_gang_that_fits_one_rack_lands_in_one_rack(report, racks):
                     operator="training-operator, none",
                     jobs="TFJob of 5 pods: the two racks hold 8 between them, neither 5",
                     outcome=("`policylib check` and `simulate` predict it; nothing binds; the PodGroup says "
-                             "`0/2 placements are available`"),
-                    kubernetes=MINORS)
+                             "`0/2 placements are available`"))
 @pytest.mark.timeout(300)
 def test_a_gang_that_fits_no_rack_stays_pending_with_the_schedulers_reason(report, racks):
     c, tmp = racks

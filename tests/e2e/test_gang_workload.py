@@ -1,12 +1,12 @@
-"""Gang method ``workload`` end to end on both Kubernetes minors (rules G16-G20, G22-G24): Kubernetes' own gang
-scheduling in the version each API server serves (``testcluster --kubernetes 1.36``: ``scheduling.k8s.io/v1alpha2``
-behind ``GangScheduling,GenericWorkload``; ``--kubernetes 1.37``: ``v1beta1`` behind ``GenericWorkload``, with the
-runtime-config of each) for TFJobs, PyTorchJobs and MPIJobs that training-operator and the MPI Operator turn into
-pods. The test creates only the job: policylib's webhook labels its templates, the operator creates the pods, the
-webhook's gang-pods entry writes each pod's ``spec.schedulingGroup`` (or refuses it where no PodGroup can be made),
-policylib's controller creates the Workload and PodGroup in the served version, and the default kube-scheduler places
-the gang all or nothing. Each test prints the API versions written. docs/compatibility.md is generated from the
-``proves`` declarations here."""
+"""Gang method ``workload`` end to end on both Kubernetes minors (rules G16-G20, G22-G24; ``pytest.mark.minors()``):
+Kubernetes' own gang scheduling in the version each API server serves (``testcluster --kubernetes 1.36``:
+``scheduling.k8s.io/v1alpha2`` behind ``GangScheduling,GenericWorkload``; ``--kubernetes 1.37``: ``v1beta1`` behind
+``GenericWorkload``, with the runtime-config of each) for TFJobs, PyTorchJobs and MPIJobs that training-operator
+and the MPI Operator turn into pods. The test creates only the job: policylib's webhook labels its templates, the
+operator creates the pods, the webhook's gang-pods entry writes each pod's ``spec.schedulingGroup`` (or refuses it
+where no PodGroup can be made), policylib's controller creates the Workload and PodGroup in the served version, and
+the default kube-scheduler places the gang all or nothing. Each test reports the API versions written in the run's
+summary. docs/compatibility.md is generated from the ``proves`` declarations here."""
 from __future__ import annotations
 
 import json
@@ -27,14 +27,14 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import Controller, Webhook, gang_webhook_and_controller, wait_for
+from .harness import WORKLOAD_API, WORKLOAD_GATES, Controller, Webhook, gang_webhook_and_controller, wait_for
 from .util import POLICYLIB
 
-MINORS = ("1.36", "1.37")
-#: The feature gates of each minor (k8s.io/kubernetes pkg/features: 1.37 has no GangScheduling gate); testcluster
-#: adds the runtime-config of the minor's Workload API version when GenericWorkload is on.
-GATES = {"1.36": "GangScheduling=true,GenericWorkload=true", "1.37": "GenericWorkload=true"}
-VERSION = {"1.36": "v1alpha2", "1.37": "v1beta1"}
+#: Every test here runs on each minor the harness runs (the ``minor`` fixture).
+pytestmark = pytest.mark.minors()
+#: The gates of each minor (1.37 has no GangScheduling gate); testcluster turns on the minor's Workload API with them.
+GATES = WORKLOAD_GATES
+VERSION = {minor: api.rpartition("/")[2] for minor, api in WORKLOAD_API.items()}
 #: The PodGroup condition kube-scheduler's pod group cycle writes (scheduling/v1alpha2 and v1beta1 types.go).
 CONDITION = {"1.36": "PodGroupScheduled", "1.37": "PodGroupInitiallyScheduled"}
 LABEL = "policylib.io/scheduling-group"
@@ -49,14 +49,13 @@ def podgroups(minor: str) -> str:
     return f"podgroups.{VERSION[minor]}.scheduling.k8s.io"
 
 
-@pytest.fixture(scope="module", params=MINORS)
-def native_setup(request, harness_built, tmp_path_factory):
+@pytest.fixture(scope="module")
+def native_setup(harness_built, tmp_path_factory, minor):
     """training-operator and the MPI Operator (no gang mode of their own) on a cluster of each minor with its
     Workload API on; policylib's webhook and controller with gang method workload."""
-    minor = request.param
     tmp = tmp_path_factory.mktemp(f"gang-workload-{minor}")
-    c = start_cluster(tmp, "--kubernetes", minor, "--training-operator", "--mpi-operator", "--feature-gates",
-                      GATES[minor], targets=("testcluster-training-operator", "testcluster-mpi-operator"))
+    c = start_cluster(tmp, "--training-operator", "--mpi-operator", "--feature-gates", GATES[minor],
+                      targets=("testcluster-training-operator", "testcluster-mpi-operator"), minor=minor)
     hook = ctl = None
     try:
         c.namespace(LEASE_NS)
@@ -96,11 +95,10 @@ JOBS = {"TFJob": (tfjob, "fits3", "tfReplicaSpecs", {"PS", "Worker"}),
                     jobs="TFJob PS+Worker, PyTorchJob Master+Worker",
                     outcome=("the operator's pods carry the label policylib wrote and the `spec.schedulingGroup` its "
                              "webhook wrote; policylib's controller makes the Workload and PodGroup in the served "
-                             "version (`v1alpha2` on 1.36, `v1beta1` on 1.37; minCount 3, owned by the job); all bind"),
-                    kubernetes=MINORS)
+                             "version (`v1alpha2` on 1.36, `v1beta1` on 1.37; minCount 3, owned by the job); all bind"))
 @pytest.mark.proves(scheduler="kube-scheduler (as above)", settings="`method: workload`", operator="MPI Operator, none",
                     jobs="MPIJob v2beta1 Launcher+Worker (the launcher's pod made by the Job controller)",
-                    outcome="as above", kubernetes=MINORS)
+                    outcome="as above", )
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kind", sorted(JOBS))
 def test_workload_method_operator_pods_carry_the_scheduling_group_and_bind_together(report, native_setup, kind):
@@ -145,8 +143,7 @@ def test_workload_method_operator_pods_carry_the_scheduling_group_and_bind_toget
 
 @pytest.mark.proves(scheduler="kube-scheduler (as above)", settings="`method: workload`",
                     operator="training-operator, none", jobs="TFJob that cannot fit",
-                    outcome="`policylib check` predicts it; every pod judged unschedulable; nothing binds",
-                    kubernetes=MINORS)
+                    outcome="`policylib check` predicts it; every pod judged unschedulable; nothing binds")
 @pytest.mark.timeout(300)
 def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(report, native_setup):
     """PS 1 + Worker 3 on 3 CPUs: check predicts it; kube-scheduler judges every pod of the gang
@@ -181,8 +178,7 @@ def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(r
                     operator="training-operator, none", jobs="TFJob unsuspended while policylib's webhook is down",
                     outcome=("the API server refuses the operator's pods (`gang-pods` is `failurePolicy: Fail`; "
                              "`FailedCreatePod` on the job), none runs alone; once the webhook is back the operator's "
-                             "retry creates them with `schedulingGroup`; all bind"),
-                    kubernetes=MINORS)
+                             "retry creates them with `schedulingGroup`; all bind"))
 @pytest.mark.timeout(300)
 def test_workload_method_gang_pods_wait_while_the_webhook_is_down(native_setup):
     """failurePolicy Fail of the gang-pods webhook (rule G17): while the webhook is down the API server
@@ -258,12 +254,11 @@ def test_check_cluster_names_the_served_version_what_must_be_on_and_the_upgrade_
     assert len(dropped) == 1, (findings, err)
 
 
-@pytest.fixture(scope="module", params=MINORS)
-def no_api(request, harness_built, tmp_path_factory):
+@pytest.fixture(scope="module")
+def no_api(harness_built, tmp_path_factory, minor):
     """The same setup on a cluster of each minor without the gates: no Workload API is served."""
-    minor = request.param
     tmp = tmp_path_factory.mktemp(f"gang-workload-off-{minor}")
-    c = start_cluster(tmp, "--kubernetes", minor, "--training-operator", targets=("testcluster-training-operator",))
+    c = start_cluster(tmp, "--training-operator", targets=("testcluster-training-operator",), minor=minor)
     try:
         c.namespace(LEASE_NS)
         with gang_webhook_and_controller(c, CONFIG, tmp, "gang-workload-off", LEASE_NS):
@@ -284,8 +279,7 @@ ENABLE = {"1.36": ("start kube-apiserver, kube-scheduler and kube-controller-man
                     operator="training-operator, none", jobs="TFJob",
                     outcome=("no Workload API: the webhook refuses the operator's pods naming the API and the flags "
                              "of the minor (`FailedCreatePod` on the job), none runs alone; a Warning Event "
-                             "`WorkloadAPINotServed` on the job, and `policylib check --cluster`, say the same"),
-                    kubernetes=MINORS)
+                             "`WorkloadAPINotServed` on the job, and `policylib check --cluster`, say the same"))
 @pytest.mark.timeout(300)
 def test_workload_method_without_the_api_refuses_the_pods_and_says_what_to_enable(report, no_api):
     """Rules G20, G23 on a real API server that serves no Workload API: the job is admitted with a warning; its
