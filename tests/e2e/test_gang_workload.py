@@ -63,7 +63,7 @@ def native_setup(harness_built, tmp_path_factory, minor):
         hook.register()
         ctl = leader = Controller(c, CONFIG, tmp, "gang-workload", LEASE_NS)
         wait_for("the controller leads", lambda: leader.status()["leader"], timeout=60)
-        yield c, hook, minor, tmp
+        yield c, hook, minor, tmp, ctl
     finally:
         for proc in (ctl, hook):
             if proc:
@@ -106,7 +106,7 @@ def test_workload_method_operator_pods_carry_the_scheduling_group_and_bind_toget
     templates carry the label, the operator's pods carry spec.schedulingGroup (written by the webhook), the
     controller's Workload and PodGroup are in the minor's version, say minCount 3 and are owned by the job, and
     kube-scheduler binds all three."""
-    native, _, minor, _ = native_setup
+    native, _, minor, _, _ = native_setup
     build, group, specs_key, roles = JOBS[kind]
     ns = native.namespace(f"workload-{kind.lower()}", config="gang")
     stored = create(native, build("train", ns, group, None))
@@ -148,7 +148,7 @@ def test_workload_method_operator_pods_carry_the_scheduling_group_and_bind_toget
 def test_workload_method_gang_that_cannot_fit_binds_nothing_as_check_predicted(report, native_setup):
     """PS 1 + Worker 3 on 3 CPUs: check predicts it; kube-scheduler judges every pod of the gang
     unschedulable and binds none."""
-    native, _, minor, _ = native_setup
+    native, _, minor, _, _ = native_setup
     ns = native.namespace("workload-short", config="gang")
     stored = create(native, tfjob("train", ns, "short", None, workers=3))
     assert check_gang(CONFIG, native, stored, "short") == [
@@ -184,7 +184,7 @@ def test_workload_method_gang_pods_wait_while_the_webhook_is_down(native_setup):
     """failurePolicy Fail of the gang-pods webhook (rule G17): while the webhook is down the API server
     refuses the operator's labelled pods (none is admitted without its schedulingGroup, to run alone); the
     operator retries, and once the webhook is back every pod carries it and the gang binds."""
-    c, hook, minor, _ = native_setup
+    c, hook, minor, _, _ = native_setup
     ns = c.namespace("workload-down", config="gang")
     job = tfjob("train", ns, "role", None, ps=1, workers=1)
     job["spec"]["runPolicy"] = {"suspend": True}     # no pods until the webhook is down
@@ -209,6 +209,38 @@ def test_workload_method_gang_pods_wait_while_the_webhook_is_down(native_setup):
     wait_for("both pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 2, timeout=150)
 
 
+@pytest.mark.proves(scheduler="kube-scheduler (as above)", settings="`method: workload`",
+                    operator="training-operator, none", jobs="TFJob whose Worker replicas change (suspended)",
+                    outcome=("1.37: the controller patches both `gang.minCount`s (mutable in `v1beta1`); 1.36: it "
+                             "leaves them and logs that `v1alpha2`'s are immutable"))
+@pytest.mark.timeout(300)
+def test_a_changed_minimum_is_patched_where_the_version_lets_it_change(report, native_setup):
+    """Rule G19 on the real API servers: v1beta1 accepts a new minCount on the PodGroup and the Workload's template;
+    v1alpha2's is immutable, so the controller only says so."""
+    c, _, minor, _, ctl = native_setup
+    ns = c.namespace("workload-resize", config="gang")
+    job = tfjob("train", ns, "fits3", None, ps=1, workers=2)
+    job["spec"]["runPolicy"] = {"suspend": True}     # no pods: only the gang objects
+    create(c, job)
+    wait_for("the controller creates the PodGroup", lambda: c.get_or_none(podgroups(minor), "train", ns), timeout=90)
+    c.kubectl("patch", "tfjobs.kubeflow.org", "train", "-n", ns, "--type=merge",
+              "-p", json.dumps({"spec": {"tfReplicaSpecs": {"Worker": {"replicas": 3}}}}))
+
+    def min_counts():
+        pg, wl = c.get(podgroups(minor), "train", ns), c.get(workloads(minor), "train", ns)
+        return (pg["spec"]["schedulingPolicy"]["gang"]["minCount"],
+                wl["spec"]["podGroupTemplates"][0]["schedulingPolicy"]["gang"]["minCount"])
+    if minor == "1.36":
+        refused = wait_for("the controller's verdict", lambda: [
+            e for e in ctl.log_entries("cannot plan") if e.get("object") == f"PodGroup {ns}/train"], timeout=90)
+        assert "its gang policy is immutable" in refused[0]["reasons"][0], refused
+        assert min_counts() == (3, 3)
+    else:
+        wait_for("both minCounts patched to 4", lambda: min_counts() == (4, 4), timeout=90)
+    report(f"Kubernetes {minor}: TFJob {ns}/train resized to a minimum of 4: PodGroup and Workload "
+           f"{WORKLOAD_API[minor]} minCount {min_counts()[0]}")
+
+
 def check_cluster(c, tmp, ns: str, config: dict = CONFIG) -> tuple[int, list[dict], str]:
     cfg = tmp / "check-workload.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -221,7 +253,7 @@ def check_cluster(c, tmp, ns: str, config: dict = CONFIG) -> tuple[int, list[dic
 def test_check_cluster_names_the_served_version_what_must_be_on_and_the_upgrade_ahead(report, native_setup):
     """Rules G22 and G24 on the real API server: the version served and written, the flags of the minor; on 1.36,
     with v1alpha2 objects stored (the earlier tests' jobs made them), a warning before the upgrade to 1.37."""
-    c, _, minor, tmp = native_setup
+    c, _, minor, tmp, _ = native_setup
     ns = c.namespace("workload-check", config="gang")
     stored = create(c, tfjob("train", ns, "fits3d", None))
     wait_for("the controller creates the PodGroup", lambda: c.get_or_none(podgroups(minor), "train", ns), timeout=90)
