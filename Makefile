@@ -100,24 +100,51 @@ clean:
 
 # The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
-# (measured: docs/figures.md).
-HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
-	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler cert-manager \
-	$(if $(AS_ROOT),testcluster-real-node)
+# (measured: docs/figures.md). Two Kubernetes minors (`testcluster --kubernetes`): the default one's
+# binaries in e2e/bin/, each other minor's (K8S_MINORS) in e2e/bin/MINOR/, and only what a minor needs
+# there: testcluster and kubectl, and the kubelet where the real node runs.
+K8S_MINORS := 1.36
+HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm testcluster-coscheduling \
+	testcluster-volcano testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
+	cert-manager $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
 .PHONY: harness
 harness: $(HARNESS)
 
 # What a build depends on: its module's go.mod and go.sum ($(1)), the .go files under $(2), the go binary.
 gosrc = $(1)/go.mod $(1)/go.sum $(shell find $(2) -name '*.go' 2>/dev/null) $(GO_BIN)
 
-testcluster: e2e/bin/testcluster e2e/bin/kubectl
-e2e/bin/testcluster e2e/bin/kubectl &: $(call gosrc,e2e,e2e/cmd/testcluster)
-	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
+# A Kubernetes build of the module in the current directory, $(1) its go.mod (`-modfile=...` for another minor's):
+# `$$ld`, the version flags from the module's k8s.io/kubernetes release (what `kubectl version` and the components
+# report), then `go build $(1) -ldflags ...` with the rest of the line.
+k8s_build = v=$$($(GO) list $(1) -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v\#v} && \
 	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
-	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o bin/testcluster ./cmd/testcluster && \
-	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+	  $(GO) build $(1) -ldflags "$(GO_LDFLAGS) $$ld"
+
+# The default minor's control plane (testcluster) and kubectl, from e2e/go.mod; one `go build` of both, so their
+# links overlap.
+testcluster: e2e/bin/testcluster e2e/bin/kubectl
+e2e/bin/testcluster e2e/bin/kubectl &: $(call gosrc,e2e,e2e/cmd/testcluster)
+	cd e2e && $(call k8s_build,) -o bin/ ./cmd/testcluster k8s.io/kubernetes/cmd/kubectl
 	touch e2e/bin/testcluster e2e/bin/kubectl
+
+# Another minor's: the same sources against e2e/go.k8s-MINOR.mod (the e2e module at that release's modules), into
+# e2e/bin/MINOR/; e2e/bin/testcluster --kubernetes MINOR runs it.
+define k8s_minor
+.PHONY: testcluster-$(1) kubelet-$(1) testcluster-real-node-$(1)
+testcluster-$(1): e2e/bin/$(1)/testcluster e2e/bin/$(1)/kubectl
+e2e/bin/$(1)/testcluster e2e/bin/$(1)/kubectl &: e2e/go.k8s-$(1).mod e2e/go.k8s-$(1).sum $(filter-out e2e/go.mod e2e/go.sum,$(call gosrc,e2e,e2e/cmd/testcluster))
+	mkdir -p e2e/bin/$(1) && cd e2e && $$(call k8s_build,-modfile=go.k8s-$(1).mod) -o bin/$(1)/ ./cmd/testcluster \
+	  k8s.io/kubernetes/cmd/kubectl
+	touch e2e/bin/$(1)/testcluster e2e/bin/$(1)/kubectl
+kubelet-$(1): e2e/bin/$(1)/kubelet
+e2e/bin/$(1)/kubelet: e2e/kubelet/go.k8s-$(1).mod e2e/kubelet/go.k8s-$(1).sum $(GO_BIN)
+	cd e2e/kubelet && $$(call k8s_build,-modfile=go.k8s-$(1).mod) -o ../bin/$(1)/kubelet k8s.io/kubernetes/cmd/kubelet
+	touch $$@
+# The real node of that minor: its kubelet, with what every minor's real node shares.
+testcluster-real-node-$(1): testcluster-$(1) testcluster-real-node kubelet-$(1)
+endef
+$(foreach m,$(K8S_MINORS),$(eval $(call k8s_minor,$(m))))
 
 # The floor of bench/bench_apiserver.py: a webhook on Go's standard library that admits everything
 # unchanged (e2e/cmd/noopwebhook; seconds to build, no dependency).
@@ -190,7 +217,7 @@ e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,
 	    > ../bin/cert-manager/crd/cert-manager.crds.yaml
 	touch e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector
 
-e2e: $(STAMP) testcluster
+e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 # Kubeflow training-operator (v1 API: TFJob, PyTorchJob) for `testcluster --training-operator`, from the
@@ -249,10 +276,7 @@ node-packages:
 .PHONY: kubelet pause-image testcluster-real-node
 kubelet: e2e/bin/kubelet
 e2e/bin/kubelet: $(call gosrc,e2e/kubelet,e2e/kubelet)
-	cd e2e/kubelet && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
-	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
-	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
-	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o ../bin/kubelet k8s.io/kubernetes/cmd/kubelet
+	cd e2e/kubelet && $(call k8s_build,) -o ../bin/kubelet k8s.io/kubernetes/cmd/kubelet
 	touch $@
 pause-image: e2e/bin/pause
 e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)

@@ -51,11 +51,19 @@ SIGS_PODGROUP_API_VERSION = f"{SIGS_GROUP}/v1alpha1"
 KOORDINATOR_GROUP = "scheduling.koordinator.sh"
 PODGROUP_KIND = "PodGroup"
 
-# --- Kubernetes' own gang scheduling (1.36 alpha; rules G16-G20) --------------------------------------
+# --- Kubernetes' own gang scheduling: the Workload API (rules G16-G20, G22-G25) --------------------------
 
 NATIVE_GANG_GROUP = "scheduling.k8s.io"
-NATIVE_GANG_VERSION = "v1alpha2"
-NATIVE_GANG_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_VERSION}"
+#: Kubernetes 1.37's Workload API (beta, served once enabled: --runtime-config and the GenericWorkload gate).
+NATIVE_GANG_V1BETA1 = "v1beta1"
+NATIVE_GANG_V1BETA1_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_V1BETA1}"
+#: Kubernetes 1.36's Workload API (alpha; removed in 1.37).
+NATIVE_GANG_V1ALPHA2 = "v1alpha2"
+NATIVE_GANG_V1ALPHA2_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_V1ALPHA2}"
+#: The Workload API versions policylib writes, newest first (``gang.workloadAPIVersion: auto`` takes the first
+#: the cluster serves).
+NATIVE_GANG_VERSIONS = (NATIVE_GANG_V1BETA1, NATIVE_GANG_V1ALPHA2)
+NATIVE_GANG_API_VERSIONS = (NATIVE_GANG_V1BETA1_API_VERSION, NATIVE_GANG_V1ALPHA2_API_VERSION)
 WORKLOAD_KIND = "Workload"
 
 # --- well-known label keys and taints ------------------------------------------------------------------

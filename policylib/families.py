@@ -65,7 +65,7 @@ def _deployment(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | No
 
 def _kubeflow_job(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
                   namespace: str | None) -> Result:
-    return mutate_kubeflow_job(obj, config, old=old, namespace=namespace)
+    return mutate_kubeflow_job(obj, config, old=old, namespace=namespace, facts=facts)
 
 
 def _is_volcano(obj: object) -> bool:
@@ -81,7 +81,7 @@ def _volcano(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None,
 
 def _pod(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
          namespace: str | None) -> Result:
-    return mutate_pod(obj, config, old=old, namespace=namespace)
+    return mutate_pod(obj, config, old=old, namespace=namespace, facts=facts)
 
 
 #: Every workload family, in the order an object is matched: Deployments (the spread, rules S1-S22),

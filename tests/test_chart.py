@@ -15,9 +15,19 @@ import yaml
 import policylib
 from policylib.config import load_config
 
+from .e2e.harness import MINORS
 from .helmtool import CHART, MATRIX, NAMESPACE, ROOT, by_kind_name, helm, render
 
 RULE_COMPONENT = ROOT / "manifests/components/prometheus-rule/prometheusrule.yaml"
+
+
+def next_minor() -> str:
+    """The Kubernetes minor after the newest one the end-to-end tests run."""
+    major, minor = max(tuple(map(int, m.split("."))) for m in MINORS)
+    return f"{major}.{minor + 1}"
+
+
+NEXT_MINOR = next_minor()
 
 
 def chart() -> dict:
@@ -30,6 +40,24 @@ def test_chart_version_is_the_project_version():
     version = cfg["metadata"]["version"]
     assert (chart()["version"], chart()["appVersion"]) == (version, version)
     assert policylib.__version__ == version
+
+
+@pytest.mark.parametrize("kube_version", [f"{m}.0" for m in MINORS] + [f"{m}.99" for m in MINORS] +
+                         [f"{m}.2-eks-1a2b3c4" for m in MINORS])
+def test_the_chart_renders_for_every_minor_the_end_to_end_tests_run(kube_version):
+    """Every patch release of each minor the end-to-end tests run, a provider's build suffix included."""
+    objs = render(kube_version=kube_version)
+    assert ("Deployment", "policylib-webhook") in by_kind_name(objs)
+
+
+@pytest.mark.parametrize("kube_version", ["1.26.9", f"{NEXT_MINOR}.0", f"{NEXT_MINOR}.0-alpha.1"])
+def test_the_chart_refuses_a_kubernetes_outside_its_range(kube_version):
+    """Below the documented minimum, or a minor the end-to-end tests have not run (its pre-releases too)."""
+    run = render(kube_version=kube_version, check=False)
+    assert run.returncode == 1
+    # helm names the version without its pre-release
+    assert (f"chart requires kubeVersion: {chart()['kubeVersion']} which is incompatible with Kubernetes "
+            f"v{kube_version.split('-')[0]}") in run.stderr, run.stderr
 
 
 def test_schema_and_docs_are_generated_and_fresh():

@@ -148,9 +148,10 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
         {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh"], "resources": ["podgroups"],
          "verbs": ["get", "list", "watch", "create", "patch"]},
-        # gang method workload (rule G18): Kubernetes' own Workload and PodGroup, created, never patched (their
-        # gang policy is immutable).
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["list", "watch", "create"]},
+        # gang method workload (rules G18, G19): Kubernetes' own Workload and PodGroup, created; in v1beta1 a changed
+        # minCount is patched (guarded: a 409 is read again)
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"],
+         "verbs": ["get", "list", "watch", "create", "patch"]},
         # events.k8s.io/v1 Events (reason SpreadRewritten) on rewritten objects, in any namespace; created only
         # (no series is ever updated).
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},

@@ -41,7 +41,8 @@ from .harness import ROOT, SHARED, Cluster, deployment, wait_for
 from .test_real_node import built  # noqa: F401 -- the fixture: real nodes can run here, their binaries exist
 from .util import managed, preview
 
-pytestmark = pytest.mark.timeout(900)
+#: The chart's install, on the API server and the kubelet of each minor.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.minors()]
 NAMESPACE = "policylib-system"
 CONFIG = CONFIGS["gang"]
 CRDS = ("schemas/volcano/batch.volcano.sh_jobs.yaml", "schemas/volcano/scheduling.volcano.sh_podgroups.yaml",
@@ -80,11 +81,11 @@ def gateway(c: Cluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def chart_on_real_node(built, tmp_path_factory):  # noqa: F811
+def chart_on_real_node(built, tmp_path_factory, minor):  # noqa: F811
     if not ARCHIVE.is_file():
         pytest.fail(f"{ARCHIVE.relative_to(ROOT)} missing: `make image` builds it", pytrace=False)
-    tmp = tmp_path_factory.mktemp("real-chart")
-    c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)))
+    tmp = tmp_path_factory.mktemp(f"real-chart-{minor}")
+    c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)), minor=minor)
     try:
         c.install_crds(*CRDS)
         # the namespace at Pod Security's restricted level, enforced: the API server admits no pod of the chart's

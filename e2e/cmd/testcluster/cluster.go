@@ -100,7 +100,10 @@ func (c *cluster) start(ctx context.Context) error {
 	c.apiHost, c.apiPort = "127.0.0.1", ports[2]
 	schedulerPort, cmPort := ports[3], ports[4]
 	services, disabled := "10.96.0.0/16", disabledAdmission
-	var apiServerExtra, cmExtra []string
+	// On loopback nothing maintains the `kubernetes` Service's endpoints: an endpoint cannot be a loopback address
+	// (Kubernetes 1.37 refuses to start the reconciler with one; 1.36 wrote it anyway), and nothing here routes
+	// to one.
+	apiServerExtra, cmExtra := []string{"--endpoint-reconciler-type=none"}, []string(nil)
 	if c.realNodes != nil {
 		// Pods reach the API server at the `kubernetes` Service's ClusterIP, 443, as the kubelet tells them
 		// (KUBERNETES_SERVICE_HOST/PORT): with no kube-proxy to translate it, the API server itself listens
@@ -112,7 +115,8 @@ func (c *cluster) start(ctx context.Context) error {
 		// Pods get service-account tokens (projected, TokenRequest): the ServiceAccount admission plugin,
 		// with the serviceaccount controller (each namespace's `default`) and the kube-root-ca.crt publisher.
 		disabled = "TaintNodesByCondition"
-		// `kubectl logs` and `exec` dial the kubelet at the node's InternalIP (its hostname does not resolve).
+		// `kubectl logs` and `exec` dial the kubelet at the node's InternalIP (its hostname does not resolve); the
+		// default endpoint reconciler keeps the `kubernetes` Service's endpoint, the address above.
 		apiServerExtra = []string{"--kubelet-preferred-address-types=InternalIP,Hostname"}
 		cmExtra = []string{"--root-ca-file=" + filepath.Join(c.dir, "pki", "ca.crt")}
 	}

@@ -2,20 +2,22 @@
 // kube-apiserver, kube-controller-manager (deployment, replicaset, garbage-collector and
 // namespace controllers), kube-scheduler, a fake kubelet, and fake Nodes.
 //
-//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
+//	testcluster --dir DIR [--kubernetes 1.37|1.36] [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
 //	            [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
 //	            [--admission-control-config-file FILE]
 //
-// --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
+// --kubernetes picks the Kubernetes minor of the control plane (and of the real node's kubelet): 1.37, the
+// default, or 1.36, each built from its own release's modules (minors.go). --crd applies
+// CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
 // Volcano's CRDs and runs its admission webhooks, controller manager and scheduler (volcano.go), from
 // the binaries `make testcluster-volcano` builds into bin/volcano/. --training-operator,
 // --mpi-operator and --koordinator run Kubeflow training-operator, the MPI Operator and
-// koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates to the API
-// server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
+// koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates (of the minor run) to the
+// API server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
 // real-0, with the real kubelet and Debian's containerd (realnode.go; built and installed by `make
 // testcluster-real-node`); stop removes everything it put on the machine, and so does the next
 // --real-node start for a harness that was killed. --admission-control-config-file passes an
@@ -41,7 +43,7 @@ import (
 	"time"
 )
 
-const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
+const usage = "usage: testcluster --dir DIR [--kubernetes 1.37|1.36] [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
@@ -49,6 +51,7 @@ const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config F
 
 type options struct {
 	dir             string
+	kubernetes      string
 	nodesFile       string
 	schedulerConfig string
 	crds            crdFiles
@@ -88,6 +91,7 @@ func run(args []string) int {
 	fs.SetOutput(new(discard))
 	var o options
 	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, data and logs")
+	fs.StringVar(&o.kubernetes, "kubernetes", defaultMinor, "the Kubernetes minor of the control plane, kubectl and kubelet: 1.37 or 1.36, each its own build (make testcluster, make testcluster-1.36)")
 	fs.StringVar(&o.nodesFile, "nodes", "", "YAML file of Nodes (Node documents, or a List)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file")
 	fs.Var(&o.crds, "crd", "CustomResourceDefinition file to apply before ready (repeatable)")
@@ -120,6 +124,16 @@ func run(args []string) int {
 	if o.dir == "" {
 		return fail(2, "--dir is required; %s", usage)
 	}
+	if err := checkMinor(o.kubernetes); err != nil {
+		return fail(2, "%v", err)
+	}
+	built, err := builtMinor()
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if built != o.kubernetes {
+		return execMinor(o.kubernetes)
+	}
 	nodes := defaultNodes()
 	if o.nodesFile != "" {
 		var err error
@@ -148,7 +162,7 @@ func run(args []string) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	operators, err := operatorFlags(o)
+	operators, err := operatorFlags(o, built)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
@@ -221,11 +235,11 @@ func volcanoFlags(o options) (*volcanoOptions, error) {
 	}
 	dir := o.volcanoDir
 	if dir == "" {
-		self, err := os.Executable()
+		root, err := binRoot()
 		if err != nil {
 			return nil, err
 		}
-		dir = filepath.Join(filepath.Dir(self), "volcano")
+		dir = filepath.Join(root, "volcano")
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {
