@@ -35,7 +35,8 @@ def tree(tmp_path: Path, passes: bool = True) -> Path:
     tests = tmp_path / "tests"
     (tests / "e2e").mkdir(parents=True)
     (tests / "e2e" / "test_real_node_a.py").write_text("def test_a():\n    assert True\n")
-    (tests / "e2e" / "test_b.py").write_text(f"def test_b():\n    assert {passes}\n")
+    (tests / "e2e" / "test_b.py").write_text(f"def test_b(tmp_path):\n    (tmp_path / 'here').touch()\n"
+                                             f"    assert {passes}\n")
     (tests / "e2e" / "test_d.py").write_text("def test_d(tmp_path):\n    (tmp_path / 'here').touch()\n")
     (tests / "test_c.py").write_text("def test_c():\n    assert True\n")
     return tests
@@ -73,9 +74,9 @@ def test_every_job_runs_and_a_failure_is_the_exit_status(tmp_path, capfd, passes
         assert "1 passed" in (logs / f"{name}.log").read_text()
     assert ("1 passed" if passes else "1 failed") in (logs / "b.log").read_text()
     assert set(json.loads((logs / "durations.json").read_text())) == {"real-node", "units", "b", "d"}
-    # each job's --basetemp, kept after it
-    assert [p.relative_to(tmp_path / "tmp") for p in (tmp_path / "tmp").rglob("here")] == [
-        Path("d/test_d0/here")]
+    # each job's --basetemp: a failed job's kept, a passing job's removed
+    kept = [p.relative_to(tmp_path / "tmp") for p in (tmp_path / "tmp").rglob("here")]
+    assert kept == ([] if passes else [Path("b/test_b0/here")])
     lines = out.splitlines()
     last = max(i for i, line in enumerate(lines) if re.match(r"\[[a-z-]+\] ", line))
     end = "\n".join(lines[last + 1:])  # after the last prefixed line: what a CI log's tail shows

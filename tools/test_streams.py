@@ -15,11 +15,11 @@ into jobs, each its own pytest process with its own control planes, and ``WORKER
 
 The longest jobs start first: their durations in the last complete run (``build/test-logs/durations.json``), or,
 before any run, the size of their files. Each job's lines are printed as they come, prefixed with its name, and kept
-whole in ``build/test-logs/JOB.log``, its temporary files (the clusters' directories and logs) in
-``build/test-tmp/JOB/`` until the job runs again; the exit status is the first failing job's (0 when all pass), and each failing
-job's short test summary is printed again at the end. SIGINT or SIGTERM stops every running job (pytest's own
-interrupt handling, so the harnesses stop cleanly) and starts no other, even when this process was started with
-SIGINT ignored.
+whole in ``build/test-logs/JOB.log``; a failed job's temporary files (the clusters' directories and logs) stay in
+``build/test-tmp/JOB/`` until it runs again (a passing job's are removed). The exit status is the first failing
+job's (0 when all pass), and each failing job's short test summary is printed again at the end. SIGINT or SIGTERM
+stops every running job (pytest's own interrupt handling, so the harnesses stop cleanly) and starts no other, even
+when this process was started with SIGINT ignored.
 
 Given any argument (``make test PYTEST_ARGS=...``), it runs ``pytest ARGS`` alone, as a single process.
 
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,8 +42,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 LOGS = ROOT / "build" / "test-logs"
-#: Each job's pytest --basetemp is TMP/JOB: kept until that job runs again (pytest's own numbered directories keep the
-#: last three runs only, so a failed job's cluster logs would be gone by the end of make test).
+#: Each job's pytest --basetemp is TMP/JOB, removed when the job passes and kept, when it fails, until it runs again
+#: (pytest's own numbered directories keep the last three runs only: a failed job's cluster logs would be gone by the
+#: end of make test, and a passing run's real nodes leave gigabytes of image layers).
 TMP = ROOT / "build" / "test-tmp"
 #: Seconds a job has to end after it was told to stop, before it is killed.
 STOP_SECONDS = 120
@@ -165,9 +167,11 @@ def run_jobs(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.executabl
     started = time.monotonic()
     try:
         while True:
-            for job in running.values():
+            for name, job in running.items():
                 if job.ended is None and job.proc.poll() is not None:
                     job.ended = time.monotonic()
+                    if job.proc.returncode == 0:
+                        shutil.rmtree(tmp / name, ignore_errors=True)
             active = sum(job.ended is None for job in running.values())
             while pending and not stopping and active < at_once:
                 start(pending.pop(0))

@@ -11,6 +11,7 @@ import contextlib
 import copy
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -85,10 +86,32 @@ def minor_target(minor: str) -> str:
     return "testcluster" if minor == DEFAULT_MINOR else f"testcluster-{minor}"
 
 
+#: Ports handed out for a process started later: below the kernel's ephemeral range, where no outgoing connection
+#: on the machine (every other job's clients and clusters) can take one meanwhile (testcluster does the same).
+LOWEST_PORT = 10000
+
+
+def ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (``net.ipv4.ip_local_port_range``), 32768 if unreadable."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return low if low > LOWEST_PORT + 1000 else 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on loopback now, below the ephemeral range (random: two jobs rarely pick the same one)."""
+    top = ephemeral_start()
+    for _ in range(1000):
+        port = random.randrange(LOWEST_PORT, top)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken
+            return port
+    raise AssertionError(f"no free port on 127.0.0.1 between {LOWEST_PORT} and {top - 1}")
 
 
 #: The files each make target builds under e2e/bin. ``make test`` runs every one of these targets before

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -70,7 +72,14 @@ type process struct {
 
 func freePorts(n int) ([]int, error) { return freePortsOn("127.0.0.1", n) }
 
-// freePortsOn picks n distinct ports free on host (0.0.0.0: on every address).
+// The ports handed out are below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
+// default): a port is picked free here and bound later by a component, and a port of that range can be taken in
+// between by any outgoing connection on the machine (every other harness's clients and components), which a port
+// below it cannot. Two harnesses picking the same one at the same moment is what is left: a random pick of about
+// 20,000 makes that rare.
+const lowestPort = 10000
+
+// freePortsOn picks n distinct ports free on host (0.0.0.0: on every address), below the ephemeral range.
 func freePortsOn(host string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -78,16 +87,34 @@ func freePortsOn(host string, n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	top := ephemeralStart()
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp4", net.JoinHostPort(host, "0"))
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no %d free ports on %s between %d and %d", n, host, lowestPort, top-1)
+		}
+		port := lowestPort + rand.IntN(top-lowestPort)
+		l, err := net.Listen("tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			continue // taken
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range (32768 when it cannot be read).
+func ephemeralStart() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if fields := strings.Fields(string(data)); len(fields) == 2 {
+			if lo, err := strconv.Atoi(fields[0]); err == nil && lo > lowestPort+1000 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 func (c *cluster) start(ctx context.Context) error {
