@@ -14,6 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .config import Config
+from .constants import (
+    APPS_API_VERSION,
+    APPS_GROUP,
+    KUBEFLOW_API_VERSION,
+    KUBEFLOW_GROUP,
+    MPI_V2_API_VERSION,
+    VOLCANO_JOB_API_VERSION,
+)
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, is_pod, mutate_kubeflow_job, mutate_pod
 from .planners import Planner, plan_deployment, plan_podgroups, plan_workload
@@ -88,12 +96,12 @@ def _pod(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, fac
 #: Kubeflow jobs (gangs, rules G1-G21), Volcano Jobs and the other Volcano kinds (rules V1-V20), and
 #: pods (only those labelled for gang method workload change, rule G17).
 FAMILIES: tuple[Family, ...] = (
-    Family("Deployment", is_deployment, _deployment, kinds=("apps/v1 Deployment",), planners=(plan_deployment,)),
+    Family("Deployment", is_deployment, _deployment, kinds=(f"{APPS_API_VERSION} Deployment",), planners=(plan_deployment,)),
     Family("gang", is_kubeflow_job, _kubeflow_job,
-           kinds=("kubeflow.org/v1 TFJob", "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob",
-                  "kubeflow.org/v2beta1 MPIJob"),
+           kinds=(f"{KUBEFLOW_API_VERSION} TFJob", f"{KUBEFLOW_API_VERSION} PyTorchJob",
+                  f"{KUBEFLOW_API_VERSION} MPIJob", f"{MPI_V2_API_VERSION} MPIJob"),
            enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
-    Family("Volcano", _is_volcano, _volcano, kinds=("batch.volcano.sh/v1alpha1 Job",), enabled="volcano.enabled"),
+    Family("Volcano", _is_volcano, _volcano, kinds=(f"{VOLCANO_JOB_API_VERSION} Job",), enabled="volcano.enabled"),
     Family("Pod", is_pod, _pod, kinds=("v1 Pod",)),
 )
 
@@ -107,10 +115,10 @@ HANDLED_SUMMARY = "it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJ
 #: counts those in scope (rule P9), so "not handled" never looks like "nothing to do". Matched by API group
 #: and kind, whatever the version.
 UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
-    ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"), ("batch", "Job"), ("batch", "CronJob"),
+    (APPS_GROUP, "StatefulSet"), (APPS_GROUP, "DaemonSet"), (APPS_GROUP, "ReplicaSet"), ("batch", "Job"), ("batch", "CronJob"),
     ("trainer.kubeflow.org", "TrainJob"), ("jobset.x-k8s.io", "JobSet"),
-    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("kubeflow.org", "PaddleJob"), ("kubeflow.org", "XGBoostJob"),
-    ("kubeflow.org", "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), (KUBEFLOW_GROUP, "PaddleJob"), (KUBEFLOW_GROUP, "XGBoostJob"),
+    (KUBEFLOW_GROUP, "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
 })
 
 #: Every planner, in table order: what ``policylib plan`` prints and the controller writes.

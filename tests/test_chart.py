@@ -455,8 +455,8 @@ def controller_calls(config: dict, certificates: str, release: str = NAMESPACE,
         for res in watched_resources(cfg):
             if res.kind == "PodGroup" and res.group != "scheduling.k8s.io":   # rule G5, G21: made and kept
                 calls |= {(verb, res.group, "podgroups", ns, None) for verb in ("create", "patch", "get")}
-            elif res.group == "scheduling.k8s.io":                             # rule G18: made once
-                calls.add(("create", res.group, res.plural, ns, None))
+            elif res.group == "scheduling.k8s.io":             # rule G18: made; G19: v1beta1's minCount patched
+                calls |= {(verb, res.group, res.plural, ns, None) for verb in ("create", "patch")}
         if cfg.controller.spreadAwareScaleDown:
             calls.add(("patch", "", "pods", ns, None))
     calls |= {("create", "coordination.k8s.io", "leases", release, None),

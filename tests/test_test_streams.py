@@ -1,5 +1,6 @@
 """tools/test_streams.py, what `make test` runs: every test file in exactly one pytest job, the real-node files all in
 one job started first, a few jobs at a time, longest first, and the exit status of a failing job."""
+import fcntl
 import json
 import re
 import signal
@@ -15,6 +16,12 @@ sys.path.insert(0, str(ROOT / "tools"))
 import test_streams  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(autouse=True)
+def own_real_node_lock(tmp_path, monkeypatch):
+    """The small trees' real-node jobs lock a file of their own, never the machine's (a real run may hold it)."""
+    monkeypatch.setattr(test_streams, "REAL_NODE_LOCK", tmp_path / "real-node.lock")
 
 
 def test_every_test_file_of_the_suite_is_in_exactly_one_job():
@@ -44,10 +51,14 @@ def tree(tmp_path: Path, passes: bool = True) -> Path:
 
 def test_the_jobs_of_a_small_tree(tmp_path):
     tests = tree(tmp_path)
-    assert test_streams.jobs(tests) == {"real-node": [str(tests / "e2e" / "test_real_node_a.py")],
-                                        "units": [str(tests / "test_c.py")],
-                                        "b": [str(tests / "e2e" / "test_b.py")],
-                                        "d": [str(tests / "e2e" / "test_d.py")]}
+
+    def named(path):  # relative to the checkout where the tree is inside it (make test's --basetemp), else whole
+        return str(path.relative_to(test_streams.ROOT)) if path.is_relative_to(test_streams.ROOT) else str(path)
+
+    assert test_streams.jobs(tests) == {"real-node": [named(tests / "e2e" / "test_real_node_a.py")],
+                                        "units": [named(tests / "test_c.py")],
+                                        "b": [named(tests / "e2e" / "test_b.py")],
+                                        "d": [named(tests / "e2e" / "test_d.py")]}
 
 
 def test_the_longest_jobs_start_first_after_the_real_node_job(tmp_path):
@@ -117,6 +128,33 @@ def test_the_summary_of_a_log_is_pytests_short_summary_else_its_last_lines(tmp_p
     assert test_streams.summary(log) == "=== short test summary info ===\nFAILED x::y\n=== 1 failed ===\n"
     log.write_text("".join(f"{i}\n" for i in range(100)))
     assert test_streams.summary(log, tail=3) == "97\n98\n99\n"
+
+
+def test_the_real_node_job_waits_for_the_machines_lock_while_the_other_jobs_run(tmp_path):
+    """Another run holding the lock (as ``flock FILE pytest ...`` or a second checkout's make test does): the
+    real-node job says so and starts only once it is released; the other jobs do not wait for it."""
+    tests, logs, lock = tree(tmp_path), tmp_path / "logs", tmp_path / "held.lock"
+    run = ("import sys; sys.path.insert(0, sys.argv[1]); import test_streams; from pathlib import Path; "
+           "sys.exit(test_streams.run_jobs(Path(sys.argv[2]), Path(sys.argv[3]), at_once=4, tmp=Path(sys.argv[4]), "
+           "real_node_lock=Path(sys.argv[5])))")
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        runner = subprocess.Popen([sys.executable, "-c", run, str(ROOT / "tools"), str(tests), str(logs),
+                                   str(tmp_path / "tmp"), str(lock)], stdout=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 240
+            others = [logs / f"{name}.log" for name in ("units", "b", "d")]
+            while time.monotonic() < deadline and not all(p.exists() and " passed" in p.read_text() for p in others):
+                time.sleep(0.2)
+            assert all(" passed" in p.read_text() for p in others)   # done while the lock was held
+            assert (logs / "real-node.log").read_text() == \
+                f"waiting for {lock}: another run's real-node tests hold it\n"
+            assert runner.poll() is None
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+        out, _ = runner.communicate(timeout=240)
+    assert runner.returncode == 0, out
+    assert "1 passed" in (logs / "real-node.log").read_text()
 
 
 def test_arguments_run_one_pytest_with_them(tmp_path):

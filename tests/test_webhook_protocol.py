@@ -109,9 +109,15 @@ def test_second_review_of_the_patched_object_is_a_no_op(app):
     assert "patch" not in again and "patchType" not in again
 
 
-def test_unknown_kind_is_allowed_without_patch(app):
+def test_unknown_kind_is_allowed_without_patch_and_the_audit_log_says_it_is_not_handled(app):
+    """A kind no family handles (a webhook rule wider than the shipped one) is admitted as it is, and the audit
+    annotation says why (rule P9): never a silent "nothing to do"."""
     config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"}, "data": {}}
-    assert app.answer(review_of(config_map)) == {"uid": "uid-1", "allowed": True}
+    assert app.answer(review_of(config_map)) == {
+        "uid": "uid-1", "allowed": True,
+        "auditAnnotations": {"reasons": "not handled: policylib has no policy for v1 ConfigMap (it handles "
+                                        "Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs "
+                                        "and gang Pods)"}}
 
 
 @pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])

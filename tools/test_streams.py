@@ -8,7 +8,8 @@ into jobs, each its own pytest process with its own control planes, and ``WORKER
 - ``real-node``: the files that start a real node (``tests/e2e/test_real_node*.py``), one after another in one
   process. A real node changes what is shared by the whole machine (kernel settings it restores on stop,
   ``/run/netns``, ``/var/lib/cni``, ``/var/log/pods``), and those files check that nothing is left there, so they
-  never run two at a time: one job, started first;
+  never run two at a time: one job, started first, holding a lock on ``REAL_NODE_LOCK`` while it runs, so that two
+  runs on one machine (two checkouts' ``make test``) take turns with their real nodes instead of failing each other;
 - ``units``: every test outside ``tests/e2e``;
 - one job per other end-to-end file (fake nodes only; each harness names what it makes after its own pid), named
   after the file (``admission`` for ``test_admission.py``).
@@ -51,6 +52,22 @@ STOP_SECONDS = 120
 #: Jobs run at a time (docs/figures.md, "A cold make test" measures the choice); POLICYLIB_TEST_WORKERS overrides.
 WORKERS = 4
 REAL_NODE, UNITS = "real-node", "units"
+#: The machine-wide lock of the real-node job (flock(2), as ``flock(1)`` takes it: a real-node file run by hand under
+#: ``flock /tmp/policylib-real-node.lock pytest ...`` takes turns with make test too); POLICYLIB_REAL_NODE_LOCK
+#: overrides.
+REAL_NODE_LOCK = Path(os.environ.get("POLICYLIB_REAL_NODE_LOCK", "/tmp/policylib-real-node.lock"))
+#: The real-node job's program: take the lock (saying so when another run holds it), then become pytest with the
+#: lock's descriptor kept open across the exec, so the lock is held until pytest exits and signals reach pytest.
+LOCKED_PYTEST = """import fcntl, os, sys
+lock = open(sys.argv[1], "a")
+try:
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    print(f"waiting for {sys.argv[1]}: another run's real-node tests hold it", flush=True)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+os.set_inheritable(lock.fileno(), True)
+os.execv(sys.executable, [sys.executable, "-m", "pytest", *sys.argv[2:]])
+"""
 DURATIONS = "durations.json"
 
 
@@ -121,10 +138,11 @@ class Running:
 
 
 def run_jobs(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.executable, at_once: int | None = None,
-             tmp: Path = TMP) -> int:
-    """Every job, ``at_once`` at a time (``workers()``), each with its own ``--basetemp`` under ``tmp``; the first
-    failing job's exit status (in start order), else 0."""
+             tmp: Path = TMP, real_node_lock: Path | None = None) -> int:
+    """Every job, ``at_once`` at a time (``workers()``), each with its own ``--basetemp`` under ``tmp``, the real-node
+    job under ``real_node_lock`` (``REAL_NODE_LOCK``); the first failing job's exit status (in start order), else 0."""
     at_once = at_once or workers()
+    real_node_lock = real_node_lock or REAL_NODE_LOCK
     logs.mkdir(parents=True, exist_ok=True)
     tmp.mkdir(parents=True, exist_ok=True)  # pytest makes --basetemp itself, but not its parent
     all_jobs = jobs(tests)
@@ -154,7 +172,8 @@ def run_jobs(tests: Path = TESTS, logs: Path = LOGS, python: str = sys.executabl
         # Each pytest in a session of its own: a Ctrl-C at the terminal reaches only this process, which passes one
         # SIGINT on (a second one would cut pytest's teardown short and leave its control planes running).
         basetemp = ["--basetemp", str(tmp / name)]
-        proc = subprocess.Popen([python, "-m", "pytest", *extra, *basetemp, *all_jobs[name]], cwd=ROOT, env=env,
+        pytest = [python, "-c", LOCKED_PYTEST, str(real_node_lock)] if name == REAL_NODE else [python, "-m", "pytest"]
+        proc = subprocess.Popen([*pytest, *extra, *basetemp, *all_jobs[name]], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         t = threading.Thread(target=pump, args=(name, proc, logs / f"{name}.log", lock), daemon=True)
         t.start()

@@ -15,7 +15,7 @@ import yaml
 from policylib.simulate import simulate
 
 from .gang_operators import GROUP, LEASE_NS, bound, create, job_pods, tfjob, wait_pods
-from .harness import WORKLOAD_API, WORKLOAD_GATES, Cluster, Controller, Webhook, require_built, wait_for
+from .harness import WORKLOAD_API, WORKLOAD_GATES, Cluster, Controller, Webhook, require_built, scope_args, wait_for
 from .util import POLICYLIB
 
 #: Both minors (the ``minor`` fixture): the field and the plugin are in 1.36's v1alpha2 and 1.37's v1beta1.
@@ -130,7 +130,8 @@ def test_a_gang_that_fits_no_rack_stays_pending_with_the_schedulers_reason(repor
     assert not ever, f"pods of a gang that fits no rack were bound: {sorted(ever)}"
     assert (seen["status"], seen["reason"]) == ("False", "Unschedulable")
     assert "0/2 placements are available" in seen["message"], seen["message"]
-    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json"],
+    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json",
+                          *scope_args(c)],
                          capture_output=True, text=True, env=c.env, timeout=120)
     findings = json.loads(run.stdout or "[]")
     errors = [f["message"] for f in findings if f["severity"] == "error" and f["key"] == "gang.topology"]

@@ -27,7 +27,7 @@ from .gang_operators import (
     tfjob,
     wait_pods,
 )
-from .harness import WORKLOAD_API, WORKLOAD_GATES, Controller, Webhook, gang_webhook_and_controller, wait_for
+from .harness import WORKLOAD_API, WORKLOAD_GATES, Controller, Webhook, gang_webhook_and_controller, scope_args, wait_for
 from .util import POLICYLIB
 
 #: Every test here runs on each minor the harness runs (the ``minor`` fixture).
@@ -244,7 +244,8 @@ def test_a_changed_minimum_is_patched_where_the_version_lets_it_change(report, n
 def check_cluster(c, tmp, ns: str, config: dict = CONFIG) -> tuple[int, list[dict], str]:
     cfg = tmp / "check-workload.yaml"
     cfg.write_text(yaml.safe_dump(config))
-    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json"],
+    run = subprocess.run([*POLICYLIB, "check", "--cluster", "--config", str(cfg), "-n", ns, "-o", "json",
+                          *scope_args(c)],
                          capture_output=True, text=True, env=c.env, timeout=120)
     return run.returncode, json.loads(run.stdout or "[]"), run.stderr
 

@@ -127,5 +127,5 @@ def test_every_queried_metric_is_exposed(cluster, webhooks, tmp_path, ns):
                     unlabelled.append((label, sorted(names)))
     assert sorted(set(missing)) == []
     assert unlabelled == []
-    assert len(queries()) == 31   # with the controller memory alert, the memory panel's two targets, the spread alert
-    # and the scope alert
+    assert len(queries()) == 32   # with the controller memory alert, the memory panel's two targets, the spread alert,
+    # the scope alert and the connection-limit alert

@@ -58,7 +58,7 @@ def test_simulate_and_check_read_the_live_cluster(cluster, tmp_path):
 
     import yaml
 
-    from .harness import ROOT
+    from .harness import ROOT, scope_args
     (tmp_path / "web.yaml").write_text(yaml.safe_dump(deployment("web", "preview", 3, node_selector={GROUP: "two"})))
     (tmp_path / "enforce.yaml").write_text(yaml.safe_dump({"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}))
     cli = [sys.executable, "-m", "policylib.cli"]
@@ -69,8 +69,8 @@ def test_simulate_and_check_read_the_live_cluster(cluster, tmp_path):
     [placement] = json.loads(run.stdout)
     assert (placement["placed"], placement["pending"]) == ({"two-a": 1, "two-b": 1}, 1)
     run = subprocess.run([*cli, "check", "-f", str(tmp_path / "web.yaml"), "--cluster", "--config",
-                          str(tmp_path / "enforce.yaml"), "-o", "json"], capture_output=True, text=True, cwd=ROOT,
-                         env=cluster.env, timeout=120)
+                          str(tmp_path / "enforce.yaml"), "-o", "json", *scope_args(cluster)],
+                         capture_output=True, text=True, cwd=ROOT, env=cluster.env, timeout=120)
     assert run.returncode == 3, run.stderr
     findings = json.loads(run.stdout)
     assert findings[0]["key"] == "hostTopologySpread.minDomains" and "preview/web (2 eligible" in findings[0]["message"]

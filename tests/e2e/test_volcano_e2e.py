@@ -532,7 +532,8 @@ def test_job_level_restart_partition_acts_where_volcano_vap_is_off(volcano_witho
                          "[--training-operator-gang "
                              "volcano|scheduler-plugins|none]] [--mpi-operator [--mpi-operator-gang "
                              "volcano|scheduler-plugins|none]] [--koordinator] [--feature-gates GATES] "
-                             "[--real-node [--real-nodes N] [--image ARCHIVE]...]"),
+                             "[--real-node [--real-nodes N] [--image ARCHIVE]...] "
+                             "[--admission-control-config-file FILE]"),
 ])
 def test_volcano_flag_errors_are_one_line_and_exit_2(harness_built, tmp_path, args, message):
     assert refused("--dir", str(tmp_path / "c"), *args) == message
