@@ -63,3 +63,51 @@ def test_one_client_reads_the_config_the_scope_and_the_objects(tmp_path, monkeyp
     assert code == 0, err
     assert len(built) == 1
     assert {r["path"] for r in api.requests} >= {"/apis/apps/v1/deployments", "/api/v1/namespaces"}
+
+
+def test_check_cluster_holds_the_simulated_projection_of_each_deployment_and_hpa(tmp_path, monkeypatch):
+    """Rule W7: what ``check --cluster`` hands its rules is, of each Deployment and HPA the API server
+    returns, only what the planners and the scheduler's replay read (``project_simulated``): these keys and
+    no other, never the containers' images, environment or probes, ``managedFields`` or the status's
+    conditions."""
+    import importlib
+
+    from bench.scale_objects import LAST_APPLIED, deployment_as_stored, hpa_as_stored
+    from policylib.projection import project_simulated
+    from tests.test_installed import ns
+    served = [deployment_as_stored(i) for i in range(3)]
+    hpas = [hpa_as_stored(0)]
+    held: list = []
+
+    def check(config, nodes, objects, **kwargs):
+        held.extend(objects)
+        return []
+    monkeypatch.setattr(importlib.import_module("policylib.check"), "check", check)
+    node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
+    with FakeAPI() as api:
+        install(api, {}, served, [ns(f"scale-{i:02d}") for i in range(3)])
+        api.route("GET", "/apis/autoscaling/v2/horizontalpodautoscalers", paged_list("HorizontalPodAutoscaler", hpas, 500))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.36.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": []}))
+        code, out, err = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"])
+    assert (code, out) == (0, "[]\n"), err
+    deployments = [o for o in held if o["kind"] == "Deployment"]
+    assert deployments == [project_simulated(d) for d in served]
+    for d in deployments:
+        assert set(d) == {"apiVersion", "kind", "metadata", "spec", "status"}
+        assert set(d["metadata"]) <= {"name", "namespace", "uid", "resourceVersion", "generation", "labels",
+                                      "annotations"}
+        assert set(d["spec"]) == {"replicas", "selector", "template"}
+        assert set(d["spec"]["template"]) == {"metadata", "spec"}
+        assert set(d["spec"]["template"]["spec"]) == {"containers", "volumes", "schedulerName"}
+        assert [set(c) for c in d["spec"]["template"]["spec"]["containers"]] == [{"resources", "ports"}] * 2
+        assert d["spec"]["template"]["spec"]["volumes"] == [{}]
+        assert set(d["status"]) == {"observedGeneration", "replicas", "updatedReplicas", "availableReplicas"}
+    assert deployments[1]["metadata"]["annotations"] == {LAST_APPLIED: ""}
+    [hpa] = [o for o in held if o["kind"] == "HorizontalPodAutoscaler"]
+    assert set(hpa) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(hpa["metadata"]) == {"name", "namespace", "uid", "resourceVersion"}
+    assert set(hpa["spec"]) == {"minReplicas", "maxReplicas", "scaleTargetRef"}

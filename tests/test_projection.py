@@ -21,7 +21,7 @@ from policylib import load_config, mutate
 from policylib import projection as projection_module
 from policylib.facts import ClusterFacts
 from policylib.plan import PLANNERS, admitted_without_policy, plan
-from policylib.projection import project
+from policylib.projection import project, project_simulated
 from tests.helpers import legacy_anti_affinity
 from webhook.cache import hpa_targets, slim_hpa
 from webhook.controller import controller_owners, event_keys, rollout_complete
@@ -174,3 +174,178 @@ def test_the_scope_reads_the_same_of_projected_configurations_and_namespaces():
     assert scope_fields(projected) == scope_fields(configuration)
     assert namespace_labels([project(n) for n in namespaces]) == namespace_labels(namespaces)
     assert "managedFields" not in projected["metadata"] and "status" not in project(namespaces[0])
+
+
+# --- check --cluster and simulate --cluster: what the scheduler's replay reads too -------------------
+
+def node(name: str, zone: str, cpu: str, memory: str = "512Gi", **more: Any) -> dict[str, Any]:
+    """A Node as the API server returns it (its status's images and conditions, which nothing reads)."""
+    labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **more.pop("labels", {})}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels,
+                         "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]},
+            "spec": more.pop("spec", {}),
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "capacity": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "nodeInfo": {"kubeletVersion": "v1.36.0"},
+                       "images": [{"names": [f"registry.example/app:{i}"], "sizeBytes": 10 ** 7} for i in range(3)]}}
+
+
+SMALL = {"taints": [{"key": "pool", "value": "small", "effect": "NoSchedule"}]}
+NODES = [node("a1", "a", "2", "8Gi", labels={"pool": "small"}, spec=SMALL),
+         node("a2", "a", "2", "8Gi", labels={"pool": "small"}, spec=SMALL),
+         node("b1", "b", "128"), node("b2", "b", "128"),
+         node("c1", "c", "128", spec={"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}),
+         node("c2", "c", "128", spec={"unschedulable": True})]
+
+
+def scheduled(i: int, name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
+    """A Deployment stored without policylib whose pod spec uses ``pod_spec`` (beside two containers
+    requesting 500m each, with probes, environment and mounts nobody replays)."""
+    d = deployment_as_stored(i)
+    d["metadata"]["name"] = name
+    d["spec"]["replicas"] = replicas
+    for labels in (d["metadata"]["labels"], d["spec"]["selector"]["matchLabels"],
+                   d["spec"]["template"]["metadata"]["labels"]):
+        labels["app"] = name
+    spec = d["spec"]["template"]["spec"]
+    for c in spec["containers"]:
+        c["resources"] = {"requests": {"cpu": "500m", "memory": "256Mi"}}
+    spec.update(pod_spec)
+    return d
+
+
+def sidecar(cpu: str) -> dict[str, Any]:
+    return {"name": "proxy", "image": "registry.example/proxy:1", "restartPolicy": "Always",
+            "env": [{"name": "A", "value": "b"}], "resources": {"requests": {"cpu": cpu}}}
+
+
+def replayed_cluster() -> list[dict[str, Any]]:
+    """:func:`cluster`, and Deployments using what kube-scheduler's replay reads of a pod spec (requests of
+    containers, sidecars, init containers, the pod and its overhead; host ports; node selectors, affinity and
+    tolerations; what it does not model: volumes, DRA claims, priority; what it does not place: another
+    scheduler, a node name, scheduling gates), with Pods bound to the Nodes."""
+    pvc = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}, {"name": "tmp", "emptyDir": {}}]
+    objs = cluster() + [
+        scheduled(201, "small-pool", 6, nodeSelector={"pool": "small"}, initContainers=[sidecar("300m")],
+                  tolerations=[{"key": "pool", "operator": "Exists"}]),
+        scheduled(202, "host-ports", 5),
+        scheduled(203, "init", 2, initContainers=[{"name": "init", "image": "busybox",
+                                                   "resources": {"requests": {"cpu": "130"}}}]),
+        scheduled(204, "pod-level", 4, resources={"requests": {"cpu": "100"}}),
+        scheduled(205, "overhead", 2, overhead={"cpu": "130"}),
+        scheduled(206, "gpu", 3, tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                          "effect": "NoSchedule"}],
+                  affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                      "nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.kubernetes.io/zone",
+                                                                   "operator": "In", "values": ["c"]}]}]}}}),
+        scheduled(207, "volumes", 3, volumes=pvc),
+        scheduled(208, "claims", 3, resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]),
+        scheduled(209, "priority", 3, priorityClassName="high"),
+        scheduled(210, "other-scheduler", 3, schedulerName="volcano"),
+        scheduled(211, "pinned", 3, nodeName="b1"),
+        scheduled(212, "gated", 3, schedulingGates=[{"name": "example.com/quota"}]),
+    ]
+    host_ports = next(o for o in objs if o["metadata"]["name"] == "host-ports")
+    host_ports["spec"]["template"]["spec"]["containers"][0]["ports"].append(
+        {"name": "metrics", "containerPort": 9100, "hostPort": 9100, "hostIP": "0.0.0.0", "protocol": "TCP"})
+    managed = next(o for o in objs if o.get("kind") == "Deployment" and "spread-effective-replicas" in
+                   str(o["metadata"].get("annotations")))
+    labels = managed["spec"]["template"]["metadata"]["labels"]
+    for i, where in enumerate(("a1", "a1", "b1")):
+        objs.append({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": f"{managed['metadata']['name']}-abc-{i}", "uid": f"pod-{i}",
+                                  "namespace": managed["metadata"]["namespace"],
+                                  "labels": {**labels, "pod-template-hash": "abc"},
+                                  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
+                                                       "name": f"{managed['metadata']['name']}-abc", "uid": "rs"}]},
+                     "spec": {"nodeName": where, "containers": [{"name": "app", "image": "registry.example/app:1",
+                                                                 "resources": {"requests": {"cpu": "1"}}}]},
+                     "status": {"phase": "Running"}})
+    return objs
+
+
+REPLAY_CONFIGS = CONFIGS + [
+    {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "hardMinReplicas": 2},
+     "zoneTopologySpread": {"enabled": True}},
+    {"hostTopologySpread": {"enabled": False}},
+]
+
+
+def replayed(objs: list[dict[str, Any]], config: Any) -> dict[str, Any]:
+    """Everything ``check --cluster`` and ``simulate`` report from ``objs`` on :data:`NODES`."""
+    from policylib.check import check
+    from policylib.scaledown import cluster_report
+    from policylib.simulate import simulate
+    violations, notes = cluster_report(objs, NODES)
+    return {"check": [f.as_dict() for f in check(config, NODES, objs, served_apis=[])],
+            "simulate": [p.as_dict() for p in simulate(objs, NODES, config)],
+            "report": [[v.message() for v in violations], notes]}
+
+
+@pytest.mark.parametrize("config", REPLAY_CONFIGS, ids=lambda c: json.dumps(c) if c else "defaults")
+def test_check_and_simulate_report_the_same_on_the_simulated_projection(config):
+    """Rule W7: ``check --cluster`` holds :func:`project_simulated` of each object: every finding, every
+    placement (its reasons and what is not modelled) and the spread report are those of the whole objects."""
+    whole = replayed_cluster()
+    projected = [project_simulated(o) for o in copy.deepcopy(whole)]
+    assert replayed(projected, config) == replayed(whole, config)
+
+
+def test_the_replayed_cluster_exercises_requests_ports_and_what_is_not_modelled():
+    found = replayed(replayed_cluster(), REPLAY_CONFIGS[-2])
+    by_name = {p["name"]: p for p in found["simulate"]}
+    assert [by_name[n]["pending"] for n in ("small-pool", "host-ports", "init", "pod-level", "overhead")] == [5, 3, 2, 3, 2]
+    reasons = " ".join(r for p in found["simulate"] for r in p["reasons"])
+    for words in ("persistent volumes", "DRA resource claims", "priority and preemption", "schedulerName 'volcano'",
+                  "spec.nodeName 'b1'", "SchedulingGated"):
+        assert words in reasons
+    assert any(f["key"] == "hostTopologySpread.minDomains" and "would stay Pending" in f["message"]
+               for f in found["check"])
+
+
+@pytest.mark.parametrize("path", [("containers",), ("initContainers",), ("resources",), ("overhead",), ("volumes",),
+                                  ("resourceClaims",), ("priorityClassName",), ("schedulerName",), ("nodeName",),
+                                  ("schedulingGates",), ("tolerations",), ("containers", "ports"),
+                                  ("initContainers", "restartPolicy")])
+def test_a_simulated_projection_that_drops_a_field_the_replay_reads_fails_the_check(monkeypatch, path):
+    fields = copy.deepcopy(projection_module.SIMULATED)
+    spec = fields[("apps/v1", "Deployment")]["spec"]["template"]["spec"]   # type: ignore[index]
+    if len(path) == 1:
+        del spec[path[0]]   # type: ignore[union-attr]
+    else:
+        del spec[path[0]].fields[path[1]]   # type: ignore[union-attr]
+    monkeypatch.setattr(projection_module, "SIMULATED", fields)
+    whole = replayed_cluster()
+    projected = [project_simulated(o) for o in copy.deepcopy(whole)]
+    assert replayed(projected, REPLAY_CONFIGS[-2]) != replayed(whole, REPLAY_CONFIGS[-2])
+
+
+def test_the_simulated_projection_keeps_what_the_replay_reads_and_drops_the_rest():
+    d = deployment_as_stored(1)
+    p = project_simulated(d)
+    assert p["spec"]["template"]["spec"] == {
+        "containers": [{"resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                      "limits": {"cpu": "1", "memory": "512Mi"}},
+                        "ports": [{"protocol": "TCP"}]}] * 2,
+        "volumes": [{}], "schedulerName": "default-scheduler"}
+    assert p["metadata"]["annotations"] == {LAST_APPLIED: ""} and "managedFields" not in p["metadata"]
+    assert {k: v for k, v in p.items() if k != "spec"} == {k: v for k, v in project(d).items() if k != "spec"}
+    assert d["metadata"]["managedFields"] and d["spec"]["template"]["spec"]["containers"][0]["env"]   # untouched
+    # the same string in two projections is one object
+    a, b = project_simulated(deployment_as_stored(2)), project_simulated(deployment_as_stored(9))
+    assert a["metadata"]["labels"]["tier"] is b["metadata"]["labels"]["tier"]
+    # a kind the replay does not list is stripped, as before: a Pod keeps its containers
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "managedFields": [{}]},
+           "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    assert project_simulated(pod) == {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                                      "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+def test_a_list_the_simulated_projection_expects_is_kept_whole_when_malformed():
+    d = deployment_as_stored(3)
+    spec = d["spec"]["template"]["spec"]
+    spec["containers"] = {"not": "a list"}
+    spec["initContainers"] = ["not a mapping", {"name": "init", "image": "i", "resources": {}}]
+    p = project_simulated(d)["spec"]["template"]["spec"]
+    assert p["containers"] == {"not": "a list"} and p["initContainers"] == ["not a mapping", {"resources": {}}]

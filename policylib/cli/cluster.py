@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
 
 from ..config import Config
 from ..errors import InputError
-from ..projection import project, strip
+from ..projection import project, project_simulated, strip
 from ..shell.files import load_config, load_config_file, load_config_text
 
 if TYPE_CHECKING:
@@ -178,7 +178,8 @@ def strip_pod(pod: Any) -> Any:
 
 def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
          show: Callable[[str, int], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
+    """Nodes, bound Pods (and, for ``workloads``, what ``plan`` and the scheduler's replay read: rule W7) and
+    the version of the live cluster."""
     from ..shell import kube
     resources = kube.snapshot_resources(resolve_config(args, stderr))
     c = cluster(args)
@@ -186,8 +187,8 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
     with c.reading():
         nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=strip, limit=page)
         pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip_pod, limit=page)   # every Pod loads the Nodes
-        objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show, project=strip,
-                                limit=page) if workloads else []
+        objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show,
+                                project=project_simulated, limit=page) if workloads else []
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
 
