@@ -107,6 +107,21 @@ def _with_pod_spec(fields: Fields, pod_spec: Fields) -> Fields:
 SIMULATED: dict[tuple[str, str], Fields] = {
     (APPS_API_VERSION, "Deployment"): _with_pod_spec(FIELDS[(APPS_API_VERSION, "Deployment")], SCHEDULED_POD_SPEC),
     (AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler"): FIELDS[(AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler")],
+    # a bound Pod loads its Node (the replay); a Pending one is reported with its scheduler's condition; a
+    # running scheduler is known by its name or image (rule D5); the ReplicaSet controller ranks victims by
+    # readiness, restarts and age (rule S26); the deletion cost is an annotation (rule S25)
+    ("v1", "Pod"): {
+        "apiVersion": ALL, "kind": ALL, "metadata": {**METADATA, "creationTimestamp": ALL},
+        "spec": {**SCHEDULED_POD_SPEC, "containers": Each({**SCHEDULED_CONTAINER, "image": ALL})},
+        "status": {"phase": ALL, "conditions": ALL, "containerStatuses": Each({"restartCount": ALL}),
+                   "initContainerStatuses": Each({"restartCount": ALL})},
+    },
+    # the replay's snapshot (labels, taints, unschedulable, allocatable), node groups and autoscalers (labels,
+    # annotations), the oldest kubelet; not the images, addresses, conditions and daemon endpoints
+    ("v1", "Node"): {
+        "apiVersion": ALL, "kind": ALL, "metadata": METADATA, "spec": ALL,
+        "status": {"allocatable": ALL, "capacity": ALL, "nodeInfo": {"kubeletVersion": ALL}},
+    },
 }
 
 
