@@ -111,3 +111,53 @@ def test_check_cluster_holds_the_simulated_projection_of_each_deployment_and_hpa
     assert set(hpa) == {"apiVersion", "kind", "metadata", "spec"}
     assert set(hpa["metadata"]) == {"name", "namespace", "uid", "resourceVersion"}
     assert set(hpa["spec"]) == {"minReplicas", "maxReplicas", "scaleTargetRef"}
+
+
+def test_a_list_s_continue_token_is_read_from_the_answer_s_head():
+    """The API server writes ``metadata`` before ``items``: the next page is asked for without decoding this
+    one's items; an answer shaped otherwise is decoded whole, and the last page has no token."""
+    import json
+
+    assert kube.continue_token(b'{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"resourceVersion":"7",'
+                               b'"continue":"eyJ2Ijo"},"items":[{"metadata":{"name":"a"},"spec":{"items":[1]}}]}') \
+        == "eyJ2Ijo"
+    items_first = {"items": [{"spec": {"volumes": [{"configMap": {"name": "c", "items": []}}]}}],
+                   "metadata": {"continue": "next"}}
+    assert kube.continue_token(json.dumps(items_first, separators=(",", ":")).encode()) == "next"
+    assert kube.continue_token(b'{"kind":"List","metadata":{"resourceVersion":"7"},"items":[]}') is None
+    assert kube.continue_token(b'{"kind":"List","metadata":{"continue":""},"items":[]}') is None
+
+
+def test_the_next_page_is_asked_for_while_this_one_is_used_and_its_failure_is_one_line(tmp_path):
+    """``snapshot`` reads ahead: the API server is asked for page 2 before page 1's objects are projected (the
+    projection of page 1 waits for that request); an error answered for a later page is the cluster's
+    failure, one line, as for the first."""
+    import threading
+
+    asked = threading.Event()
+    served = paged_list("Deployment", [{"metadata": {"name": f"d{i}", "namespace": "ml"}} for i in range(5)], 2)
+
+    def deployments(req):
+        if req["query"].get("continue"):
+            asked.set()
+        return served(req)
+
+    def project(obj):
+        assert asked.wait(30), "page 2 was not asked for while page 1 was used"
+        return obj["metadata"]["name"]
+    with FakeAPI() as api:
+        api.route("GET", "/apis/apps/v1/deployments", deployments)
+        client = kube.Api(kube.api_client(None, api.kubeconfig(tmp_path / "k")))
+        assert kube.snapshot(client, resources=(kube.DEPLOYMENTS,), project=project, limit=2) == \
+            ["d0", "d1", "d2", "d3", "d4"]
+        assert [r["query"].get("continue") for r in api.requests] == [None, "2", "4"]
+
+        def failing(req):
+            if req["query"].get("continue"):
+                return 500, {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd unavailable"}
+            return served(req)
+        install(api, {}, WORKLOADS, NAMESPACES)
+        api.route("GET", "/apis/apps/v1/deployments", failing)
+        code, out, err = cli(["plan", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k")])
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == "policylib: error: cannot read the cluster: HTTP 500 InternalError: etcd unavailable"
