@@ -21,7 +21,6 @@ projection was made from or answers 409.
 """
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any, Union, cast
 
@@ -158,22 +157,10 @@ def _keep(value: dict[str, Any], fields: Fields) -> dict[str, Any]:
 
 def project_simulated(obj: Any) -> Any:
     """Rule W7 for ``check --cluster`` and ``simulate --cluster``: ``obj`` with only what the planners and
-    kube-scheduler's replay read of its kind (:data:`SIMULATED`), its strings interned (the same label value,
-    quantity or scheduler name in 50,000 Deployments is then held once). A kind not listed is only stripped
+    kube-scheduler's replay read of its kind (:data:`SIMULATED`); a kind not listed is only stripped
     (:func:`strip`). A new object; ``obj`` is not changed."""
     fields = SIMULATED.get((str(obj.get("apiVersion")), str(obj.get("kind")))) if isinstance(obj, dict) else None
-    return strip(obj) if fields is None else _interned(_keep(obj, fields))
-
-
-def _interned(value: Any) -> Any:
-    """A copy of ``value`` with every string, key or value, interned."""
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, dict):
-        return {sys.intern(key) if isinstance(key, str) else key: _interned(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_interned(item) for item in value]
-    return value
+    return strip(obj) if fields is None else _keep(obj, fields)
 
 
 def strip(obj: Any) -> Any:

@@ -161,3 +161,19 @@ def test_the_next_page_is_asked_for_while_this_one_is_used_and_its_failure_is_on
         code, out, err = cli(["plan", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k")])
     assert (code, out) == (2, "")
     assert err.splitlines()[-1] == "policylib: error: cannot read the cluster: HTTP 500 InternalError: etcd unavailable"
+
+
+def test_a_snapshot_holds_each_string_once(tmp_path):
+    """What ``--cluster`` holds is interned: the same label value, quantity or name in every Deployment is one
+    string, not one per object (the JSON decoder makes one per occurrence)."""
+    from bench.scale_objects import deployment_as_stored
+    from policylib.projection import project_simulated
+    served = [deployment_as_stored(i) for i in (2, 9)]
+    with FakeAPI() as api:
+        api.route("GET", "/apis/apps/v1/deployments", paged_list("Deployment", served, 1))
+        client = kube.Api(kube.api_client(None, api.kubeconfig(tmp_path / "k")))
+        a, b = kube.snapshot(client, resources=(kube.DEPLOYMENTS,), project=project_simulated)
+    assert [a, b] == [project_simulated(d) for d in served]
+    assert a["metadata"]["labels"]["tier"] is b["metadata"]["labels"]["tier"]
+    limits = [d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] for d in (a, b)]
+    assert limits[0] is limits[1] == "512Mi"
