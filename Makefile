@@ -13,7 +13,7 @@ GO_BIN := $(shell command -v $(GO) 2>/dev/null)
 GO_LDFLAGS ?= -s -w
 AS_ROOT := $(filter 0,$(shell id -u))
 
-.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler
+.PHONY: run test dist docs bench bench-webhook bench-apiserver bench-scale bench-review-size install clean testcluster testcluster-coscheduling testcluster-volcano noop-webhook e2e helm descheduler
 
 # One resolution for everything: the development and test install, the image and the wheel tests all install
 # exactly constraints.txt (every direct and transitive dependency, the build backend included), so what a
@@ -29,10 +29,12 @@ $(STAMP): setup.cfg pyproject.toml constraints.txt
 install: $(STAMP)
 
 # Moving the pins on is a deliberate step (docs/testing.md, "Dependencies"): resolve the newest release of
-# everything setup.cfg allows into constraints.txt, then run the whole suite on it; commit the file when it passes.
+# everything setup.cfg allows into constraints.txt and the image's hashed requirements from it (requirements/), then
+# run the whole suite on them; commit the files when it passes.
 .PHONY: constraints test-latest
 constraints:
 	$(PYTHON) tools/pin_constraints.py --out constraints.txt
+	$(MAKE) image-requirements
 	$(MAKE) test
 
 # The newest releases setup.cfg allows, unpinned, in their own venv (.venv-latest): the suite that users of
@@ -77,6 +79,12 @@ bench: $(STAMP)
 bench-webhook: $(STAMP)
 	$(BIN)/python bench/bench_webhook.py
 
+# Time per review against the object's size: every family's largest objects (3 MiB on one list), in-process and
+# through `webhook serve` over TLS; BENCH_ARGS="--repo . --repo /tmp/before" for a before/after, "--load" for the
+# two-client run, "--memory" for the largest review's peak RSS (docs/benchmarks.md).
+bench-review-size: $(STAMP)
+	$(BIN)/python bench/bench_review_size.py $(BENCH_ARGS)
+
 # Through the harness's real API server: none / a Go no-op webhook / policylib (/ Kyverno when
 # KYVERNO=path/to/kyverno). Builds what it needs; docs/performance.md has the figures.
 bench-apiserver: $(STAMP) testcluster noop-webhook
@@ -92,24 +100,51 @@ clean:
 
 # The end-to-end harness: a control plane built from Go modules (docs/e2e.md). The first build
 # compiles kube-apiserver, kube-controller-manager and kube-scheduler: many minutes on 2 cores
-# (measured: docs/figures.md).
-HARNESS := testcluster noop-webhook helm testcluster-coscheduling testcluster-volcano \
-	testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler cert-manager \
-	$(if $(AS_ROOT),testcluster-real-node)
+# (measured: docs/figures.md). Two Kubernetes minors (`testcluster --kubernetes`): the default one's
+# binaries in e2e/bin/, each other minor's (K8S_MINORS) in e2e/bin/MINOR/, and only what a minor needs
+# there: testcluster and kubectl, and the kubelet where the real node runs.
+K8S_MINORS := 1.36
+HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm testcluster-coscheduling \
+	testcluster-volcano testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
+	cert-manager $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
 .PHONY: harness
 harness: $(HARNESS)
 
 # What a build depends on: its module's go.mod and go.sum ($(1)), the .go files under $(2), the go binary.
 gosrc = $(1)/go.mod $(1)/go.sum $(shell find $(2) -name '*.go' 2>/dev/null) $(GO_BIN)
 
-testcluster: e2e/bin/testcluster e2e/bin/kubectl
-e2e/bin/testcluster e2e/bin/kubectl &: $(call gosrc,e2e,e2e/cmd/testcluster)
-	cd e2e && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
+# A Kubernetes build of the module in the current directory, $(1) its go.mod (`-modfile=...` for another minor's):
+# `$$ld`, the version flags from the module's k8s.io/kubernetes release (what `kubectl version` and the components
+# report), then `go build $(1) -ldflags ...` with the rest of the line.
+k8s_build = v=$$($(GO) list $(1) -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v\#v} && \
 	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
 	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2) -X k8s.io/client-go/pkg/version.gitVersion=$$v" && \
-	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o bin/testcluster ./cmd/testcluster && \
-	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o bin/kubectl k8s.io/kubernetes/cmd/kubectl
+	  $(GO) build $(1) -ldflags "$(GO_LDFLAGS) $$ld"
+
+# The default minor's control plane (testcluster) and kubectl, from e2e/go.mod; one `go build` of both, so their
+# links overlap.
+testcluster: e2e/bin/testcluster e2e/bin/kubectl
+e2e/bin/testcluster e2e/bin/kubectl &: $(call gosrc,e2e,e2e/cmd/testcluster)
+	cd e2e && $(call k8s_build,) -o bin/ ./cmd/testcluster k8s.io/kubernetes/cmd/kubectl
 	touch e2e/bin/testcluster e2e/bin/kubectl
+
+# Another minor's: the same sources against e2e/go.k8s-MINOR.mod (the e2e module at that release's modules), into
+# e2e/bin/MINOR/; e2e/bin/testcluster --kubernetes MINOR runs it.
+define k8s_minor
+.PHONY: testcluster-$(1) kubelet-$(1) testcluster-real-node-$(1)
+testcluster-$(1): e2e/bin/$(1)/testcluster e2e/bin/$(1)/kubectl
+e2e/bin/$(1)/testcluster e2e/bin/$(1)/kubectl &: e2e/go.k8s-$(1).mod e2e/go.k8s-$(1).sum $(filter-out e2e/go.mod e2e/go.sum,$(call gosrc,e2e,e2e/cmd/testcluster))
+	mkdir -p e2e/bin/$(1) && cd e2e && $$(call k8s_build,-modfile=go.k8s-$(1).mod) -o bin/$(1)/ ./cmd/testcluster \
+	  k8s.io/kubernetes/cmd/kubectl
+	touch e2e/bin/$(1)/testcluster e2e/bin/$(1)/kubectl
+kubelet-$(1): e2e/bin/$(1)/kubelet
+e2e/bin/$(1)/kubelet: e2e/kubelet/go.k8s-$(1).mod e2e/kubelet/go.k8s-$(1).sum $(GO_BIN)
+	cd e2e/kubelet && $$(call k8s_build,-modfile=go.k8s-$(1).mod) -o ../bin/$(1)/kubelet k8s.io/kubernetes/cmd/kubelet
+	touch $$@
+# The real node of that minor: its kubelet, with what every minor's real node shares.
+testcluster-real-node-$(1): testcluster-$(1) testcluster-real-node kubelet-$(1)
+endef
+$(foreach m,$(K8S_MINORS),$(eval $(call k8s_minor,$(m))))
 
 # The floor of bench/bench_apiserver.py: a webhook on Go's standard library that admits everything
 # unchanged (e2e/cmd/noopwebhook; seconds to build, no dependency).
@@ -182,7 +217,7 @@ e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,
 	    > ../bin/cert-manager/crd/cert-manager.crds.yaml
 	touch e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector
 
-e2e: $(STAMP) testcluster
+e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)
 
 # Kubeflow training-operator (v1 API: TFJob, PyTorchJob) for `testcluster --training-operator`, from the
@@ -241,10 +276,7 @@ node-packages:
 .PHONY: kubelet pause-image testcluster-real-node
 kubelet: e2e/bin/kubelet
 e2e/bin/kubelet: $(call gosrc,e2e/kubelet,e2e/kubelet)
-	cd e2e/kubelet && v=$$($(GO) list -m -f '{{.Version}}' k8s.io/kubernetes) && m=$${v#v} && \
-	  ld="-X k8s.io/component-base/version.gitVersion=$$v -X k8s.io/component-base/version.gitMajor=$${m%%.*}" && \
-	  ld="$$ld -X k8s.io/component-base/version.gitMinor=$$(echo $$m | cut -d. -f2)" && \
-	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o ../bin/kubelet k8s.io/kubernetes/cmd/kubelet
+	cd e2e/kubelet && $(call k8s_build,) -o ../bin/kubelet k8s.io/kubernetes/cmd/kubelet
 	touch $@
 pause-image: e2e/bin/pause
 e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
@@ -255,35 +287,57 @@ e2e/bin/pause: $(call gosrc,e2e,e2e/cmd/pause)
 # containers needs root; elsewhere the real-node tests skip with that reason).
 testcluster-real-node: testcluster node-packages kubelet pause-image
 
-# The webhook/controller image without a registry (docs/install.md, "The image without a registry"): a Debian bookworm root filesystem from Debian's
-# packages (mmdebstrap: python3, python-is-python3), the project's wheel and its webhook extra installed from PyPI
-# at exactly constraints.txt, and the Dockerfile's USER, WORKDIR, ENV, EXPOSE, ENTRYPOINT and CMD, written as an
-# image archive that docker load, podman load, kind load image-archive and ctr images import read.
+# The webhook/controller image without a registry (docs/install.md, "The image without a registry"): the server's
+# install on Debian 13's python3, what the Dockerfile builds where a registry is reachable. A Debian root filesystem
+# from Debian's packages (mmdebstrap: minbase, the variant of debian:trixie-slim, with IMAGE_DEBIAN_PACKAGES, then
+# tools/image_debian.py removes every package the server never runs), requirements/image.txt and the project's wheel
+# installed hash-checked for the image's Python (tools/image_requirements.py --install), finished by the image's own
+# python3 (tools/image_site.py: kubernetes.aio out, bytecode compiled), and the Dockerfile's USER, WORKDIR, ENV,
+# EXPOSE, ENTRYPOINT and CMD, written as an image archive that docker load, podman load, kind load image-archive and
+# ctr images import read. The Dockerfile installs the same packages and runs the same two scripts (tests/test_image.py).
 VERSION       := $(shell sed -n 's/^version = //p' setup.cfg)
 IMAGE         ?= policylib-webhook:$(VERSION)
 IMAGE_ARCHIVE ?= dist/policylib-webhook-$(VERSION).tar
-# The Debian archive this machine's apt uses: its sources file, which mmdebstrap reads as the mirror list.
+# Debian's current stable and its python3; libstdc++6: the C++ runtime greenlet's manylinux wheel links.
+DEBIAN_SUITE  := trixie
+IMAGE_DEBIAN_PACKAGES := python3,python-is-python3,libstdc++6
+IMAGE_SITE    := usr/local/lib/python3.13/dist-packages
+# The Debian archive this machine's apt uses: its sources file, read as the mirror list with this machine's release
+# replaced by DEBIAN_SUITE.
 DEBIAN_SOURCES ?= $(firstword $(wildcard /etc/apt/sources.list.d/debian.sources /etc/apt/sources.list))
-.PHONY: image image-packages
+HOST_CODENAME  := $(shell . /etc/os-release 2>/dev/null && echo $$VERSION_CODENAME)
+# chroot, for the image's own python3 (root; elsewhere in a user namespace, as mmdebstrap's unshare mode)
+IMAGE_CHROOT  := $(if $(AS_ROOT),chroot,unshare --map-root-user chroot)
+.PHONY: image image-packages image-requirements
 image-packages:
 	@dpkg-query -W -f='$${Status}\n' mmdebstrap 2>/dev/null | grep -qx 'install ok installed' || { \
 	  apt-get -o DPkg::Lock::Timeout=600 update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends mmdebstrap; }
 image: $(IMAGE_ARCHIVE)
-# The Debian part, made once (it changes only with this recipe: `rm build/image-base.tar` to refresh it).
-build/image-base.tar: | image-packages
+# The hashed requirements the image installs, from setup.cfg, pyproject.toml and constraints.txt (downloads the
+# wheels to hash them; `make constraints` runs it too). tests/test_image.py fails when they no longer match.
+image-requirements: $(STAMP)
+	$(BIN)/python tools/image_requirements.py --write
+# The Debian part, made once (it changes with this recipe or tools/image_debian.py: `rm build/image-base.tar` to
+# refresh the packages). This machine's resolv.conf and hostname, which mmdebstrap copies in, emptied: the container
+# runtime provides both.
+build/image-base.tar: tools/image_debian.py | image-packages
 	mkdir -p build
-	mmdebstrap --quiet --format=tar --variant=minbase --include=python3,python-is-python3 \
+	sed -E 's/\b$(HOST_CODENAME)\b/$(DEBIAN_SUITE)/g' $(DEBIAN_SOURCES) > build/image-debian.sources
+	mmdebstrap --quiet --format=tar --variant=minbase --include=$(IMAGE_DEBIAN_PACKAGES) \
 	  --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
 	  --dpkgopt='path-exclude=/usr/share/locale/*' \
-	  --customize-hook='rm -rf "$$1"/var/lib/apt/lists/* "$$1"/var/cache/apt/* "$$1"/var/log/*' \
-	  bookworm $@.tmp $(DEBIAN_SOURCES) && mv $@.tmp $@
-$(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile constraints.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py
+	  --customize-hook='copy-in tools/image_debian.py /tmp' \
+	  --customize-hook='chroot "$$1" python3 /tmp/image_debian.py' --skip=cleanup/apt --skip=cleanup/mmdebstrap \
+	  --customize-hook='rm -rf "$$1"/etc/apt "$$1"/var/lib/apt "$$1"/var/cache/apt "$$1"/var/log/*' \
+	  --customize-hook='truncate -s 0 "$$1"/etc/resolv.conf "$$1"/etc/hostname' \
+	  $(DEBIAN_SUITE) $@.tmp build/image-debian.sources && mv $@.tmp $@
+$(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile requirements/image.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py tools/image_requirements.py tools/image_site.py
 	rm -rf build/image && mkdir -p build/image/wheel build/image/rootfs
-	PIP_CONSTRAINT=constraints.txt PIP_BUILD_CONSTRAINT=constraints.txt \
-	  $(BIN)/python -m pip wheel --quiet --no-deps -w build/image/wheel .
+	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w build/image/wheel .
 	tar -C build/image/rootfs -xf build/image-base.tar
-	PIP_CONSTRAINT=constraints.txt $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-warn-script-location \
-	  --target build/image/rootfs/usr/local/lib/python3.11/dist-packages \
-	  "$$(ls build/image/wheel/policylib-*.whl)[webhook]"
+	$(BIN)/python tools/image_requirements.py --install build/image/rootfs/$(IMAGE_SITE) build/image/wheel/policylib-*.whl
+	cp tools/image_site.py build/image/rootfs/tmp/
+	$(IMAGE_CHROOT) build/image/rootfs python3 /tmp/image_site.py /$(IMAGE_SITE)
+	rm build/image/rootfs/tmp/image_site.py
 	$(BIN)/python tools/image_archive.py --rootfs build/image/rootfs --dockerfile Dockerfile --ref $(IMAGE) --out $@

@@ -7,8 +7,9 @@ certificate rotation, SIGTERM and a killed worker. Run by hand; the figures go i
 1. **fuzz**: ``--reviews`` AdmissionReviews of every kind policylib handles, under four configs (fail-open
    and fail-closed among them), from a fixed seed: valid objects with fields swapped for values of the
    wrong type, numbers past int32 and int64, nesting past the parser's limit, reviews whose own fields
-   are wrong. Counted: HTTP status, exceptions that escaped the app, policy failures that were not a
-   PolicyError (the app logs those with a traceback), patches that do not apply to the object sent,
+   are wrong, UPDATEs whose old object is fuzzed too. Counted: HTTP status, exceptions that escaped the
+   app, policy failures that were not a PolicyError (the app logs those with a traceback: internal
+   errors), patches that do not apply to the object sent,
    and, on every 20th patched review, the same review of the patched object, which must patch nothing.
 2. **attack**: ``hey -c 8`` for ``--seconds`` against ``/mutate`` alone, then again while 200 silent
    connections, 50 half TLS handshakes and 50 half request headers are kept up (each reconnects when
@@ -90,8 +91,9 @@ def encode(body: dict) -> bytes:
     return text.encode()
 
 
-def fuzzed_object(rng: random.Random, originals: list[dict]) -> dict:
-    obj = copy.deepcopy(rng.choice(originals))
+def fuzzed_object(rng: random.Random, originals: list[dict], base: dict | None = None) -> dict:
+    """One of ``originals`` (or ``base``) with one to three fields swapped for odd or extreme values."""
+    obj = copy.deepcopy(base if base is not None else rng.choice(originals))
     for _ in range(rng.randint(1, 3)):
         choices = [p for p in paths(obj) if p]
         if not choices:
@@ -110,11 +112,19 @@ def fuzzed_object(rng: random.Random, originals: list[dict]) -> dict:
     return obj
 
 
-def fuzzed_review(rng: random.Random, originals: list[dict], i: int) -> tuple[bytes, bool]:
-    """A review's body, and whether it is a well-formed review of an object that may be patched."""
-    obj = fuzzed_object(rng, originals)
+def fuzzed_review(rng: random.Random, originals: list[dict], i: int) -> tuple[bytes, bool, bool]:
+    """A review's body, whether it is a well-formed review of an object that may be patched, and whether its old
+    object is a fuzzed one (an UPDATE's old object: the stored object as it was, fuzzed like the object itself,
+    or another kind's)."""
+    base = rng.choice(originals)
+    obj = fuzzed_object(rng, originals, base)
     operation = rng.choice(["CREATE", "CREATE", "UPDATE", "DELETE", "CONNECT"])
-    old = copy.deepcopy(rng.choice(originals)) if operation == "UPDATE" else None
+    old, old_fuzzed = None, False
+    if operation == "UPDATE":
+        roll = rng.random()
+        old_fuzzed = roll < 0.5
+        old = fuzzed_object(rng, originals, base) if old_fuzzed else copy.deepcopy(base if roll < 0.8 else
+                                                                                 rng.choice(originals))
     group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
     request = {"uid": f"fuzz-{i}", "kind": {"group": group, "version": version, "kind": str(obj.get("kind", ""))},
                "operation": operation, "namespace": "fuzz", "name": "x", "object": obj, "oldObject": old,
@@ -123,12 +133,12 @@ def fuzzed_review(rng: random.Random, originals: list[dict], i: int) -> tuple[by
     roll = rng.random()
     if roll < 0.05:   # the review's own fields of the wrong type
         swap(review, rng.choice([p for p in paths(review) if p and len(p) <= 2]), copy.deepcopy(rng.choice(ODD)))
-        return encode(review), False
+        return encode(review), False, False
     if roll < 0.07:
-        return encode(review)[: rng.randint(0, 200)], False   # cut short
+        return encode(review)[: rng.randint(0, 200)], False, False   # cut short
     if roll < 0.08:
-        return b"[" * 5000 + b"]" * 5000, False
-    return encode(review), operation in ("CREATE", "UPDATE")
+        return b"[" * 5000 + b"]" * 5000, False, False
+    return encode(review), operation in ("CREATE", "UPDATE"), old_fuzzed
 
 
 class Escaped(logging.Handler):
@@ -154,11 +164,12 @@ def fuzz(reviews: int, seed: int) -> dict:
     clients = [webhook.create_app(c, review_log=lambda line: None).test_client() for c in CONFIGS]
     statuses: Counter = Counter()
     outcomes: Counter = Counter()
-    raised = not_applied = idempotence_checked = not_idempotent = 0
+    raised = not_applied = idempotence_checked = not_idempotent = old_fuzzed = 0
     first_problem: str | None = None
     start = time.perf_counter()
     for i in range(reviews):
-        data, patchable = fuzzed_review(rng, originals, i)
+        data, patchable, fuzzed_old = fuzzed_review(rng, originals, i)
+        old_fuzzed += fuzzed_old
         client = rng.choice(clients)
         try:
             resp = client.post("/mutate", data=data, content_type="application/json")
@@ -195,7 +206,8 @@ def fuzz(reviews: int, seed: int) -> dict:
         logging.getLogger(name).removeHandler(escaped)
         logging.getLogger(name).propagate = True
     return {"reviews": reviews, "seed": seed, "seconds": round(seconds, 1), "statuses": dict(sorted(statuses.items())),
-            "answers": dict(outcomes), "exceptions_escaped": raised, "non_policy_errors": escaped.count,
+            "answers": dict(outcomes), "old_objects_fuzzed": old_fuzzed, "exceptions_escaped": raised,
+            "non_policy_errors": escaped.count,
             "first_non_policy_error": escaped.first, "patches_not_applying": not_applied,
             "idempotence_checked": idempotence_checked, "not_idempotent": not_idempotent,
             "first_problem": first_problem}

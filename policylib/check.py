@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from .config import Config, HostSpread, load_config
 from .constants import POD_TEMPLATE_HASH
@@ -40,6 +40,8 @@ from .spread import (
     replaced_required_before,
 )
 from .validation import DO_NOT_SCHEDULE
+from .workload_api import WorkloadApi
+from .workload_api import resolve as resolve_workload_api
 
 #: Labels the common clouds and autoscalers put on a node to say which node group it belongs to.
 NODE_GROUP_LABELS = ("eks.amazonaws.com/nodegroup", "cloud.google.com/gke-nodepool", "kubernetes.azure.com/agentpool",
@@ -251,27 +253,52 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]]) -> list[Findin
     return []
 
 
-def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int) -> int:
+def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int,
+                  topology_key: str | None = None) -> int:
     """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``: the engine's
     filters (the registry ``simulate`` runs) place the pods of every replica type, in the job's order, on a copy
     of the Nodes (:func:`policylib.simulate.gangs.place_gang`): Coscheduling holds each member it has placed
     (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot both count
-    the same free CPU."""
-    return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
+    the same free CPU. With a topology level (rule G25) the most any one domain of ``topology_key`` holds."""
+    if topology_key is None:
+        return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
+    domains: dict[str, list[NodeState]] = {}
+    for n in states:
+        if topology_key in n.labels:
+            domains.setdefault(str(n.labels[topology_key]), []).append(n.copy())
+    return max((place_gang(job, specs, Cluster(members), minimum)[1] for members in domains.values()), default=0)
 
 
 def _load_beside(job: dict[str, Any], config: Config, nodes: list[dict[str, Any]],
                  objects: list[dict[str, Any]]) -> list[NodeState]:
     """The Nodes with what every other workload of the input takes (as ``simulate`` places them; stored
-    workloads count by their bound Pods) and the bound Pods."""
-    others = [o for o in objects if o is not job and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
+    workloads count by their bound Pods) and the bound Pods, but the job's own (a running gang does not crowd out
+    itself)."""
+    others = [o for o in objects if o is not job and not _pod_of(o, job)
+              and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
     try:
         return simulate_load(others, nodes, config)
     except PolicyError:
         return node_states(nodes, [o for o in objects if is_bound_pod(o)])   # an unreadable object: preview names it
 
 
+#: The label training-operator and the MPI Operator put on every pod of a job: the job's name.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
+    """A Pod of ``job``: owned by it, or labelled with its name by its operator, in its namespace."""
+    if obj.get("kind") != "Pod" or namespace_of(obj) != namespace_of(job):
+        return False
+    meta, job_meta = obj.get("metadata") or {}, job.get("metadata") or {}
+    uid = job_meta.get("uid")
+    owned = uid and any(isinstance(r, dict) and r.get("uid") == uid for r in meta.get("ownerReferences") or [])
+    return bool(owned) or (meta.get("labels") or {}).get(JOB_NAME_LABEL) == job_meta.get("name")
+
+
 def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]]) -> list[Finding]:
+    from .gang.topology import gang_topology
+    level = gang_topology(config) if config.gang.enabled else None
     out = []
     for obj in objects:
         if not is_kubeflow_job(obj):
@@ -283,13 +310,15 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
                                f"{job.kind} {job.namespace}/{job.name}: {operator}"))
         minimum = job_minimum(job)
         specs = (obj.get("spec") or {}).get(job.specs_key) or {}
-        capacity = gang_capacity(job, specs, _load_beside(obj, config, nodes, objects), minimum)
+        key = level.key if level is not None and not operator else None
+        capacity = gang_capacity(job, specs, _load_beside(obj, config, nodes, objects), minimum, key)
         if capacity < minimum:
             # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
             outcome = gang_stuck_outcome(config, operator)
-            out.append(Finding("error", "gang.method",
+            where = f"one {key} domain can" if key else "Nodes can"
+            out.append(Finding("error", "gang.topology" if key else "gang.method",
                                f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
-                               f"Nodes can hold {capacity} of them now: {outcome}"))
+                               f"{where} hold {capacity} of them now: {outcome}"))
     return out
 
 
@@ -303,13 +332,66 @@ def gang_stuck_outcome(config: Config, operator: str | None) -> str:
     return "it would wait for its scheduleTimeout and never start"
 
 
-def check_workload_api(config: Config, served: bool | None) -> list[Finding]:
-    """Rule G20: with gang method workload, an error when the cluster does not serve
-    scheduling.k8s.io/v1alpha2 (``served`` False), naming the feature gates; nothing when unknown (None)."""
-    from .gang.workload import API_NOT_SERVED
-    if served is not False or not config.gang.enabled or config.gang.method != "workload":
+def check_workload_api(config: Config, api: WorkloadApi | None, nodes: Sequence[dict[str, Any]] = (),
+                       stored: Mapping[tuple[str, str], int] | None = None,
+                       topology_kept: bool | None = None) -> list[Finding]:
+    """Rules G20, G22-G25: with gang method workload and a known cluster (``api``: what ``--cluster`` read, or
+    ``--kube-version``): which Workload API versions it serves and which policylib writes; an error when none it
+    writes is served, naming the flags of its minor; what must be on that check cannot see (kube-scheduler's
+    gates); for ``gang.topology``, the gates it needs (a warning when the API server is known to drop the
+    constraint: ``topology_kept`` False) and the Nodes without the level's label; a warning before an upgrade
+    whose next minor removes a version that ``stored`` objects are in (``stored``: (apiVersion, resource) ->
+    count)."""
+    from .gang.topology import gang_topology
+    from .workload_api import enable_instructions, gate_flags, removed_by_upgrade
+    if api is None or not config.gang.enabled or config.gang.method != "workload":
         return []
-    return [Finding("error", "gang.method", f"{API_NOT_SERVED}: no job's pods would be gang-scheduled")]
+    api = resolve_workload_api(config.gang.workloadAPIVersion, api.served, api.minor)
+    level = gang_topology(config)
+    out: list[Finding] = []
+    if api.version is None:
+        out.append(Finding("error", "gang.workloadAPIVersion" if api.setting != "auto" else "gang.method",
+                           f"{api.missing()}: no job's pods would be gang-scheduled (the webhook refuses them)"))
+    else:
+        out.append(Finding("info", "gang.workloadAPIVersion", f"{api.describe()}: policylib writes its Workloads and "
+                                                              f"PodGroups in {api.api_version}"))
+        minor = api.minor
+        if minor is not None:
+            flags = gate_flags(minor)
+            seen = "served, so kube-apiserver runs with them" if api.served is not None else "needed"
+            enable = enable_instructions(minor, api.version)
+            out.append(Finding("info", "gang.method", f"Kubernetes 1.{minor}: {enable} ({seen}); check cannot see "
+                                                      f"kube-scheduler's flags: without --feature-gates={flags} it "
+                                                      "schedules the pods one by one"))
+    if level is not None:
+        gates = gate_flags(api.minor, True) if api.minor is not None else "TopologyAwareWorkloadScheduling=true"
+        if topology_kept is False:
+            out.append(Finding("warning", "gang.topology",
+                               f"{level.why}: kube-apiserver drops PodGroup schedulingConstraints (its "
+                               f"TopologyAwareWorkloadScheduling gate is off): start kube-apiserver and "
+                               f"kube-scheduler with --feature-gates={gates}"))
+        else:
+            out.append(Finding("info", "gang.topology",
+                               f"{level.why}: every gang's pods in one {level.key} domain; kube-apiserver and "
+                               f"kube-scheduler need --feature-gates={gates} (alpha)"))
+        unlabelled = sorted(str((n.get("metadata") or {}).get("name")) for n in nodes
+                            if level.key not in ((n.get("metadata") or {}).get("labels") or {}))
+        if unlabelled and nodes:
+            out.append(Finding("warning", "gang.topology",
+                               f"{len(unlabelled)} of {len(nodes)} Nodes have no {level.key} label, so no gang is "
+                               f"placed there: {', '.join(unlabelled[:10])}{' ...' if len(unlabelled) > 10 else ''}"))
+    upgrade = removed_by_upgrade(api.minor) if api.minor is not None else None
+    if upgrade and stored:
+        after, removed = upgrade
+        found = {k: v for k, v in stored.items() if v and k[0].rpartition("/")[2] in removed}
+        if found:
+            listed = ", ".join(f"{count} {res} in {version}" for (version, res), count in sorted(found.items()))
+            out.append(Finding("warning", "gang.workloadAPIVersion",
+                               f"upgrading to Kubernetes 1.{after} removes {', '.join(removed)}: {listed} would be "
+                               f"left in a version 1.{after}'s API server neither serves nor decodes; delete them "
+                               "before the upgrade (policylib's controller makes its own again in the version 1."
+                               f"{after} serves once it is enabled; bound pods keep running)"))
+    return out
 
 
 def check_gang_schedulers(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
@@ -326,20 +408,29 @@ def check_gang_schedulers(config: Config, nodes: list[dict[str, Any]], objects: 
 
 def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]], objects: Iterable[dict[str, Any]] = (), *,
           node_group_label: str | None = None, server_version: str | None = None,
-          workload_api_served: bool | None = None, served_apis: Sequence[str] | None = None) -> list[Finding]:
+          workload_api_served: bool | None = None, served_apis: Sequence[str] | None = None,
+          workload_api: WorkloadApi | None = None, workload_stored: Mapping[tuple[str, str], int] | None = None,
+          topology_kept: bool | None = None) -> list[Finding]:
     """Every finding for ``config`` on these Nodes (and workloads), errors first. Pure.
-    ``workload_api_served``: whether the cluster serves scheduling.k8s.io/v1alpha2 (None: not known).
+    ``workload_api``: what the cluster serves of Kubernetes' Workload API (``--cluster``'s discovery, or
+    ``--kube-version``; rule G22); ``workload_api_served`` False says only that it serves none policylib writes
+    (None: not known). ``workload_stored``: (apiVersion, resource) -> how many objects the cluster stores there,
+    for the versions its next minor removes (rule G24). ``topology_kept``: whether kube-apiserver keeps a
+    PodGroup's schedulingConstraints (None: not known; rule G25).
     ``served_apis``: the ``group/version`` of every API the live cluster serves (None: not a live cluster),
     for the gang schedulers it runs."""
     config = load_config(config)
+    if workload_api is None and workload_api_served is False:
+        workload_api = resolve_workload_api(config.gang.workloadAPIVersion, ())
     nodes = [n for n in nodes if isinstance(n, dict)]
     objects = [o for o in objects if isinstance(o, dict)]
     findings = (check_thresholds(config) + check_topology_labels(config, nodes)
                 + check_match_label_keys(config, nodes, server_version)
                 + check_enforced_deployments(config, nodes, objects, node_group_label)
                 + check_drift(config, objects) + check_partitions(config, nodes) + check_gangs(config, nodes, objects))
-    findings += check_required_anti_affinity(config, objects) + check_workload_api(config, workload_api_served)
-    findings += check_simulated(config, nodes, objects, findings) + check_pending_pods(objects)
+    findings += check_required_anti_affinity(config, objects)
+    findings += check_workload_api(config, workload_api, nodes, workload_stored, topology_kept)
+    findings += check_simulated(config, nodes, objects, findings, workload_api) + check_pending_pods(objects)
     findings += check_gang_schedulers(config, nodes, objects, served_apis)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))
 
@@ -383,7 +474,7 @@ def check_required_anti_affinity(config: Config, objects: list[dict[str, Any]]) 
 
 
 def check_simulated(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
-                    found: list[Finding]) -> list[Finding]:
+                    found: list[Finding], workload_api: WorkloadApi | None = None) -> list[Finding]:
     """Every outcome ``policylib simulate`` reports for the same inputs: an error for each workload with
     replicas that would stay Pending, unless another error names it already. Stored objects (with a
     uid) are the cluster's: their Pods say what is Pending (:func:`check_pending_pods`)."""
@@ -391,7 +482,7 @@ def check_simulated(config: Config, nodes: list[dict[str, Any]], objects: list[d
     if not nodes or not any(not is_bound_pod(o) for o in manifests):
         return []
     try:
-        placements = simulate(manifests, nodes, config)
+        placements = simulate(manifests, nodes, config, workload_api=workload_api)
     except PolicyError:
         return []   # an unreadable object: preview and simulate name it
     named = " ".join(f.message for f in found if f.severity == "error")

@@ -51,11 +51,19 @@ SIGS_PODGROUP_API_VERSION = f"{SIGS_GROUP}/v1alpha1"
 KOORDINATOR_GROUP = "scheduling.koordinator.sh"
 PODGROUP_KIND = "PodGroup"
 
-# --- Kubernetes' own gang scheduling (1.36 alpha; rules G16-G20) --------------------------------------
+# --- Kubernetes' own gang scheduling: the Workload API (rules G16-G20, G22-G25) --------------------------
 
 NATIVE_GANG_GROUP = "scheduling.k8s.io"
-NATIVE_GANG_VERSION = "v1alpha2"
-NATIVE_GANG_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_VERSION}"
+#: Kubernetes 1.37's Workload API (beta, served once enabled: --runtime-config and the GenericWorkload gate).
+NATIVE_GANG_V1BETA1 = "v1beta1"
+NATIVE_GANG_V1BETA1_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_V1BETA1}"
+#: Kubernetes 1.36's Workload API (alpha; removed in 1.37).
+NATIVE_GANG_V1ALPHA2 = "v1alpha2"
+NATIVE_GANG_V1ALPHA2_API_VERSION = f"{NATIVE_GANG_GROUP}/{NATIVE_GANG_V1ALPHA2}"
+#: The Workload API versions policylib writes, newest first (``gang.workloadAPIVersion: auto`` takes the first
+#: the cluster serves).
+NATIVE_GANG_VERSIONS = (NATIVE_GANG_V1BETA1, NATIVE_GANG_V1ALPHA2)
+NATIVE_GANG_API_VERSIONS = (NATIVE_GANG_V1BETA1_API_VERSION, NATIVE_GANG_V1ALPHA2_API_VERSION)
 WORKLOAD_KIND = "Workload"
 
 # --- well-known label keys and taints ------------------------------------------------------------------
@@ -74,3 +82,14 @@ INSTALL_NAMESPACE = "policylib-system"
 ANY_ADDRESS = "0.0.0.0"
 #: The webhook server's default port.
 WEBHOOK_PORT = 8443
+
+# --- the API server's limits ----------------------------------------------------------------------------------
+
+#: The largest request body the API server reads (k8s.io/apiserver pkg/server/config.go ``MaxRequestBodyBytes``):
+#: the largest object a client can create or update.
+API_REQUEST_BYTES = 3 * 1024 * 1024
+#: Room in an AdmissionReview for what surrounds its objects (uid, kind, resource, userInfo with its groups and
+#: extra claims, options).
+REVIEW_ENVELOPE_BYTES = 64 * 1024
+#: The largest AdmissionReview the API server sends for such objects: an UPDATE carries the object and the old one.
+MAX_REVIEW_BYTES = 2 * API_REQUEST_BYTES + REVIEW_ENVELOPE_BYTES

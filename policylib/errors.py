@@ -24,6 +24,21 @@ class PolicylibError(ValueError):
     """Base class for every user-facing error raised by policylib."""
 
 
+#: Rule P8: the most characters of a client's value one message quotes (a bad value, a map key in a field path, a
+#: name in a detail); the rest is cut and marked ``...``. What a client sends may be megabytes: a message never
+#: grows with it.
+MAX_QUOTED_CHARS = 64
+#: The longest object name a message quotes whole (the API's longest name, a DNS subdomain of 253 characters).
+MAX_NAME_CHARS = 253
+#: The most field errors one message lists; the rest are counted (``..., and 39980 more``).
+MAX_LISTED_ERRORS = 20
+
+
+def cut(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
+    """Rule P8: at most ``limit`` characters of ``text``, ``...`` marking a cut."""
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 class FieldPath:
     """A field path as the API server builds and prints it (``field.Path``).
 
@@ -63,8 +78,8 @@ class FieldPath:
         return self._step("", str(i))
 
     def key(self, k: str) -> FieldPath:
-        """A map entry: ``labels`` -> ``labels[app]``."""
-        return self._step("", str(k))
+        """A map entry: ``labels`` -> ``labels[app]`` (a key past 64 characters cut: rule P8)."""
+        return self._step("", cut(str(k)))
 
     def __str__(self) -> str:
         elems: list[FieldPath] = []
@@ -101,6 +116,7 @@ class ErrorType(enum.Enum):
     NOT_SUPPORTED = ("FieldValueNotSupported", "Unsupported value")
     FORBIDDEN = ("FieldValueForbidden", "Forbidden")
     TOO_LONG = ("FieldValueTooLong", "Too long")
+    TOO_MANY = ("FieldValueTooMany", "Too many")
     DUPLICATE = ("FieldValueDuplicate", "Duplicate value")
 
     @property
@@ -117,19 +133,40 @@ _VALUE_HIDDEN = (ErrorType.REQUIRED, ErrorType.FORBIDDEN, ErrorType.TOO_LONG)
 
 def render_value(value: object) -> str:
     """A bad value as ErrorBody prints it: numbers and booleans plainly, strings quoted, null
-    for None; other values (maps, lists) as JSON, where Go would print its own syntax."""
+    for None; other values (maps, lists) as JSON, where Go would print its own syntax. Rule P8: at
+    most :data:`MAX_QUOTED_CHARS` characters of it (a string's first ones, quoted, then ``...``),
+    and no more of a large value is rendered than that."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
-        return str(value)
+        try:
+            return cut(str(value))
+        except ValueError:  # an integer past Python's digit limit for str()
+            return f"<an integer of {int(value).bit_length()} bits>"
     if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
+        text = json.dumps(value[:MAX_QUOTED_CHARS], ensure_ascii=False)
+        return text + "..." if len(value) > MAX_QUOTED_CHARS else text
+    return _bounded_json(value)
+
+
+def _bounded_json(value: object) -> str:
+    """A map or list as JSON with sorted keys, encoded only until :data:`MAX_QUOTED_CHARS` characters are out
+    (the encoder yields its text piece by piece)."""
+    pieces: list[str] = []
+    length = 0
     try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)
-    except (TypeError, ValueError):
-        return repr(value)
+        # a map too large to be quoted whole is not sorted first (that alone would grow with it)
+        sort = not (isinstance(value, dict) and len(value) > MAX_QUOTED_CHARS)
+        for piece in json.JSONEncoder(ensure_ascii=False, sort_keys=sort, default=repr).iterencode(value):
+            pieces.append(piece)
+            length += len(piece)
+            if length > MAX_QUOTED_CHARS:
+                break
+        return cut("".join(pieces))
+    except (TypeError, ValueError, RecursionError):
+        return cut(repr(value)) if not isinstance(value, (dict, list)) else f"<a {type(value).__name__}>"
 
 
 @dataclass(frozen=True)
@@ -176,13 +213,33 @@ def too_long(path: Path, value: object, max_length: int) -> FieldError:
     return FieldError(ErrorType.TOO_LONG, str(path), value, f"must have at most {max_length} bytes")
 
 
+def too_many(path: Path, actual: int, max_items: int) -> FieldError:
+    """A list longer than its limit (field.TooMany): ``Too many: 20000: must have at most 1000 items``."""
+    return FieldError(ErrorType.TOO_MANY, str(path), actual, f"must have at most {max_items} "
+                                                             f"{'item' if max_items == 1 else 'items'}")
+
+
 def duplicate(path: Path, value: object, detail: str = "") -> FieldError:
     return FieldError(ErrorType.DUPLICATE, str(path), value, detail)
 
 
+def errors_not_in(errors: Iterable[FieldError], known: Iterable[FieldError]) -> list[FieldError]:
+    """The errors of ``errors`` that are not in ``known`` (as ``e not in known`` decides), in order; ``known`` is
+    indexed by type, field and detail first, so the cost grows with the errors, not with their product."""
+    index: dict[tuple[ErrorType, str, str], list[object]] = {}
+    for e in known:
+        index.setdefault((e.type, e.field, e.detail), []).append(e.value)
+    return [e for e in errors if not any(v == e.value for v in index.get((e.type, e.field, e.detail), ()))]
+
+
 def render_errors(errors: Sequence[FieldError]) -> str:
-    """One error as itself; several as the API server aggregates them: ``[a, b]``."""
-    return str(errors[0]) if len(errors) == 1 else "[" + ", ".join(map(str, errors)) + "]"
+    """One error as itself; several as the API server aggregates them: ``[a, b]``; past
+    :data:`MAX_LISTED_ERRORS`, the first ones and how many more (rule P8)."""
+    if len(errors) == 1:
+        return str(errors[0])
+    listed = ", ".join(map(str, errors[:MAX_LISTED_ERRORS]))
+    more = len(errors) - MAX_LISTED_ERRORS
+    return "[" + listed + (f", and {more} more" if more > 0 else "") + "]"
 
 
 def _setting_message(error: FieldError) -> str:
@@ -305,9 +362,9 @@ def object_ref(obj: object, namespace: str | None = None) -> str:
     """``Kind namespace/name`` for messages; tolerant of malformed objects."""
     if not isinstance(obj, dict):
         return f"<{type(obj).__name__}>"
-    kind = obj.get("kind") or "<no kind>"
+    kind = cut(str(obj.get("kind") or "<no kind>"))
     meta = obj.get("metadata")
     meta = meta if isinstance(meta, dict) else {}
-    name = meta.get("name") or meta.get("generateName") or "<no name>"
+    name = cut(str(meta.get("name") or meta.get("generateName") or "<no name>"), MAX_NAME_CHARS)
     ns = namespace or meta.get("namespace")
-    return f"{kind} {ns}/{name}" if ns else f"{kind} {name}"
+    return f"{kind} {cut(str(ns), MAX_NAME_CHARS)}/{name}" if ns else f"{kind} {name}"

@@ -11,11 +11,12 @@ from typing import Any, Iterable
 from .constants import (
     APPS_GROUP,
     AUTOSCALING_GROUP,
-    NATIVE_GANG_API_VERSION,
+    NATIVE_GANG_API_VERSIONS,
     SIGS_PODGROUP_API_VERSION,
     VOLCANO_PODGROUP_API_VERSION,
     X_K8S_PODGROUP_API_VERSION,
 )
+from .workload_api import WorkloadApi
 
 DEFAULT_NAMESPACE = "default"
 
@@ -57,22 +58,27 @@ def is_podgroup(obj: object) -> bool:
 
 
 def is_native_gang_object(obj: object) -> bool:
-    """A ``scheduling.k8s.io/v1alpha2`` Workload or PodGroup: Kubernetes' own gang objects (gang method
-    workload, rule G18)."""
-    return isinstance(obj, dict) and obj.get("apiVersion") == NATIVE_GANG_API_VERSION \
+    """A ``scheduling.k8s.io`` Workload or PodGroup of a version policylib writes (``v1beta1``, ``v1alpha2``):
+    Kubernetes' own gang objects (gang method workload, rule G18)."""
+    return isinstance(obj, dict) and obj.get("apiVersion") in NATIVE_GANG_API_VERSIONS \
         and obj.get("kind") in ("Workload", "PodGroup")
 
 
 @dataclass
 class ClusterFacts:
-    """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes, and
-    PodGroups indexed by (apiVersion, namespace, name)."""
+    """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes,
+    PodGroups indexed by (apiVersion, namespace, name), Kubernetes' own Workloads and PodGroups, and the
+    Workload API version the cluster takes (rule G22; None: decided from the config alone, Kubernetes 1.37
+    assumed)."""
 
     hpas: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     podgroups: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
-    #: scheduling.k8s.io/v1alpha2 Workloads and PodGroups by (kind, namespace, name).
-    native: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    #: scheduling.k8s.io Workloads and PodGroups by (apiVersion, kind, namespace, name).
+    native: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
+    #: What the cluster serves of the Workload API (the webhook's and the controller's discovery,
+    #: ``--kube-version``, ``--cluster``); None: not known.
+    workload_api: WorkloadApi | None = None
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> "ClusterFacts":
@@ -96,7 +102,8 @@ class ClusterFacts:
             self.podgroups[(obj["apiVersion"], namespace_of(obj), meta.get("name", ""))] = obj
             return True
         if is_native_gang_object(obj):
-            self.native[(obj["kind"], namespace_of(obj), (obj.get("metadata") or {}).get("name", ""))] = obj
+            key = (obj["apiVersion"], obj["kind"], namespace_of(obj), (obj.get("metadata") or {}).get("name", ""))
+            self.native[key] = obj
             return True
         return False
 
@@ -106,9 +113,13 @@ class ClusterFacts:
     def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.podgroups.get((api_version, namespace, name))
 
-    def native_gang_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The scheduling.k8s.io/v1alpha2 ``kind`` (Workload or PodGroup) ``namespace/name``, or None."""
-        return self.native.get((kind, namespace, name))
+    def native_gang_object(self, kind: str, namespace: str, name: str,
+                           api_version: str | None = None) -> dict[str, Any] | None:
+        """The scheduling.k8s.io ``kind`` (Workload or PodGroup) ``namespace/name`` in ``api_version`` (None: in
+        any version policylib writes, the newest first), or None."""
+        versions = (api_version,) if api_version else NATIVE_GANG_API_VERSIONS
+        return next((self.native[(v, kind, namespace, name)] for v in versions
+                     if (v, kind, namespace, name) in self.native), None)
 
 
 NO_FACTS = ClusterFacts()

@@ -41,6 +41,8 @@ class Family:
     name: str
     matches: Predicate
     mutate: Mutator
+    #: The ``apiVersion kind`` of each object it handles (:data:`HANDLED_KINDS`, docs/library.md).
+    kinds: tuple[str, ...] = ()
     #: ``section.key`` of a boolean setting that turns the family's policies off, or None.
     enabled: str | None = None
     planners: tuple[Planner, ...] = ()
@@ -63,7 +65,7 @@ def _deployment(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | No
 
 def _kubeflow_job(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
                   namespace: str | None) -> Result:
-    return mutate_kubeflow_job(obj, config, old=old, namespace=namespace)
+    return mutate_kubeflow_job(obj, config, old=old, namespace=namespace, facts=facts)
 
 
 def _is_volcano(obj: object) -> bool:
@@ -79,18 +81,37 @@ def _volcano(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None,
 
 def _pod(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
          namespace: str | None) -> Result:
-    return mutate_pod(obj, config, old=old, namespace=namespace)
+    return mutate_pod(obj, config, old=old, namespace=namespace, facts=facts)
 
 
 #: Every workload family, in the order an object is matched: Deployments (the spread, rules S1-S22),
 #: Kubeflow jobs (gangs, rules G1-G21), Volcano Jobs and the other Volcano kinds (rules V1-V20), and
 #: pods (only those labelled for gang method workload change, rule G17).
 FAMILIES: tuple[Family, ...] = (
-    Family("Deployment", is_deployment, _deployment, planners=(plan_deployment,)),
-    Family("gang", is_kubeflow_job, _kubeflow_job, enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
-    Family("Volcano", _is_volcano, _volcano, enabled="volcano.enabled"),
-    Family("Pod", is_pod, _pod),
+    Family("Deployment", is_deployment, _deployment, kinds=("apps/v1 Deployment",), planners=(plan_deployment,)),
+    Family("gang", is_kubeflow_job, _kubeflow_job,
+           kinds=("kubeflow.org/v1 TFJob", "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob",
+                  "kubeflow.org/v2beta1 MPIJob"),
+           enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
+    Family("Volcano", _is_volcano, _volcano, kinds=("batch.volcano.sh/v1alpha1 Job",), enabled="volcano.enabled"),
+    Family("Pod", is_pod, _pod, kinds=("v1 Pod",)),
 )
+
+#: Every kind a family handles, in table order (rule P9; docs/library.md lists them).
+HANDLED_KINDS: tuple[str, ...] = tuple(kind for family in FAMILIES for kind in family.kinds)
+
+#: The handled kinds in one phrase, for the unhandled-kind reason.
+HANDLED_SUMMARY = "it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs and gang Pods"
+
+#: Kinds that run pods and that no family handles: ``preview`` notes each one it reads and ``check --cluster``
+#: counts those in scope (rule P9), so "not handled" never looks like "nothing to do". Matched by API group
+#: and kind, whatever the version.
+UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
+    ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"), ("batch", "Job"), ("batch", "CronJob"),
+    ("trainer.kubeflow.org", "TrainJob"), ("jobset.x-k8s.io", "JobSet"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), ("kubeflow.org", "PaddleJob"), ("kubeflow.org", "XGBoostJob"),
+    ("kubeflow.org", "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
+})
 
 #: Every planner, in table order: what ``policylib plan`` prints and the controller writes.
 PLANNERS: tuple[Planner, ...] = tuple(p for family in FAMILIES for p in family.planners)
@@ -104,3 +125,18 @@ def family_of(obj: object) -> Family | None:
 def planner_family(planner: Planner) -> Family | None:
     """The family a planner belongs to; None for a planner of no family (a caller's own runs on every object)."""
     return next((f for f in FAMILIES if planner in f.planners), None)
+
+
+def is_unhandled_workload(obj: object) -> bool:
+    """A kind that runs pods and that no family handles (:data:`UNHANDLED_WORKLOADS`)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str):
+        return False
+    api_version: str = obj["apiVersion"]
+    group = api_version.rpartition("/")[0]
+    return family_of(obj) is None and (group, obj.get("kind")) in UNHANDLED_WORKLOADS
+
+
+def unhandled_reason(obj: dict[str, Any]) -> str:
+    """Rule P9: why an object of a kind no family handles comes back unchanged, naming the kinds that are."""
+    kind = f"{obj.get('apiVersion')} {obj.get('kind')}"
+    return f"not handled: policylib has no policy for {kind} ({HANDLED_SUMMARY})"

@@ -5,14 +5,15 @@ from typing import Any
 
 from .config import Config, load_config
 from .facts import ClusterFacts
-from .families import family_of
+from .families import family_of, unhandled_reason
 from .result import Result
 
 
 def mutate(obj: dict[str, Any], config: Config | dict[str, Any] | None = None, *, old: dict[str, Any] | None = None,
            facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
     """Rule P2: apply the policy of ``obj``'s workload family (:data:`policylib.families.FAMILIES`); other
-    kinds, and a family whose policies are off, come back unchanged.
+    kinds come back unchanged with ``unhandled`` saying so (rule P9), and a family whose policies are off
+    unchanged with a reason.
 
     ``old`` is the object before an UPDATE (None on CREATE); ``facts`` the
     cluster objects a policy may read (HPAs, Nodes); ``namespace`` overrides
@@ -22,7 +23,8 @@ def mutate(obj: dict[str, Any], config: Config | dict[str, Any] | None = None, *
     config = load_config(config)
     family = family_of(obj)
     if family is None:
-        return Result(obj)
+        reason = unhandled_reason(obj)
+        return Result(obj, reasons=[reason], unhandled=reason)
     if not family.is_enabled(config):
         return family.off(obj)
     return family.mutate(obj, config, old=old, facts=facts, namespace=namespace)

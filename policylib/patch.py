@@ -95,7 +95,7 @@ def diff_owned(original: dict[str, Any], mutated: dict[str, Any], owned: Iterabl
     caller guarantees that by editing only through a :class:`Draft`.
     """
     ops: list[dict[str, Any]] = []
-    emitted: list[str] = []
+    emitted: set[str] = set()
     for path in owned:
         a: Any = original
         b: Any = mutated
@@ -111,14 +111,14 @@ def diff_owned(original: dict[str, Any], mutated: dict[str, Any], owned: Iterabl
                 ptr = _pointer(path[:depth + 1])  # built only where an operation may be written
                 if not _covered(ptr, emitted):
                     ops.append({"op": "add", "path": ptr, "value": b[key]} if b_has else {"op": "remove", "path": ptr})
-                    emitted.append(ptr)
+                    emitted.add(ptr)
             break
         else:
             if a is not b:  # an unchanged subtree is the same object (a Draft shares what it does not write)
                 ptr = _pointer(path)
                 if not _covered(ptr, emitted):
                     _diff_values(ptr, a, b, ops)
-                    emitted.append(ptr)
+                    emitted.add(ptr)
     return ops
 
 
@@ -141,9 +141,18 @@ def _has(node: Any, key: Any) -> bool:
     return isinstance(node, list) and isinstance(key, int) and 0 <= key < len(node)
 
 
-def _covered(ptr: str, emitted: list[str]) -> bool:
-    """Whether an operation already written replaces ``ptr`` or one of its ancestors."""
-    return any(ptr == e or ptr.startswith(e + "/") for e in emitted)
+def _covered(ptr: str, emitted: set[str]) -> bool:
+    """Whether an operation already written replaces ``ptr`` or one of its ancestors: ``ptr`` and each ancestor
+    (the pointer cut before each ``/``; a token's own ``/`` is escaped) looked up in the set of pointers written,
+    so the cost is the pointer's length, not the number of operations."""
+    if ptr in emitted:
+        return True
+    end = ptr.find("/")
+    while end != -1:
+        if ptr[:end] in emitted:
+            return True
+        end = ptr.find("/", end + 1)
+    return False
 
 
 def _diff_values(ptr: str, a: Any, b: Any, ops: list[dict[str, Any]]) -> None:

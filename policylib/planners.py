@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .config import ON_NEXT_ROLLOUT, Config
-from .constants import APPS_API_VERSION, INSTALL_NAMESPACE
+from .constants import APPS_API_VERSION, INSTALL_NAMESPACE, NATIVE_GANG_V1ALPHA2
 from .facts import ClusterFacts, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
-from .gang.workload import min_count
+from .gang.workload import min_count, native_gang, topology_keys
 from .result import is_opted_out
 from .spread import (
     RECORD_ANNOTATIONS,
@@ -210,33 +210,71 @@ def create_owned(job: dict[str, Any], obj: dict[str, Any], reason: str) -> Write
 
 
 def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
-    """Gang ``method: workload`` (rule G19): the job's ``scheduling.k8s.io/v1alpha2`` Workload, then its
-    PodGroup, must exist, owned by the job (garbage collection deletes them with it).
+    """Gang ``method: workload`` (rules G19, G22-G25): the job's ``scheduling.k8s.io`` Workload, then its
+    PodGroup, must exist in the version the cluster serves, owned by the job (garbage collection deletes them
+    with it).
 
     Only a job that carries our scheduling-group label as the gang policy writes it gets them. A missing
-    one is created with a controller ownerReference; one the job owns whose ``minCount`` differs from the
-    job's minimum is an error entry: the gang policy of both is immutable, so it is not patched (delete
-    both to have them made again); one owned by someone else is left alone.
+    one is created with a controller ownerReference. One the job owns whose ``minCount`` differs from the
+    job's minimum is patched where the version lets it change (``v1beta1``: the PodGroup's and the Workload
+    template's ``gang.minCount``) and is an error entry where it is immutable (``v1alpha2``: delete both to
+    have them made again); one whose topology constraint differs from ``gang.topology`` is an error entry in
+    both (immutable); one owned by someone else is left alone. When the cluster serves no version policylib
+    writes, one error entry says which API to enable (rule G23).
     """
     if not config.gang.enabled or config.gang.method != "workload" or not is_kubeflow_job(job):
         return None
     ns = namespace_of(job)
-    result = mutate_kubeflow_job(job, config, namespace=ns)
+    native = native_gang(config, facts)
+    ref = f"{job['kind']} {ns}/{(job.get('metadata') or {}).get('name')}"
+    if native is not None and native.api.version is None:
+        wanted = mutate_kubeflow_job(job, config, namespace=ns)   # the gang the job carries, were an API served
+        if wanted.patch or wanted.denial or not wanted.extra_objects:
+            return None
+        name = wanted.extra_objects[0]["metadata"]["name"]
+        return [Write("Workload", ns, name, [f"{ref} carries gang {name}: no Workload or PodGroup can be made: "
+                                             f"{native.api.missing()}"], False, action="none",
+                      api_version=wanted.extra_objects[0]["apiVersion"], error=True)]
+    result = mutate_kubeflow_job(job, config, namespace=ns, facts=facts)
     if result.patch or result.denial or not result.extra_objects:
         return None
-    ref = f"{job['kind']} {ns}/{(job.get('metadata') or {}).get('name')}"
     writes = []
     for want in result.extra_objects:
-        kind, name, count = want["kind"], want["metadata"]["name"], min_count(want)
-        existing = facts.native_gang_object(kind, ns, name)
-        if existing is None:
-            writes.append(create_owned(job, want, f"{ref} carries gang {name} and has no {kind} (minCount {count})"))
-        elif owned_by(existing, job) and min_count(existing) != count:
-            writes.append(Write(kind, ns, name, [
-                f"{kind} {ns}/{name} has minCount {min_count(existing)} but the gang of {ref} needs {count}: its "
-                "gang policy is immutable; delete the Workload and PodGroup to have them made again"], False,
-                action="none", api_version=want["apiVersion"], error=True))
+        writes += _native_gang_writes(job, want, facts, ref)
     return writes or None
+
+
+def _native_gang_writes(job: dict[str, Any], want: dict[str, Any], facts: ClusterFacts, ref: str) -> list[Write]:
+    """Rules G19, G25: the writes one wanted Workload or PodGroup needs (see :func:`plan_workload`)."""
+    kind, ns, name, count = want["kind"], want["metadata"]["namespace"], want["metadata"]["name"], min_count(want)
+    existing = facts.native_gang_object(kind, ns, name, want["apiVersion"])
+    if existing is None:
+        return [create_owned(job, want, f"{ref} carries gang {name} and has no {kind} (minCount {count})")]
+    if not owned_by(existing, job):
+        return []
+    writes = []
+    have, keys = min_count(existing), topology_keys(want)
+    if topology_keys(existing) != keys:
+        writes.append(Write(kind, ns, name, [
+            f"{kind} {ns}/{name} has schedulingConstraints.topology {topology_keys(existing) or 'none'} but the gang "
+            f"needs {keys or 'none'} (gang.topology): the constraint is immutable, so delete the Workload and PodGroup "
+            "to have them made again (an API server without the TopologyAwareWorkloadScheduling gate drops the "
+            "constraint on create)"], False, action="none", api_version=want["apiVersion"], error=True))
+    if have == count:
+        return writes
+    if want["apiVersion"].endswith("/" + NATIVE_GANG_V1ALPHA2):
+        writes.append(Write(kind, ns, name, [
+            f"{kind} {ns}/{name} has minCount {have} but the gang of {ref} needs {count}: its "
+            "gang policy is immutable; delete the Workload and PodGroup to have them made again"], False,
+            action="none", api_version=want["apiVersion"], error=True))
+        return writes
+    path = "/spec/podGroupTemplates/0/schedulingPolicy/gang/minCount" if kind == "Workload" else \
+        "/spec/schedulingPolicy/gang/minCount"
+    writes.append(Write(kind, ns, name, [f"minCount {have} -> {count}: the job's minimum changed"], False,
+                        patch=[{"op": "replace" if have is not None else "add", "path": path, "value": count}],
+                        api_version=want["apiVersion"],
+                        resource_version=(existing.get("metadata") or {}).get("resourceVersion")))
+    return writes
 
 
 #: A planner: the writes one existing object needs (an entry of a workload family's ``planners``,

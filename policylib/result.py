@@ -28,7 +28,9 @@ class Result:
     this one (shown by preview, created by the controller, never by the
     webhook); ``denial``, when set, is why the object must be rejected (a
     policy configured to deny rather than warn): the webhook answers
-    ``allowed: false`` with it and preview exits non-zero.
+    ``allowed: false`` with it and preview exits non-zero; ``unhandled``, when set, is why no policy read
+    the object at all: its kind is none a family handles (rule P9), as opposed to a policy that looked
+    and found nothing to do.
     """
 
     object: dict[str, Any]
@@ -37,6 +39,7 @@ class Result:
     warnings: list[str] = field(default_factory=list)
     extra_objects: list[dict[str, Any]] = field(default_factory=list)
     denial: str | None = None
+    unhandled: str | None = None
 
     @property
     def changed(self) -> bool:

@@ -11,7 +11,7 @@ from .config import Config
 from .constants import (
     KOORDINATOR_GROUP,
     NATIVE_GANG_GROUP,
-    NATIVE_GANG_VERSION,
+    NATIVE_GANG_VERSIONS,
     SIGS_GROUP,
     VOLCANO_SCHEDULING_GROUP,
     X_K8S_GROUP,
@@ -33,8 +33,7 @@ SCHEDULER_APIS: tuple[tuple[str, str | None, str], ...] = (
     (KOORDINATOR_GROUP, None, "koordinator"),
     (SIGS_GROUP, None, "koordinator"),
     (X_K8S_GROUP, None, "scheduler-plugins"),
-    (NATIVE_GANG_GROUP, NATIVE_GANG_VERSION, "kube-scheduler"),
-)
+) + tuple((NATIVE_GANG_GROUP, v, "kube-scheduler") for v in NATIVE_GANG_VERSIONS)
 #: A Node label of ACK's node pools: the cluster is ACK, whose managed control plane runs ACK's scheduler.
 ACK_NODE_LABEL = "alibabacloud.com/nodepool-id"
 #: What to set for each scheduler found.

@@ -15,6 +15,7 @@ from .errors import (
     FieldError,
     Path,
     as_path,
+    cut,
     duplicate,
     forbidden,
     invalid,
@@ -24,6 +25,7 @@ from .errors import (
     required,
 )
 from .labels import qualified_name_errors, selector_keys, validate_label_selector
+from .values import json_key
 from .volcano import admission as _volcano_admission
 from .volcano.admission import validate_volcano_job
 
@@ -58,13 +60,29 @@ def validate_when_unsatisfiable(value: Any, path: Path) -> list[FieldError]:
     return []
 
 
-def validate_not_repeated(constraint: dict[str, Any], rest: list[Any], path: Path) -> list[FieldError]:
-    """Rule K4 (ValidateSpreadConstraintNotRepeat): one entry per (topologyKey, whenUnsatisfiable)."""
-    pair = (constraint.get("topologyKey"), constraint.get("whenUnsatisfiable"))
-    for other in rest:
-        if isinstance(other, dict) and (other.get("topologyKey"), other.get("whenUnsatisfiable")) == pair:
-            return [duplicate(path, f"{{{pair[0]}, {pair[1]}}}")]
-    return []
+def repeated_pairs(constraints: list[Any]) -> set[int]:
+    """Rule K4: the indexes of the constraints whose (topologyKey, whenUnsatisfiable) pair a later constraint
+    repeats (every one but the last of each pair), found in one pass from the end."""
+    seen: set[tuple[Any, Any]] = set()
+    repeated: set[int] = set()
+    for i in range(len(constraints) - 1, -1, -1):
+        c = constraints[i]
+        if not isinstance(c, dict):
+            continue
+        pair = (json_key(c.get("topologyKey")), json_key(c.get("whenUnsatisfiable")))
+        if pair in seen:
+            repeated.add(i)
+        else:
+            seen.add(pair)
+    return repeated
+
+
+def validate_not_repeated(constraint: dict[str, Any], repeated_later: bool, path: Path) -> list[FieldError]:
+    """Rule K4 (ValidateSpreadConstraintNotRepeat): one entry per (topologyKey, whenUnsatisfiable); the error is
+    on each entry a later one repeats (``repeated_later``, from :func:`repeated_pairs`)."""
+    if not repeated_later:
+        return []
+    return [duplicate(path, f"{{{constraint.get('topologyKey')}, {constraint.get('whenUnsatisfiable')}}}")]
 
 
 def validate_min_domains(value: Any, when: Any, path: Path) -> list[FieldError]:
@@ -75,7 +93,7 @@ def validate_min_domains(value: Any, when: Any, path: Path) -> list[FieldError]:
     if not is_int(value) or value <= 0:
         errs.append(invalid(path, value, _NOT_POSITIVE))
     if when != DO_NOT_SCHEDULE:
-        errs.append(invalid(path, value, f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {when}"))
+        errs.append(invalid(path, value, f"can only use minDomains if whenUnsatisfiable=DoNotSchedule, not {cut(str(when))}"))
     return errs
 
 
@@ -116,11 +134,12 @@ def validate_topology_spread_constraints(constraints: Any,
     if not isinstance(constraints, list):
         return [invalid(path, constraints, "must be a list")]
     errs: list[FieldError] = []
+    repeated = repeated_pairs(constraints)
     for i, p, c in object_items(constraints, as_path(path), errs):
         errs += validate_max_skew(c.get("maxSkew"), p.child("maxSkew"))
         errs += validate_topology_key(c.get("topologyKey"), p.child("topologyKey"))
         errs += validate_when_unsatisfiable(c.get("whenUnsatisfiable"), p.child("whenUnsatisfiable"))
-        errs += validate_not_repeated(c, constraints[i + 1:], p.child("{topologyKey, whenUnsatisfiable}"))
+        errs += validate_not_repeated(c, i in repeated, p.child("{topologyKey, whenUnsatisfiable}"))
         errs += validate_min_domains(c.get("minDomains"), c.get("whenUnsatisfiable"), p.child("minDomains"))
         errs += validate_node_inclusion_policy(c.get("nodeAffinityPolicy"), p.child("nodeAffinityPolicy"))
         errs += validate_node_inclusion_policy(c.get("nodeTaintsPolicy"), p.child("nodeTaintsPolicy"))

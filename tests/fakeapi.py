@@ -101,3 +101,31 @@ def paged_list(kind: str, items: list[dict], page: int) -> Handler:
             meta["continue"] = str(nxt)
         return 200, {"apiVersion": "v1", "kind": f"{kind}List", "metadata": meta, "items": chunk}
     return handler
+
+
+#: What each Kubernetes minor's API server lists of scheduling.k8s.io once the Workload API is enabled (its
+#: discovery documents, k8s.io/kubernetes v1.36.3 and v1.37.2): the version of Workload and PodGroup, and the
+#: server's gitVersion.
+WORKLOAD_API = {36: ("v1alpha2", "v1.36.3"), 37: ("v1beta1", "v1.37.2")}
+
+
+def serve_workload_api(api: FakeAPI, minor: int, enabled: bool = True) -> None:
+    """Route ``/version`` and the ``scheduling.k8s.io`` discovery documents as Kubernetes 1.``minor``'s API server
+    answers them, with the Workload API enabled or not (then the group lists v1 only, for PriorityClasses)."""
+    version, git = WORKLOAD_API[minor]
+    api.route("GET", "/version", (200, {"major": "1", "minor": str(minor), "gitVersion": git}))
+    listed = [{"groupVersion": "scheduling.k8s.io/v1", "version": "v1"}]
+    if enabled:
+        listed.insert(0, {"groupVersion": f"scheduling.k8s.io/{version}", "version": version})
+    api.route("GET", "/apis/scheduling.k8s.io", (200, {"kind": "APIGroup", "apiVersion": "v1",
+                                                       "name": "scheduling.k8s.io", "versions": listed,
+                                                       "preferredVersion": listed[-1]}))
+    resources = [{"name": "workloads", "namespaced": True, "kind": "Workload"},
+                 {"name": "podgroups", "namespaced": True, "kind": "PodGroup"},
+                 {"name": "podgroups/status", "namespaced": True, "kind": "PodGroup"}]
+    for other in {v for v, _ in WORKLOAD_API.values()}:
+        api.routes.pop(("GET", f"/apis/scheduling.k8s.io/{other}"), None)
+    if enabled:
+        api.route("GET", f"/apis/scheduling.k8s.io/{version}", (200, {
+            "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": f"scheduling.k8s.io/{version}",
+            "resources": resources}))

@@ -10,10 +10,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.e2e.harness import DEFAULT_MINOR
+
 ROOT = Path(__file__).resolve().parents[1]
 HELM = ROOT / "e2e" / "bin" / "helm"
 CHART = ROOT / "charts" / "policylib"
-KUBE_VERSION = "1.36.0"
+#: What ``helm template`` renders for: the end-to-end tests' default Kubernetes minor (inside the chart's kubeVersion).
+KUBE_VERSION = f"{DEFAULT_MINOR}.0"
 NAMESPACE = "policylib-system"
 
 
@@ -42,9 +45,10 @@ def values_args(values: dict | None) -> list[str]:
 
 
 def render(values: dict | None = None, *, release: str = "policylib", namespace: str = NAMESPACE,
-           check: bool = True) -> list[dict] | subprocess.CompletedProcess:
-    """``helm template`` of the chart with ``values`` (YAML on stdin): the objects, or the failed run."""
-    run = helm("template", release, str(CHART), "--namespace", namespace, "--kube-version", KUBE_VERSION,
+           check: bool = True, kube_version: str = KUBE_VERSION) -> list[dict] | subprocess.CompletedProcess:
+    """``helm template`` of the chart with ``values`` (YAML on stdin) for Kubernetes ``kube_version``: the objects,
+    or the failed run."""
+    run = helm("template", release, str(CHART), "--namespace", namespace, "--kube-version", kube_version,
                *values_args(values), input=json.dumps(values) if values else None, check=check)
     if run.returncode != 0:
         return run
@@ -80,6 +84,8 @@ MATRIX: dict[str, dict] = {
                          "webhook": {"failurePolicy": "Fail", "timeoutSeconds": 5,
                                      "matchConditions": [{"name": "not-dry-run", "expression": "true"}],
                                      "tolerations": [{"key": "dedicated", "operator": "Exists"}]}},
+    "hardened": {"webhook": {"maxConnections": 500, "firstRequestTimeoutSeconds": 3,
+                             "tls": {"minVersion": "1.3", "clientCASecret": "apiserver-client-ca"}}},
     "helm-nesting": {"config": {"lrs-operator": {"operator": {"config": {
         "hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}}}}},
 }

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -76,3 +77,37 @@ def documented_install_steps(page: str = "docs/webhook.md",
     start = text.index(after) + len(after)
     block = text.index("```sh\n", start) + len("```sh\n")
     return text[block:text.index("```", block)]
+
+
+def answer_a_review(argv: list[str], ca: Path, port: int, sample: str = "deployment-create.json", deadline: float = 90,
+                    **popen: Any) -> tuple[dict | None, int, str]:
+    """Starts the server ``argv`` (``python -m webhook run-local`` in some install), posts the sample review over TLS
+    to ``127.0.0.1:port`` once ``ca`` (the CA run-local writes) exists, until answered or ``deadline`` seconds pass,
+    then stops it with SIGTERM: (the AdmissionReview answered or None, its exit status, its stderr)."""
+    import json
+    import signal
+    import ssl
+    import subprocess
+    import time
+    import urllib.request
+    review = json.loads((REPO / "webhook" / "samples" / sample).read_text())
+    proc = subprocess.Popen(argv, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **popen)
+    answer = None
+    try:
+        until = time.monotonic() + deadline
+        while answer is None and time.monotonic() < until and proc.poll() is None:
+            if not ca.exists():
+                time.sleep(0.1)
+                continue
+            request = urllib.request.Request(f"https://127.0.0.1:{port}/mutate", data=json.dumps(review).encode(),
+                                             headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=str(ca)),
+                                            timeout=10) as response:
+                    answer = json.loads(response.read())
+            except (OSError, ssl.SSLError):
+                time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    return answer, proc.returncode, stderr

@@ -15,9 +15,19 @@ import yaml
 import policylib
 from policylib.config import load_config
 
+from .e2e.harness import MINORS
 from .helmtool import CHART, MATRIX, NAMESPACE, ROOT, by_kind_name, helm, render
 
 RULE_COMPONENT = ROOT / "manifests/components/prometheus-rule/prometheusrule.yaml"
+
+
+def next_minor() -> str:
+    """The Kubernetes minor after the newest one the end-to-end tests run."""
+    major, minor = max(tuple(map(int, m.split("."))) for m in MINORS)
+    return f"{major}.{minor + 1}"
+
+
+NEXT_MINOR = next_minor()
 
 
 def chart() -> dict:
@@ -30,6 +40,24 @@ def test_chart_version_is_the_project_version():
     version = cfg["metadata"]["version"]
     assert (chart()["version"], chart()["appVersion"]) == (version, version)
     assert policylib.__version__ == version
+
+
+@pytest.mark.parametrize("kube_version", [f"{m}.0" for m in MINORS] + [f"{m}.99" for m in MINORS] +
+                         [f"{m}.2-eks-1a2b3c4" for m in MINORS])
+def test_the_chart_renders_for_every_minor_the_end_to_end_tests_run(kube_version):
+    """Every patch release of each minor the end-to-end tests run, a provider's build suffix included."""
+    objs = render(kube_version=kube_version)
+    assert ("Deployment", "policylib-webhook") in by_kind_name(objs)
+
+
+@pytest.mark.parametrize("kube_version", ["1.26.9", f"{NEXT_MINOR}.0", f"{NEXT_MINOR}.0-alpha.1"])
+def test_the_chart_refuses_a_kubernetes_outside_its_range(kube_version):
+    """Below the documented minimum, or a minor the end-to-end tests have not run (its pre-releases too)."""
+    run = render(kube_version=kube_version, check=False)
+    assert run.returncode == 1
+    # helm names the version without its pre-release
+    assert (f"chart requires kubeVersion: {chart()['kubeVersion']} which is incompatible with Kubernetes "
+            f"v{kube_version.split('-')[0]}") in run.stderr, run.stderr
 
 
 def test_schema_and_docs_are_generated_and_fresh():
@@ -63,6 +91,7 @@ def test_values_yaml_satisfies_its_schema_and_every_value_is_documented():
     ({"webhook": {"replica": 3}}, "- at '/webhook': additional properties 'replica' not allowed"),
     ({"webhook": {"namespaceMode": "optin"}}, "- at '/webhook/namespaceMode': value must be one of 'opt-out', 'opt-in'"),
     ({"webhook": {"timeoutSeconds": 31}}, "- at '/webhook/timeoutSeconds': maximum: got 31, want 30"),
+    ({"webhook": {"tls": {"minVersion": "1.1"}}}, "- at '/webhook/tls/minVersion': value must be one of '1.2', '1.3'"),
     ({"certificates": {"mode": "selfsigned"}},
      "- at '/certificates/mode': value must be one of 'self', 'cert-manager', 'existingSecret'"),
     ({"config": {"hostTopologySpread": {"whenUnsatisfable": "DoNotSchedule"}}},
@@ -179,7 +208,31 @@ def test_existing_secret_mode():
     assert all(h["clientConfig"]["caBundle"] == base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
                for h in objs[("MutatingWebhookConfiguration", "policylib-webhook")]["webhooks"])
     volumes = objs[("Deployment", "policylib-webhook")]["spec"]["template"]["spec"]["volumes"]
-    assert {"name": "tls", "secret": {"secretName": "my-tls"}} in volumes
+    assert {"name": "tls", "secret": {"secretName": "my-tls", "defaultMode": 0o440}} in volumes
+
+
+def test_the_webhooks_server_settings_and_its_secret_files_mode():
+    """The connection and TLS settings as flags (defaults: the server's), the serving key readable by its owner
+    (root) and the pod's fsGroup only (0440: the server runs as 65532 in that group); a client CA only when
+    webhook.tls.clientCASecret names one, mounted the same way."""
+    def pod(values: dict) -> dict:
+        return by_kind_name(render(values))[("Deployment", "policylib-webhook")]["spec"]["template"]["spec"]
+
+    default = pod({})
+    (container,) = default["containers"]
+    assert container["args"] == ["serve", "--config=/etc/policylib/config/config.yaml", "--cert-dir=/etc/policylib/tls",
+                                 "--port=8443", "--workers=2", "--max-connections=1000", "--first-request-timeout=5",
+                                 "--tls-min-version=1.2", "--graceful-timeout=20"]
+    assert default["securityContext"]["fsGroup"] == default["securityContext"]["runAsGroup"] == 65532
+    volumes = {v["name"]: v for v in default["volumes"]}
+    assert volumes["tls"]["secret"]["defaultMode"] == 0o440 and "client-ca" not in volumes
+    hardened = pod(MATRIX["hardened"])
+    (container,) = hardened["containers"]
+    assert container["args"][5:9] == ["--max-connections=500", "--first-request-timeout=3", "--tls-min-version=1.3",
+                                      "--client-ca=/etc/policylib/client-ca/ca.crt"]
+    assert {"name": "client-ca", "mountPath": "/etc/policylib/client-ca", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "client-ca", "secret": {"secretName": "apiserver-client-ca", "defaultMode": 0o440,
+                                            "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in hardened["volumes"]
 
 
 @pytest.mark.parametrize("values, message", [

@@ -27,7 +27,7 @@ CONFIG = Draft202012Validator(config_schema())
 CHART = Draft7Validator(json.loads((ROOT / "charts" / "policylib" / "values.schema.json").read_text()))
 ABSENT = object()
 GANG_CHOICES = {"method": GANG_METHODS, "scheduler": GANG_SCHEDULERS, "matchPolicy": MATCH_POLICIES,
-                "groupByRole": (False, True), "operatorGang": OPERATOR_GANG_MODES}
+                "groupByRole": (False, True), "operatorGang": OPERATOR_GANG_MODES, "topology": ("none", "zone")}
 
 
 def loads(config: dict) -> bool:
@@ -59,7 +59,7 @@ def test_every_gang_combination_is_refused_by_loading_and_by_both_schemas_alike(
     keys = tuple(GANG_CHOICES)
     outcomes = [agree({"gang": section(keys, values)})
                 for values in itertools.product(*((ABSENT, *GANG_CHOICES[k]) for k in keys))]
-    assert len(outcomes) == 5 * 6 * 6 * 3 * 4 and 0 < sum(outcomes) < len(outcomes)
+    assert len(outcomes) == 5 * 6 * 6 * 3 * 4 * 3 and 0 < sum(outcomes) < len(outcomes)
 
 
 def _accepted_with(combination, allowed: bool) -> dict:

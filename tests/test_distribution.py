@@ -6,6 +6,9 @@ isolated environment, ``twine check``), then installed, not the source tree, int
   example of the docs run against it; ``--cluster`` names the extra; a downstream script passes
   ``mypy --strict`` against it (py.typed).
 - ``pip install 'policylib[webhook]'``: the server, the controller and the Kubernetes client import.
+- The server's install, as its image holds it (requirements/image.txt, without numpy and kubernetes-validate): the
+  server answers a review, the controller's modules import, and the offline commands that need what it leaves out
+  say so in one line (rule L6). tests/test_image.py runs the same in the image, on its Python.
 
 The wheel is built once per session. Every package the build and the webhook extra need is kept as a wheel
 in .venv/wheelhouse (``pip wheel`` at constraints.txt's pins, from the index only the first time); the
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import REPO, answer_a_review
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -119,6 +122,22 @@ def base(wheel: Path, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory
 def full(wheel: Path, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``pip install 'policylib[webhook]'``: the python of a fresh virtualenv."""
     return venv(tmp_path_factory.mktemp("full") / "venv", wheelhouse, f"policylib[webhook] @ {wheel.as_uri()}")
+
+
+@pytest.fixture(scope="session")
+def server(wheel: Path, wheelhouse: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's install, as the image has it, on this Python: requirements/image.txt's distributions at their
+    versions and the wheel, without dependencies (its hashes are of the image's Python's wheels, so not checked here;
+    the wheelhouse holds every one: they are the webhook extra's less what the image leaves out)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    import image_requirements
+    listed = image_requirements.parse(image_requirements.IMAGE.read_text())
+    where = tmp_path_factory.mktemp("server") / "venv"
+    ok(sys.executable, "-m", "venv", "--without-pip", where)
+    python = where / "bin" / "python"
+    pip(python, "install", "--quiet", "--no-index", "--find-links", wheelhouse, "--no-deps",
+        *(f"{name}=={version}" for name, (version, _) in listed.items()), wheel)
+    return python
 
 
 def distributions(python: Path) -> set[str]:
@@ -275,3 +294,39 @@ def test_constraints_pin_exactly_what_the_image_installs(full: Path):
     installed = {canonicalize_name(d["name"]): d["version"] for d in listed if d["name"] != "policylib"}
     assert len(installed) > 40
     assert {name: pins.get(name) for name in installed} == installed
+
+
+# --- the server's install (its image's) -----------------------------------------------------------------------
+
+def test_the_servers_install_serves_and_names_what_it_leaves_out(server: Path, tmp_path: Path):
+    """Rule L6."""
+    installed = distributions(server)
+    assert not {"numpy", "kubernetes-validate", "aiohttp"} & installed
+    assert SERVER_DISTRIBUTIONS | {"policylib", "pyyaml", "jsonschema", "shtab"} <= installed
+    probe = ("import importlib, json, pkgutil, sys, webhook\n"
+             "for m in pkgutil.walk_packages(webhook.__path__, 'webhook.'):\n    importlib.import_module(m.name)\n"
+             "import policylib.shell.kube\nfrom kubernetes import client, config, watch\n"
+             "print(json.dumps(sorted(sys.modules)))\n")
+    loaded = set(json.loads(ok(server, "-c", probe, cwd=server.parent, env=offline(server))))
+    assert "webhook.controller.reconciler" in loaded
+    assert {m for m in loaded if m.split(".")[0] in ("numpy", "kubernetes_validate", "aiohttp")} == set()
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    answer, code, stderr = answer_a_review([str(server), "-m", "webhook", "run-local", "--cert-dir", str(tmp_path / "certs"),
+                                            "--port", str(port)], tmp_path / "certs" / "ca.crt", port, cwd=tmp_path,
+                                           env=dict(os.environ, **offline(server)))
+    assert answer is not None, f"run-local did not answer within 90 s:\n{stderr}"
+    assert answer["response"]["allowed"] is True and answer["response"]["patch"] and code == 0, stderr
+    examples = REPO / "docs" / "examples"
+    for command, package, argv in (
+            ("simulate", "numpy", ["-f", examples / "llm-and-web.yaml", "--nodes", examples / "gpu-cluster-nodes.yaml"]),
+            ("check", "numpy", ["--nodes", examples / "gpu-cluster-nodes.yaml", "-f", examples / "llm-and-web.yaml"]),
+            ("preview", "kubernetes-validate", ["-f", examples / "web.yaml"])):
+        out = run(server.parent / "policylib", command, *argv, env=offline(server))
+        assert (out.returncode, out.stdout, out.stderr) == (
+            2, "", f"policylib: error: {command} needs {package}, which this install of policylib leaves out: "
+                   "pip install policylib\n")
+    plan = run(server.parent / "policylib", "plan", "-f", examples / "snapshot.yaml", env=offline(server))
+    assert plan.returncode == 0 and "would roll" in plan.stdout, plan.stderr

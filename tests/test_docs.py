@@ -95,6 +95,42 @@ def test_generated_reference_pages_are_fresh():
     assert GEN.stale() == [], "run `make docs` (tools/gen_reference.py) and commit docs/reference/"
 
 
+COMPAT = _load_tool("gen_compatibility")
+
+
+def test_compatibility_rows_come_from_the_tests_proves_markers(tmp_path):
+    """docs/compatibility.md's rows are the end-to-end tests' declarations (tools/gen_compatibility.py): each
+    names the test that carries it, with the minors it runs on; a declaration without every column is refused."""
+    (tmp_path / "test_x.py").write_text(
+        "import pytest\n\n\n"
+        "@pytest.mark.proves(scheduler='kube-scheduler', settings='`method: workload`', operator='training-operator, none',"
+        " jobs='TFJob', outcome='all bind', kubernetes=('1.36', '1.37'))\n"
+        "@pytest.mark.proves(scheduler='s', settings='x', operator='o', jobs='j', outcome='o2')\n"
+        "def test_a():\n    pass\n")
+    found = COMPAT.rows(tmp_path)
+    assert [(r.scheduler, r.kubernetes, r.test) for r in found] == [
+        ("kube-scheduler", ("1.36", "1.37"), "tests/e2e/test_x.py::test_a"),
+        ("s", (COMPAT.default_minor(),), "tests/e2e/test_x.py::test_a")]
+    (tmp_path / "test_w.py").write_text(
+        "import pytest\n\nMINORS = ('1.36',)\npytestmark = pytest.mark.minors(*MINORS)\n\n\n"
+        "@pytest.mark.proves(scheduler='m', settings='x', operator='o', jobs='j', outcome='o')\n"
+        "def test_m():\n    pass\n\n\n"
+        "@pytest.mark.proves(scheduler='all', settings='x', operator='o', jobs='j', outcome='o')\n"
+        "@pytest.mark.minors()\n"
+        "def test_all():\n    pass\n")
+    assert [(r.scheduler, r.kubernetes) for r in COMPAT.rows(tmp_path)][:2] == [
+        ("m", ("1.36",)), ("all", COMPAT.harness_minors())]     # the tests' own minors marks decide
+    (tmp_path / "test_w.py").unlink()
+    (tmp_path / "test_y.py").write_text("import pytest\n\n\n@pytest.mark.proves(scheduler='s', jobs='j')\n"
+                                        "def test_b():\n    pass\n")
+    with pytest.raises(ValueError) as e:
+        COMPAT.rows(tmp_path)
+    assert str(e.value) == ("test_y.py::test_b: pytest.mark.proves needs keywords scheduler, settings, operator, jobs, "
+                            "outcome (missing: settings, operator, outcome)")
+    page = (ROOT / "docs" / "compatibility.md").read_text(encoding="utf-8")
+    assert all(f"`{r.test}`" in page for r in COMPAT.rows())
+
+
 def _options(help_text: str) -> set[str]:
     return set(re.findall(r"(?<![\w-])(--?[A-Za-z][\w-]*)", help_text))
 
@@ -176,6 +212,8 @@ def test_the_harness_reference_has_every_flag_the_harness_defines():
     assert len(flags) == len(defined) >= 8, "a flag definition tools/gen_reference.py cannot read"
     page = (DOCS / "reference" / "testcluster.md").read_text()
     assert "| `--crd` | value (repeatable) |  | CustomResourceDefinition file" in page
+    # a default named by a constant (minors.go's defaultMinor) is the constant's value
+    assert "| `--kubernetes` | string | `1.37` | " in page
     for name, *_ in flags:
         assert f"| `--{name}` |" in page
 
@@ -501,9 +539,13 @@ def test_every_flag_quoted_in_the_docs_exists():
 
 def test_one_minimum_kubernetes_version():
     """docs/install.md's minimum, README's, the Helm chart's kubeVersion and the version the manifests are
-    validated against are one version."""
+    validated against are one version; the chart's upper bound is the minor after the newest one the end-to-end
+    tests run (a newer Kubernetes is refused until they run it)."""
     from tests import test_manifests
+    from tests.e2e.harness import MINORS
     install = re.search(r"Minimum Kubernetes: (\d+\.\d+)\.", (ROOT / "docs" / "install.md").read_text()).group(1)
     readme = re.search(r"Minimum Kubernetes: (\d+\.\d+)\.", (ROOT / "README.md").read_text()).group(1)
     chart = yaml.safe_load((ROOT / "charts" / "policylib" / "Chart.yaml").read_text())["kubeVersion"]
-    assert (readme, chart, test_manifests.K8S_VERSION) == (install, f">={install}.0-0", f"{install}.0")
+    major, minor = max(tuple(map(int, m.split("."))) for m in MINORS)
+    assert (readme, chart, test_manifests.K8S_VERSION) == (
+        install, f">={install}.0-0 <{major}.{minor + 1}.0-0", f"{install}.0")

@@ -3,7 +3,18 @@ raises one PolicyError carrying every error."""
 import pytest
 
 from policylib import PolicyError, load_config, mutate
-from policylib.errors import ErrorType, FieldPath, duplicate, forbidden, invalid, not_supported, required, too_long
+from policylib.errors import (
+    ErrorType,
+    FieldPath,
+    duplicate,
+    forbidden,
+    invalid,
+    not_supported,
+    object_ref,
+    required,
+    too_long,
+    too_many,
+)
 
 
 def test_field_path_renders_like_field_path_string():
@@ -29,6 +40,30 @@ def test_field_path_renders_like_field_path_string():
 def test_field_errors_render_like_field_error(error, text):
     assert str(error) == text
     assert error.type in ErrorType
+
+
+def test_a_quoted_value_a_map_key_and_a_name_are_cut_and_marked():
+    """Rule P8: a message quotes at most 64 characters of a client's value (a string's first ones, quoted, then
+    ``...``; a map or list encoded only that far), of a map key in a field path, and at most 253 of a name."""
+    big = "a" * 5_000_000
+    assert str(invalid("spec.x", big, "bad")) == f'spec.x: Invalid value: "{"a" * 64}"...: bad'
+    assert str(invalid("spec.x", "a" * 64, "bad")) == f'spec.x: Invalid value: "{"a" * 64}": bad'
+    assert str(invalid("spec.x", {"k": [big]}, "must be a list")) == \
+        f'spec.x: Invalid value: {{"k": ["{"a" * 56}...: must be a list'
+    assert str(invalid("spec.x", list(range(10**6)), "bad")).startswith("spec.x: Invalid value: [0, 1, 2, ")
+    assert len(str(invalid("spec.x", list(range(10**6)), "bad"))) < 120
+    assert str(FieldPath("metadata", "labels").key(big)) == f"metadata.labels[{'a' * 64}...]"
+    assert str(too_many("spec.tasks", 3000, 1)) == "spec.tasks: Too many: 3000: must have at most 1 item"
+    huge = {"apiVersion": "apps/v1", "kind": "K" * 100, "metadata": {"name": "n" * 300, "namespace": "s" * 300}}
+    assert object_ref(huge) == f"{'K' * 64}... {'s' * 253}.../{'n' * 253}..."
+
+
+def test_a_message_lists_20_errors_and_counts_the_rest():
+    errors = [invalid(f"spec.tasks[{i}].replicas", "x", "must be an integer") for i in range(25)]
+    message = str(PolicyError.from_errors("Job ns/j", errors))
+    assert message.endswith('spec.tasks[19].replicas: Invalid value: "x": must be an integer, and 5 more]')
+    assert message.count("Invalid value") == 20
+    assert str(PolicyError.from_errors("Job ns/j", errors[:20])).endswith("must be an integer]")
 
 
 def test_a_deployment_with_several_problems_reports_all_of_them():

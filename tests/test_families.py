@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+import yaml
 
 import policylib.families as families
 from policylib import load_config, mutate
@@ -81,3 +82,31 @@ def test_a_planner_of_no_family_runs_on_every_object():
 def test_family_entries_are_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         FAMILIES[0].name = "x"  # type: ignore[misc]
+
+
+def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path):
+    """Rule P9."""
+    import io
+
+    from policylib.cli import main
+    from policylib.families import HANDLED_KINDS, HANDLED_SUMMARY, UNHANDLED_WORKLOADS, is_unhandled_workload
+    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"trainer": {"numNodes": 4}}}
+    result = mutate(trainjob, None)
+    assert (result.object, result.patch, result.changed) == (trainjob, [], False)
+    assert result.unhandled == ("not handled: policylib has no policy for trainer.kubeflow.org/v1alpha1 TrainJob "
+                                "(it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs "
+                                "and gang Pods)")
+    assert result.reasons == [result.unhandled]
+    # a handled kind with nothing to do is not "unhandled"
+    assert mutate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}, None).unhandled is None
+    assert all(kind.split()[1].removesuffix("Job") in HANDLED_SUMMARY for kind in HANDLED_KINDS)
+    assert is_unhandled_workload(trainjob) and ("apps", "StatefulSet") in UNHANDLED_WORKLOADS
+    assert not is_unhandled_workload({"apiVersion": "v1", "kind": "ConfigMap"})
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([trainjob, {"apiVersion": "v1", "kind": "ConfigMap",
+                                                   "metadata": {"name": "c", "namespace": "ml"}}]))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["preview", "-f", str(path), "-o", "diff"], stdout=out, stderr=err) == 0
+    assert out.getvalue().splitlines()[0::2] == ["= TrainJob ml/llama: not handled", "= ConfigMap ml/c: not handled"]
+    assert err.getvalue() == f"policylib: note: {path}: TrainJob ml/llama: {result.unhandled}\n"

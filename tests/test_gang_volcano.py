@@ -149,7 +149,8 @@ def test_workload_on_volcano_is_one_error_not_two():
     ({"enabled": True, "method": "podgroup", "scheduler": "scheduler-plugins"}, set()),
     ({"enabled": True, "method": "podgroup", "scheduler": "volcano"}, {"scheduling.volcano.sh/v1beta1 PodGroup"}),
     ({"enabled": True, "method": "workload", "scheduler": "kube-scheduler"},
-     {"scheduling.k8s.io/v1alpha2 Workload", "scheduling.k8s.io/v1alpha2 PodGroup"}),
+     {"scheduling.k8s.io/v1beta1 Workload", "scheduling.k8s.io/v1beta1 PodGroup",
+      "scheduling.k8s.io/v1alpha2 Workload", "scheduling.k8s.io/v1alpha2 PodGroup"}),
 ])
 def test_cluster_reads_list_only_the_podgroups_the_settings_use(gang, extra):
     """plan/check --cluster read Volcano's and Kubernetes' own gang objects only when the settings use them: a

@@ -148,9 +148,10 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
         {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh"], "resources": ["podgroups"],
          "verbs": ["get", "list", "watch", "create", "patch"]},
-        # gang method workload (rule G18): Kubernetes' own Workload and PodGroup, created, never patched (their
-        # gang policy is immutable).
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"], "verbs": ["list", "watch", "create"]},
+        # gang method workload (rules G18, G19): Kubernetes' own Workload and PodGroup, created; in v1beta1 a changed
+        # minCount is patched (guarded: a 409 is read again)
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["workloads", "podgroups"],
+         "verbs": ["get", "list", "watch", "create", "patch"]},
         # events.k8s.io/v1 Events (reason SpreadRewritten) on rewritten objects, in any namespace; created only
         # (no series is ever updated).
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create"]},
@@ -232,6 +233,9 @@ def test_deployment_is_highly_available_and_locked_down(base):
     assert "emptyDir" in volumes[mounts["/tmp"]]
     assert {e["name"]: e["value"] for e in container["env"]}["PROMETHEUS_MULTIPROC_DIR"].startswith("/tmp/")
     assert volumes[mounts["/etc/policylib/tls"]]["secret"]["secretName"] == f"{SERVICE}-tls"
+    # the key readable by root (the files' owner) and the pod's fsGroup, the server's group, only
+    assert volumes[mounts["/etc/policylib/tls"]]["secret"]["defaultMode"] == 0o440
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"] == 65532
     config_map = one(base, "ConfigMap")
     assert volumes[mounts["/etc/policylib/config"]]["configMap"]["name"] == config_map["metadata"]["name"]
     assert "--config=/etc/policylib/config/config.yaml" in container["args"]
@@ -274,7 +278,7 @@ hostTopologySpread:
   reconcileDrift: false
 webhook:
   failureMode: open
-  maxRequestBytes: 6291456
+  maxRequestBytes: 6356992
 """
 
 
@@ -401,6 +405,31 @@ def test_network_policy_component_admits_only_the_webhook_port(base, tmp_path):
     # The controller's pods are not selected (no rule may leave them unreachable for probes and metrics).
     assert policy["spec"]["podSelector"]["matchLabels"] != one(base, "Deployment", CONTROLLER)["spec"]["selector"][
         "matchLabels"]
+
+
+def test_client_ca_component_requires_the_api_servers_client_certificate(base, tmp_path):
+    """The component adds ``--client-ca`` and mounts ``ca.crt`` of the Secret policylib-webhook-client-ca (0440), and
+    changes nothing else."""
+    objs = overlay(tmp_path / "client-ca", """\
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {repo}/manifests
+components:
+  - {repo}/manifests/components/client-ca
+""")
+    for obj in objs:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    webhook, before = one(objs, "Deployment", SERVICE), one(base, "Deployment", SERVICE)
+    pod, pod_before = webhook["spec"]["template"]["spec"], before["spec"]["template"]["spec"]
+    (container,), (container_before,) = pod["containers"], pod_before["containers"]
+    assert container["args"] == container_before["args"] + ["--client-ca=/etc/policylib/client-ca/ca.crt"]
+    assert container["volumeMounts"] == container_before["volumeMounts"] + [
+        {"name": "client-ca", "mountPath": "/etc/policylib/client-ca", "readOnly": True}]
+    assert pod["volumes"] == pod_before["volumes"] + [
+        {"name": "client-ca", "secret": {"secretName": "policylib-webhook-client-ca", "defaultMode": 0o440,
+                                         "items": [{"key": "ca.crt", "path": "ca.crt"}]}}]
+    assert [o for o in objs if o is not webhook] == [o for o in base if o is not before]
 
 
 def test_network_policy_component_with_cert_manager_and_the_users_api_server(tmp_path):

@@ -1,5 +1,6 @@
-"""tools/test_streams.py, what `make test` runs: every test file in exactly one of two pytest processes, the
-real-node files all in one, and the exit status of a failing stream."""
+"""tools/test_streams.py, what `make test` runs: every test file in exactly one pytest job, the real-node files all in
+one job started first, a few jobs at a time, longest first, and the exit status of a failing job."""
+import json
 import re
 import signal
 import subprocess
@@ -16,56 +17,97 @@ import test_streams  # noqa: E402
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_every_test_file_of_the_suite_is_in_exactly_one_stream():
-    s = test_streams.streams()
-    node, cluster = s["node"], s["cluster"]
+def test_every_test_file_of_the_suite_is_in_exactly_one_job():
+    jobs = test_streams.jobs()
     every = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py"))
-    assert sorted(node + cluster) == every
-    assert not set(node) & set(cluster)
+    listed = [f for files in jobs.values() for f in files]
+    assert sorted(listed) == every and len(listed) == len(set(listed))
     real = [f for f in every if f.startswith("tests/e2e/test_real_node")]
     assert len(real) >= 5
-    assert node[:len(real)] == real  # first, one after another, in the one stream
-    assert all(f.startswith("tests/e2e/") for f in cluster)
-    assert not any("test_real_node" in f for f in cluster)
-    assert "tests/test_test_streams.py" in node
+    assert jobs["real-node"] == real  # one after another, in the one job
+    assert jobs["units"] == [f for f in every if not f.startswith("tests/e2e/")]
+    others = {name: files for name, files in jobs.items() if name not in ("real-node", "units")}
+    assert all(files == [f"tests/e2e/test_{name}.py"] for name, files in others.items())
+    assert "tests/test_test_streams.py" in jobs["units"]
 
 
-def tree(tmp_path: Path, cluster_passes: bool) -> Path:
+def tree(tmp_path: Path, passes: bool = True) -> Path:
     tests = tmp_path / "tests"
     (tests / "e2e").mkdir(parents=True)
     (tests / "e2e" / "test_real_node_a.py").write_text("def test_a():\n    assert True\n")
-    (tests / "e2e" / "test_b.py").write_text(f"def test_b():\n    assert {cluster_passes}\n")
+    (tests / "e2e" / "test_b.py").write_text(f"def test_b(tmp_path):\n    (tmp_path / 'here').touch()\n"
+                                             f"    assert {passes}\n")
+    (tests / "e2e" / "test_d.py").write_text("def test_d(tmp_path):\n    (tmp_path / 'here').touch()\n")
     (tests / "test_c.py").write_text("def test_c():\n    assert True\n")
     return tests
 
 
-def test_a_streams_split_of_a_small_tree(tmp_path):
-    tests = tree(tmp_path, True)
-    assert test_streams.streams(tests) == {
-        "node": [str(tests / "e2e" / "test_real_node_a.py"), str(tests / "test_c.py")],
-        "cluster": [str(tests / "e2e" / "test_b.py")]}
+def test_the_jobs_of_a_small_tree(tmp_path):
+    tests = tree(tmp_path)
+    assert test_streams.jobs(tests) == {"real-node": [str(tests / "e2e" / "test_real_node_a.py")],
+                                        "units": [str(tests / "test_c.py")],
+                                        "b": [str(tests / "e2e" / "test_b.py")],
+                                        "d": [str(tests / "e2e" / "test_d.py")]}
 
 
-@pytest.mark.parametrize("cluster_passes,code", [(True, 0), (False, 1)])
-def test_both_streams_run_and_a_failure_is_the_exit_status(tmp_path, capfd, cluster_passes, code):
-    tests, logs = tree(tmp_path, cluster_passes), tmp_path / "logs"
-    assert test_streams.run_streams(tests, logs) == code
+def test_the_longest_jobs_start_first_after_the_real_node_job(tmp_path):
+    tests, logs = tree(tmp_path), tmp_path / "logs"
+    jobs = test_streams.jobs(tests)
+    logs.mkdir()
+    (tests / "e2e" / "test_d.py").write_text("def test_d():\n    assert True\n" + "# padding\n" * 100)
+    assert test_streams.order(jobs, logs) == ["real-node", "d", "b", "units"]  # before any run: by size
+    (logs / "durations.json").write_text(json.dumps({"real-node": 1.0, "units": 9.0, "b": 5.0, "d": 2.0}))
+    assert test_streams.order(jobs, logs) == ["real-node", "units", "b", "d"]  # then the last run's durations
+    (logs / "durations.json").write_text(json.dumps({"real-node": 1.0, "units": 9.0, "b": 5.0}))
+    assert test_streams.order(jobs, logs) == ["real-node", "d", "b", "units"]  # a job it did not have: by size
+
+
+@pytest.mark.parametrize("passes,code", [(True, 0), (False, 1)])
+def test_every_job_runs_and_a_failure_is_the_exit_status(tmp_path, capfd, passes, code):
+    tests, logs = tree(tmp_path, passes), tmp_path / "logs"
+    assert test_streams.run_jobs(tests, logs, at_once=2, tmp=tmp_path / "tmp") == code
     out = capfd.readouterr().out
-    assert "[node] " in out and "[cluster] " in out
-    assert f"stream cluster: pytest exited {code}" in out and "stream node: pytest exited 0" in out
-    assert "2 passed" in (logs / "node.log").read_text()
-    assert ("1 passed" if cluster_passes else "1 failed") in (logs / "cluster.log").read_text()
-    end = out[out.rindex("[cluster] "):]  # after the last prefixed line: what a CI log's tail shows
-    if cluster_passes:
-        assert "---- stream" not in out
+    assert {"[real-node] ", "[units] ", "[b] ", "[d] "} <= set(re.findall(r"^\[[a-z-]+\] ", out, re.M))
+    assert f"job b: pytest exited {code} after" in out and "job d: pytest exited 0 after" in out
+    assert "4 jobs, 2 at a time: " in out
+    for name in ("real-node", "units", "d"):
+        assert "1 passed" in (logs / f"{name}.log").read_text()
+    assert ("1 passed" if passes else "1 failed") in (logs / "b.log").read_text()
+    assert set(json.loads((logs / "durations.json").read_text())) == {"real-node", "units", "b", "d"}
+    # each job's --basetemp: a failed job's kept, a passing job's removed
+    kept = [p.relative_to(tmp_path / "tmp") for p in (tmp_path / "tmp").rglob("here")]
+    assert kept == ([] if passes else [Path("b/test_b0/here")])
+    lines = out.splitlines()
+    last = max(i for i, line in enumerate(lines) if re.match(r"\[[a-z-]+\] ", line))
+    end = "\n".join(lines[last + 1:])  # after the last prefixed line: what a CI log's tail shows
+    if passes:
+        assert "---- job" not in out
     else:
-        assert "---- stream cluster: the end of its log ----" in end and "---- stream node" not in out
+        assert "---- job b: the end of its log ----" in end and "---- job d" not in out
         assert re.search(r"^FAILED \S*tests/e2e/test_b\.py::test_b", end, re.M), end
+
+
+def test_no_more_jobs_than_workers_run_at_once(tmp_path, capfd):
+    tests = tmp_path / "tests"
+    (tests / "e2e").mkdir(parents=True)
+    held = '''import os, pathlib, time
+def test_one_at_a_time():
+    running = pathlib.Path("{d}") / "running"
+    running.mkdir(exist_ok=True)
+    mine = running / str(os.getpid())
+    mine.touch()
+    time.sleep(1)
+    assert [p.name for p in running.iterdir()] == [mine.name]
+    mine.unlink()
+'''
+    for name in ("test_b.py", "test_d.py", "test_e.py"):
+        (tests / "e2e" / name).write_text(held.format(d=tmp_path))
+    assert test_streams.run_jobs(tests, tmp_path / "logs", at_once=1, tmp=tmp_path / "tmp") == 0, capfd.readouterr().out
 
 
 def test_the_callers_signal_handlers_are_back_afterwards(tmp_path, capfd):
     before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    assert test_streams.run_streams(tree(tmp_path, True), tmp_path / "logs") == 0
+    assert test_streams.run_jobs(tree(tmp_path), tmp_path / "logs", tmp=tmp_path / "tmp") == 0
     assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == before
 
 
@@ -82,11 +124,18 @@ def test_arguments_run_one_pytest_with_them(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "tools" / "test_streams.py"), str(tests / "test_c.py"),
                           "-p", "no:cacheprovider"], capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 passed" in out.stdout and "[node]" not in out.stdout
+    assert "1 passed" in out.stdout and "[units]" not in out.stdout
+
+
+@pytest.mark.parametrize("value", ["0", "two", "-1"])
+def test_a_bad_worker_count_is_refused(monkeypatch, value):
+    monkeypatch.setenv("POLICYLIB_TEST_WORKERS", value)
+    with pytest.raises(SystemExit, match=f"POLICYLIB_TEST_WORKERS='{value}': must be a whole number of at least 1"):
+        test_streams.workers()
 
 
 @pytest.mark.parametrize("sigint", ["default", "ignored"])
-def test_sigterm_stops_both_streams_through_their_teardown(tmp_path, sigint):
+def test_sigterm_stops_every_running_job_through_its_teardown_and_starts_no_other(tmp_path, sigint):
     """Also when the caller ignores SIGINT (started in the background by a shell without job control, as a CI
     runner may): the pytests must not inherit that, or the SIGINT they are told to stop with does nothing."""
     tests = tmp_path / "tests"
@@ -102,25 +151,19 @@ def test_waits(held):
 '''
     (tests / "e2e" / "test_real_node_a.py").write_text(waiting.format(d=tmp_path, n="node"))
     (tests / "e2e" / "test_b.py").write_text(waiting.format(d=tmp_path, n="cluster"))
+    (tests / "e2e" / "test_e.py").write_text(waiting.format(d=tmp_path, n="never"))
     ignore = "signal.signal(signal.SIGINT, signal.SIG_IGN); " if sigint == "ignored" else ""
     script = (f"import signal, sys; {ignore}sys.path.insert(0, {str(ROOT / 'tools')!r}); import test_streams, pathlib; "
-              f"sys.exit(test_streams.run_streams(pathlib.Path({str(tests)!r}), pathlib.Path({str(tmp_path / 'logs')!r})))")
+              f"sys.exit(test_streams.run_jobs(pathlib.Path({str(tests)!r}), pathlib.Path({str(tmp_path / 'logs')!r}), "
+              f"at_once=2, tmp=pathlib.Path({str(tmp_path / 'tmp')!r})))")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"{n}.started").exists() for n in ("node", "cluster")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0].decode()
         time.sleep(0.1)
     proc.send_signal(signal.SIGTERM)
-    out = proc.communicate(timeout=test_streams.STOP_SECONDS + 60)[0].decode()  # a stream not stopping is killed
+    out = proc.communicate(timeout=test_streams.STOP_SECONDS + 60)[0].decode()  # a job not stopping is killed
     assert proc.returncode == 128 + signal.SIGTERM, out
     assert (tmp_path / "node.torn-down").exists() and (tmp_path / "cluster.torn-down").exists(), out
-
-
-def test_a_stream_without_files_is_not_started(tmp_path, capfd):
-    tests = tmp_path / "tests"
-    tests.mkdir()
-    (tests / "test_c.py").write_text("def test_c():\n    assert True\n")
-    assert test_streams.run_streams(tests, tmp_path / "logs") == 0
-    out = capfd.readouterr().out
-    assert "stream node: pytest exited 0" in out and "stream cluster" not in out
-    assert "1 passed" in (tmp_path / "logs" / "node.log").read_text()
+    assert not (tmp_path / "never.started").exists(), out
+    assert not (tmp_path / "logs" / "durations.json").exists()

@@ -1,9 +1,12 @@
 """The API server's topologySpreadConstraints rules, ported from kubernetes
 pkg/apis/core/validation/validation.go (validateTopologySpreadConstraints)."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policylib import validate_topology_spread_constraints as validate
 from policylib.labels import label_value_errors, qualified_name_errors
+from policylib.validation import repeated_pairs
 
 P = "spec.template.spec.topologySpreadConstraints"
 
@@ -59,6 +62,52 @@ def test_duplicate_topology_key_and_when_unsatisfiable_pair():
     assert paths(errors) == [f"{P}[0].{{topologyKey, whenUnsatisfiable}}"]
     assert 'Duplicate value: "{kubernetes.io/hostname, DoNotSchedule}"' in errors[0].message
     assert validate([c(), c(whenUnsatisfiable="ScheduleAnyway")]) == []
+
+
+DUP = "{topologyKey, whenUnsatisfiable}"
+
+
+def test_several_duplicates_are_each_reported_on_every_entry_a_later_one_repeats_in_order():
+    """Rule K4 as ValidateSpreadConstraintNotRepeat reports it: the error is on each entry whose pair a later entry
+    repeats (every occurrence but the last), interleaved in order with the entries' other errors."""
+    rack = c(topologyKey="rack")
+    errors = validate([c(), rack, c(maxSkew=0), c(whenUnsatisfiable="ScheduleAnyway"), rack, "x", c(),
+                       dict(rack, maxSkew=3)])
+    assert [(e.field, e.message) for e in errors] == [
+        (f"{P}[0].{DUP}", 'Duplicate value: "{kubernetes.io/hostname, DoNotSchedule}"'),
+        (f"{P}[1].{DUP}", 'Duplicate value: "{rack, DoNotSchedule}"'),
+        (f"{P}[2].maxSkew", "Invalid value: 0: must be greater than zero"),
+        (f"{P}[2].{DUP}", 'Duplicate value: "{kubernetes.io/hostname, DoNotSchedule}"'),
+        (f"{P}[4].{DUP}", 'Duplicate value: "{rack, DoNotSchedule}"'),
+        (f"{P}[5]", 'Invalid value: "x": must be an object'),
+    ]
+
+
+def old_repeated(constraints):
+    """Rule K4 as it was written first, comparing each constraint with every later one: the reference."""
+    def pair(x):
+        return x.get("topologyKey"), x.get("whenUnsatisfiable")
+    return {i for i, x in enumerate(constraints) if isinstance(x, dict)
+            and any(isinstance(o, dict) and pair(o) == pair(x) for o in constraints[i + 1:])}
+
+
+_VALUES = st.one_of(st.sampled_from(["a", "b", "DoNotSchedule", "ScheduleAnyway", ""]), st.none(),
+                    st.integers(-1, 2), st.booleans(), st.floats(allow_nan=False),
+                    st.lists(st.sampled_from(["a", 1]), max_size=2),
+                    st.dictionaries(st.sampled_from(["k", "v"]), st.sampled_from([1, 1.0, True, "x"]), max_size=2))
+_ENTRIES = st.one_of(st.fixed_dictionaries({}, optional={"topologyKey": _VALUES, "whenUnsatisfiable": _VALUES,
+                                                         "maxSkew": st.just(1)}),
+                     st.sampled_from(["x", 3, None, []]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_ENTRIES, max_size=12))
+def test_duplicates_found_in_one_pass_are_those_the_pairwise_comparison_finds(constraints):
+    """The set-based rule K4 finds exactly the entries the pairwise comparison finds, whatever the values (lists,
+    maps, numbers equal across types: 1 == 1.0 == True), and reports them in the same place."""
+    assert repeated_pairs(constraints) == old_repeated(constraints)
+    found = [e.field for e in validate(constraints) if e.field.endswith(DUP)]
+    assert found == [f"{P}[{i}].{DUP}" for i in sorted(old_repeated(constraints))]
 
 
 def test_errors_are_collected_not_raised_one_at_a_time():

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from policylib import load_config, mutate
-from policylib.errors import ConfigError
+from policylib.errors import ConfigError, PolicyError
 from policylib.facts import ClusterFacts
 from policylib.volcano.admission import validate_volcano_job, validate_volcano_policies
 from policylib.volcano.mutation import PARTITION_SIZE_ANNOTATION, restart_partition_policies
@@ -403,3 +403,19 @@ def test_partition_tier_name_before_v1_15_is_said_not_enforced():
     assert e.value.path == "volcano.networkTopology.highestTierName"
     assert load_config({"volcano": {"version": "v1.15.0", "partitionSize": 2, "networkTopology": {
         "mode": "hard", "highestTierName": "test-tier-1"}}}).volcano.networkTopology.highestTierName == "test-tier-1"
+
+
+@pytest.mark.parametrize("old,errors", [
+    ({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j"}, "spec": "str"},
+     ["oldObject.spec: Required value: a Volcano Job needs a spec"]),
+    ({"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "spec": {"tasks": ["x", {"policies": "p"}]}},
+     ['oldObject.spec.tasks[0]: Invalid value: "x": must be an object',
+      'oldObject.spec.tasks[1].policies: Invalid value: "p": must be a list']),
+    ("str", ['oldObject: Invalid value: "str": must be an object']),
+])
+def test_an_update_over_a_malformed_old_job_is_refused_naming_the_old_objects_fields(old, errors):
+    """Rule V1 for the old object: the update rule (V17) reads its tasks and policies, so it is checked as the
+    object is, its errors under ``oldObject`` (never an internal error)."""
+    with pytest.raises(PolicyError) as e:
+        mutate(job(task()), cfg(), old=old)
+    assert [str(x) for x in e.value.errors] == errors

@@ -1,7 +1,14 @@
 """Volcano's job admission rules (pkg/webhooks/admission/jobs/validate), ported."""
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from policylib.volcano.admission import validate_volcano_job, validate_volcano_policies
+from policylib.volcano.admission import (
+    _startable,
+    validate_task_dependencies,
+    validate_volcano_job,
+    validate_volcano_policies,
+)
 
 
 def job(tasks, **spec):
@@ -208,3 +215,38 @@ def test_task_replicas_past_int32_are_refused_and_no_partition_overflows():
     assert str(e.value) == ("Job ml/j: spec.tasks[0].replicas: Invalid value: 2147483648: must be less than or "
                             "equal to 2147483647 (int32)")
     assert [e.field for e in validate_volcano_job(job)] == ["spec.tasks[0].replicas"]
+
+
+def fixpoint_startable(names, deps):
+    """Rule V10's set of tasks that can start, as first written: rounds over every name until none is added (the
+    reference for the topological sort, which visits each name and dependency once)."""
+    done = set()
+    progress = True
+    while progress:
+        progress = False
+        for name in names:
+            if name not in done and all(d in done for d in deps.get(name, [])):
+                done.add(name)
+                progress = True
+    return done
+
+
+NAMES = st.sampled_from(["a", "b", "c", "d", "e", None])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(NAMES, max_size=6), st.dictionaries(NAMES, st.lists(st.sampled_from(["a", "b", "c", "d", "x"]),
+                                                                     max_size=3), max_size=6))
+def test_the_tasks_that_can_start_are_those_the_rounds_found(names, deps):
+    """Cycles, self-dependencies, dependencies on no task, repeated names and a nameless task (None): the same set."""
+    assert _startable(set(names), deps) == fixpoint_startable(names, deps)
+
+
+def test_a_long_chain_of_dependencies_in_reverse_order_is_one_pass():
+    """The worst order for rounds (each round starting one task: quadratic); every task starts."""
+    tasks = [{"name": f"t{i}", "replicas": 1, "dependsOn": {"name": [f"t{i + 1}"]}} for i in range(999)]
+    tasks.append({"name": "t999", "replicas": 1})
+    assert validate_task_dependencies(tasks) == []
+    tasks[-1]["dependsOn"] = {"name": ["t0"]}   # now a cycle through all of them
+    (error,) = validate_task_dependencies(tasks)
+    assert error.value == [f"t{i}" for i in range(1000)]

@@ -112,15 +112,18 @@ def test_lists_pages_then_applies_watch_events(api, tmp_path):
         assert cache.hpas_for("ml", "api") == []
         assert [h["metadata"]["name"] for h in cache.hpas_for("ml", "new")] == ["new-hpa"]
         assert cache.hpas_for("ops", "db")[0]["spec"]["minReplicas"] == 1
-        lists = [r for r in api.requests if r["query"].get("watch") != "true"]
+        lists = [r for r in api.requests if r["query"].get("watch") != "true" and r["path"] == HPA_PATH]
         watches = [r for r in api.requests if r["query"].get("watch") == "true"]
         assert [r["query"].get("continue") for r in lists[:2]] == [None, "2"]
         assert watches[0]["query"]["resourceVersion"] == "100"
         assert watches[0]["query"]["allowWatchBookmarks"] == "true"
         assert watches[1]["query"]["resourceVersion"] == "104"
         assert len(lists) >= 3  # the 410 Gone started over from a fresh list
+        wait_for(lambda: cache.discovery.read_at is not None)
+        # this fake serves no scheduling.k8s.io group and no /version: no Workload API (rule G22)
         assert cache.status() == {"facts": "watch", "source": cache.source, "synced": True,
-                                  "horizontalPodAutoscalers": 3, "lastError": None}
+                                  "horizontalPodAutoscalers": 3, "lastError": None,
+                                  "workloadApi": {"served": [], "minor": None, "lastError": None}}
     finally:
         cache.stop()
         script.done.set()
@@ -494,3 +497,48 @@ def test_through_a_proxy_the_read_asks_the_proxy_for_the_same_page(tmp_path):
             f"?limit={CONFIRM_LIMIT} HTTP/1.1".encode()]
     finally:
         proxy.listener.close()
+
+
+# --- the Workload API the cluster serves (rules G22, G23) ---------------------------------------------------
+
+def test_the_discovery_reads_the_served_versions_and_follows_a_change(api, tmp_path):
+    """What an upgrade does to discovery: 1.36 serves v1alpha2; 1.37 without the API serves none; a failed read
+    keeps what was known; each change is reported once."""
+    from policylib.shell.kube import Api, api_client
+    from tests.fakeapi import serve_workload_api
+    from webhook.discovery import WorkloadApiDiscovery
+    serve_workload_api(api, 36)
+    seen = []
+    d = WorkloadApiDiscovery(Api(api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig"))), seen.append)
+    assert (d.read().served, d.known.minor, d.known.version) == (("v1alpha2",), 36, "v1alpha2")
+    d.read()
+    serve_workload_api(api, 37, enabled=False)
+    assert (d.read().served, d.known.minor, d.known.version) == ((), 37, None)
+    api.route("GET", "/apis/scheduling.k8s.io", (500, {"kind": "Status", "code": 500, "message": "etcd is down"}))
+    assert d.read().served == () and d.last_error == "ApiError: HTTP 500: etcd is down"
+    assert [(s.served, s.minor) for s in seen] == [(("v1alpha2",), 36), ((), 37)]
+
+
+@pytest.mark.parametrize("enabled, allowed", [(False, False), (True, True)])
+def test_the_gang_pods_entry_refuses_a_pod_only_where_the_api_is_not_served(api, tmp_path, enabled, allowed):
+    """Rule G23 through the webhook's own facts: its discovery thread read 1.37's API server."""
+    from tests.fakeapi import serve_workload_api
+    api.route("GET", HPA_PATH, WatchScript([], []))
+    serve_workload_api(api, 37, enabled=enabled)
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready and cache.discovery.read_at is not None)
+        config = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}}
+        app = webhook.create_app(config, facts=cache, review_log=lambda line: None).test_client()
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml",
+                                                               "labels": {"policylib.io/scheduling-group": "train"}},
+               "spec": {"containers": [{"name": "c", "image": "x"}]}}
+        response = app.post("/mutate", json=review_of(pod)).get_json()["response"]
+    finally:
+        cache.stop()
+    assert response["allowed"] is allowed
+    if not allowed:
+        assert "the API server does not serve scheduling.k8s.io/v1beta1" in response["status"]["message"]
+        assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in response["status"]["message"]
+    else:
+        assert "patch" in response

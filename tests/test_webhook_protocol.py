@@ -295,6 +295,69 @@ def test_body_over_the_limit_is_413():
     assert app.post(valid()).status_code == 200
 
 
+def test_a_400_quotes_only_a_short_prefix_of_what_was_sent(app):
+    """Rule P8: a 5 MB apiVersion comes back as 64 characters and ``...``, not as a 5 MB body."""
+    body = {"apiVersion": "v" * 5_000_000, "kind": "AdmissionReview", "request": {}}
+    response = app.post(body)
+    assert error_of(response, 400) == (f"body must be an admission.k8s.io/v1 AdmissionReview, got apiVersion="
+                                       f"'{'v' * 64}'... kind='AdmissionReview'")
+    assert len(response.data) < 300
+    review = valid()
+    review["request"]["operation"] = "P" * 1_000_000
+    assert error_of(app.post(review), 400).endswith(f"got '{'P' * 64}'...")
+    review["request"]["operation"] = {"op": ["x" * 1_000_000]}
+    assert len(app.post(review).data) < 300
+
+
+def test_a_policy_failure_and_its_log_line_quote_only_a_short_prefix():
+    """A fail-closed denial (status 400 in the answer) and the review's log line quote a prefix of the values, and
+    list at most 20 errors."""
+    app = App({"webhook": {"failureMode": "closed"}})
+    job = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "j", "namespace": "ml"},
+           "spec": {"tasks": [{"name": f"t{i}", "replicas": "x" * 50_000} for i in range(30)]}}
+    review = review_of(job)
+    review["request"]["name"] = "n" * 100_000
+    answer = app.answer(review)
+    message = answer["status"]["message"]
+    assert answer["status"]["code"] == 400 and len(message) < 3000, len(message)
+    assert message.startswith(f'policylib: Job ml/j: [spec.tasks[0].replicas: Invalid value: "{"x" * 64}"...: must be '
+                              'an integer >= 0, ')
+    assert message.endswith(", and 10 more]")
+    line = json.loads(app.lines[-1])
+    assert line["name"] == "n" * 253 + "..." and len(app.lines[-1]) < 10_000
+
+
+def test_the_bodies_a_worker_holds_stay_within_its_budget():
+    """Rule W11: a review takes its body's room before reading it; one that does not fit waits (here: not at all)
+    and is answered 503; alone, any review fits; the room comes back once answered."""
+    from werkzeug.exceptions import ServiceUnavailable
+
+    from webhook.app import BodyBudget
+    budget = BodyBudget(10)
+    with budget.hold(8):
+        with budget.hold(2, wait=0):
+            assert budget.held == 10
+        with pytest.raises(ServiceUnavailable), budget.hold(3, wait=0):
+            pass
+        assert budget.held == 8
+    assert budget.held == 0
+    with budget.hold(25, wait=0):   # larger than the budget, but alone
+        assert budget.held == 25
+
+
+def test_a_review_that_finds_no_room_is_503_and_counted(monkeypatch):
+    """Rule W11 through the app: while another review holds the worker's whole budget, a review is answered 503
+    (the API server's failurePolicy decides), counted, and the next one, once there is room, is answered."""
+    import webhook.app
+    monkeypatch.setattr(webhook.app, "ROOM_WAIT_SECONDS", 0)
+    app = App()
+    bodies = app.app.extensions["policylib"]["bodies"]
+    with bodies.hold(bodies.budget):
+        assert "holds" in error_of(app.post(valid()), 503)
+    assert app.metric('policylib_webhook_bad_requests_total{code="503"}') == 1
+    assert app.post(valid()).status_code == 200 and bodies.held == 0
+
+
 def test_unknown_path_is_404_json(app):
     error_of(app.client.post("/nope"), 404)
 
@@ -376,6 +439,58 @@ def test_readyz_reports_object_only_mode(app):
     assert response.status_code == 200
     body = response.get_json()
     assert (body["ready"], body["facts"], body["failureMode"]) == (True, "object-only", "open")
+
+
+ANONYMOUS = {"REMOTE_ADDR": "10.244.1.7"}   # a pod's address: neither loopback nor a verified certificate
+
+
+def test_readyz_says_only_ready_or_not_to_an_anonymous_caller():
+    """Rule W13: from another address than loopback and without a verified client certificate, no detail (no pid,
+    certificate path, facts source or failure mode): 200 or 503 and whether ready."""
+    assert App().client.get("/readyz", environ_base=ANONYMOUS).get_json() == {"ready": True}
+    facts = ObjectOnlyFacts("test")
+    facts.ready = False
+    response = App(facts=facts).client.get("/readyz", environ_base=ANONYMOUS)
+    assert (response.status_code, response.get_json()) == (503, {"ready": False})
+    for local in ("127.0.0.1", "::1", "::ffff:127.0.0.1"):
+        assert "failureMode" in App().client.get("/readyz", environ_base={"REMOTE_ADDR": local}).get_json()
+
+
+class Verified:
+    """Callers whose certificates are required, and verified when ``ok``."""
+
+    required = True
+
+    def __init__(self, ok: bool):
+        self.ok = ok
+
+    def verified(self, environ: dict) -> bool:
+        return self.ok
+
+
+def test_with_certificates_required_a_caller_without_one_gets_403_and_no_review(monkeypatch):
+    """Rule W13: nothing is read, decided or looked up for an unverified caller; a verified one is reviewed, and also
+    gets /readyz's detail from any address."""
+    decided = []
+    monkeypatch.setattr(rv, "decide", lambda *args: decided.append(args) or rv.Answer(rv.UNCHANGED))
+    refused = App(callers=Verified(False))
+    response = refused.post(review_of(deployment("web", "ml")))
+    assert (response.status_code, response.get_json()) == (
+        403, {"error": "a client certificate verified by the webhook's client CA is required", "code": 403})
+    assert decided == [] and refused.lines == []
+    assert refused.metric('policylib_webhook_bad_requests_total{code="403"}') == 1
+    assert refused.client.get("/readyz", environ_base=ANONYMOUS).get_json() == {"ready": True}
+    verified = App(callers=Verified(True))
+    assert verified.post(review_of(deployment("web", "ml"))).status_code == 200 and len(decided) == 1
+    assert "failureMode" in verified.client.get("/readyz", environ_base=ANONYMOUS).get_json()
+
+
+def test_an_error_quotes_at_most_200_characters_of_the_input(app):
+    """Rule W13: a 5 MB ``apiVersion`` came back as a 5 MB body; now its first characters only."""
+    response = app.post(json.dumps({"apiVersion": "v" * 5_000_000, "kind": "AdmissionReview", "request": {}}))
+    body = response.get_json()
+    assert response.status_code == 400 and len(body["error"]) <= 200
+    assert body["error"].startswith("body must be an admission.k8s.io/v1 AdmissionReview, got apiVersion='vvv")
 
 
 def test_readyz_is_503_while_facts_are_not_synced():

@@ -28,7 +28,7 @@ from cryptography import x509
 import policylib
 from tests.helpers import REPO, deployment
 from tests.webhook_support import SAMPLE_NAMES, SVC_HOST, patched, review_of, sample
-from webhook.server import CLIENT_DEADLINE
+from webhook.server import CLIENT_DEADLINE, Connections
 
 SMALL_LIMIT = 65536
 
@@ -57,10 +57,11 @@ def client_context(cert_dir: Path) -> ssl.SSLContext:
 
 
 class SvcConnection(http.client.HTTPSConnection):
-    """HTTPS to 127.0.0.1 that verifies the certificate for the Service's DNS name."""
+    """HTTPS to 127.0.0.1 (or ``address``) that verifies the certificate for the Service's DNS name."""
 
-    def __init__(self, port: int, context: ssl.SSLContext, server_hostname: str = SVC_HOST, timeout: float = 10):
-        super().__init__("127.0.0.1", port, context=context, timeout=timeout)
+    def __init__(self, port: int, context: ssl.SSLContext, server_hostname: str = SVC_HOST, timeout: float = 10,
+                 address: str = "127.0.0.1"):
+        super().__init__(address, port, context=context, timeout=timeout)
         self.server_hostname = server_hostname
 
     def connect(self):
@@ -72,11 +73,11 @@ class Server:
     """A ``webhook serve`` subprocess; ``stdout`` holds its review log lines."""
 
     def __init__(self, cert_dir: Path, tmp: Path, workers: int = 2, config: dict | None = None,
-                 command: str = "serve", extra: tuple = ()):
+                 command: str = "serve", extra: tuple = (), host: str = "127.0.0.1", env: dict | None = None):
         self.cert_dir, self.port = cert_dir, free_port()
         self._context: ssl.SSLContext | None = None
         self.stdout_path, self.stderr_path = tmp / f"stdout-{self.port}", tmp / f"stderr-{self.port}"
-        args = [sys.executable, "-m", "webhook", command, "--cert-dir", str(cert_dir), "--host", "127.0.0.1",
+        args = [sys.executable, "-m", "webhook", command, "--cert-dir", str(cert_dir), "--host", host,
                 "--port", str(self.port), "--workers", str(workers), *extra]
         if config is not None:
             path = tmp / f"config-{self.port}.yaml"
@@ -84,10 +85,10 @@ class Server:
             args += ["--config", str(path)]
         if command == "serve":
             args += ["--facts", "none"]
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
-        env.pop("PROMETHEUS_MULTIPROC_DIR", None)
+        environment = {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}
+        environment.pop("PROMETHEUS_MULTIPROC_DIR", None)
         with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, env=env)
+            self.proc = subprocess.Popen(args, cwd=REPO, stdout=out, stderr=err, env=environment)
         self.wait_ready()
 
     @property
@@ -116,6 +117,10 @@ class Server:
 
     def connection(self, **kwargs) -> SvcConnection:
         return SvcConnection(self.port, self.context, **kwargs)
+
+    def workers(self) -> list[int]:
+        """The pids of the master's children: its workers."""
+        return [int(p) for p in Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()]
 
     def request(self, method: str, path: str, body=None, conn: SvcConnection | None = None):
         own = conn is None
@@ -298,10 +303,21 @@ def test_one_json_log_line_per_review_on_stdout(server):
 
 
 def test_readyz_reports_certificate_and_mode(server):
+    """To a caller on loopback (``kubectl port-forward``, the pod itself): the detail."""
     status, body = server.request("GET", "/readyz")
     assert status == 200
     assert (body["ready"], body["facts"], body["tls"]["loaded"]) == (True, "object-only", True)
-    assert f"Serving https://127.0.0.1:{server.port} (TLS by webhook.server.TLSGeventWorker" in server.logs()
+    assert (body["tls"]["minVersion"], body["tls"]["clientCA"]) == ("1.2", None)
+
+
+def test_the_start_up_log_says_https_and_warns_of_nothing(server):
+    """gunicorn's own line names the listener https (it does not do the TLS: the worker does); no warning of any
+    library (a deprecation, say) reaches the log."""
+    logs = server.logs()
+    assert f"[INFO] Listening at: https://127.0.0.1:{server.port} (" in logs
+    assert f"Serving https://127.0.0.1:{server.port} (TLS 1.2 or newer by webhook.server.TLSGeventWorker" in logs
+    assert "http://" not in logs
+    assert "Warning" not in logs and "[WARNING]" not in logs and '"level":"warning"' not in logs, logs
 
 
 # --- rotation, drain, run-local ---------------------------------------------------------
@@ -661,11 +677,12 @@ def test_a_file_answer_goes_through_tls_after_its_head_never_by_sendfile(certs, 
 
     from webhook.server import DeadlineSocket
     cfg, req = served_request(certs, b"GET /file HTTP/1.1\r\nHost: x\r\n\r\n")
+    connections = Connections(10, lambda closed: None)
     assert cfg.sendfile is False
     content = os.urandom(300_000)   # more than one gathered write holds
     (tmp_path / "body").write_bytes(content)
     raw = RecordingSocket()
-    sock = DeadlineSocket(raw, AliveWorker())
+    sock = DeadlineSocket(raw, AliveWorker(), connections.opened(raw))
     sock.hold()
     response, _ = create(req, sock, ("127.0.0.1", 5000), ("127.0.0.1", 8443), cfg)
     response.start_response("200 OK", [("Content-Length", str(len(content)))])
@@ -679,5 +696,74 @@ def test_a_file_answer_goes_through_tls_after_its_head_never_by_sendfile(certs, 
     # and the socket alone, whatever gunicorn's setting: a file written through sendall, from its offset
     other = RecordingSocket()
     with open(tmp_path / "body", "rb") as f:
-        assert DeadlineSocket(other, AliveWorker()).sendfile(f, offset=10, count=1000) == 1000
+        assert DeadlineSocket(other, AliveWorker(), connections.opened(other)).sendfile(f, offset=10, count=1000) == 1000
     assert b"".join(other.writes) == content[10:1010]
+
+
+# --- the largest review: memory (rule W11) ------------------------------------------------------------------
+
+def chart_memory_limit() -> int:
+    """The chart's webhook container memory limit, in bytes."""
+    import yaml
+    values = yaml.safe_load((REPO / "charts" / "policylib" / "values.yaml").read_text())
+    text = str(values["webhook"]["resources"]["limits"]["memory"])
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
+    return int(text[:-2]) * units[text[-2:]] if text[-2:] in units else int(text)
+
+
+def status_bytes(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def worker_pids(srv: Server) -> list[int]:
+    return sorted(int(p) for p in Path(f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children").read_text().split())
+
+
+def all_workers(srv: Server, count: int, timeout: float = 30) -> list[int]:
+    """The server's worker pids once it has ``count`` (one worker may answer /readyz before the next is forked)."""
+    deadline = time.monotonic() + timeout
+    while len(pids := worker_pids(srv)) != count:
+        assert time.monotonic() < deadline, f"{len(pids)} workers of {count}: {srv.logs()[-2000:]}"
+        time.sleep(0.05)
+    return pids
+
+
+def test_the_largest_review_of_every_shape_is_answered_and_the_pod_stays_under_the_charts_memory_limit(certs, tmp_path):
+    """The largest review the API server sends (an UPDATE of a 3 MiB object over a 3 MiB old one), in the shapes
+    that cost a worker the most memory per byte, to the server as the chart runs it (two workers, the default
+    maxRequestBytes): each is answered, no worker dies, and the peak resident memory of the master and both
+    workers together (VmHWM, from /proc) stays under the chart's memory limit; then four at once, which each
+    worker takes one at a time (its body budget)."""
+    from bench.review_objects import MEMORY_SHAPES, largest_review
+    limit = chart_memory_limit()
+    srv = Server(certs, tmp_path, workers=2)
+    try:
+        workers = all_workers(srv, 2)
+        bodies = {shape: largest_review(shape) for shape in MEMORY_SHAPES}
+        assert all(len(b) <= policylib.Config().webhook.maxRequestBytes for b in bodies.values())
+        assert max(len(b) for b in bodies.values()) > 6 * 2**20   # both objects at the API server's 3 MiB
+        for shape, body in bodies.items():
+            status, answer = srv.request("POST", "/mutate", body, srv.connection(timeout=60))
+            assert status == 200, (shape, answer)
+            assert (answer["response"]["uid"], answer["response"]["allowed"]) == ("big", True), shape
+            assert worker_pids(srv) == workers, f"a worker died answering {shape}: {srv.logs()[-2000:]}"
+        answers: list[int] = []
+
+        def send(body: bytes) -> None:
+            answers.append(srv.request("POST", "/mutate", body, srv.connection(timeout=60))[0])
+
+        densest = bodies['{"":{}} entries']
+        clients = [threading.Thread(target=send, args=(densest,)) for _ in range(4)]
+        for c in clients:
+            c.start()
+        for c in clients:
+            c.join(120)
+        assert sorted(answers) == [200] * 4 and worker_pids(srv) == workers, srv.logs()[-2000:]
+        peak = sum(status_bytes(pid, "VmHWM") for pid in [srv.proc.pid, *workers])
+        assert peak < limit, f"peak {peak / 2**20:.0f} MiB against the chart's {limit / 2**20:.0f} MiB"
+    finally:
+        assert srv.stop() == 0
+    assert "WORKER TIMEOUT" not in srv.logs() and "Traceback" not in srv.logs(), srv.logs()[-2000:]

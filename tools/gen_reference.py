@@ -405,34 +405,53 @@ GO_FLAG = re.compile(r'\bfs\.(String|Bool|Int|Duration|)Var\(&[\w.]+, "([\w-]+)"
 GO_KIND = {"String": "string", "Bool": "bool", "Int": "int", "Duration": "duration", "": "value (repeatable)"}
 
 
-def go_flags(source: str) -> list[tuple[str, str, str, str]]:
-    """(name, type, default, help) of every ``fs.XVar`` flag definition in Go source."""
+GO_CONST = re.compile(r'^\s*(?:const\s+)?(\w+)\s*=\s*("(?:[^"\\]|\\.)*")\s*$', re.M)
+
+
+def go_flags(source: str, consts: str = "") -> list[tuple[str, str, str, str]]:
+    """(name, type, default, help) of every ``fs.XVar`` flag definition in Go source; a default named by a string
+    constant is that constant's value (from ``consts``, Go source too)."""
+    values = {name: json.loads(value) for name, value in GO_CONST.findall(consts or source)}
     out = []
     for kind, name, default, help_text in GO_FLAG.findall(source):
+        default = values.get(default, default)
         default = "" if default in ('""', "false", "0") else default.strip('"')
         out.append((name, GO_KIND[kind], default, json.loads(help_text)))
     return out
 
 
 def testcluster_page() -> str:
-    source = (ROOT / "e2e" / "cmd" / "testcluster" / "main.go").read_text(encoding="utf-8")
+    package = ROOT / "e2e" / "cmd" / "testcluster"
+    source = (package / "main.go").read_text(encoding="utf-8")
+    consts = "".join(p.read_text(encoding="utf-8") for p in sorted(package.glob("*.go")))
     lines = [HEADER + "# The harness's flags: `e2e/bin/testcluster`", "",
              "Every flag of the end-to-end harness, from its flag definitions in "
              "`e2e/cmd/testcluster/main.go`. What it runs, and how the tests use it: "
              "[the end-to-end harness](../e2e.md). A bad flag or file is one line on stderr and exit "
              "status 2.", "",
              "| flag | type | default | help |", "| --- | --- | --- | --- |"]
-    for name, kind, default, help_text in go_flags(source):
+    for name, kind, default, help_text in go_flags(source, consts):
         lines.append(f"| `--{name}` | {kind} | {f'`{default}`' if default else ''} | {_cell(help_text)} |")
     return "\n".join(lines).rstrip() + "\n"
 
 
 # --- the pages -------------------------------------------------------------------------------------
 
+def compatibility_page() -> str:
+    """docs/compatibility.md: tools/gen_compatibility.py's page (what the end-to-end tests prove)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("gen_compatibility", ROOT / "tools" / "gen_compatibility.py")
+    assert spec is not None and spec.loader is not None
+    module = sys.modules.setdefault(spec.name, importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(module)
+    return str(module.page())
+
+
 def pages() -> dict[str, Callable[[], str]]:
     """Generated page (relative to docs/reference/) -> its generator."""
     return {"cli.md": cli_page, "flags.md": webhook_flags_page, "metrics.md": metrics_page,
-            "testcluster.md": testcluster_page, "config.md": config_page, "helm-values.md": helm_values_page}
+            "testcluster.md": testcluster_page, "config.md": config_page, "helm-values.md": helm_values_page,
+            "../compatibility.md": compatibility_page}
 
 
 def stale() -> list[str]:
@@ -442,7 +461,7 @@ def stale() -> list[str]:
         with _fixed_width():
             text = make()
         if not path.exists() or path.read_text(encoding="utf-8") != text:
-            out.append(f"docs/reference/{name}")
+            out.append(os.path.normpath(f"docs/reference/{name}"))
     return out
 
 

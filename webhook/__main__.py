@@ -1,11 +1,15 @@
 """``python -m webhook certs | serve | run-local | controller``.
 
-User errors (bad config, unusable certificate directory) print one line and
-exit 2; nothing prints a traceback for them.
+User errors (bad config, unusable certificate directory, a bad setting in a flag
+or its environment variable) print one line and exit 2; nothing prints a
+traceback for them. A server setting with an environment variable
+(:data:`SERVER_ENVIRONMENT`) takes the flag when given, else the variable, else
+its default.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from importlib import resources
@@ -64,15 +68,35 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+class SettingError(ValueError):
+    """A server setting's environment variable holds a value its flag would refuse."""
+
+
 def _serve_options(args: argparse.Namespace, **overrides: Any) -> ServeOptions:
     from .server import ServeOptions
     fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
                   workers=args.workers, threads=args.threads, max_connections=args.max_connections,
                   graceful_timeout=args.graceful_timeout,
                   facts=getattr(args, "facts", "auto"), kubeconfig=getattr(args, "kubeconfig", None),
-                  log_level=args.log_level, reuse_port=getattr(args, "reuse_port", False))
+                  log_level=args.log_level, reuse_port=getattr(args, "reuse_port", False),
+                  **{name: _setting(args, name) for name in SERVER_ENVIRONMENT})
     fields.update(overrides)
     return ServeOptions(**fields)
+
+
+def _setting(args: argparse.Namespace, name: str) -> Any:
+    """The flag's value when given, else its environment variable's (checked as the flag is), else the default."""
+    value = getattr(args, name)
+    if value is not None:
+        return value
+    variable, parse, default = SERVER_ENVIRONMENT[name]
+    raw = os.environ.get(variable, "")
+    if not raw:
+        return default
+    try:
+        return parse(raw)
+    except argparse.ArgumentTypeError as e:
+        raise SettingError(f"{variable}: {e}") from None
 
 
 def cooperative() -> None:
@@ -113,8 +137,6 @@ def certificate_settings(args: argparse.Namespace, namespace: str) -> Any:
 
 
 def cmd_controller(args: argparse.Namespace) -> int:
-    import os
-
     from .controller import run_controller
     namespace = args.namespace or os.environ.get("POD_NAMESPACE") or INSTALL_NAMESPACE
     return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
@@ -200,6 +222,36 @@ def _positive(value: str) -> int:
     return number
 
 
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+def _tls_version(value: str) -> str:
+    if value not in TLS_MIN_VERSIONS:
+        raise argparse.ArgumentTypeError(f"must be {' or '.join(TLS_MIN_VERSIONS)}, got {value!r}")
+    return value
+
+
+def _path(value: str) -> str:
+    return value
+
+
+#: ``--tls-min-version``'s values (``webhook.server.TLS_VERSIONS``'s keys, without importing the server).
+TLS_MIN_VERSIONS = ("1.2", "1.3")
+#: The server settings an environment variable can give (the flag wins): dest -> (variable, parse, default).
+SERVER_ENVIRONMENT: dict[str, tuple[str, Any, Any]] = {
+    "first_request_timeout": ("POLICYLIB_WEBHOOK_FIRST_REQUEST_TIMEOUT", _positive_seconds, 5.0),
+    "tls_min_version": ("POLICYLIB_WEBHOOK_TLS_MIN_VERSION", _tls_version, "1.2"),
+    "client_ca": ("POLICYLIB_WEBHOOK_CLIENT_CA", _path, None),
+}
+
+
 def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> None:
     p.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
     p.add_argument("--host", default=host, help=f"address to listen on (default {host})")
@@ -208,7 +260,19 @@ def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> Non
     p.add_argument("--threads", type=int, default=4,
                    help="accepted for compatibility and ignored: each connection is a greenlet of its worker")
     p.add_argument("--max-connections", type=_positive, default=1000,
-                   help="open connections one worker holds at most; it stops accepting at that many (default 1000)")
+                   help="open connections one worker holds at most (default 1000); at that many, each new connection "
+                        "closes the one that has waited longest without a request")
+    p.add_argument("--first-request-timeout", type=_positive_seconds, metavar="SECONDS",
+                   help="seconds a new connection has, after its TLS handshake, to begin its first request (default 5; "
+                        "environment POLICYLIB_WEBHOOK_FIRST_REQUEST_TIMEOUT); between requests the keep-alive "
+                        "timeout (120 s) applies")
+    p.add_argument("--tls-min-version", type=_tls_version, metavar="{1.2,1.3}",
+                   help="oldest TLS version accepted: 1.2 (its AEAD suites only) or 1.3 (default 1.2; environment "
+                        "POLICYLIB_WEBHOOK_TLS_MIN_VERSION)")
+    p.add_argument("--client-ca", metavar="FILE",
+                   help="PEM file of the CA that signs the API server's client certificate: reviews are then answered "
+                        "only to callers presenting one it verifies (default: none required; environment "
+                        "POLICYLIB_WEBHOOK_CLIENT_CA)")
     p.add_argument("--graceful-timeout", type=int, default=20,
                    help="seconds SIGTERM waits for in-flight requests (default 20)")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
@@ -290,7 +354,7 @@ def main(argv: list[str] | None = None, log_to: TextIO | None = None) -> int:
         configure(getattr(args, "log_level", "info"), log_to)
     try:
         return int(args.func(args))
-    except (policylib.PolicylibError, CertError) as e:
+    except (policylib.PolicylibError, CertError, SettingError) as e:
         print(f"webhook: error: {e}", file=sys.stderr)
         return 2
     except Exception as e:

@@ -35,6 +35,7 @@ from policylib.facts import ClusterFacts, hpa_target
 from policylib.projection import project
 from policylib.shell import kube
 
+from .discovery import WorkloadApiDiscovery
 from .informer import Reflector, Store
 
 log = logging.getLogger(__name__)
@@ -139,12 +140,20 @@ class HpaCache(ClusterFacts):
         self.index = HpaIndex()
         self.reflector = Reflector(self.api, kube.HPAS, self.index, lambda event_type, obj, old: None,
                                    watch_seconds=WATCH_SECONDS, max_backoff=MAX_BACKOFF)
+        #: Rule G22: what the API server serves of the Workload API, read again every REFRESH_SECONDS (the
+        #: gang-pods entry refuses a pod whose PodGroup cannot be made, rule G23).
+        self.discovery = WorkloadApiDiscovery(self.api, self._workload_api_changed)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._discovery_thread: threading.Thread | None = None
+
+    def _workload_api_changed(self, api: Any) -> None:
+        self.workload_api = api
 
     @property
     def ready(self) -> bool:
-        return self.reflector.synced.is_set()
+        """The HPAs are listed and the served Workload API versions were asked for once (rule G22)."""
+        return self.reflector.synced.is_set() and self.discovery.attempted.is_set()
 
     @property
     def last_error(self) -> str | None:
@@ -155,11 +164,15 @@ class HpaCache(ClusterFacts):
 
     def status(self) -> dict[str, Any]:
         return {"facts": self.mode, "source": self.source, "synced": self.ready,
-                "horizontalPodAutoscalers": len(self.index), "lastError": self.last_error}
+                "horizontalPodAutoscalers": len(self.index), "lastError": self.last_error,
+                "workloadApi": self.discovery.status()}
 
     def start(self) -> "HpaCache":
         self._thread = threading.Thread(target=self.reflector.run, args=(self._stop,), name="hpa-watch", daemon=True)
         self._thread.start()
+        self._discovery_thread = threading.Thread(target=self.discovery.run, args=(self._stop,),
+                                                  name="workload-api-discovery", daemon=True)
+        self._discovery_thread.start()
         return self
 
     def stop(self) -> None:
@@ -421,6 +434,7 @@ class ConfirmedHpas(ClusterFacts):
     def __init__(self, cache: "HpaCache", counted: Callable[[str], None]):
         super().__init__()
         self.cache, self.counted = cache, counted
+        self.workload_api = cache.workload_api   # rule G22: the cache's discovery
         self._pending: dict[tuple[str, str], Callable[[], list[dict[str, Any]] | None]] = {}
 
     @property

@@ -70,8 +70,17 @@ class Metrics:
         self.server_errors = Counter(f"{PREFIX}_server_errors", "Requests that failed inside the webhook "
                                      "(HTTP 500), by path; no input should cause one.", ["path"], registry=r)
         self.slow_clients = Counter(f"{PREFIX}_slow_clients", "Connections closed because the TLS handshake "
-                                    "or a request was not complete within the deadline, by stage "
-                                    "(handshake, request).", ["stage"], registry=r)
+                                    "or a request was not complete within the deadline, or no first request "
+                                    "began within --first-request-timeout of the handshake, by stage "
+                                    "(handshake, first-request, request).", ["stage"], registry=r)
+        self.connection_limit = Counter(f"{PREFIX}_connection_limit_reached", "Connections accepted while their "
+                                        "worker held --max-connections, each closing the connection that had "
+                                        "waited longest without a request, by that connection's stage "
+                                        "(handshake, first-request, keep-alive; none: every other connection "
+                                        "was in a request, and none was closed).", ["closed"], registry=r)
+        self.open_connections = Gauge(f"{PREFIX}_open_connections", "Client connections open, summed over "
+                                      "workers (each holds at most --max-connections).",
+                                      multiprocess_mode="livesum", registry=r)
         self.tls_handshakes = Counter(f"{PREFIX}_tls_handshakes", "TLS handshakes completed: new connections "
                                       "(a client that reuses its connections makes few), by the protocol "
                                       "agreed by ALPN (none when the client offered none).", ["protocol"],
@@ -92,6 +101,8 @@ class Metrics:
             for mode in ("open", "closed"):
                 self.policy_failures.labels(kind, mode)
         self.server_errors.labels("/mutate")
+        for stage in ("handshake", "first-request", "keep-alive", "none"):
+            self.connection_limit.labels(stage)
         for result in ("found", "none", "error"):
             self.hpa_reads.labels(result)
 

@@ -7,7 +7,8 @@ What the server needs beyond that is declared here, not guessed with ``hasattr``
 - :class:`FactsSource`: facts kept by something the server runs (a watch cache), with its readiness and
   the status ``/readyz`` reports; plain ``ClusterFacts`` (a test's, a library user's) are always ready;
 - :class:`ServingTls`: the serving certificate ``/readyz`` and ``/metrics`` report
-  (:class:`webhook.server.ServingCertificate`).
+  (:class:`webhook.server.ServingCertificate`);
+- :class:`Callers`: what the server knows of who sent a request (:class:`webhook.server.ClientCertificates`).
 """
 from __future__ import annotations
 
@@ -35,3 +36,15 @@ class ServingTls(Protocol):
 
     def status(self) -> dict[str, Any]:
         """What ``/readyz`` reports: ``loaded`` (a certificate is served), and where it came from."""
+
+
+class Callers(Protocol):
+    """Who sends the requests: whether reviews need a client certificate, and whether a request's connection
+    presented one that the client CA verified."""
+
+    @property
+    def required(self) -> bool:
+        """Reviews are answered only for callers with a verified client certificate (``--client-ca``)."""
+
+    def verified(self, environ: dict[str, Any]) -> bool:
+        """The request (its WSGI environ) came on a connection whose client certificate the client CA verified."""

@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 import policylib
+from policylib.errors import MAX_QUOTED_CHARS, cut, render_value
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -82,6 +83,16 @@ class Answer:
 
 # --- parsing ------------------------------------------------------------------
 
+def quoted(value: Any) -> str:
+    """Rule W15: a value of the client's as an error message quotes it: its ``repr``, at most 64 characters
+    (rule P8)."""
+    if isinstance(value, str):
+        return repr(value[:MAX_QUOTED_CHARS]) + ("..." if len(value) > MAX_QUOTED_CHARS else "")
+    if isinstance(value, (dict, list)):
+        return render_value(value)   # encoded only as far as it is quoted
+    return cut(repr(value))
+
+
 def _string(request: dict[str, Any], key: str, required: bool = False) -> str | None:
     value = request.get(key)
     if value is None or value == "":
@@ -109,15 +120,15 @@ def parse_review(body: bytes) -> ReviewRequest:
     if not isinstance(review, dict):
         raise BadReview(f"body must be a JSON object, got {type(review).__name__}")
     if review.get("apiVersion") != API_VERSION or review.get("kind") != KIND:
-        raise BadReview(f"body must be an {API_VERSION} {KIND}, got apiVersion={review.get('apiVersion')!r} "
-                        f"kind={review.get('kind')!r}")
+        raise BadReview(f"body must be an {API_VERSION} {KIND}, got apiVersion={quoted(review.get('apiVersion'))} "
+                        f"kind={quoted(review.get('kind'))}")
     request = review.get("request")
     if not isinstance(request, dict):
         raise BadReview("request is required and must be an object")
     uid = _string(request, "uid", required=True)
     operation = _string(request, "operation", required=True)
     if operation not in OPERATIONS:
-        raise BadReview(f"request.operation must be one of {', '.join(OPERATIONS)}, got {operation!r}")
+        raise BadReview(f"request.operation must be one of {', '.join(OPERATIONS)}, got {quoted(operation)}")
     kind = request.get("kind")
     if not isinstance(kind, dict) or not isinstance(kind.get("kind"), str):
         raise BadReview("request.kind must be an object with group, version and kind")
@@ -159,7 +170,7 @@ def failure_message(error: Exception) -> str:
     """One line naming the problem; a programming error names its type too."""
     if isinstance(error, policylib.PolicylibError):
         return str(error)
-    return f"internal error {type(error).__name__}: {error}"
+    return f"internal error {type(error).__name__}: {cut(str(error), MAX_AUDIT_CHARS)}"
 
 
 def failure_answer(error: Exception, mode: str) -> Answer:
@@ -185,13 +196,15 @@ def truncate(text: str, limit: int) -> str:
 
 
 def short_warnings(warnings: list[str]) -> list[str]:
-    """Each warning at most 120 characters, duplicates dropped, at most ten."""
+    """Each warning at most 120 characters, duplicates dropped, at most ten (the first ten: the rest is not read)."""
     out: list[str] = []
     for w in warnings:
         short = truncate(str(w), MAX_WARNING_CHARS)
         if short and short not in out:
             out.append(short)
-    return out[:MAX_WARNINGS]
+            if len(out) == MAX_WARNINGS:
+                break
+    return out
 
 
 def audit_annotations(answer: Answer) -> dict[str, str]:

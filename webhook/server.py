@@ -6,18 +6,27 @@ docs/figures.md, "Reliability"):
 - gunicorn's stock **gevent worker** (:class:`TLSGeventWorker` subclasses it
   through its public methods only): each connection is a greenlet, so idle,
   slow or stalled clients cost memory, never a thread; at most
-  ``--max-connections`` per worker (gunicorn's ``worker_connections``).
-- TLS 1.2 minimum, ECDSA or RSA certificate from ``--cert-dir``
+  ``--max-connections`` per worker (gunicorn's ``worker_connections``). A
+  worker that holds that many closes the connection that has waited longest
+  without a request for each new one (:class:`Connections`), so connections
+  that say nothing cannot lock new clients out; logged and counted in
+  ``policylib_webhook_connection_limit_reached_total``.
+- TLS 1.2 with AEAD suites only (:data:`TLS12_CIPHERS`), or TLS 1.3 only
+  (``--tls-min-version``); ECDSA or RSA certificate from ``--cert-dir``
   (``tls.crt``/``tls.key``). The worker does the handshake itself with the
   context :class:`ServingCertificate` holds, which is rebuilt when either file
   changes (a Secret volume's update, ``webhook certs``), so each new
   connection gets the current certificate without a restart while open ones
-  finish on theirs.
+  finish on theirs. With ``--client-ca`` the context asks for a client
+  certificate and verifies one against that CA (the API server presents one
+  when its AdmissionConfiguration says so); the app answers reviews only on
+  connections that presented one (:class:`ClientCertificates`).
 - deadlines (:data:`CLIENT_DEADLINE`, 2 s): a TLS handshake from the moment
   the client connects, a request from its first byte (headers and body), an
-  answer's write. A connection short of one is closed (counted in
-  ``policylib_webhook_slow_clients_total``); a body that does not arrive in
-  time gets 408 first.
+  answer's write; a new connection's first request must begin within
+  ``--first-request-timeout`` (5 s) of its handshake. A connection short of
+  one is closed (counted in ``policylib_webhook_slow_clients_total``); a body
+  that does not arrive in time gets 408 first.
 - keep-alive 120 s, longer than Go's 90 s idle-connection timeout, so the API
   server, not us, closes idle connections and never races our close. The API
   server reuses its connections (``policylib_webhook_tls_handshakes_total``
@@ -37,11 +46,19 @@ docs/figures.md, "Reliability"):
   ``--graceful-timeout`` seconds.
 - Prometheus multiprocess mode: ``PROMETHEUS_MULTIPROC_DIR`` is set (and
   emptied) before any worker starts; a dead worker's live gauges are dropped.
+  A directory ``serve`` made itself is removed by the master alone, at its
+  exit: a worker's exit (a SIGTERM, a timeout's abort) unwinds ``serve`` in
+  the worker too, and must leave it to the next worker.
+- gunicorn's start-up line names its listener ``http://`` (it does not do the
+  TLS); :class:`TLSListenerLine`, a filter on gunicorn's logger for its own
+  messages (``gunicorn.error``), makes it ``https://``.
 """
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
+import itertools
 import logging
 import os
 import shutil
@@ -51,11 +68,14 @@ import sys
 import tempfile
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Callable, TypeVar
 
 import gevent
+import gevent.local
+import gevent.monkey
 import gevent.socket
 import gevent.ssl
 from gunicorn.app.base import BaseApplication
@@ -81,6 +101,11 @@ Signature = tuple[tuple[int, int, int], ...]
 #: (from its first byte to its last) and for taking each answer: a connection short of one is
 #: closed. Well under the API server's 3 s ``timeoutSeconds``, far over what a working client needs.
 CLIENT_DEADLINE = 2.0
+#: A new connection's first request must begin this long after its handshake at most (``--first-request-timeout``).
+#: A client of ours sends its request at once; the API server's HTTP client sometimes keeps a connection it dialled
+#: for a request another connection served, and dials again when it needs one.
+FIRST_REQUEST_SECONDS = 5.0
+#: Between requests on a kept-alive connection.
 KEEPALIVE_SECONDS = 120
 #: How often an idle keep-alive connection checks whether its worker is shutting down.
 IDLE_CHECK_SECONDS = 0.5
@@ -95,22 +120,36 @@ SHUTDOWN_IDLE_SECONDS = 10.0
 MAX_CONNECTIONS = 1000
 #: An answer's writes are gathered up to this many bytes, then written (an answer is usually a few KiB).
 HOLD_BYTES = 256 * 1024
+#: A worker at its connection limit logs it at most once per this many seconds (with the count since the last line).
+LIMIT_LOG_SECONDS = 10.0
+#: TLS 1.2 suites the server accepts: ECDHE key exchange and an AEAD cipher (AES-GCM, ChaCha20-Poly1305), for an
+#: ECDSA or an RSA certificate: the suites Go's crypto/tls (the API server's client) prefers, none with CBC. TLS 1.3
+#: has AEAD suites only, and OpenSSL sets them apart from this list.
+TLS12_CIPHERS = ":".join(("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256",
+                          "ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-RSA-AES256-GCM-SHA384",
+                          "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305"))
+#: ``--tls-min-version``'s values.
+TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 log = logging.getLogger(__name__)
 
 
 class ServingCertificate:
-    """``tls.crt`` and ``tls.key`` as an ``ssl.SSLContext``, rebuilt when they change.
+    """``tls.crt`` and ``tls.key`` (and the client CA, when given) as an ``ssl.SSLContext``, rebuilt when they change.
 
-    Each new connection stats both files (microseconds). A pair that does not
+    Each new connection stats the files (microseconds). A set that does not
     load (mid-rotation: one file new, the other old) keeps the previous context
     and is tried again on the next connection. ``context_class`` makes the
     contexts: a gevent worker needs ``gevent.ssl.SSLContext`` (:meth:`use`), whose
-    sockets wait cooperatively.
+    sockets wait cooperatively. ``minimum_version`` is a key of :data:`TLS_VERSIONS`;
+    ``client_ca``, a PEM file of the CAs whose client certificates are verified.
     """
 
-    def __init__(self, cert_dir: str | Path, context_class: type[ssl.SSLContext] = ssl.SSLContext):
+    def __init__(self, cert_dir: str | Path, context_class: type[ssl.SSLContext] = ssl.SSLContext,
+                 minimum_version: str = "1.2", client_ca: str | Path | None = None):
         self.cert_path = Path(cert_dir) / TLS_CERT
         self.key_path = Path(cert_dir) / TLS_KEY
+        self.minimum_version = minimum_version
+        self.client_ca = Path(client_ca) if client_ca else None
         self.context_class = context_class
         self._lock = threading.Lock()
         self._context: ssl.SSLContext | None = None
@@ -128,9 +167,12 @@ class ServingCertificate:
         if self.context() is None or not isinstance(self._context, context_class):
             raise CertError(f"cannot load {self.cert_path} and {self.key_path}: {self.error}")
 
+    def _files(self) -> tuple[Path, ...]:
+        return (self.cert_path, self.key_path) + ((self.client_ca,) if self.client_ca else ())
+
     def _files_signature(self) -> Signature | None:
         try:
-            return tuple((s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, (self.cert_path, self.key_path)))
+            return tuple((s.st_ino, s.st_mtime_ns, s.st_size) for s in map(os.stat, self._files()))
         except OSError:
             return None
 
@@ -145,7 +187,8 @@ class ServingCertificate:
 
     def _reload(self, signature: Signature) -> None:
         try:
-            context = make_server_context(self.cert_path, self.key_path, self.context_class)
+            context = make_server_context(self.cert_path, self.key_path, self.context_class,
+                                          minimum_version=self.minimum_version, client_ca=self.client_ca)
             not_after = certificate_not_after(self.cert_path)
         except (ssl.SSLError, OSError, ValueError) as e:
             self.error = f"{type(e).__name__}: {e}"
@@ -159,15 +202,24 @@ class ServingCertificate:
 
     def status(self) -> dict[str, Any]:
         return {"loaded": self._context is not None, "certificate": str(self.cert_path),
-                "notAfter": self.not_after, "error": self.error}
+                "notAfter": self.not_after, "error": self.error, "minVersion": self.minimum_version,
+                "clientCA": str(self.client_ca) if self.client_ca else None}
 
 
-def make_server_context(cert_path: Path, key_path: Path,
-                        context_class: type[ssl.SSLContext] = ssl.SSLContext) -> ssl.SSLContext:
-    """Server-side TLS: 1.2 or newer, OpenSSL's default secure ciphers, HTTP/1.1 by ALPN."""
+def make_server_context(cert_path: Path, key_path: Path, context_class: type[ssl.SSLContext] = ssl.SSLContext, *,
+                        minimum_version: str = "1.2", client_ca: Path | None = None) -> ssl.SSLContext:
+    """Rule W14: server-side TLS, ``minimum_version`` or newer, TLS 1.2's AEAD suites only (:data:`TLS12_CIPHERS`),
+    HTTP/1.1 by ALPN. With ``client_ca``, a client certificate is asked for and, when one is presented, verified against
+    it (OpenSSL checks that it may authenticate a client: an extended key usage without ``clientAuth`` fails) or
+    the handshake fails; a client without one is served, and the app decides what it may ask (the kubelet's
+    probes present none)."""
     context = context_class(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.minimum_version = TLS_VERSIONS[minimum_version]
+    context.set_ciphers(TLS12_CIPHERS)
     context.load_cert_chain(certfile=str(cert_path), keyfile=str(key_path))
+    if client_ca is not None:
+        context.load_verify_locations(cafile=str(client_ca))
+        context.verify_mode = ssl.CERT_OPTIONAL
     context.set_alpn_protocols(["http/1.1"])
     return context
 
@@ -188,16 +240,18 @@ class DeadlineSocket:
     """A served TLS connection as gunicorn's parser and response see it: reads and writes by deadline.
 
     Between requests (``deadline`` None) a read waits for the next request's
-    first bytes up to the keep-alive timeout, giving up early when the worker
-    shuts down; from those bytes on, every read of that request (headers and
-    body) ends by one deadline :data:`CLIENT_DEADLINE` later, however the client
-    spreads its bytes. :meth:`TLSGeventWorker.handle_request` sets ``deadline``
+    first bytes up to the keep-alive timeout (the first request: up to the
+    worker's ``first_request_timeout``), giving up early when the worker shuts
+    down or :class:`Connections` closes the connection; from those bytes on,
+    every read of that request (headers and body) ends by one deadline
+    :data:`CLIENT_DEADLINE` later, however the client spreads its bytes. :meth:`TLSGeventWorker.handle_request` sets ``deadline``
     back to None once the answer is written. Everything else is the socket's.
     """
 
-    def __init__(self, sock: ssl.SSLSocket, worker: "TLSGeventWorker"):
+    def __init__(self, sock: ssl.SSLSocket, worker: "TLSGeventWorker", connection: "Connection"):
         self.sock = sock
         self.worker = worker
+        self.connection = connection
         self.deadline: float | None = None
         self.too_slow = False
         self.holding = False
@@ -210,7 +264,8 @@ class DeadlineSocket:
     def recv(self, size: int) -> bytes:
         if self.deadline is None:
             if not self._request_begins():
-                return b""  # keep-alive timeout or shutdown: gunicorn closes quietly
+                return b""  # keep-alive timeout, shutdown or closed to make room: gunicorn closes quietly
+            self.connection.busy()
             self.deadline = time.monotonic() + CLIENT_DEADLINE
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
@@ -222,11 +277,14 @@ class DeadlineSocket:
             raise self._give_up() from None
 
     def _request_begins(self) -> bool:
-        """Whether bytes arrive before the keep-alive timeout; once the worker shuts down, within
-        :data:`SHUTDOWN_IDLE_SECONDS` (that last request is answered with ``Connection: close``: rule W9)."""
-        idle_until = time.monotonic() + KEEPALIVE_SECONDS
+        """Whether bytes arrive before the keep-alive timeout (a first request: before the worker's
+        ``first_request_timeout``, else the connection is counted as a slow client); once the worker shuts down,
+        within :data:`SHUTDOWN_IDLE_SECONDS` (that last request is answered with ``Connection: close``: rule W9);
+        never once :class:`Connections` has closed the connection to make room."""
+        first = self.connection.stage == FIRST_REQUEST
+        idle_until = time.monotonic() + (self.worker.first_request_timeout if first else KEEPALIVE_SECONDS)
         shutting_down = False
-        while True:
+        while not self.connection.evicted:
             if self.sock.pending():
                 return True
             if not shutting_down and not self.worker.alive:
@@ -234,12 +292,15 @@ class DeadlineSocket:
                 idle_until = min(idle_until, time.monotonic() + SHUTDOWN_IDLE_SECONDS)
             remaining = idle_until - time.monotonic()
             if remaining <= 0:
+                if first and not shutting_down:
+                    self.worker.client_too_slow(FIRST_REQUEST)
                 return False
             try:
                 gevent.socket.wait_read(self.sock.fileno(), timeout=min(IDLE_CHECK_SECONDS, remaining))
-                return True
+                return not self.connection.evicted
             except TimeoutError:
                 continue
+        return False
 
     def _give_up(self) -> ClientTooSlow:
         if not self.too_slow:
@@ -296,6 +357,133 @@ class DeadlineSocket:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
 
 
+#: At its limit, a worker looks at this many of the longest-waiting connections of a queue for one to close.
+EVICTION_SCAN = 16
+#: ``select.select`` as the standard library has it (gevent's yields to its loop).
+_select = gevent.monkey.get_original("select", "select")
+
+#: A connection's stages as :class:`Connections` sees them (the label values of the limit metric, with ``none``).
+HANDSHAKE, FIRST_REQUEST, BUSY, KEEP_ALIVE = "handshake", "first-request", "busy", "keep-alive"
+
+
+class Connection:
+    """One client connection of a worker: its socket (the TLS one once wrapped), its stage, and whether
+    :class:`Connections` closed it to make room."""
+
+    __slots__ = ("sock", "stage", "evicted", "_owner")
+
+    def __init__(self, sock: socket.socket, owner: "Connections"):
+        self.sock = sock
+        self.stage = HANDSHAKE
+        self.evicted = False
+        self._owner = owner
+
+    def waiting(self, stage: str) -> None:
+        """Waiting for the client: for its first request (``FIRST_REQUEST``) or, kept alive, its next one."""
+        self._owner.waiting(self, stage)
+
+    def busy(self) -> None:
+        """A request has begun: the connection is not closed to make room until it has been answered."""
+        self._owner.busy(self)
+
+    def has_input(self) -> bool:
+        """Bytes have arrived that its greenlet has not read yet: a request is beginning (TLS may hold some already
+        decrypted). Checked without waiting, with the unpatched ``select``: this must not yield."""
+        pending = getattr(self.sock, "pending", None)
+        if pending is not None and pending():
+            return True
+        fd = self.sock.fileno()
+        return fd >= 0 and bool(_select([fd], [], [], 0)[0])
+
+    def evict(self) -> None:
+        """Shut the connection down under the greenlet that serves it, which then wakes (end of file) and closes
+        it: through a duplicate of its descriptor, so neither its TLS state nor its socket object is touched."""
+        self.evicted = True
+        fd = self.sock.fileno()
+        if fd < 0:
+            return  # already closed
+        with socket.fromfd(fd, self.sock.family, self.sock.type) as duplicate, contextlib.suppress(OSError):
+            duplicate.shutdown(socket.SHUT_RDWR)  # OSError: the client is gone already
+
+
+class Connections:
+    """Rule W12: a worker's open connections, and its limit (gunicorn's ``worker_connections``, ``--max-connections``).
+
+    gevent's server stops accepting while the worker holds ``limit`` connections. Left at that, connections
+    that say nothing (a TLS handshake never finished, no first request) would lock every new client out until
+    their deadlines pass, and open again. So the connection that reaches the limit closes the one that has waited
+    longest without a request: among those that never sent one first (by arrival), else among the kept-alive
+    idle ones (by when they went idle); a connection in the middle of a request, or whose request's first bytes
+    have arrived, is never closed. ``reached``
+    is told the stage of the connection closed (``"none"`` when every other one is busy with a request).
+    Everything runs on the worker's one event-loop thread: no lock.
+    """
+
+    def __init__(self, limit: int, reached: Callable[[str], None]):
+        self.limit = limit
+        self.open = 0
+        self._reached = reached
+        self._fresh: OrderedDict[Connection, None] = OrderedDict()   # no request yet, by arrival
+        self._idle: OrderedDict[Connection, None] = OrderedDict()    # kept alive, by when they went idle
+
+    def opened(self, sock: socket.socket) -> Connection:
+        self.open += 1
+        if self.open >= self.limit:
+            victim = self._longest_waiting()
+            self._reached(victim.stage if victim is not None else "none")
+            if victim is not None:
+                victim.evict()
+        connection = Connection(sock, self)
+        self._fresh[connection] = None
+        return connection
+
+    def _longest_waiting(self) -> Connection | None:
+        """The connection to close: the first of the oldest :data:`EVICTION_SCAN` in each queue that has no input
+        waiting (one whose request is arriving becomes busy as soon as its greenlet runs: closing it would lose the
+        request)."""
+        for waiting in (self._fresh, self._idle):
+            for connection in itertools.islice(waiting, EVICTION_SCAN):
+                if not connection.has_input():
+                    del waiting[connection]
+                    return connection
+        return None
+
+    def waiting(self, connection: Connection, stage: str) -> None:
+        connection.stage = stage
+        if connection.evicted:
+            return
+        if stage == KEEP_ALIVE:
+            self._idle[connection] = None
+        else:
+            self._fresh.setdefault(connection, None)
+
+    def busy(self, connection: Connection) -> None:
+        connection.stage = BUSY
+        self._fresh.pop(connection, None)
+        self._idle.pop(connection, None)
+
+    def closed(self, connection: Connection) -> None:
+        self.open -= 1
+        self._fresh.pop(connection, None)
+        self._idle.pop(connection, None)
+
+
+#: Per connection (each is a greenlet of its worker, and its requests are answered in it): whether it presented
+#: a client certificate that the client CA verified.
+_connection = gevent.local.local()
+
+
+class ClientCertificates:
+    """What the app knows of its callers' certificates (a :class:`webhook.protocols.Callers`): with ``--client-ca``
+    (``required``) reviews are answered only on connections whose client certificate the CA verified."""
+
+    def __init__(self, required: bool):
+        self.required = required
+
+    def verified(self, environ: dict[str, Any]) -> bool:
+        return bool(getattr(_connection, "verified", False))
+
+
 def served_over_tls(req: Any) -> None:
     """A parsed gunicorn request arrived over our TLS: its scheme (``wsgi.url_scheme``) is ``https``. gunicorn
     only knows that when it terminates TLS itself (its ``certfile``), which here the worker does; a client's
@@ -308,22 +496,34 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
     current certificate, then serving the connection through :class:`DeadlineSocket`.
 
     Only public methods of gunicorn's worker are extended: ``init_process``
-    (contexts whose sockets wait cooperatively), ``handle`` (the handshake) and
+    (contexts whose sockets wait cooperatively, the connection limit), ``handle``
+    (the handshake, the connection's place among the worker's :class:`Connections`) and
     ``handle_request`` (the end of a request's deadline).
     """
 
     def init_process(self) -> None:
-        """Contexts from gevent's ``SSLContext`` (its sockets wait cooperatively), then gunicorn's
-        start (monkey patching, the app) and loop."""
+        """Contexts from gevent's ``SSLContext`` (its sockets wait cooperatively), the connection limit, then
+        gunicorn's start (monkey patching, the app) and loop."""
         self.app.certificate.use(gevent.ssl.SSLContext)
+        self.first_request_timeout = float(self.app.options.first_request_timeout)
+        self.connections = Connections(self.cfg.worker_connections, self.connection_limit_reached)
+        self._limit_times, self._limit_logged = 0, -LIMIT_LOG_SECONDS
         super().init_process()
 
     def handle(self, listener: Any, client: socket.socket, addr: Any) -> None:
-        tls = self._handshake(client, addr)
-        if tls is not None:
-            super().handle(listener, DeadlineSocket(tls, self), addr)
+        connection = self.connections.opened(client)
+        self._count_open(1)
+        try:
+            tls = self._handshake(client, addr, connection)
+            if tls is not None:
+                _connection.verified = bool(tls.getpeercert())
+                connection.waiting(FIRST_REQUEST)
+                super().handle(listener, DeadlineSocket(tls, self, connection), addr)
+        finally:
+            self.connections.closed(connection)
+            self._count_open(-1)
 
-    def _handshake(self, client: socket.socket, addr: Any) -> ssl.SSLSocket | None:
+    def _handshake(self, client: socket.socket, addr: Any, connection: Connection) -> ssl.SSLSocket | None:
         """The client's TLS handshake, finished within :data:`CLIENT_DEADLINE` of connecting, or None
         (the connection closed)."""
         sock: socket.socket = client
@@ -333,8 +533,11 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
             context: ssl.SSLContext | None = self.app.certificate.context()
             if context is None:
                 raise ValueError("no serving certificate loaded")
+            gevent.socket.wait_read(client.fileno())  # no TLS state for a client that has sent nothing yet
+            if connection.evicted:
+                raise ValueError("closed to make room for a new connection")
             tls = context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
-            sock = tls
+            sock = connection.sock = tls
             tls.do_handshake()
             self._count_handshake(tls)
             return tls
@@ -359,6 +562,7 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
         finally:
             sock.holding = False
             sock.deadline = None  # answered: the keep-alive timeout applies until the next request
+            sock.connection.waiting(KEEP_ALIVE)
             sock.release()
 
     def _metrics(self) -> Metrics | None:
@@ -371,10 +575,30 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
             metrics.tls_handshakes.labels(sock.selected_alpn_protocol() or "none").inc()
 
     def client_too_slow(self, stage: str) -> None:
-        log.debug("closing a connection: the client is too slow", extra={"stage": stage, "deadline_s": CLIENT_DEADLINE})
+        deadline = self.first_request_timeout if stage == FIRST_REQUEST else CLIENT_DEADLINE
+        log.debug("closing a connection: the client is too slow", extra={"stage": stage, "deadline_s": deadline})
         metrics = self._metrics()
         if metrics is not None:
             metrics.slow_clients.labels(stage).inc()
+
+    def _count_open(self, change: int) -> None:
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.open_connections.inc(change)
+
+    def connection_limit_reached(self, closed: str) -> None:
+        """A connection arrived while the worker held its limit; ``closed``: the stage of the connection closed to
+        make room. Counted each time; logged at most every :data:`LIMIT_LOG_SECONDS`, with the count since."""
+        metrics = self._metrics()
+        if metrics is not None:
+            metrics.connection_limit.labels(closed).inc()
+        self._limit_times += 1
+        now = time.monotonic()
+        if now - self._limit_logged >= LIMIT_LOG_SECONDS:
+            log.warning("connection limit reached: each new connection closes the one waiting longest without a "
+                        "request", extra={"limit": self.cfg.worker_connections, "times": self._limit_times,
+                                          "closed": closed, "worker": os.getpid()})
+            self._limit_times, self._limit_logged = 0, now
 
 
 @dataclass(frozen=True)
@@ -388,6 +612,11 @@ class ServeOptions:
     workers: int = 2
     threads: int = 4  # accepted for compatibility; a gevent worker serves each connection in a greenlet
     max_connections: int = MAX_CONNECTIONS
+    first_request_timeout: float = FIRST_REQUEST_SECONDS
+    #: A key of :data:`TLS_VERSIONS`.
+    tls_min_version: str = "1.2"
+    #: PEM file of the CAs whose client certificates the server verifies; reviews then need one.
+    client_ca: str | None = None
     graceful_timeout: int = 20
     facts: str = "auto"
     kubeconfig: str | None = None
@@ -490,6 +719,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
             "errorlog": "-",
             "loglevel": o.log_level,
             "child_exit": self._child_exit,
+            "on_starting": self._on_starting,
             "when_ready": self._when_ready,
         }
         for key, value in settings.items():
@@ -500,18 +730,36 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
         from .app import create_app
         configure_logging(self.options.log_level)
         return create_app(self.policy_config, facts=self.facts.start(), tls=self.certificate,
-                          review_log=LineBuffer(sys.stdout).write)
+                          review_log=LineBuffer(sys.stdout).write,
+                          callers=ClientCertificates(required=self.options.client_ca is not None))
+
+    def _on_starting(self, server: Any) -> None:
+        """Before gunicorn names its listeners: its line says https (:class:`TLSListenerLine`), through its logger's
+        ``error_log`` (the standard ``gunicorn.error`` logger)."""
+        server.log.error_log.addFilter(TLSListenerLine())
 
 
     def _when_ready(self, server: Any) -> None:
-        """gunicorn's own line says http://: the workers, not gunicorn, terminate TLS."""
-        server.log.info("Serving https://%s (TLS by %s.TLSGeventWorker, certificate %s)",
-                        bind_address(self.options.host, self.options.port), __name__, self.certificate.cert_path)
+        """What serves the TLS, with which certificate, versions and client CA."""
+        client_ca = f", client certificates verified by {self.options.client_ca}" if self.options.client_ca else ""
+        server.log.info("Serving https://%s (TLS %s or newer by %s.TLSGeventWorker, certificate %s%s)",
+                        bind_address(self.options.host, self.options.port), self.options.tls_min_version, __name__,
+                        self.certificate.cert_path, client_ca)
 
     def _child_exit(self, server: Any, worker: Any) -> None:
         """In the master: drop the dead worker's live metrics."""
         from .metrics import worker_exited
         worker_exited(worker.pid)
+
+
+class TLSListenerLine(logging.Filter):
+    """gunicorn's "Listening at: http://..." with ``https://``: gunicorn names a listener's scheme after its own TLS
+    settings (``certfile``), which stay unset because the worker does the TLS (:class:`TLSGeventWorker`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Listening at:") and isinstance(record.args, tuple) and record.args:
+            record.args = (str(record.args[0]).replace("http://", "https://"), *record.args[1:])
+        return True
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -536,6 +784,19 @@ def missing_certificates(cert_dir: str | Path, host: str = ANY_ADDRESS) -> str |
             f"make them with: {command}")
 
 
+def client_ca_problem(path: str | Path) -> str | None:
+    """Why ``path`` cannot be ``--client-ca`` (missing, unreadable, no PEM certificate in it), or None."""
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_verify_locations(cafile=str(path))
+    except FileNotFoundError:
+        return f"--client-ca {path}: no such file"
+    except ssl.SSLError:   # an OSError too: first
+        return f"--client-ca {path}: holds no PEM certificate"
+    except OSError as e:
+        return f"--client-ca {path}: cannot be read: {e.strerror or e}"
+    return None
+
+
 def serve(options: ServeOptions) -> None:
     """Check config, certificates and facts source, then run gunicorn until stopped."""
     import policylib
@@ -545,12 +806,20 @@ def serve(options: ServeOptions) -> None:
     missing = missing_certificates(options.cert_dir, options.host)
     if missing:
         raise CertError(missing)
-    certificate = ServingCertificate(options.cert_dir)
+    if options.client_ca is not None:
+        problem = client_ca_problem(options.client_ca)
+        if problem:
+            raise CertError(problem)
+    certificate = ServingCertificate(options.cert_dir, minimum_version=options.tls_min_version,
+                                     client_ca=options.client_ca)
     facts = facts_source(options.facts, options.kubeconfig)
     created = not os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     metrics_dir = prepare_metrics_dir()
+    master = os.getpid()
     try:
         WebhookServer(options, policy_config, certificate, facts).run()
     finally:
-        if created:
+        # gunicorn forks the workers inside run(): a worker's exit unwinds to here in the worker too, and the
+        # directory is every worker's until the master exits.
+        if created and os.getpid() == master:
             shutil.rmtree(metrics_dir, ignore_errors=True)

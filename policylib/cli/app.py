@@ -10,7 +10,7 @@ from typing import Any, Sequence, TextIO
 from .. import __version__
 from ..errors import PolicylibError
 from . import check, completion, hypernodes, plan, preview, simulate
-from .cluster import require_cluster_client
+from .cluster import refuse_kube_version_with_cluster, require_cluster_client, require_offline_packages
 from .common import EXIT_ERROR, EXIT_OK, Command
 from .inputs import kustomize_sources
 
@@ -56,7 +56,9 @@ def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: T
         stdout.write(f"policylib {__version__}\n")
         return EXIT_OK
     try:
+        refuse_kube_version_with_cluster(args)
         require_cluster_client(args)
+        require_offline_packages(args)
         kustomize_sources(args, stderr)
         code: int = args.func(args, stdin, stdout, stderr)
         return code

@@ -6,7 +6,7 @@ from typing import TextIO
 
 from ..documents import Document
 from ..errors import PolicyError
-from .cluster import cluster_scope, resolve_config, served_apis, workload_api_served
+from .cluster import cluster_scope, resolve_config, served_apis, stored_native, topology_kept, workload_api
 from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
 from .inputs import nodes_and_objects
 
@@ -36,11 +36,13 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     if args.cluster:   # rules W5, W6: the workloads the webhook is sent, as the controller
         admitted = cluster_scope(args, stderr)
         objects = [o for o in objects if admitted(o)]
+    api = workload_api(args, config)
+    live = bool(args.cluster)
     try:
         findings = check(config, nodes, objects, node_group_label=args.node_group_label, server_version=version,
-                         workload_api_served=workload_api_served(args) if args.cluster and config.gang.enabled
-                         and config.gang.method == "workload" else None,
-                         served_apis=served_apis(args) if args.cluster else None)
+                         workload_api=api, served_apis=served_apis(args) if live else None,
+                         workload_stored=stored_native(args, api) if live else None,
+                         topology_kept=topology_kept(args, config, api) if live else None)
     except PolicyError as e:
         raise locate(e, docs) from None
     if args.cluster:   # rule S28: managed Deployments whose pods break their own spread now

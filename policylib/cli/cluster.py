@@ -23,6 +23,12 @@ if TYPE_CHECKING:
     from ..shell import kube
 
 
+def refuse_kube_version_with_cluster(args: argparse.Namespace) -> None:
+    """``--kube-version`` decides shapes for files (rule G22); ``--cluster`` reads what the API server serves."""
+    if getattr(args, "cluster", False) and getattr(args, "kube_version", None) is not None:
+        raise InputError("--kube-version is for files; with --cluster the API server's own versions are read")
+
+
 def require_cluster_client(args: argparse.Namespace) -> None:
     """``--cluster`` reads the cluster through the Kubernetes client, which only ``pip install
     'policylib[webhook]'`` installs: without it, one line naming the extra, exit 2 (rule L1)."""
@@ -30,6 +36,25 @@ def require_cluster_client(args: argparse.Namespace) -> None:
     if getattr(args, "cluster", False) and importlib.util.find_spec("kubernetes") is None:
         raise InputError("--cluster needs the Kubernetes client, which this install of policylib leaves out: "
                          "pip install 'policylib[webhook]'")
+
+
+#: What a command imports that ``pip install policylib`` brings but an install of the server alone (the server's image,
+#: docs/install.md) leaves out: {command: ((module, distribution), ...)}.
+OFFLINE_PACKAGES: dict[str, tuple[tuple[str, str], ...]] = {
+    "preview": (("kubernetes_validate", "kubernetes-validate"),),   # the schemas of rule D2
+    "simulate": (("numpy", "numpy"),),
+    "check": (("numpy", "numpy"),),
+}
+
+
+def require_offline_packages(args: argparse.Namespace) -> None:
+    """A command whose package this install leaves out (an install of the server alone, as in its image): one line
+    naming the package, exit 2, never a traceback (rule L6)."""
+    import importlib.util
+    for module, distribution in OFFLINE_PACKAGES.get(getattr(args, "command", ""), ()):
+        if importlib.util.find_spec(module) is None:
+            raise InputError(f"{args.command} needs {distribution}, which this install of policylib leaves out: "
+                             "pip install policylib")
 
 
 def unreadable() -> tuple[type[Exception], ...]:
@@ -193,16 +218,82 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
     return nodes, pods + objects, version
 
 
-def workload_api_served(args: argparse.Namespace) -> bool:
-    """Whether the live cluster serves scheduling.k8s.io/v1alpha2 (its discovery document answers; rule G20)."""
+def workload_api(args: argparse.Namespace, config: Config) -> Any:
+    """Rule G22: what the cluster serves of Kubernetes' Workload API: ``--kube-version``'s minor offline; with
+    ``--cluster`` (gang method workload only) the versions its discovery lists and the minor of its
+    ``/version``; None when neither is given (the policies then assume Kubernetes 1.37)."""
+    from ..workload_api import resolve
+    setting = config.gang.workloadAPIVersion
+    refuse_kube_version_with_cluster(args)
+    if getattr(args, "kube_version", None) is not None:
+        return resolve(setting, minor=args.kube_version)
+    if not getattr(args, "cluster", False) or not config.gang.enabled or config.gang.method != "workload":
+        return None
+    found = getattr(args, "_workload_api", None)
+    if found is None:
+        from ..shell import kube
+        c = cluster(args)
+        with c.reading():
+            served = kube.served_workload_versions(c.api)
+            found = args._workload_api = resolve(setting, served, server_minor(kube.server_version(c.api)))
+    return found
+
+
+def server_minor(git_version: str) -> int | None:
+    """The minor of an API server's ``gitVersion`` (None for one that is not ``v1.N...``)."""
+    from ..workload_api import parse_kube_version
+    try:
+        return parse_kube_version(git_version)
+    except InputError:
+        return None
+
+
+def stored_native(args: argparse.Namespace, api: Any) -> dict[tuple[str, str], int]:
+    """Rule G24, ``check --cluster``: how many Workloads and PodGroups the cluster stores in each Workload API
+    version its next minor removes (listed through that version while it is still served)."""
     from ..shell import kube
+    from ..workload_api import api_version, removed_by_upgrade, resources_of
+    upgrade = removed_by_upgrade(api.minor) if api is not None and api.minor is not None else None
+    if not upgrade:
+        return {}
+    out: dict[tuple[str, str], int] = {}
     c = cluster(args)
     with c.reading():
-        try:
-            found = c.api.request("GET", f"/apis/{kube.WORKLOADS.group}/{kube.WORKLOADS.version}")
-        except kube.NotFound:
-            return False
-    return any(isinstance(r, dict) and r.get("name") == kube.WORKLOADS.plural for r in (found or {}).get("resources") or [])
+        for version in upgrade[1]:
+            for res in kube.native_gang_resources(version):
+                if res.plural not in resources_of(version):
+                    continue
+                count = kube.stored_count(c.api, res)
+                if count is not None:
+                    out[(api_version(version), res.plural)] = count
+    return out
+
+
+def topology_kept(args: argparse.Namespace, config: Config, api: Any) -> bool | None:
+    """Rule G25, ``check --cluster`` with ``gang.topology``: whether kube-apiserver keeps a PodGroup's
+    ``schedulingConstraints`` (it drops them when its TopologyAwareWorkloadScheduling gate is off), asked by a
+    server-side dry-run create in the namespace of ``-n`` (default ``default``); None when it cannot tell (no
+    version served, or the create is not allowed)."""
+    from ..gang.topology import gang_topology
+    from ..shell import kube
+    level = gang_topology(config)
+    if level is None or api is None or api.version is None:
+        return None
+    from ..gang.workload import gang_policy, scheduling_constraints
+    namespace = args.namespace or "default"
+    res = kube.native_gang_resources(api.version)[1]
+    # no reference to a Workload: the API server's admission refuses a PodGroup whose Workload does not exist
+    probe = {"apiVersion": res.api_version, "kind": "PodGroup",
+             "metadata": {"name": "policylib-check-topology", "namespace": namespace},
+             "spec": {"schedulingPolicy": gang_policy(1), **scheduling_constraints(level)}}
+    c = cluster(args)
+    try:
+        with c.reading():
+            created = c.api.request("POST", res.path(namespace), query=[("dryRun", "All")], body=probe,
+                                    content_type="application/json")
+    except InputError:
+        return None
+    return bool(((created or {}).get("spec") or {}).get("schedulingConstraints"))
 
 
 def served_apis(args: argparse.Namespace) -> list[str]:

@@ -66,6 +66,24 @@ def add_installed(p: argparse.ArgumentParser, scoped: bool = True) -> None:
                         "scope (default policylib-webhook)")
 
 
+def kube_minor(text: str) -> int:
+    """``--kube-version``'s value as the Kubernetes minor (rule G22); argparse names a bad one."""
+    from ..workload_api import parse_kube_version
+    try:
+        return parse_kube_version(text)
+    except PolicylibError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_kube_version(p: argparse.ArgumentParser, cluster: bool = True) -> None:
+    """``--kube-version``: the Kubernetes version to decide version-dependent shapes for, offline (the word Helm
+    uses; rule G22)."""
+    p.add_argument("--kube-version", metavar="VERSION", type=kube_minor, dest="kube_version",
+                   help="the Kubernetes version the objects are for (1.36, 1.37, v1.37.2): it decides the version and "
+                        "shape of the Workload and PodGroup of gang.method workload (default: 1.37"
+                        + ("; with --cluster, what the API server serves)" if cluster else ")"))
+
+
 def add_cluster_source(p: argparse.ArgumentParser, files_required: bool, scoped: bool = False) -> None:
     """The flags of the commands that read Nodes and workloads from files or the live cluster."""
     p.add_argument("--config", metavar="FILE", help=CONFIG_HELP)
@@ -84,6 +102,7 @@ def add_cluster_source(p: argparse.ArgumentParser, files_required: bool, scoped:
     p.add_argument("-n", "--namespace", help="only this namespace's workloads (with --cluster; Nodes and the Pods "
                                              "that load them are always read whole)")
     add_installed(p, scoped)
+    add_kube_version(p)
 
 
 # --- output --------------------------------------------------------------------------------------

@@ -4,9 +4,10 @@ from __future__ import annotations
 import argparse
 from typing import TextIO
 
+from ..facts import ClusterFacts
 from ..plan import PLANNERS, Write, plan, summarize
 from ..shell.files import read_documents
-from .cluster import cluster_scope, deployment_pods_and_nodes, planned_objects, resolve_config
+from .cluster import cluster_scope, deployment_pods_and_nodes, planned_objects, resolve_config, workload_api
 from .common import (
     CONFIG_HELP,
     DIR_HELP,
@@ -15,6 +16,7 @@ from .common import (
     EXIT_UNPLANNED,
     AddParser,
     add_installed,
+    add_kube_version,
     add_recursive,
     progress,
     write_json_array,
@@ -44,6 +46,7 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
     add_installed(pl)
     pl.add_argument("-o", "--output", choices=("table", "json"), default="table",
                     help="table: readable, with counts; json: an array of writes")
+    add_kube_version(pl)
     return pl
 
 
@@ -57,7 +60,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         objects = planned_objects(args, config, stderr, progress(stderr))
     else:
         objects = [d.obj for d in read_documents(args.filename, stdin, args.recursive, require_objects=True)]
-    writes = plan(objects, config, planners=PLANNERS, only=only)
+    facts = ClusterFacts.from_objects(objects)
+    facts.workload_api = workload_api(args, config)
+    writes = plan(objects, config, planners=PLANNERS, facts=facts, only=only)
     if args.cluster:   # rules S25, S28: spread broken now, costs another manager owns
         from ..scaledown import cluster_report
         pods, nodes = deployment_pods_and_nodes(args)

@@ -10,6 +10,7 @@ from ..config import Config
 from ..documents import Document, dump_yaml
 from ..errors import InputError, PolicyError, object_ref
 from ..facts import ClusterFacts, is_fact, namespace_of
+from ..families import is_unhandled_workload
 from ..mutate import mutate
 from ..order import apply_order_note, stored_in_order
 from ..result import Result
@@ -22,6 +23,7 @@ from .common import (
     EXIT_OK,
     EXIT_WARNED,
     AddParser,
+    add_kube_version,
     add_kustomize,
     add_recursive,
     json_array,
@@ -64,6 +66,7 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
                         "HPA whose target is not in the input, a softened required anti-affinity), 3 when an object "
                         "it returns would still be denied by Volcano's job admission (for CI gates)")
     p.add_argument("-v", "--verbose", action="store_true", help="print each object's reasons on stderr")
+    add_kube_version(p, cluster=False)
     return p
 
 
@@ -101,7 +104,8 @@ def _format(doc: Document, result: Result, output: str) -> str:
         return json.dumps(result.patch, separators=(",", ":")) + "\n"
     if output == "diff":
         label = object_ref(doc.obj)
-        body = _diff_text(doc.obj, result.object, label) if result.changed else f"= {label}: unchanged\n"
+        unchanged = "not handled" if result.unhandled else "unchanged"
+        body = _diff_text(doc.obj, result.object, label) if result.changed else f"= {label}: {unchanged}\n"
         body += "".join(_added_text(extra, object_ref(extra)) for extra in result.extra_objects)
         return body + "".join(f"# {r}\n" for r in result.reasons)
     text = dump_yaml(result.object)
@@ -116,13 +120,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     config = load_config(args.config)
     docs = read_documents(args.filename, stdin, args.recursive, require_objects=True)
     facts = ClusterFacts.from_objects(d.obj for d in docs)
+    facts.workload_api = offline_workload_api(config, args.kube_version)
     olds = {}
     if args.old:
         olds = {identity(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
     fact_docs = [d for d in docs if is_fact(d.obj)]
     outputs, entries, changed, denied, rejected = [], [], False, False, False
     ordered = [d.obj for d in docs]
-    input_warnings = _input_warnings(docs)
+    input_warnings = _input_warnings(docs, args.kube_version)
     warned = bool(input_warnings)
     for position, doc in enumerate(docs):
         for w in input_warnings.get(id(doc), []):
@@ -145,6 +150,8 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
             stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
         for w in result.warnings:
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
+        if result.unhandled and is_unhandled_workload(doc.obj):
+            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {result.unhandled}\n")
         gang_note = _gang_note(doc.obj, result, config)
         if gang_note:
             stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {gang_note}\n")
@@ -169,22 +176,31 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
 
 
-def _input_warnings(docs: Sequence[Document]) -> dict[int, list[str]]:
+def offline_workload_api(config: Config, kube_version: int | None) -> Any:
+    """Rule G22: what ``--kube-version`` says the cluster serves of the Workload API (None without it: the
+    policies assume Kubernetes 1.37)."""
+    from ..workload_api import resolve
+    return resolve(config.gang.workloadAPIVersion, minor=kube_version) if kube_version is not None else None
+
+
+def _input_warnings(docs: Sequence[Document], kube_version: int | None = None) -> dict[int, list[str]]:
     """Rules D1 and D2: per document (by ``id``), the warnings about the input itself: an HPA whose target
-    is not in the input, fields the Kubernetes API does not declare."""
+    is not in the input, fields the Kubernetes API does not declare (in ``--kube-version``'s schemas when
+    installed, else the newest)."""
     from ..notices import hpa_target_warnings, schema_key, unknown_field_warning, unknown_fields
     from ..shell import schemas
+    version = schemas.schema_version(kube_version)
     out: dict[int, list[str]] = {}
     by_obj = {id(d.obj): d for d in docs}
     for doc in docs:
         key = schema_key(doc.obj)
-        schema = schemas.kind_schema(*key) if key else None
+        schema = schemas.kind_schema(*key, version=version) if key else None
         if schema is None:
             continue
-        paths = unknown_fields(doc.obj, schema, schemas.definitions())
+        paths = unknown_fields(doc.obj, schema, schemas.definitions(version))
         if paths:
-            out.setdefault(id(doc), []).append(unknown_field_warning(paths, schemas.kubernetes_version(), schema,
-                                                                     schemas.definitions()))
+            out.setdefault(id(doc), []).append(unknown_field_warning(paths, version, schema,
+                                                                     schemas.definitions(version)))
     for hpa, message in hpa_target_warnings([d.obj for d in docs]):
         out.setdefault(id(by_obj[id(hpa)]), []).append(message)
     return out

@@ -7,7 +7,7 @@ from typing import Any, Sequence, TextIO
 from ..documents import Document
 from ..errors import InputError, PolicyError, object_ref
 from ..facts import is_fact
-from .cluster import resolve_config
+from .cluster import resolve_config, workload_api
 from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
 from .inputs import nodes_and_objects
 
@@ -42,7 +42,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         stdout.write(scale_report(args.scale, objects, nodes, config.zoneTopologySpread.topologyKey, args.output))
         return EXIT_OK
     try:
-        placements = simulate(objects, nodes, config)
+        placements = simulate(objects, nodes, config, workload_api=workload_api(args, config))
     except PolicyError as e:
         raise locate(e, docs) from None
     for obj in not_simulated(objects):

@@ -83,10 +83,11 @@ CHART_VALUES_KEYS = frozenset({"config", "image", "commonLabels", "webhook", "co
 CHART_CONTROLLER_KEYS = frozenset({"enabled", "replicas", "podDisruptionBudget", "resources", "priorityClassName",
                                    "nodeSelector", "tolerations", "affinity", "topologySpreadConstraints",
                                    "podAnnotations", "podLabels", "rbac"})
-CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families", "gangPodsFailurePolicy",
-                                "matchConditions", "namespaceMode", "namespaceSelector", "nodeSelector",
+CHART_WEBHOOK_KEYS = frozenset({"affinity", "excludeNamespaces", "failurePolicy", "families",
+                                "firstRequestTimeoutSeconds", "gangPodsFailurePolicy", "matchConditions",
+                                "maxConnections", "namespaceMode", "namespaceSelector", "nodeSelector",
                                 "objectSelector", "podAnnotations", "podDisruptionBudget", "podLabels",
-                                "priorityClassName", "replicas", "resources", "timeoutSeconds", "tolerations",
+                                "priorityClassName", "replicas", "resources", "timeoutSeconds", "tls", "tolerations",
                                 "topologySpreadConstraints", "workers"})
 _CHART_SECTIONS = {"controller": CHART_CONTROLLER_KEYS, "webhook": CHART_WEBHOOK_KEYS}
 

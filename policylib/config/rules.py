@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..constants import NATIVE_GANG_API_VERSION, VOLCANO_PODGROUP_API_VERSION
+from ..constants import NATIVE_GANG_GROUP, VOLCANO_PODGROUP_API_VERSION
 from ..errors import FieldError, forbidden
 from .declare import setting_properties
 from .settings import GANG_SCHEDULERS, section_classes
@@ -80,20 +80,25 @@ GANG_COMBINATIONS: tuple[Combination, ...] = (
     _gang("G16", {"method": ("workload",)}, "scheduler", ("kube-scheduler", "volcano"),   # volcano: G21 says it
           ("method", "scheduler"),
           "gang.method 'workload' is not supported on scheduler {scheduler!r}: only the default kube-scheduler reads "
-          f"{NATIVE_GANG_API_VERSION} PodGroups (supported: kube-scheduler)"),
+          f"{NATIVE_GANG_GROUP} PodGroups (supported: kube-scheduler)"),
     _gang("G16", {"scheduler": ("kube-scheduler",)}, "method", ("workload",), ("method", "scheduler"),
           "gang.method {method!r} is not supported on scheduler 'kube-scheduler': the default scheduler gangs only "
           "pods whose spec.schedulingGroup names a scheduling.k8s.io PodGroup (supported there: workload)"),
     _gang("G16", {"method": ("workload",)}, "matchPolicy", ("none",), ("matchPolicy", "method"),
           "gang.matchPolicy {matchPolicy!r} is not supported with gang.method workload: a "
-          + NATIVE_GANG_API_VERSION + " gang policy has only minCount (supported: none)"),
+          + NATIVE_GANG_GROUP + " gang policy has only minCount (supported: none)"),
     _gang("G16", {"method": ("workload",)}, "groupByRole", (False,), ("groupByRole", "method"),
-          "gang.groupByRole true is not supported with gang.method workload: Kubernetes 1.36 gangs each PodGroup on "
-          "its own (the GangScheduling plugin's Permit counts one PodGroup's pods); nothing binds several PodGroups "
-          "together as a GangGroup (supported: false)"),
+          "gang.groupByRole true is not supported with gang.method workload: Kubernetes gangs each PodGroup on "
+          "its own in the versions policylib writes (the GangScheduling plugin's Permit counts one PodGroup's pods; "
+          "the CompositePodGroup that binds several is 1.37 alpha, v1alpha3 only) (supported: false)"),
     _gang("G16", {"method": ("workload",)}, "operatorGang", ("none",), ("operatorGang", "method"),
           "gang.operatorGang {operatorGang!r} is not supported with gang.method workload: the operator's gang mode "
           "makes its own PodGroups for its own scheduler (supported: none)"),
+    # Rule G25: a topology level is written on the PodGroup of method workload only (Volcano PodGroups take
+    # volcano.networkTopology; the other schedulers have none).
+    _gang("G25", {"method": ("labels", "podgroup", "koordinator")}, "topology", ("none",), ("topology", "method"),
+          "gang.topology {topology!r} is not supported with gang.method {method!r}: the level is written as the "
+          "schedulingConstraints of a scheduling.k8s.io PodGroup, method workload only (supported: none)"),
     # Rule G21: on scheduler volcano, only method podgroup (Volcano gangs the pods of a Volcano PodGroup named by
     # their annotation scheduling.k8s.io/group-name), no match policy, no GangGroup.
     _gang("G21", {"scheduler": ("volcano",)}, "method", ("podgroup",), ("method", "scheduler"),

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from ..constants import HOSTNAME_LABEL, NATIVE_GANG_API_VERSION, POD_TEMPLATE_HASH, ZONE_LABEL
+from ..constants import HOSTNAME_LABEL, MAX_REVIEW_BYTES, NATIVE_GANG_GROUP, NATIVE_GANG_VERSIONS, POD_TEMPLATE_HASH, ZONE_LABEL
 from ..errors import INT32_MAX
 from ..validation import NETWORK_TOPOLOGY_MODES, SCHEDULE_ANYWAY, VOLCANO_POLICY_EVENTS, WHEN_UNSATISFIABLE
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
@@ -32,6 +32,10 @@ ON_VIOLATION = ("warn", "deny")
 #: ``gang.operatorGang``: the gang mode the job operators run with (training-operator
 #: ``--gang-scheduler-name``, the MPI Operator ``--gang-scheduling``); rule G15.
 OPERATOR_GANG_MODES = ("none", "scheduler-plugins", "volcano")
+#: ``gang.workloadAPIVersion`` (rule G22): ``auto`` writes the newest version the cluster serves.
+WORKLOAD_API_VERSIONS = ("auto",) + NATIVE_GANG_VERSIONS
+#: ``gang.topology`` (rule G25): no constraint, the zone key, or a tier of Volcano's label discovery.
+NO_TOPOLOGY, ZONE_TOPOLOGY = "none", "zone"
 
 
 def _match_label_keys_value(value: Any) -> tuple[str, ...]:
@@ -103,7 +107,7 @@ class WebhookSettings:
     failureMode: str = choice(FAILURE_MODES, "open", "open admits the object unchanged with a warning; closed "
                               "denies it with the error.", None, invalid="must be 'open' (admit unchanged "
                               "with a warning) or 'closed' (deny)")
-    maxRequestBytes: int = count(6 * 1024 * 1024, "The largest AdmissionReview body read.", None)
+    maxRequestBytes: int = count(MAX_REVIEW_BYTES, "The largest AdmissionReview body read.", None)
     readHpasOnCreate: bool = flag(True, "A Deployment CREATE whose HPA the webhook's watch does not have reads the "
                                   "namespace's HPAs from the API server once, so an HPA applied just before its "
                                   "Deployment always counts (about 1-2 ms per such create); false: the watch only, "
@@ -206,8 +210,10 @@ class VolcanoSettings:
         invalid="must be a list of Volcano events")
     #: The Volcano release whose admission rules preview and the webhook's warnings follow.
     version: str = setting("string", "v1.15.1", "The Volcano release whose admission rules preview and the "
-                           "webhook's warnings follow (v1.14.0 or newer).", "V20", convert=lambda v: "v" + v.lstrip("v"),
-                           format="volcano-version")
+                           "webhook's warnings follow (v1.14.0 or newer). The default is the newest release; the "
+                           "end-to-end tests run Volcano v1.14.1 (v1.15 cannot be built from the Go module proxy, "
+                           "docs/e2e.md) with this set to v1.14.1, and v1.15.1's rules are ported from its source and "
+                           "unit-tested.", "V20", convert=lambda v: "v" + v.lstrip("v"), format="volcano-version")
     partitionSize: int | None = count(None, "Pods per partition of a task's partitionPolicy; null writes none.", "V13",
                                       nullable=True)
     networkTopology: NetworkTopology | None = setting(
@@ -245,7 +251,7 @@ class GangSettings:
 
     enabled: bool = flag(True, "Apply the gang policies.", "P2")
     method: str = choice(GANG_METHODS, "labels", "How a gang is declared: pod labels, a PodGroup, Koordinator "
-                         f"annotations, or Kubernetes' own Workload and PodGroup ({NATIVE_GANG_API_VERSION}).",
+                         f"annotations, or Kubernetes' own Workload and PodGroup ({NATIVE_GANG_GROUP}).",
                          "G4, G5, G16")
     scheduler: str = choice(GANG_SCHEDULERS, "ack", "The scheduler that reads the gang.", "G4, G6, G16, G21")
     scheduleTimeoutSeconds: int = count(10, "How long a gang may wait for its minimum.", "G5")
@@ -259,6 +265,19 @@ class GangSettings:
                                "(training-operator --gang-scheduler-name, MPI Operator --gang-scheduling): "
                                "when set, the operator owns the PodGroup and policylib writes no gang metadata.",
                                "G15")
+    workloadAPIVersion: str = choice(WORKLOAD_API_VERSIONS, "auto", "Method workload: the scheduling.k8s.io "
+                                     "version of the Workload and PodGroup written. auto: the newest the API server "
+                                     "serves (v1beta1 on Kubernetes 1.37, v1alpha2 on 1.36), read by the webhook and "
+                                     "the controller from its discovery; preview, plan, simulate and check take "
+                                     "--kube-version, else assume 1.37. A version the cluster does not serve makes "
+                                     "no PodGroup, and the webhook refuses the gang's pods, naming what to enable.",
+                                     "G22, G23")
+    topology: str = setting("string", NO_TOPOLOGY, "Method workload: the topology level each gang must fit in "
+                            "(PodGroup schedulingConstraints.topology, kube-scheduler's TopologyAwareWorkloadScheduling): "
+                            "none; zone (zoneTopologySpread.topologyKey); tier-N (the Nth tier, 1 the lowest, of "
+                            "volcano.networkTopologyDiscovery's label topologies, for example a rack); or a tier's "
+                            "node label key listed there.", "G25", format="gang-topology",
+                            invalid="must be none, zone, tier-N or a tier's node label key")
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,9 @@ _FORMAT_RULES: dict[str, tuple[Callable[[Any], str], Callable[[str], str | None]
     "match-label-key": (lambda v: f"must be a non-empty label key, got {v!r}",
                         lambda v: None if v == "none" else _label_key_problem(v)),
     "volcano-version": (lambda v: f"must be a Volcano release like v1.15.1, got {v!r}", _volcano_version_problem),
+    "gang-topology": (lambda v: f"must be none, zone, tier-N or a tier's node label key, got {v!r}",
+                      lambda v: None if v in ("none", "zone") or re.fullmatch(r"tier-[1-9][0-9]*", v)
+                      else _label_key_problem(v)),
     "dns-subdomain": (lambda v: f"must be a lowercase DNS subdomain name, got {v!r}",
                       lambda v: f"must be a lowercase DNS subdomain name, got {v!r}" if dns1123_subdomain_errors(v)
                       else None),
@@ -233,6 +236,9 @@ def cross_errors(sections: Mapping[str, Any]) -> list[FieldError]:
         errs += check_volcano(sections["volcano"])
     if "gang" in sections:
         errs += gang_combination_errors(sections["gang"])
+    if "gang" in sections and "volcano" in sections:
+        from ..gang.topology import topology_errors  # rule G25: the level the configuration declares
+        errs += topology_errors(sections["gang"], sections["volcano"])
     if "zoneTopologySpread" in sections and "hostTopologySpread" in sections:
         errs += spread_key_errors(sections["zoneTopologySpread"], sections["hostTopologySpread"])
     return errs

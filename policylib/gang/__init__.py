@@ -18,8 +18,9 @@ template, in the keys and API group the configured scheduler reads
                           ``/mode`` for scheduler koordinator)
 ``workload``              label ``policylib.io/scheduling-group``; the webhook
                           writes each Pod's ``spec.schedulingGroup`` from it;
-                          the Workload and PodGroup (scheduling.k8s.io/v1alpha2)
-                          are in ``Result.extra_objects`` (rules G16-G18)
+                          the Workload and PodGroup (scheduling.k8s.io, the
+                          version the cluster serves) are in
+                          ``Result.extra_objects`` (rules G16-G18, G22-G25)
 ========================  ==================================================
 
 The webhook has no side effects: PodGroups are shown by ``policylib preview``
@@ -84,7 +85,6 @@ from .keys import (
     SCHEDULING_GROUP_LABEL,
     SIGS_PREFIX,
     VOLCANO_GROUP_NAME,
-    WORKLOAD_API_VERSION,
     is_gang_key,
     is_kubeflow_job,
 )
@@ -138,7 +138,7 @@ __all__ = [
     "group_findings", "unread_key_findings", "existing_metadata_findings", "GangCase", "describe_plan",
     "notes_on_job", "owned_paths", "apply_metadata", "write_gang", "leave_existing", "read_old_job", "update_gang",
     "kept_or_dropped", "describe_shape", "mutate_kubeflow_job", "training_operator_reason", "OPERATOR_PODGROUP",
-    "operator_gang_reason", "operator_of", "template_scheduler_names", "WORKLOAD_API_VERSION", "SCHEDULING_GROUP_LABEL",
+    "operator_gang_reason", "operator_of", "template_scheduler_names", "SCHEDULING_GROUP_LABEL",
     "is_pod", "mutate_pod", "workload_objects",
     "policylib_gangs_volcano", "volcano_without_gang"
 ]

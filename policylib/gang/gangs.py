@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 from ..config import GangSettings
 from ..labels import dns1123_subdomain_errors, label_value_errors
@@ -34,7 +35,16 @@ class GangPlan:
     groups: tuple[str, ...] = ()
 
     def gang_of(self, replica_type: str) -> Gang | None:
-        return next((g for g in self.gangs if replica_type in g.replica_types), None)
+        """The first gang holding ``replica_type`` (looked up in an index of the plan, built once)."""
+        return self._by_type.get(replica_type)
+
+    @cached_property
+    def _by_type(self) -> dict[str, Gang]:
+        index: dict[str, Gang] = {}
+        for g in self.gangs:
+            for t in g.replica_types:
+                index.setdefault(t, g)
+        return index
 
 
 def gang_name(base: str) -> str:

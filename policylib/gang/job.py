@@ -1,6 +1,7 @@
 """Reading a Kubeflow job: what the gang depends on, checked (rule G7)."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,6 +11,7 @@ from ..errors import (
     FieldPath,
     Path,
     PolicyError,
+    cut,
     duplicate,
     int32_errors,
     invalid,
@@ -19,6 +21,7 @@ from ..errors import (
     required,
 )
 from ..facts import namespace_of
+from ..limits import KUBEFLOW_ENTRIES, MAX_REPLICA_TYPES, budget, budget_errors, limit_errors
 from .keys import REPLICA_SPECS
 
 
@@ -100,7 +103,19 @@ def _replica_type(key: Any, rspec: Any, path: FieldPath, errs: list[FieldError])
     return ReplicaType(key, count, priority, str(path), scheduler)
 
 
-def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
+#: What the gang policy's budget counts (rule P7), for the message.
+KUBEFLOW_SCOPE = "the gang policy reads of the replica templates' metadata together"
+
+
+def _walked_metadata(specs: dict[Any, Any], path: FieldPath) -> Iterator[tuple[str, Any]]:
+    """The template metadata of each replica spec (its labels and annotations are read key by key: rule P7)."""
+    for key, rspec in specs.items():
+        template = rspec.get("template") if isinstance(rspec, dict) else None
+        if isinstance(template, dict):
+            yield str(path.child(cut(str(key)), "template", "metadata")), template.get("metadata")
+
+
+def read_job(obj: dict[str, Any], namespace: str | None = None, update: bool = False) -> KubeflowJob:
     """Read and check what the gang depends on (rule G7); bad input raises one :class:`PolicyError`
     listing every error.
 
@@ -125,15 +140,19 @@ def read_job(obj: dict[str, Any], namespace: str | None = None) -> KubeflowJob:
     if not isinstance(specs, dict):
         errs.append(required(specs_path, "a mapping of replica type to replica spec"))
         specs = {}
+    too_many = limit_errors(specs, str(specs_path), MAX_REPLICA_TYPES) or \
+        budget_errors(_walked_metadata(specs, specs_path), budget(KUBEFLOW_ENTRIES, update), KUBEFLOW_SCOPE)
+    if too_many:  # rule P7: no replica spec is read
+        raise PolicyError.from_errors(ref, errs + too_many)
     types: list[ReplicaType] = []
     seen: dict[str, str] = {}
     for key, rspec in specs.items():
-        path = specs_path.child(str(key))
+        path = specs_path.child(cut(str(key)))
         if not isinstance(key, str) or not key:
             errs.append(invalid(path, key, "a replica type must be a non-empty string such as Worker"))
             continue
         if key.lower() in seen:
-            errs.append(duplicate(specs_path, key, f"the same replica type as {seen[key.lower()]!r}: "
+            errs.append(duplicate(specs_path, key, f"the same replica type as {cut(repr(seen[key.lower()]))}: "
                                                    "training-operator matches replica types case-insensitively"))
             continue
         seen[key.lower()] = key

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..constants import (
     KUBEFLOW_API_VERSION,
-    NATIVE_GANG_API_VERSION,
     SIGS_PODGROUP_API_VERSION,
     VOLCANO_PODGROUP_API_VERSION,
     X_K8S_PODGROUP_API_VERSION,
@@ -44,12 +43,10 @@ KOORD_MATCH_POLICY = f"{KOORD_PREFIX}/match-policy"
 KOORD_STRICT = "Strict"
 #: Volcano's pod group annotation (training-operator's Volcano gang mode, upstream examples).
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
-#: Method workload (rule G16): the pod label naming the gang's scheduling.k8s.io/v1alpha2 PodGroup; the
+#: Method workload (rule G16): the pod label naming the gang's scheduling.k8s.io PodGroup; the
 #: webhook copies it into ``spec.schedulingGroup.podGroupName`` on Pod CREATE (rule G17). A label because
 #: the Kubeflow operators' CRDs prune ``schedulingGroup`` from pod templates, and they copy template labels.
 SCHEDULING_GROUP_LABEL = "policylib.io/scheduling-group"
-#: Kubernetes' own Workload and PodGroup (1.36 alpha, feature gates GangScheduling and GenericWorkload).
-WORKLOAD_API_VERSION = NATIVE_GANG_API_VERSION
 
 #: The PodGroup API each scheduler watches: ACK >= 1.31 accepts only scheduling.x-k8s.io
 #: (rule G5); Koordinator still vendors scheduling.sigs.k8s.io.

@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..facts import ClusterFacts
 from ..result import Outcome, Result, admission
 from .gangs import plan_gangs
 from .job import has_scheduling_policy, read_job
@@ -12,18 +13,19 @@ from .operator import operator_gang_reason, volcano_without_gang
 from .podgroup import build_podgroups
 from .priority import priority_violation
 from .update import read_old_job, update_gang
-from .workload import workload_objects
+from .workload import native_gang, native_notes, workload_objects
 from .write import GangCase, describe_plan, leave_existing, write_gang
 
 
 def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
-                        namespace: str | None = None) -> Result:
+                        namespace: str | None = None, facts: ClusterFacts | None = None) -> Result:
     """Apply the gang rules (G1-G11) to a ``kubeflow.org/v1`` TFJob, PyTorchJob or MPIJob on CREATE
-    (``old`` None) or UPDATE. PodGroups of method podgroup come back in
+    (``old`` None) or UPDATE. PodGroups of method podgroup, and the Workload and PodGroup of method workload
+    (in the version ``facts`` say the cluster serves, rule G22), come back in
     ``Result.extra_objects``; ``Result.denial`` is set for a violation under
     ``onViolation: deny``.
     """
-    req, skipped = admission(obj, config, old, None, namespace)
+    req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
     settings, namespace, ref = req.config.gang, req.namespace, req.ref
@@ -37,7 +39,7 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
         out.warn("the job has only generateName: its gang is named after the job, whose name is not "
                             "known at admission, so no gang metadata was written (set metadata.name)")
         return out.result(obj)
-    job = read_job(obj, namespace)
+    job = read_job(obj, namespace, update=old is not None)
     operator = operator_gang_reason(obj, settings)
     if operator:   # rule G15, once the job reads well (G7)
         (out.warn if volcano_without_gang(obj, settings) else out.reason)(operator)
@@ -48,10 +50,12 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
         return out.result(obj)
     current = current_metadata(obj, job)
     desired = desired_metadata(job, plan, settings)
+    native = native_gang(req.config, facts)
     if current == desired and priority_violation(job, plan) is None:
         out.reason(f"gang metadata up to date: {describe_plan(plan, settings)}")
-        return out.result(obj, extra=build_podgroups(job, plan, settings) + workload_objects(job, plan, settings))
-    case = GangCase(obj, job, plan, current, settings, ref, out)
+        native_notes(native, out)
+        return out.result(obj, extra=build_podgroups(job, plan, settings) + workload_objects(job, plan, native))
+    case = GangCase(obj, job, plan, current, settings, ref, out, native)
     old_job = read_old_job(old, namespace) if old is not None else None
     if old is not None and old_job is not None:
         return update_gang(case, old, old_job)

@@ -15,7 +15,7 @@ from .write import GangCase, leave_existing, write_gang
 
 def read_old_job(old: dict[str, Any], namespace: str) -> KubeflowJob | None:
     try:
-        return read_job(old, namespace) if is_kubeflow_job(old) else None
+        return read_job(old, namespace, update=True) if is_kubeflow_job(old) else None
     except PolicyError:
         return None
 

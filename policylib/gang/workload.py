@@ -1,5 +1,5 @@
-"""Gang method ``workload``: Kubernetes' own gang scheduling (1.36 alpha, ``scheduling.k8s.io/v1alpha2``;
-rules G16-G18).
+"""Gang method ``workload``: Kubernetes' own gang scheduling (``scheduling.k8s.io`` Workload and PodGroup, in
+the version the cluster serves: ``v1beta1`` on 1.37, ``v1alpha2`` on 1.36; rules G16-G18, G22-G25).
 
 The default kube-scheduler gangs the pods whose ``spec.schedulingGroup.podGroupName`` names a PodGroup
 with ``spec.schedulingPolicy.gang.minCount`` (its GangScheduling plugin: PreEnqueue holds every pod of the
@@ -11,63 +11,123 @@ steps, all from this module:
 1. the job's mutation writes the label :data:`~policylib.gang.keys.SCHEDULING_GROUP_LABEL` (the gang's
    name) on every replica template (rule G16); the operators copy template labels to the pods;
 2. the webhook, on the CREATE of a Pod carrying that label, writes ``spec.schedulingGroup.podGroupName``
-   from it (:func:`mutate_pod`, rule G17);
+   from it (:func:`mutate_pod`, rule G17), or refuses the pod when the cluster serves no Workload API
+   policylib writes (rule G23);
 3. the controller creates the job's Workload (one gang ``podGroupTemplate``) and the PodGroup made from
-   it, both owned by the job (:func:`workload_objects`, rule G18), as the 1.36 Job controller does for a
+   it, both owned by the job (:func:`workload_objects`, rule G18), as the Job controller does for a
    batch Job (pkg/controller/job/job_scheduling_manager.go).
+
+The shapes differ by version (k8s.io/api scheduling/v1alpha2 at v0.36.3, scheduling/v1beta1 at v0.37.2): the
+PodGroup points at its template by ``podGroupTemplateRef.workload {workloadName, podGroupTemplateName}`` in
+``v1alpha2`` and by ``workloadRef {workloadName, templateName}`` in ``v1beta1``; both carry
+``schedulingPolicy.gang.minCount`` and, for ``gang.topology`` (rule G25), ``schedulingConstraints.topology``.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, GangSettings
-from ..constants import KUBEFLOW_GROUP, NATIVE_GANG_API_VERSION
+from ..constants import KUBEFLOW_GROUP, NATIVE_GANG_V1ALPHA2
+from ..facts import ClusterFacts
 from ..labels import dns1123_subdomain_errors
 from ..patch import Draft, diff_owned
 from ..result import Outcome, Result, admission
+from ..workload_api import WorkloadApi, resolve
 from .gangs import GangPlan
 from .job import KubeflowJob
-from .keys import SCHEDULING_GROUP_LABEL, WORKLOAD_API_VERSION
+from .keys import SCHEDULING_GROUP_LABEL
 from .operator import template_scheduler_names
+from .topology import TopologyLevel, gang_topology
 
 #: The one podGroupTemplate of a job's Workload (a DNS label, as the API requires of template names).
 TEMPLATE_NAME = "gang"
-#: What a cluster needs to serve and honour method workload (Kubernetes 1.36: the gate names of
-#: pkg/features/kube_features.go; an alpha API is served only when --runtime-config enables it).
-FEATURE_GATES = "GangScheduling=true,GenericWorkload=true"
-RUNTIME_CONFIG = f"{NATIVE_GANG_API_VERSION}=true"
-API_NOT_SERVED = (f"the API server does not serve {WORKLOAD_API_VERSION} (gang.method workload): start "
-                  f"kube-apiserver, kube-scheduler and kube-controller-manager with --feature-gates={FEATURE_GATES} "
-                  f"and kube-apiserver with --runtime-config={RUNTIME_CONFIG}")
+
+
+@dataclass(frozen=True)
+class NativeGang:
+    """Rules G22 and G25: how a gang of method workload is written on one cluster: the Workload API version
+    (:class:`~policylib.workload_api.WorkloadApi`) and the topology level, if any."""
+
+    api: WorkloadApi
+    topology: TopologyLevel | None
+
+
+def workload_api_for(settings: GangSettings, facts: ClusterFacts | None) -> WorkloadApi:
+    """Rule G22: the version to write, from ``gang.workloadAPIVersion`` and what ``facts`` know of the cluster
+    (served versions, minor); without facts, Kubernetes 1.37 is assumed."""
+    known = facts.workload_api if facts is not None else None
+    if known is None:
+        return resolve(settings.workloadAPIVersion)
+    return resolve(settings.workloadAPIVersion, known.served, known.minor)
+
+
+def native_gang(config: Config, facts: ClusterFacts | None) -> NativeGang | None:
+    """Rules G22, G25: what a native gang is written as, for gang method workload; None for another method."""
+    if config.gang.method != "workload":
+        return None
+    return NativeGang(workload_api_for(config.gang, facts), gang_topology(config))
 
 
 def gang_policy(min_count: int) -> dict[str, Any]:
     return {"gang": {"minCount": min_count}}
 
 
-def workload_objects(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> list[dict[str, Any]]:
-    """Rule G18: for method workload, the job's ``Workload`` (one gang podGroupTemplate, ``minCount`` the
-    gang minimum of rule G2) and the ``PodGroup`` made from it, both named after the gang (rule G3), in the
-    job's namespace; ``[]`` for any other method.
+def scheduling_constraints(topology: TopologyLevel | None) -> dict[str, Any]:
+    """Rule G25: ``{"schedulingConstraints": {"topology": [{"key": ...}]}}``, or nothing without a level."""
+    return {"schedulingConstraints": {"topology": [{"key": topology.key}]}} if topology else {}
 
-    ``spec.controllerRef`` points back at the job, as the Job controller's Workloads do. Both
-    ``podGroupTemplates`` and the PodGroup's ``schedulingPolicy`` are immutable (scheduling/v1alpha2
-    types.go). One gang only: configuration refuses ``groupByRole`` with this method (rule G16).
+
+def podgroup_spec(version: str, name: str, min_count: int, topology: TopologyLevel | None) -> dict[str, Any]:
+    """Rule G18: a PodGroup's spec in ``version``: the reference to its Workload's template, the gang policy and
+    (rule G25) the topology constraint."""
+    ref: dict[str, Any]
+    if version == NATIVE_GANG_V1ALPHA2:
+        ref = {"podGroupTemplateRef": {"workload": {"workloadName": name, "podGroupTemplateName": TEMPLATE_NAME}}}
+    else:
+        ref = {"workloadRef": {"workloadName": name, "templateName": TEMPLATE_NAME}}
+    return {**ref, "schedulingPolicy": gang_policy(min_count), **scheduling_constraints(topology)}
+
+
+def workload_objects(job: KubeflowJob, plan: GangPlan, native: NativeGang | None) -> list[dict[str, Any]]:
+    """Rules G18, G22 and G25: for method workload, the job's ``Workload`` (one gang podGroupTemplate,
+    ``minCount`` the gang minimum of rule G2) and the ``PodGroup`` made from it, both named after the gang
+    (rule G3), in the job's namespace, in the Workload API version the cluster serves, with the topology
+    constraint of ``gang.topology`` on both; ``[]`` for any other method, or when no version can be written.
+
+    ``spec.controllerRef`` points back at the job, as the Job controller's Workloads do. One gang only:
+    configuration refuses ``groupByRole`` with this method (rule G16).
     """
-    if settings.method != "workload":
+    if native is None or native.api.version is None:
         return []
+    version, api_version = native.api.version, native.api.api_version
     out: list[dict[str, Any]] = []
     for gang in plan.gangs:
         meta = {"name": gang.name, "namespace": plan.namespace}
-        out.append({"apiVersion": WORKLOAD_API_VERSION, "kind": "Workload", "metadata": dict(meta),
+        template = {"name": TEMPLATE_NAME, "schedulingPolicy": gang_policy(gang.min_available),
+                    **scheduling_constraints(native.topology)}
+        out.append({"apiVersion": api_version, "kind": "Workload", "metadata": dict(meta),
                     "spec": {"controllerRef": {"apiGroup": KUBEFLOW_GROUP, "kind": job.kind, "name": job.name},
-                             "podGroupTemplates": [{"name": TEMPLATE_NAME,
-                                                    "schedulingPolicy": gang_policy(gang.min_available)}]}})
-        out.append({"apiVersion": WORKLOAD_API_VERSION, "kind": "PodGroup", "metadata": dict(meta),
-                    "spec": {"podGroupTemplateRef": {"workload": {"workloadName": gang.name,
-                                                                  "podGroupTemplateName": TEMPLATE_NAME}},
-                             "schedulingPolicy": gang_policy(gang.min_available)}})
+                             "podGroupTemplates": [template]}})
+        out.append({"apiVersion": api_version, "kind": "PodGroup", "metadata": dict(meta),
+                    "spec": podgroup_spec(version, gang.name, gang.min_available, native.topology)})
     return out
+
+
+def native_notes(native: NativeGang | None, out: Outcome) -> None:
+    """Rules G22, G23, G25: the job's reasons say which version is written and why, and the topology level;
+    a warning when no Workload API can be written (its pods will be refused until the API is served)."""
+    if native is None:
+        return
+    if native.api.version is None:
+        out.warn(f"gang.method workload: {native.api.missing_in_short()}, so the job's pods are refused (rule G23): "
+                 f"no Workload or PodGroup can be made: {native.api.missing()}")
+        return
+    out.reason(f"Workload and PodGroup in {native.api.describe()}")
+    if native.topology is not None:
+        out.reason(f"schedulingConstraints.topology [{native.topology.key}]: the gang's pods all in one "
+                   f"{native.topology.key} domain ({native.topology.why}; kube-scheduler needs the "
+                   "TopologyAwareWorkloadScheduling gate)")
 
 
 #: The scheduler name of the default kube-scheduler's default profile.
@@ -88,14 +148,25 @@ def other_scheduler_warning(obj: dict[str, Any], settings: GangSettings) -> str 
             "kube-scheduler profile, those pods are not gang-scheduled")
 
 
-def min_count(obj: dict[str, Any]) -> int | None:
-    """``minCount`` of a Workload's first template or of a PodGroup; None when absent."""
+def _policy_holder(obj: dict[str, Any]) -> dict[str, Any]:
+    """Where a Workload (its first template) or a PodGroup (its spec) keeps the policy and constraints."""
     spec = obj.get("spec") or {}
     if obj.get("kind") == "Workload":
         templates = spec.get("podGroupTemplates") or [{}]
         spec = templates[0] if isinstance(templates[0], dict) else {}
-    value = ((spec.get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
+    return spec if isinstance(spec, dict) else {}
+
+
+def min_count(obj: dict[str, Any]) -> int | None:
+    """``minCount`` of a Workload's first template or of a PodGroup; None when absent."""
+    value = ((_policy_holder(obj).get("schedulingPolicy") or {}).get("gang") or {}).get("minCount")
     return value if isinstance(value, int) else None
+
+
+def topology_keys(obj: dict[str, Any]) -> list[str]:
+    """The ``schedulingConstraints.topology`` keys of a Workload's first template or of a PodGroup (rule G25)."""
+    constraints = _policy_holder(obj).get("schedulingConstraints") or {}
+    return [str(t.get("key")) for t in constraints.get("topology") or [] if isinstance(t, dict)]
 
 
 # --- the Pod (rule G17) ----------------------------------------------------------------------------
@@ -111,7 +182,8 @@ def scheduling_group_label(pod: dict[str, Any]) -> object:
 
 
 def mutate_pod(obj: dict[str, Any], config: Config | dict[str, Any] | None = None, *,
-               old: dict[str, Any] | None = None, namespace: str | None = None) -> Result:
+               old: dict[str, Any] | None = None, namespace: str | None = None,
+               facts: ClusterFacts | None = None) -> Result:
     """Rule G17: a Pod created with the label ``policylib.io/scheduling-group`` gets
     ``spec.schedulingGroup.podGroupName`` from it, so the default kube-scheduler gangs it.
 
@@ -119,8 +191,13 @@ def mutate_pod(obj: dict[str, Any], config: Config | dict[str, Any] | None = Non
     a method other than workload (no PodGroup would ever be made, and the scheduler holds a pod whose
     PodGroup does not exist forever), a label value the API server would refuse as a PodGroup name (a
     warning), and a pod that already has a ``schedulingGroup`` (a warning when it names another group).
+
+    Rule G23: refused (``Result.denial``) when ``facts`` know that the cluster serves no Workload API version
+    policylib writes (:func:`workload_api_for`): no PodGroup can be made, and the field is immutable, so a pod
+    admitted now would either wait forever or, admitted without it, never join its gang; the message names the
+    missing API and the flags that turn it on, and the operator's retry succeeds once it is served.
     """
-    req, skipped = admission(obj, config, old, None, namespace)
+    req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
     out = Outcome()
@@ -145,6 +222,11 @@ def mutate_pod(obj: dict[str, Any], config: Config | dict[str, Any] | None = Non
         out.warn(f"{label}: spec is not an object: spec.schedulingGroup not written")
         return out.result(obj)
     existing = spec.get("schedulingGroup")
+    api = workload_api_for(gang, facts)
+    if existing is None and api.version is None and api.known:
+        out.violation(f"{label}: no PodGroup {value} can be made, so the pod is refused rather than left waiting "
+                      f"for one or run outside its gang: {api.missing()}", deny=True)
+        return out.result(obj)
     if existing is not None:
         have = existing.get("podGroupName") if isinstance(existing, dict) else existing
         if have == value:

@@ -13,7 +13,7 @@ from .job import KubeflowJob
 from .metadata import check_emitted, desired_metadata
 from .podgroup import build_podgroups
 from .priority import and_list, priority_violation
-from .workload import other_scheduler_warning, workload_objects
+from .workload import NativeGang, native_notes, other_scheduler_warning, workload_objects
 
 
 @dataclass(frozen=True)
@@ -28,6 +28,8 @@ class GangCase:
     settings: GangSettings
     ref: str
     out: Outcome
+    #: Method workload (rules G22, G25): the Workload API version and topology level; None for other methods.
+    native: NativeGang | None = None
 
     @property
     def deny(self) -> bool:
@@ -108,8 +110,9 @@ def write_gang(case: GangCase) -> Result:
         out.violation(violation, case.deny)
         desired = {k: ({}, {}) for k in desired}
     else:
-        podgroups = build_podgroups(job, plan, settings) + workload_objects(job, plan, settings)
+        podgroups = build_podgroups(job, plan, settings) + workload_objects(job, plan, case.native)
         out.reason(describe_plan(plan, settings))
+        native_notes(case.native, out)
         check_emitted(case.ref, job, desired, podgroups)
     draft = Draft(obj)
     apply_metadata(draft, job, case.current, desired)

@@ -24,7 +24,9 @@ from ..constants import (
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
     NATIVE_GANG_GROUP,
-    NATIVE_GANG_VERSION,
+    NATIVE_GANG_V1ALPHA2,
+    NATIVE_GANG_V1BETA1,
+    NATIVE_GANG_VERSIONS,
     POD_TEMPLATE_HASH,
     SIGS_GROUP,
     VOLCANO_PODGROUP_VERSION,
@@ -86,10 +88,21 @@ MPIJOBS_V2 = Resource(KUBEFLOW_GROUP, MPI_V2_VERSION, "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
 PODGROUPS = (Resource(X_K8S_GROUP, "v1alpha1", "podgroups", "PodGroup"),
              Resource(SIGS_GROUP, "v1alpha1", "podgroups", "PodGroup"))
-#: Kubernetes' own Workload and PodGroup (1.36 alpha; gang method workload, rule G18).
-WORKLOADS = Resource(NATIVE_GANG_GROUP, NATIVE_GANG_VERSION, "workloads", "Workload")
-NATIVE_PODGROUPS = Resource(NATIVE_GANG_GROUP, NATIVE_GANG_VERSION, "podgroups", "PodGroup")
-NATIVE_GANG = (WORKLOADS, NATIVE_PODGROUPS)
+
+
+def native_gang_resources(version: str) -> tuple[Resource, Resource]:
+    """Kubernetes' own Workload and PodGroup in one version of the Workload API (gang method workload, rules
+    G18, G22)."""
+    return (Resource(NATIVE_GANG_GROUP, version, "workloads", "Workload"),
+            Resource(NATIVE_GANG_GROUP, version, "podgroups", "PodGroup"))
+
+
+#: Kubernetes 1.37's Workload and PodGroup (scheduling.k8s.io/v1beta1), and 1.36's (v1alpha2).
+WORKLOADS, NATIVE_PODGROUPS = native_gang_resources(NATIVE_GANG_V1BETA1)
+WORKLOADS_V1ALPHA2, NATIVE_PODGROUPS_V1ALPHA2 = native_gang_resources(NATIVE_GANG_V1ALPHA2)
+#: Every version policylib writes, the newest first: the controller watches them all (a version the cluster does not
+#: serve lists nothing, and its reflector looks again later), so an upgrade that changes the served one is followed.
+NATIVE_GANG = tuple(r for v in NATIVE_GANG_VERSIONS for r in native_gang_resources(v))
 #: Volcano's PodGroups, which policylib makes for gang.scheduler volcano (rule G21); watched only then
 #: (Volcano's own controller makes one per pod of every other workload it schedules).
 VOLCANO_PODGROUPS = Resource(VOLCANO_SCHEDULING_GROUP, VOLCANO_PODGROUP_VERSION, "podgroups", "PodGroup")
@@ -457,9 +470,45 @@ def served_api_groups(api: Api) -> list[str]:
             for v in g.get("versions") or [] if isinstance(v, dict) and v.get("groupVersion")]
 
 
-def server_version(api: Api) -> str:
+def server_version(api: Api, timeout: float | tuple[float, float] | None = None) -> str:
     """The API server's ``gitVersion`` (``/version``)."""
-    return str(api.request("GET", "/version").get("gitVersion", ""))
+    return str(api.request("GET", "/version", timeout=timeout).get("gitVersion", ""))
+
+
+def served_workload_versions(api: Api, versions: tuple[str, ...] = NATIVE_GANG_VERSIONS,
+                             timeout: float | tuple[float, float] | None = None) -> tuple[str, ...]:
+    """Rule G22: the versions of ``scheduling.k8s.io`` (of ``versions``) whose discovery document lists both
+    ``workloads`` and ``podgroups``: the group's document names the versions served, each version's its
+    resources (a version enabled without the GenericWorkload gate lists none). NotFound for the group is
+    none served; any other failure raises."""
+    try:
+        group = api.request("GET", f"/apis/{NATIVE_GANG_GROUP}", timeout=timeout) or {}
+    except NotFound:
+        return ()
+    listed = {v.get("version") for v in group.get("versions") or [] if isinstance(v, dict)}
+    served = []
+    for version in versions:
+        if version not in listed:
+            continue
+        try:
+            found = api.request("GET", f"/apis/{NATIVE_GANG_GROUP}/{version}", timeout=timeout) or {}
+        except NotFound:
+            continue
+        names = {r.get("name") for r in found.get("resources") or [] if isinstance(r, dict)}
+        if {"workloads", "podgroups"} <= names:
+            served.append(version)
+    return tuple(served)
+
+
+def stored_count(api: Api, res: Resource) -> int | None:
+    """How many objects of ``res`` the cluster stores (one page per 500; None when it does not serve ``res``)."""
+    count = 0
+    try:
+        for page in api.pages(res, limit=PAGE):
+            count += len(page["items"])
+    except NotFound:
+        return None
+    return count
 
 
 # --- what the controller uses: its webhook configuration's scope, its config -----------------------

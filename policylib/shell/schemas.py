@@ -19,10 +19,17 @@ def kubernetes_version() -> str:
     return str(utils.latest_version())
 
 
+def schema_version(minor: int | None) -> str:
+    """The installed schemas of Kubernetes 1.``minor`` (``1.36.0``), or the newest when that minor's are not
+    installed (or ``minor`` is None)."""
+    wanted = f"1.{minor}.0"
+    return wanted if minor is not None and wanted in utils.all_versions() else kubernetes_version()
+
+
 @cache
-def _read(name: str) -> dict[str, Any] | None:
+def _read(name: str, version: str | None = None) -> dict[str, Any] | None:
     ref = resources.files("kubernetes_validate").joinpath(
-        f"kubernetes-json-schema/v{kubernetes_version()}-local-strict/{name}")
+        f"kubernetes-json-schema/v{version or kubernetes_version()}-local-strict/{name}")
     try:
         data = json.loads(ref.read_text(encoding="utf-8"))
     except (FileNotFoundError, OSError, ValueError):
@@ -30,20 +37,21 @@ def _read(name: str) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def definitions() -> dict[str, Any]:
-    return _read("_definitions.json") or {}
+def definitions(version: str | None = None) -> dict[str, Any]:
+    return _read("_definitions.json", version) or {}
 
 
-def kind_schema(kind: str, api_version: str) -> dict[str, Any] | None:
-    """The strict schema of ``kind`` in ``api_version``, or None when it is not a built-in kind (a custom
-    resource: TFJob, a Volcano Job) of this Kubernetes version."""
-    group, _, version = api_version.rpartition("/")
+def kind_schema(kind: str, api_version: str, version: str | None = None) -> dict[str, Any] | None:
+    """The strict schema of ``kind`` in ``api_version`` (of Kubernetes ``version``, default the newest
+    installed), or None when it is not a built-in kind (a custom resource: TFJob, a Volcano Job) of that
+    Kubernetes version."""
+    group, _, version_name = api_version.rpartition("/")
     file_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)   # apps/v1 -> apps-v1
-    schema = _read(f"{kind.lower()}-{file_version}.json")
+    schema = _read(f"{kind.lower()}-{file_version}.json", version)
     if schema is None:
         return None
     gvks = schema.get("x-kubernetes-group-version-kind") or []
-    if not any(isinstance(g, dict) and (g.get("group") or "") == group and g.get("version") == version
+    if not any(isinstance(g, dict) and (g.get("group") or "") == group and g.get("version") == version_name
                and g.get("kind") == kind for g in gvks):
         return None   # another API group that shortens to the same file name (scheduling.x-k8s.io)
     return schema

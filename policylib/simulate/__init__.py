@@ -24,6 +24,7 @@ from ..facts import ClusterFacts, namespace_of
 from ..gang import is_kubeflow_job
 from ..spread import is_deployment
 from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
+from ..workload_api import WorkloadApi
 from .engine import Cluster
 from .gangs import simulate_kubeflow_job, simulate_volcano_job
 from .model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
@@ -72,28 +73,30 @@ def _replicas(obj: dict[str, Any]) -> int:
 
 
 def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
-             config: Config | dict[str, Any] | None = None) -> list[Placement]:
+             config: Config | dict[str, Any] | None = None, *, workload_api: WorkloadApi | None = None) -> list[Placement]:
     """Place every Deployment, Volcano Job and Kubeflow job of ``objects`` on ``nodes``, in order (the jobs as
-    gangs: all their minimum or nothing). Bound Pods among ``objects`` count as load; HPAs give the effective
-    replica counts. Rule R14: after a workload whose placement broke a tie, each later one is also placed on the
-    cluster as the other tie-breaks left it, and its Pending count is the range over all (within
-    :data:`BRANCH_BUDGET`). Pure: nothing is changed."""
-    return _run(objects, nodes, config)[0]
+    gangs: all their minimum or nothing; a native gang with ``gang.topology`` in one domain, rule G25). Bound Pods
+    among ``objects`` count as load; HPAs give the effective replica counts; ``workload_api`` is what the cluster
+    serves of Kubernetes' Workload API (``--kube-version``, ``--cluster``; rule G22). Rule R14: after a workload
+    whose placement broke a tie, each later one is also placed on the cluster as the other tie-breaks left it,
+    and its Pending count is the range over all (within :data:`BRANCH_BUDGET`). Pure: nothing is changed."""
+    return _run(objects, nodes, config, workload_api)[0]
 
 
 def simulate_load(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
-                  config: Config | dict[str, Any] | None = None) -> list[NodeState]:
+                  config: Config | dict[str, Any] | None = None, workload_api: WorkloadApi | None = None) -> list[NodeState]:
     """The Nodes as :func:`simulate` leaves them (ties broken in name order): what every workload of ``objects``
     and their bound Pods take, for a question asked beside them (``check``'s gang capacity)."""
-    return _run(objects, nodes, config)[1]
+    return _run(objects, nodes, config, workload_api)[1]
 
 
-def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
-         config: Config | dict[str, Any] | None) -> tuple[list[Placement], list[NodeState]]:
+def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], config: Config | dict[str, Any] | None,
+         workload_api: WorkloadApi | None = None) -> tuple[list[Placement], list[NodeState]]:
     config = load_config(config)
     objects = [o for o in objects if isinstance(o, dict)]
     raw_nodes = [n for n in nodes if isinstance(n, dict)]
     facts = ClusterFacts.from_objects(objects)
+    facts.workload_api = workload_api
     states = node_states(raw_nodes, [o for o in objects if is_bound_pod(o)])
     cluster = Cluster(states)
     small = len(states) * sum(_replicas(o) for o in objects if is_deployment(o)) <= BRANCH_BUDGET
@@ -118,7 +121,7 @@ def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
                 def place(on: list[NodeState], job: dict[str, Any] = obj) -> Placement:
                     if is_volcano_job(job):
                         return simulate_volcano_job(job, config, on, raw_nodes)
-                    return simulate_kubeflow_job(job, config, on)
+                    return simulate_kubeflow_job(job, config, on, facts)
                 out.append(place(states))   # a gang's Pending is the main world's (the others carry on from it)
                 cluster = Cluster(states)
                 for i, (world, order) in enumerate(worlds):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
-from ..facts import namespace_of
+from ..facts import ClusterFacts, namespace_of
 from ..gang import KubeflowJob, job_minimum, read_job
 from ..hypernodes import discover_hypernodes, leaf_nodes
 from .engine import Cluster
@@ -134,18 +134,30 @@ def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster,
     return placed, count, reasons
 
 
-def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeState]) -> Placement:
+def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
+                          facts: ClusterFacts | None = None) -> Placement:
     """Rule R15: a TFJob, PyTorchJob or MPIJob (after policylib's mutation) placed as one gang beside the other
     workloads: unless its minimum (rule G2) is placed at once, nothing binds and every pod stays Pending, with the
-    reason; else what was placed binds on ``nodes``."""
+    reason; else what was placed binds on ``nodes``. Gang method workload with ``gang.topology`` (rule G25): the
+    gang is placed in one domain of the level, as kube-scheduler's TopologyPlacement plugin does
+    (:func:`place_in_one_domain`); on a cluster with no Workload API policylib writes, the webhook refuses the
+    job's pods (rule G23) and all stay Pending."""
+    from ..gang.workload import native_gang
     from ..mutate import mutate
     ns = namespace_of(obj)
-    mutated = mutate(obj, config, namespace=ns).object
+    mutated = mutate(obj, config, namespace=ns, facts=facts).object
     job = read_job(mutated, ns)
     specs = (mutated.get("spec") or {}).get(job.specs_key) or {}
-    trial = [n.copy() for n in nodes]
-    placed, count, reasons = place_gang(job, specs, Cluster(trial))
+    native = native_gang(config, facts) if config.gang.enabled else None
     minimum = job_minimum(job)
+    if native is not None and native.api.version is None and job_carries_gang(mutated, job):
+        return Placement(job.kind, ns, job.name, job.total, {}, {}, job.total, job.total, [
+            f"the webhook refuses the job's pods (rule G23): {native.api.missing()}"])
+    if native is not None and native.topology is not None and job_carries_gang(mutated, job):
+        trial, placed, count, reasons = place_in_one_domain(job, specs, nodes, native.topology.key, minimum)
+    else:
+        trial = [n.copy() for n in nodes]
+        placed, count, reasons = place_gang(job, specs, Cluster(trial))
     if count < minimum:
         reasons.append(f"gang: {count} of its minimum {minimum} pods placeable at once: the gang binds nothing, "
                        f"all {job.total} pods stay Pending")
@@ -156,6 +168,79 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
     pending = job.total - count
     return Placement(job.kind, ns, job.name, job.total, dict(sorted(placed.items())), zones(placed, by_name),
                      pending, pending, reasons, node_zones(placed, by_name))
+
+
+def job_carries_gang(mutated: dict[str, Any], job: KubeflowJob) -> bool:
+    """Whether the (mutated) job's templates carry the scheduling-group label of gang method workload."""
+    from ..gang.keys import SCHEDULING_GROUP_LABEL
+    specs = (mutated.get("spec") or {}).get(job.specs_key) or {}
+    return any(SCHEDULING_GROUP_LABEL in (((specs.get(t.key) or {}).get("template") or {}).get("metadata") or {}).get(
+        "labels", {}) for t in job.types if t.replicas > 0)
+
+
+#: The resources and weights kube-scheduler's placement score counts (NodeResourcesFit's default scoring
+#: resources, cpu and memory, weight 1 each).
+PLACEMENT_RESOURCES = ("cpu", "memory")
+
+
+def placement_fit_score(domain: list[NodeState]) -> int:
+    """Rule G25: NodeResourcesFit's ``ScorePlacement`` (pkg/scheduler/framework/plugins/noderesources,
+    ``resourceAllocationScorer.scorePlacement`` with the MostAllocated scorer): over the domain's Nodes together,
+    what is requested (the non-zero requests of what is bound, the gang's pods included) over what is
+    allocatable, per resource on 0-100 (integer division, capped at 100), averaged over the resources the domain
+    has."""
+    total, weights = 0, 0
+    for resource in PLACEMENT_RESOURCES:
+        allocatable = sum(n.allocatable.get(resource, 0) for n in domain)
+        if allocatable <= 0:
+            continue
+        requested = min(sum(n.nonzero.get(resource, 0) for n in domain), allocatable)
+        total += requested * 100 // allocatable
+        weights += 1
+    return total // weights if weights else 0
+
+
+def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], key: str,
+                        minimum: int) -> tuple[list[NodeState], dict[str, int], int, list[str]]:
+    """Rules R16 and G25: kube-scheduler's placement of a gang whose PodGroup carries ``schedulingConstraints.topology
+    [{key}]`` (``podGroupSchedulingPlacementAlgorithm`` in pkg/scheduler/schedule_one_podgroup.go, v1.37.2).
+
+    The TopologyPlacement plugin makes one placement per value of the Node label ``key`` (Nodes without it are in
+    none); the gang is tried in each, its pods placed by the engine on that domain's Nodes alone, and a placement
+    is feasible when the gang's minimum fits (GangScheduling's PlacementFeasible). The feasible ones are scored by
+    NodeResourcesFit's placement score (:func:`placement_fit_score`, weight 1) plus PodGroupPodsCount's (pods
+    placed, normalized to 0-100 by the most any placement took, weight 1); the best wins, a tie at random (here:
+    the first domain in name order, the tie named in the reasons). None feasible: the scheduler reports ``0/N
+    placements are available`` and binds nothing. Returns (the Nodes with the chosen placement bound, pods per
+    node, pods placed, reasons)."""
+    domains: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        if key in n.labels:
+            domains.setdefault(str(n.labels[key]), []).append(i)
+    tried: list[tuple[str, list[NodeState], dict[str, int], int, list[str]]] = []
+    for value in sorted(domains):
+        trial = [n.copy() for n in nodes]
+        member = [trial[i] for i in domains[value]]
+        placed, count, why = place_gang(job, specs, Cluster(member))
+        tried.append((value, trial, placed, count, why))
+    feasible = [t for t in tried if t[3] >= minimum]
+    if not feasible:
+        counts = ", ".join(f"{value} {count}" for value, _, _, count, _ in tried) or f"no Node has the label {key}"
+        return [n.copy() for n in nodes], {}, 0, [
+            f"topology {key}: 0/{len(tried)} placements are available: no {key} domain holds the gang's minimum "
+            f"{minimum} pods at once (pods placeable per domain: {counts})"]
+    most = max(t[3] for t in feasible)
+    scored = [(placement_fit_score([t[1][i] for i in domains[t[0]]]) + (t[3] * 100 // most if most else 0), t)
+              for t in feasible]
+    best = max(score for score, _ in scored)
+    winners = [t for score, t in scored if score == best]
+    value, trial, placed, count, why = winners[0]
+    reasons = [f"topology {key}: placed in {key}={value} ({len(feasible)} of {len(tried)} domains hold the gang; "
+               f"placement score {best})"] + why
+    if len(winners) > 1:
+        reasons.append(f"topology {key}: domains {', '.join(t[0] for t in winners)} score the same ({best}): "
+                       f"kube-scheduler picks one at random; simulated in {value}")
+    return trial, placed, count, reasons
 
 
 # --- Volcano partitions: what one node holds ------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Any
 from ..config import Config
 from ..labels import selector_matches
 from ..validation import DO_NOT_SCHEDULE
+from ..values import json_key
 from .model import (
     ANTI_AFFINITY_TERMS,
     HOST_WEAKENED_WARNING,
@@ -95,7 +96,8 @@ def without_terms(affinity: dict[str, Any], terms: dict[str, list[Any]]) -> dict
     """``affinity`` without ``terms`` (by field), emptied maps removed (None when nothing is left)."""
     anti = dict(affinity["podAntiAffinity"])
     for key, gone in terms.items():
-        kept = [t for t in anti.get(key) or [] if t not in gone]
+        removed = {json_key(t) for t in gone}
+        kept = [t for t in anti.get(key) or [] if json_key(t) not in removed]
         if kept:
             anti[key] = kept
         else:

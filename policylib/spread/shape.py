@@ -17,11 +17,14 @@ from ..errors import (
     required,
 )
 from ..labels import selector_plainly_valid, validate_label_selector
+from ..limits import SPREAD_ENTRIES, budget, budget_errors
 from ..result import Admission
 from .effective import Effective, effective_replicas
 from .model import (
     CONSTRAINTS_PATH,
 )
+
+ANTI_AFFINITY_PATH = "spec.template.spec.affinity.podAntiAffinity"
 
 
 @dataclass(frozen=True)
@@ -35,9 +38,13 @@ class SpreadInputs:
     effective: Effective
 
 
-def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
+def deployment_shape_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) -> list[FieldError]:
     """Rule S1: the fields the spread policy reads have the API's types: a non-empty valid selector,
-    metadata and pod template maps, a constraint list and an affinity object. All errors at once."""
+    metadata and pod template maps, a constraint list and an affinity object; and the lists it walks are
+    within their budget, ``entries`` (rule P7: that error alone, before anything is read). All errors at once."""
+    too_many = spread_budget_errors(obj, entries)
+    if too_many:
+        return too_many
     if _plainly_valid_shape(obj):
         return []
     meta = obj.get("metadata")
@@ -71,6 +78,25 @@ def deployment_shape_errors(obj: dict[str, Any]) -> list[FieldError]:
     return errs
 
 
+#: What the spread's budget counts (rule P7), for the message.
+SPREAD_SCOPE = "the spread reads of the selector, the topologySpreadConstraints and the pod anti-affinity together"
+
+
+def spread_budget_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) -> list[FieldError]:
+    """Rule P7: the fields the spread walks entry by entry (the selector, the constraints, the pod anti-affinity
+    terms) hold at most ``entries`` together; counted before any is read."""
+    spec = obj.get("spec")
+    spec = spec if isinstance(spec, dict) else {}
+    template = spec.get("template")
+    pod = template.get("spec") if isinstance(template, dict) else None
+    pod = pod if isinstance(pod, dict) else {}
+    affinity = pod.get("affinity")
+    return budget_errors((("spec.selector", spec.get("selector")),
+                          (CONSTRAINTS_PATH, pod.get("topologySpreadConstraints")),
+                          (ANTI_AFFINITY_PATH, affinity.get("podAntiAffinity") if isinstance(affinity, dict) else None)),
+                         entries, SPREAD_SCOPE)
+
+
 def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
     """Every check of :func:`deployment_shape_errors` passes, told by type tests alone (the common case, with no
     error to name); any doubt goes to the full check, which names each error."""
@@ -96,9 +122,10 @@ def _plainly_valid_shape(obj: dict[str, Any]) -> bool:
             and (constraints is None or isinstance(constraints, list)) and (affinity is None or isinstance(affinity, dict)))
 
 
-def _checked_shape(obj: dict[str, Any], ref: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The selector and pod labels, after :func:`deployment_shape_errors` found nothing."""
-    raise_if_any(ref, deployment_shape_errors(obj))
+def _checked_shape(obj: dict[str, Any], ref: str, update: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The selector and pod labels, after :func:`deployment_shape_errors` found nothing (with an UPDATE's budget
+    when ``update``)."""
+    raise_if_any(ref, deployment_shape_errors(obj, budget(SPREAD_ENTRIES, update)))
     template = obj["spec"]["template"]
     return obj["spec"]["selector"], (template.get("metadata") or {}).get("labels") or {}
 
@@ -108,11 +135,11 @@ def checked_old_object(old: Any, ref: str) -> None:
     read it too; its errors are named under ``oldObject``."""
     if not isinstance(old, dict):
         raise_if_any(ref, [invalid("oldObject", old, "must be an object")])
-    raise_if_any(ref, [e.under("oldObject") for e in deployment_shape_errors(old)])
+    raise_if_any(ref, [e.under("oldObject") for e in deployment_shape_errors(old, budget(SPREAD_ENTRIES, True))])
 
 
 def spread_inputs(req: Admission) -> SpreadInputs:
     """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
-    selector, pod_labels = _checked_shape(req.obj, req.ref)
+    selector, pod_labels = _checked_shape(req.obj, req.ref, req.old is not None)
     effective = effective_replicas(req.obj, req.facts, req.namespace)
     return SpreadInputs(req.config, req.namespace, selector, pod_labels, effective)

@@ -6,6 +6,7 @@ from typing import Any
 from ..patch import Draft
 from ..result import SKIP_KEY, Outcome
 from ..validation import DO_NOT_SCHEDULE
+from ..values import json_key
 from .anti_affinity import (
     managed_anti_affinity,
     restore_anti_affinity,
@@ -125,7 +126,8 @@ def restored_anti_affinity(obj: dict[str, Any], old: dict[str, Any], ctx: Spread
     old_terms = managed_anti_affinity(affinity_of(old), ctx.pod_labels, ctx.namespace, mode)
     out: dict[str, list[Any]] = {}
     for key, terms in new_terms.items():
-        back = [t for t in terms if t not in old_terms.get(key, [])]
+        stored = {json_key(t) for t in old_terms.get(key, [])}
+        back = [t for t in terms if json_key(t) not in stored]
         if back:
             out[key] = back
     return out

@@ -9,14 +9,17 @@ with its field path; nothing is raised.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import (
     INT32_MAX,
+    MAX_NAME_CHARS,
     FieldError,
     FieldPath,
     Path,
     as_path,
+    cut,
     duplicate,
     forbidden,
     invalid,
@@ -27,6 +30,7 @@ from ..errors import (
     required,
 )
 from ..labels import dns1123_label_errors, dns1123_subdomain_errors, qualified_name_errors
+from ..limits import VOLCANO_ENTRIES, budget_errors
 from ..quantity import whole_units
 
 #: The events a Volcano lifecycle policy may name (util.go policyEventMap).
@@ -95,7 +99,7 @@ def validate_volcano_policies(policies: Any, path: Path) -> list[FieldError]:
             if event not in VOLCANO_POLICY_EVENTS:
                 errs.append(not_supported(p.child("event"), event, VOLCANO_POLICY_EVENTS))
             elif event in seen_events:
-                errs.append(invalid(p, event, f"duplicate event {event} across different policy "
+                errs.append(invalid(p, event, f"duplicate event {cut(event)} across different policy "
                                               f"(also in {path.index(seen_events[event])})"))
             else:
                 seen_events[event] = i
@@ -299,8 +303,30 @@ def validate_task_shape(task: Any, path: FieldPath) -> list[FieldError]:
     return errs
 
 
-def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
-    """Rule V1: the types of every field the Volcano policy reads, all errors at once."""
+#: What the Volcano policy's budget counts (rule P7), for the message.
+VOLCANO_SCOPE = ("the Volcano policy reads of the tasks (but their pod templates), the job's policies, volumes and "
+                 "plugins together")
+
+
+def _walked_fields(spec: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """The fields the Volcano policy walks entry by entry (rule P7), in the order they are counted: the tasks (their
+    templates skipped), the job's policies, volumes and plugins, and the containers of each task with a
+    topologyPolicy (rule V7 reads their CPUs)."""
+    tasks = spec.get("tasks")
+    yield "spec.tasks", tasks
+    for key in ("policies", "volumes", "plugins"):
+        yield f"spec.{key}", spec.get(key)
+    for i, task in enumerate(tasks if isinstance(tasks, list) else ()):
+        if isinstance(task, dict) and task.get("topologyPolicy") not in (None, "", "none"):
+            template = task.get("template")
+            pod = template.get("spec") if isinstance(template, dict) else None
+            for key in ("containers", "initContainers"):
+                yield f"spec.tasks[{i}].template.spec.{key}", pod.get(key) if isinstance(pod, dict) else None
+
+
+def validate_volcano_job_shape(job: dict[str, Any], entries: int = VOLCANO_ENTRIES) -> list[FieldError]:
+    """Rule V1: the types of every field the Volcano policy reads, all errors at once; past ``entries``, the budget
+    of the fields it walks, that error alone (rule P7: counted before any task is read)."""
     meta = job.get("metadata")
     errs = map_errors(meta, FieldPath("metadata"))
     for key in ("labels", "annotations"):
@@ -311,6 +337,9 @@ def validate_volcano_job_shape(job: dict[str, Any]) -> list[FieldError]:
     tasks = spec.get("tasks")
     if not isinstance(tasks, list) or not tasks:
         return errs + [required("spec.tasks", "a Volcano Job needs at least one task")]
+    too_many = budget_errors(_walked_fields(spec), entries, VOLCANO_SCOPE, skip=frozenset({"template"}))
+    if too_many:
+        return errs + too_many
     errs += validate_policy_shape(spec.get("policies"), FieldPath("spec", "policies"))
     for i, task in enumerate(tasks):
         errs += validate_task_shape(task, FieldPath("spec", "tasks").index(i))
@@ -415,19 +444,33 @@ def validate_task_dependencies(tasks: list[Any], path: Path = "spec.tasks") -> l
             deps[name] = [d for d in depends_on["name"] if isinstance(d, str)]
     if not deps:
         return []
-    done: set[str | None] = set()
-    progress = True
-    while progress:
-        progress = False
-        for name in names:
-            if name not in done and all(d in done for d in deps.get(name, [])):
-                done.add(name)
-                progress = True
+    done = _startable(set(names), deps)
     if len(done) < len(names):
         stuck = [n for n in names if n not in done]
         return [invalid(path, stuck, "job has dependencies between tasks, but doesn't form a directed acyclic "
                                      "graph (DAG) over its tasks: these can never start")]
     return []
+
+
+def _startable(names: set[str | None], deps: dict[str | None, list[str]]) -> set[str | None]:
+    """The names whose dependencies all start, transitively (a name with no dependencies starts; a dependency
+    that names no task never does): Kahn's topological sort, each name and each dependency visited once."""
+    waiting: dict[str | None, set[str | None]] = {name: set(deps.get(name, ())) for name in names}
+    needed_by: dict[str | None, list[str | None]] = {}
+    for name, wanted in waiting.items():
+        for d in wanted:
+            needed_by.setdefault(d, []).append(name)
+    ready = [name for name, wanted in waiting.items() if not wanted]
+    done: set[str | None] = set()
+    while ready:
+        name = ready.pop()
+        done.add(name)
+        for dependent in needed_by.get(name, ()):
+            wanted = waiting[dependent]
+            wanted.discard(name)
+            if not wanted and dependent not in done:
+                ready.append(dependent)
+    return done
 
 
 def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError]:
@@ -441,8 +484,8 @@ def validate_pod_names(job: dict[str, Any], tasks: list[Any]) -> list[FieldError
     for i, task in enumerate(tasks):
         if isinstance(task, dict) and isinstance(task.get("name"), str):
             pod = f"{name}-{task['name']}-{i}"
-            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"], f"pod name {pod}: {m}")
-                     for m in qualified_name_errors(pod)]
+            errs += [invalid(FieldPath("spec", "tasks").index(i).child("name"), task["name"],
+                             f"pod name {cut(pod, MAX_NAME_CHARS)}: {m}") for m in qualified_name_errors(pod)]
     return errs
 
 

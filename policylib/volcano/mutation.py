@@ -23,9 +23,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config, VolcanoSettings
-from ..errors import FieldPath, PolicyError, invalid, raise_if_any
+from ..errors import FieldPath, PolicyError, errors_not_in, invalid, raise_if_any
 from ..facts import ClusterFacts
 from ..hypernodes import discover_hypernodes, leaf_nodes
+from ..limits import VOLCANO_ENTRIES, budget
 from ..patch import Draft, diff_owned
 from ..result import DOMAIN, Outcome, Result, admission
 from .admission import (
@@ -176,11 +177,21 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
 
 # --- the mutation ------------------------------------------------------------------
 
-def _checked_tasks(job: dict[str, Any], ref: str) -> list[dict[str, Any]]:
-    """The tasks, after :func:`~policylib.volcano.admission.validate_volcano_job_shape` found nothing."""
-    raise_if_any(ref, validate_volcano_job_shape(job))
+def _checked_tasks(job: dict[str, Any], ref: str, update: bool = False) -> list[dict[str, Any]]:
+    """The tasks, after :func:`~policylib.volcano.admission.validate_volcano_job_shape` found nothing (with an
+    UPDATE's budget when ``update``: rule P7)."""
+    raise_if_any(ref, validate_volcano_job_shape(job, budget(VOLCANO_ENTRIES, update)))
     tasks: list[dict[str, Any]] = job["spec"]["tasks"]
     return tasks
+
+
+def checked_old_job(old: Any, ref: str) -> None:
+    """Rule V24: the old object of an UPDATE (the stored Job) is checked as the Job is (rule V1, with the UPDATE's
+    budget of rule P7): the update rule (V17) reads its policies and tasks too; its errors are named under
+    ``oldObject``."""
+    if not isinstance(old, dict):
+        raise_if_any(ref, [invalid("oldObject", old, "must be an object")])
+    raise_if_any(ref, [e.under("oldObject") for e in validate_volcano_job_shape(old, budget(VOLCANO_ENTRIES, True))])
 
 
 def _write_task(draft: Draft, i: int, task: dict[str, Any], size: int | None, settings: VolcanoSettings,
@@ -225,6 +236,10 @@ def _write_task(draft: Draft, i: int, task: dict[str, Any], size: int | None, se
 JOB_POLICIES = ("spec", "policies")
 
 
+def _restarts_partition(policy: Any) -> bool:
+    return isinstance(policy, dict) and policy.get("action") == RESTART_PARTITION
+
+
 def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes: Outcome) -> list[dict[str, Any]]:
     """Rule V16: Volcano's ValidatingAdmissionPolicy denies a job-level RestartPartition policy (Volcano
     v1.14.1's controller does restart the failed pod's partition from there when the VAP is off; without
@@ -234,11 +249,11 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes:
     policies = draft.get(JOB_POLICIES)
     if not isinstance(policies, list):
         return tasks
-    moved = [p for p in policies if isinstance(p, dict) and p.get("action") == RESTART_PARTITION]
+    moved = [p for p in policies if _restarts_partition(p)]
     if not moved:
         return tasks
     events = tuple(dict.fromkeys(e for p in moved for e in policy_events(p)))
-    kept = [p for p in policies if p not in moved]
+    kept = [p for p in policies if not _restarts_partition(p)]
     draft.set(JOB_POLICIES, kept) if kept else draft.delete(JOB_POLICIES)
     partitioned = [i for i, t in enumerate(tasks) if isinstance(t.get("partitionPolicy"), dict)]
     out = list(tasks)
@@ -298,8 +313,9 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
     if skipped:
         return skipped
     config = req.config
-    tasks = _checked_tasks(obj, req.ref)
+    tasks = _checked_tasks(obj, req.ref, old is not None)
     if old is not None:
+        checked_old_job(old, req.ref)
         return reapplied_job(obj, old, req.config, req.facts, req.namespace)
     notes = Outcome()
     before = validate_volcano_job(obj, config.volcano.version)
@@ -322,7 +338,7 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
     owned.append(JOB_POLICIES)
     patch = diff_owned(obj, draft.root, owned)
     result_obj = draft.root if patch else obj
-    introduced = [e for e in validate_volcano_job(result_obj, config.volcano.version) if e not in before]
+    introduced = errors_not_in(validate_volcano_job(result_obj, config.volcano.version), before)
     if introduced:  # never emit a Job Volcano's webhook would reject because of us
         notes.reason(*(f"not mutated: the change would break {e}" for e in introduced))
         notes.warnings = [w for w in notes.warnings if not w.startswith("moved ")]   # not applied: not reported

@@ -11,7 +11,17 @@ import yaml
 
 from policylib.check import check
 
-from .harness import NODE_GROUP_LABEL, ROOT, Cluster, bound, node_list, require_built, scheduling_failures, wait_for
+from .harness import (
+    DEFAULT_MINOR,
+    NODE_GROUP_LABEL,
+    ROOT,
+    Cluster,
+    bound,
+    node_list,
+    require_built,
+    scheduling_failures,
+    wait_for,
+)
 
 GROUP = NODE_GROUP_LABEL
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -54,11 +64,12 @@ def podgroup_crd() -> Path:
                        "config/crd/bases/scheduling.x-k8s.io_podgroups.yaml")
 
 
-def start_cluster(tmp: Path, *flags: str, targets: tuple[str, ...]) -> Cluster:
-    """Check what each make target builds is there (a missing one fails the tests) and start a cluster with ``flags``."""
+def start_cluster(tmp: Path, *flags: str, targets: tuple[str, ...], minor: str = DEFAULT_MINOR) -> Cluster:
+    """Check what each make target builds is there (a missing one fails the tests) and start a cluster of the
+    Kubernetes ``minor`` with ``flags``."""
     for target in targets:
         require_built(target)
-    return Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=flags)
+    return Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=flags, minor=minor)
 
 
 def container(kind: str) -> dict:

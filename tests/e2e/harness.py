@@ -11,6 +11,8 @@ import contextlib
 import copy
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -32,6 +34,15 @@ ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "e2e"
 TESTCLUSTER = E2E / "bin" / "testcluster"
 KUBECTL = E2E / "bin" / "kubectl"
+#: The Kubernetes minors the harness runs (``testcluster --kubernetes``, docs/e2e.md), newest first; the first is
+#: the default, whose binaries are in e2e/bin/, each other one's in e2e/bin/<minor>/.
+MINORS = ("1.37", "1.36")
+DEFAULT_MINOR = MINORS[0]
+#: The feature gates that serve the Workload API and turn on kube-scheduler's gang scheduling, per minor: 1.36 has
+#: them behind two alpha gates; 1.37 removed GangScheduling (its plugin is on with GenericWorkload, now beta).
+WORKLOAD_GATES = {"1.37": "GenericWorkload=true", "1.36": "GangScheduling=true,GenericWorkload=true"}
+#: The apiVersion of Workload and PodGroup each minor serves with WORKLOAD_GATES (testcluster turns it on).
+WORKLOAD_API = {"1.37": "scheduling.k8s.io/v1beta1", "1.36": "scheduling.k8s.io/v1alpha2"}
 SHARED = ROOT.parent / "shared"
 #: Label on a namespace that picks which local webhook (config) admits its objects.
 CONFIG_LABEL = "e2e.policylib.io/config"
@@ -59,16 +70,55 @@ def wait_for(what: str, condition: Callable[[], Any], timeout: float = 120.0, in
         time.sleep(interval)
 
 
+def minor_binary(minor: str, name: str) -> Path:
+    """Where ``make`` puts a minor's build of ``name`` (testcluster, kubectl, kubelet)."""
+    return E2E / "bin" / name if minor == DEFAULT_MINOR else E2E / "bin" / minor / name
+
+
+def release(minor: str) -> str:
+    """The Kubernetes release the minor's module pins (e2e/go.mod, e2e/go.k8s-MINOR.mod): ``v1.37.2``."""
+    modfile = E2E / ("go.mod" if minor == DEFAULT_MINOR else f"go.k8s-{minor}.mod")
+    return re.search(r"^\s*k8s\.io/kubernetes (v\S+)$", modfile.read_text(), re.M).group(1)
+
+
+def minor_target(minor: str) -> str:
+    """The make target that builds a minor's testcluster and kubectl."""
+    return "testcluster" if minor == DEFAULT_MINOR else f"testcluster-{minor}"
+
+
+#: Ports handed out for a process started later: below the kernel's ephemeral range, where no outgoing connection
+#: on the machine (every other job's clients and clusters) can take one meanwhile (testcluster does the same).
+LOWEST_PORT = 10000
+
+
+def ephemeral_start() -> int:
+    """The first port of the kernel's ephemeral range (``net.ipv4.ip_local_port_range``), 32768 if unreadable."""
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+    return low if low > LOWEST_PORT + 1000 else 32768
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port free on loopback now, below the ephemeral range (random: two jobs rarely pick the same one)."""
+    top = ephemeral_start()
+    for _ in range(1000):
+        port = random.randrange(LOWEST_PORT, top)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # taken
+            return port
+    raise AssertionError(f"no free port on 127.0.0.1 between {LOWEST_PORT} and {top - 1}")
 
 
 #: The files each make target builds under e2e/bin. ``make test`` runs every one of these targets before
 #: pytest starts (wherever go is on PATH), so no build ever runs inside a test's timeout.
 BUILT_BY: dict[str, tuple[str, ...]] = {
     "testcluster": ("testcluster", "kubectl"),
+    **{f"testcluster-{m}": (f"{m}/testcluster", f"{m}/kubectl") for m in MINORS[1:]},
     "noop-webhook": ("noopwebhook",),
     "helm": ("helm",),
     "testcluster-coscheduling": ("scheduler-plugins-scheduler",),
@@ -77,6 +127,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "testcluster-mpi-operator": ("mpi-operator/mpi-operator",),
     "testcluster-koordinator": ("koordinator/koord-scheduler",),
     "testcluster-real-node": ("kubelet", "pause"),
+    **{f"testcluster-real-node-{m}": (f"{m}/kubelet", "pause") for m in MINORS[1:]},
     "descheduler": ("descheduler",),
     "cert-manager": ("cert-manager/controller", "cert-manager/cainjector", "cert-manager/crd/cert-manager.crds.yaml"),
 }
@@ -92,12 +143,17 @@ def require_built(target: str = "testcluster") -> None:
 
 
 class Cluster:
-    """One running ``testcluster``: its directory, kubeconfig and process."""
+    """One running ``testcluster`` of a Kubernetes minor (``MINORS``): its directory, kubeconfig and process, and
+    the minor's kubectl."""
 
     def __init__(self, directory: Path, nodes: Path | None = None, scheduler_config: Path | None = None,
-                 extra_args: tuple[str, ...] = ()):
-        self.dir = directory
-        args = [str(TESTCLUSTER), "--dir", str(directory)]
+                 extra_args: tuple[str, ...] = (), minor: str = DEFAULT_MINOR):
+        if minor not in MINORS:
+            raise ValueError(f"minor {minor!r}: the harness runs {', '.join(MINORS)}")
+        require_built(minor_target(minor))
+        self.dir, self.minor = directory, minor
+        self.kubectl_path = minor_binary(minor, "kubectl")
+        args = [str(TESTCLUSTER), "--dir", str(directory), "--kubernetes", minor]
         if nodes:
             args += ["--nodes", str(nodes)]
         if scheduler_config:
@@ -134,7 +190,7 @@ class Cluster:
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True,
                 timeout: float = 120) -> subprocess.CompletedProcess:
-        run = subprocess.run([str(KUBECTL), *args], input=input, capture_output=True, text=True,
+        run = subprocess.run([str(self.kubectl_path), *args], input=input, capture_output=True, text=True,
                              env=self.env, timeout=timeout)
         if check and run.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({run.returncode}): {run.stderr.strip()}")
@@ -207,6 +263,8 @@ class Webhook:
     port: int = 0
     proc: subprocess.Popen | None = None
     log_path: Path = field(default=None)
+    #: More ``serve`` flags (``--client-ca FILE``, say).
+    extra: tuple[str, ...] = ()
 
     def __post_init__(self):
         self.cert_dir = self.tmp / f"certs-{self.name}"
@@ -217,14 +275,14 @@ class Webhook:
         run = subprocess.run([sys.executable, "-m", "webhook", "certs", "--out", str(self.cert_dir), "--local"],
                              capture_output=True, text=True, cwd=ROOT, timeout=60, check=True)
         self.ca_bundle = run.stdout.strip()
-        self.port = free_port()
+        self.port = self.port or free_port()
 
     def start(self) -> "Webhook":
         self.log = open(self.log_path, "a")  # noqa: SIM115 -- the process's log, open while it runs
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "webhook", "serve", "--config", str(self.config_path), "--cert-dir",
              str(self.cert_dir), "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
-             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info"],
+             "--kubeconfig", str(self.cluster.kubeconfig), "--log-level", "info", *self.extra],
             stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT)
         wait_for(f"webhook {self.name} /readyz", self.ready, timeout=60)
         return self

@@ -7,6 +7,9 @@ from .conftest import CONFIGS
 from .harness import deployment, wait_for
 from .util import managed, preview
 
+#: What is stored is what the API server of each minor accepts of policylib's mutations.
+pytestmark = pytest.mark.minors()
+
 LEGACY_ANTI_AFFINITY = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
     {"labelSelector": {"matchLabels": {"app": "legacy"}}, "topologyKey": "kubernetes.io/hostname"}]}}
 USER_CONSTRAINT = {"maxSkew": 2, "topologyKey": "example.com/rack", "whenUnsatisfiable": "ScheduleAnyway",

@@ -34,12 +34,14 @@ def crds(cluster):
     return cluster
 
 
+@pytest.mark.minors()
 @pytest.mark.parametrize("name", sorted(MATRIX))
-def test_every_rendered_object_passes_a_server_side_dry_run(crds, name):
+def test_every_rendered_object_passes_a_server_side_dry_run(crds, name, minor):
+    """Rendered for the minor of the API server that dry-runs it."""
     crds.namespace(DRY_NS)
     for team in (MATRIX[name].get("controller") or {}).get("rbac", {}).get("namespaces", []):
         crds.namespace(team)
-    objs = render(MATRIX[name], namespace=DRY_NS)
+    objs = render(MATRIX[name], namespace=DRY_NS, kube_version=f"{minor}.0")
     run = crds.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=chart-dry-run",
                        "--dry-run=server", "-o", "name", "-f", "-", input=yaml.safe_dump_all(objs))
     assert "Warning" not in run.stderr, run.stderr
@@ -145,6 +147,7 @@ def local_controller(cluster, tmp_path, identity: str) -> Controller:
     return ctl
 
 
+@pytest.mark.minors()
 def test_install_upgrade_uninstall(cluster, tmp_path):
     env = helm_env(cluster, tmp_path)
     values = tmp_path / "values.yaml"
@@ -208,6 +211,7 @@ def test_helm_version_is_the_pinned_release():
     assert run.stdout.strip().startswith(pinned + "+g") or run.stdout.strip() == pinned, run.stdout
 
 
+@pytest.mark.minors()
 def test_kustomize_components_opt_in_and_alerts(crds, tmp_path):
     """manifests/components/opt-in-namespaces and prometheus-rule in a user's overlay: the selectors and rules
     they make, and every object accepted by the API server (server-side dry run, in a namespace of its own)."""

@@ -61,6 +61,12 @@ def annotations(pod: dict) -> dict:
     return pod["metadata"].get("annotations") or {}
 
 
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: koordinator`, `scheduler: koordinator`",
+    operator="training-operator, none",
+    jobs="TFJob",
+    outcome="name, min-available, waiting-time on every pod; all bind")
 @pytest.mark.timeout(300)
 def test_annotation_method_gang_binds_on_koord_scheduler(koord):
     """name, min-available and waiting-time on every pod the operator made; all 3 bind."""
@@ -72,6 +78,12 @@ def test_annotation_method_gang_binds_on_koord_scheduler(koord):
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 3, timeout=150)
 
 
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: koordinator`",
+    operator="training-operator, none",
+    jobs="TFJob that cannot fit",
+    outcome="`policylib check` predicts it; nothing binds")
 @pytest.mark.timeout(300)
 def test_annotation_method_gang_that_cannot_fit_binds_nothing(koord):
     """4 pods on 3 CPUs: check predicts it; koord-scheduler binds none of them."""
@@ -86,6 +98,12 @@ def test_annotation_method_gang_that_cannot_fit_binds_nothing(koord):
     assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
 
 
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: labels`, `scheduler: koordinator`",
+    operator="training-operator, none",
+    jobs="TFJob",
+    outcome="lightweight labels on every pod; all bind")
 @pytest.mark.timeout(300)
 def test_lightweight_labels_gang_binds_on_koord_scheduler(koord):
     ns = koord.namespace("koord-labels", config="koordlabels")
@@ -97,6 +115,12 @@ def test_lightweight_labels_gang_binds_on_koord_scheduler(koord):
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 3, timeout=150)
 
 
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: koordinator`, `groupByRole: true`",
+    operator="training-operator, none",
+    jobs="TFJob PS fits, Worker does not",
+    outcome="GangGroup: nothing binds; room added: all bind")
 @pytest.mark.timeout(300)
 def test_gang_group_across_roles_binds_nothing_until_room_is_added(koord):
     """PS (1) fits on the group's 2 CPUs, Worker (3) does not: as one GangGroup nothing binds, not even PS;
@@ -116,6 +140,12 @@ def test_gang_group_across_roles_binds_nothing_until_room_is_added(koord):
     wait_for("all 4 pods bound", lambda: len(bound(job_pods(koord, ns, stored))) == 4, timeout=200)
 
 
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: koordinator`, `onViolation: deny`",
+    operator="training-operator, none",
+    jobs="TFJob with mixed priorities",
+    outcome="refused at admission; no pod is made")
 def test_mixed_priorities_are_refused_before_the_scheduler_sees_them(koord):
     """PS and Worker with different priority classes under ``onViolation: deny``: the API server refuses the
     job with policylib's reason, so no pod is ever created."""
@@ -134,6 +164,18 @@ def failed_scheduling_uids(c, ns: str) -> set[str]:
             if e.get("reason") == "FailedScheduling" and e["involvedObject"]["kind"] == "Pod"}
 
 
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: koordinator`, `matchPolicy: once-satisfied` (Koordinator's default)",
+    operator="training-operator, none",
+    jobs="TFJob (`enableDynamicWorker: true`), 2 of 3 members deleted and recreated by the operator, room for 1",
+    outcome="the replacement that fits binds alone: the job runs with 2 of its minimum 3 (koordinator issue 2244)")
+@pytest.mark.proves(
+    scheduler="koord-scheduler",
+    settings="`method: koordinator`, `matchPolicy: waiting-and-running`",
+    operator="training-operator, none",
+    jobs="as above",
+    outcome="running + waiting = 2 < 3: neither replacement binds")
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("policy, replacements_bound", [("once-satisfied", 1), ("waiting-and-running", 0)])
 def test_match_policy_after_members_are_deleted(koord, policy, replacements_bound):

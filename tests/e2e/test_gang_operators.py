@@ -49,6 +49,18 @@ def sp(harness_built, tmp_path_factory):
 JOBS = {"TFJob": (tfjob, "fits3"), "PyTorchJob": (pytorchjob, "fits3b"), "MPIJob": (mpijob, "fits3c")}
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling (scheduler-plugins)",
+    settings="`method: podgroup`, `scheduler: scheduler-plugins`",
+    operator="training-operator, none",
+    jobs="TFJob PS+Worker, PyTorchJob Master+Worker",
+    outcome="the operator's pods carry policylib's label; policylib's controller makes the PodGroup; all bind together")
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="`method: podgroup`",
+    operator="MPI Operator, none",
+    jobs="MPIJob v2beta1 Launcher+Worker",
+    outcome="as above")
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kind", sorted(JOBS))
 def test_operator_pods_carry_the_podgroup_label_and_bind_as_one_gang(sp, kind):
@@ -66,6 +78,12 @@ def test_operator_pods_carry_the_podgroup_label_and_bind_as_one_gang(sp, kind):
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(sp, ns, stored))) == 3, timeout=150)
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="`method: podgroup`",
+    operator="training-operator, none",
+    jobs="TFJob that cannot fit",
+    outcome="`policylib check` predicts it; nothing binds")
 @pytest.mark.timeout(300)
 def test_operator_gang_that_cannot_fit_binds_nothing_as_check_predicted(sp):
     """4 pods on 3 CPUs: check predicts it; Coscheduling rejects every pod the operator made, none binds."""
@@ -107,6 +125,12 @@ def sp_operator_gang(harness_built, tmp_path_factory):
         assert c.stop() == 0
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="none (policylib off)",
+    operator="training-operator, scheduler-plugins",
+    jobs="TFJob",
+    outcome="the operator's PodGroup (named after the job, minMember = all replicas); all bind")
 @pytest.mark.timeout(300)
 def test_operator_gang_mode_alone_makes_its_own_podgroup(sp_operator_gang):
     """No policylib: training-operator names the PodGroup after the job (minMember = every replica), sets
@@ -123,6 +147,13 @@ def test_operator_gang_mode_alone_makes_its_own_podgroup(sp_operator_gang):
     wait_for("all 3 pods bound", lambda: len(bound(job_pods(c, ns, stored))) == 3, timeout=150)
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="`method: podgroup`, operator not told",
+    operator="training-operator, scheduler-plugins",
+    jobs="TFJob",
+    outcome=("one PodGroup, one label value: no duplicate; all bind; but the spec is the operator's "
+             "(`minResources` added, policylib's `scheduleTimeoutSeconds` dropped): set `operatorGang`"))
 @pytest.mark.timeout(300)
 def test_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_operator_gang):
     """Both on (policylib not told): one PodGroup (same name, both owned by the job), one label value, and the
@@ -143,6 +174,12 @@ def test_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_opera
     assert groups[0]["spec"] == {"minMember": 3, "minResources": {"cpu": "3"}}
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="`method: podgroup`, `operatorGang: scheduler-plugins`",
+    operator="training-operator, scheduler-plugins",
+    jobs="TFJob",
+    outcome="policylib writes nothing (rule G15); the operator's PodGroup only; all bind")
 @pytest.mark.timeout(300)
 def test_operator_gang_mode_told_to_policylib_leaves_the_job_alone(sp_operator_gang):
     """``gang.operatorGang: scheduler-plugins``: the webhook writes nothing and the controller creates
@@ -158,6 +195,14 @@ def test_operator_gang_mode_told_to_policylib_leaves_the_job_alone(sp_operator_g
     assert [g["metadata"]["name"] for g in c.list(PODGROUP, ns)] == ["train"]
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="`method: podgroup`, operator not told",
+    operator="MPI Operator, scheduler-plugins (`--gang-scheduling=scheduler-plugins-scheduler`)",
+    jobs="MPIJob v2beta1",
+    outcome=("one PodGroup, owned by the MPIJob, one label value; all bind; the spec is the operator's "
+             "(`scheduleTimeoutSeconds: 0` when the job sets none, `minResources` added); the operator "
+             "overwrites `schedulerName`: set `operatorGang`"))
 @pytest.mark.timeout(300)
 def test_mpi_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_operator_gang):
     """The MPI Operator's --gang-scheduling with policylib's podgroup method on and not told: one PodGroup
@@ -180,6 +225,12 @@ def test_mpi_operator_gang_mode_with_policylib_podgroup_method_one_podgroup(sp_o
     assert groups[0]["spec"] == {"minMember": 3, "scheduleTimeoutSeconds": 0, "minResources": {"cpu": "3"}}
 
 
+@pytest.mark.proves(
+    scheduler="Coscheduling",
+    settings="`method: podgroup`, `operatorGang: scheduler-plugins`",
+    operator="MPI Operator, scheduler-plugins",
+    jobs="MPIJob v2beta1",
+    outcome="policylib writes nothing (G15); the operator's PodGroup (minMember = workers + 1) only; all bind")
 @pytest.mark.timeout(300)
 def test_mpi_operator_gang_mode_told_to_policylib_leaves_the_job_alone(sp_operator_gang):
     """``gang.operatorGang: scheduler-plugins`` with the MPI Operator's --gang-scheduling: the webhook

@@ -31,6 +31,19 @@ def vc(harness_built, tmp_path_factory):
         assert c.stop() == 0
 
 
+@pytest.mark.proves(
+    scheduler="Volcano",
+    settings=("any but `scheduler: volcano` (templates scheduled by `volcano`: policylib steps aside with a "
+              "warning, G15)"),
+    operator="training-operator, volcano",
+    jobs="TFJob, PyTorchJob",
+    outcome="the operator's Volcano PodGroup only; all bind")
+@pytest.mark.proves(
+    scheduler="Volcano",
+    settings="as above",
+    operator="MPI Operator, volcano (`--gang-scheduling=volcano`)",
+    jobs="MPIJob v2beta1 Launcher+Worker",
+    outcome="the operator's Volcano PodGroup (minMember = workers + 1) only; all bind")
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("kind", ["TFJob", "PyTorchJob", "MPIJob"])
 def test_operator_volcano_mode_podgroup_and_gang_binds(vc, kind):
@@ -54,6 +67,12 @@ def test_operator_volcano_mode_podgroup_and_gang_binds(vc, kind):
     assert [g["metadata"]["name"] for g in vc.list(VC_PODGROUP, ns)] == ["train"]
 
 
+@pytest.mark.proves(
+    scheduler="Volcano",
+    settings="any but `scheduler: volcano`",
+    operator="training-operator, volcano",
+    jobs="TFJob that cannot fit",
+    outcome="Volcano marks the gang Unschedulable; nothing binds")
 @pytest.mark.timeout(300)
 def test_operator_volcano_mode_gang_that_cannot_fit_binds_nothing(vc):
     """4 pods on 3 CPUs: Volcano's gang plugin marks the PodGroup Unschedulable (whether the operator has

@@ -45,6 +45,14 @@ def vcp(harness_built, tmp_path_factory):
         assert c.stop() == 0
 
 
+@pytest.mark.proves(
+    scheduler="Volcano",
+    settings="`method: podgroup`, `scheduler: volcano` (G21)",
+    operator="training-operator, none; MPI Operator, none",
+    jobs="TFJob PS+Worker, PyTorchJob Master+Worker, MPIJob v2beta1 Launcher+Worker",
+    outcome=("policylib's annotation `scheduling.k8s.io/group-name` on every pod; policylib's controller makes"
+             " the Volcano PodGroup (owned by the job), the only one (Volcano's controller makes no per-pod "
+             "ones); all bind"))
 @pytest.mark.timeout(360)
 @pytest.mark.parametrize("kind", sorted(JOBS))
 def test_policylib_volcano_podgroup_gangs_the_operators_pods(vcp, kind):
@@ -69,6 +77,12 @@ def test_policylib_volcano_podgroup_gangs_the_operators_pods(vcp, kind):
     assert [g["metadata"]["name"] for g in vcp.list(VC_PODGROUP, ns)] == ["train"]
 
 
+@pytest.mark.proves(
+    scheduler="Volcano",
+    settings="`method: podgroup`, `scheduler: volcano`",
+    operator="training-operator, none",
+    jobs="TFJob that cannot fit",
+    outcome="`policylib check` predicts it; Volcano marks policylib's PodGroup Unschedulable; nothing binds")
 @pytest.mark.timeout(360)
 def test_policylib_volcano_podgroup_gang_that_cannot_fit_binds_nothing_as_check_predicted(vcp):
     """4 pods on 3 CPUs: check predicts it; the operator creates all 4 pods (its gang mode is off, so it

@@ -1,14 +1,29 @@
-"""The testcluster contract: exit codes, one ready line, two instances at once, stop on SIGTERM."""
+"""The testcluster contract: exit codes, one ready line, two instances at once, stop on SIGTERM, and each Kubernetes
+minor (``--kubernetes``) run by its own build."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from .harness import KUBECTL, TESTCLUSTER, Cluster, refused, wait_for
+from .harness import (
+    DEFAULT_MINOR,
+    KUBECTL,
+    MINORS,
+    TESTCLUSTER,
+    Cluster,
+    minor_binary,
+    refused,
+    release,
+    require_built,
+    wait_for,
+)
 
 BAD_NODES = {
     "not-yaml": ("kind: Node\nmetadata: {name: [\n", "document 1"),
@@ -103,3 +118,51 @@ def test_a_controller_reads_its_scope_from_the_harness_configuration_unless_told
     assert [(h.rules, h.namespace_selector, h.object_selector) for h in harness.hooks] == \
         [(h.rules, h.namespace_selector, h.object_selector) for h in shipped.hooks]
     assert harness.excluded_namespaces == {SCOPE_SERVICE_NAMESPACE}
+
+
+@pytest.mark.minors()
+def test_each_minor_is_its_own_release_in_the_process_the_caller_started(cluster, minor):
+    """bin/testcluster --kubernetes MINOR is the minor's own build in the same process (another minor's runs in
+    its place, same pid), its API server, controller manager and scheduler that release, and the minor's kubectl."""
+    assert release(minor).startswith(f"v{minor}.")
+    version = json.loads(cluster.kubectl("version", "-o", "json").stdout)
+    assert (version["serverVersion"]["gitVersion"], version["clientVersion"]["gitVersion"]) == (release(minor),) * 2
+    build = str(minor_binary(minor, "testcluster"))
+    assert os.readlink(f"/proc/{cluster.proc.pid}/exe") == build
+    assert {argv[1]: exe for exe, argv in children(cluster.proc.pid)} == {
+        "apiserver": build, "controller-manager": build, "scheduler": build}
+
+
+def children(pid: int) -> list[tuple[str, list[str]]]:
+    """(executable, argv) of each child process of ``pid``."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                argv = Path(f"/proc/{entry}/cmdline").read_text().split("\0")
+                out.append((os.readlink(f"/proc/{entry}/exe"), argv))
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a process that ended meanwhile
+    return out
+
+
+def test_a_minor_the_harness_does_not_run_is_refused(harness_built, tmp_path):
+    assert refused("--dir", str(tmp_path / "c"), "--kubernetes", "1.35") == (
+        f'testcluster: error: --kubernetes "1.35": must be one of {", ".join(MINORS)}')
+
+
+def test_a_minor_not_built_is_named_with_its_make_target(harness_built, tmp_path):
+    """The default minor's testcluster with no other minor's build beside it."""
+    other = next(m for m in MINORS if m != DEFAULT_MINOR)
+    require_built(f"testcluster-{other}")
+    copy = tmp_path / "bin" / "testcluster"
+    copy.parent.mkdir()
+    shutil.copy2(TESTCLUSTER, copy)
+    run = subprocess.run([str(copy), "--dir", str(tmp_path / "c"), "--kubernetes", other], capture_output=True,
+                         text=True, timeout=60)
+    assert (run.returncode, run.stdout, run.stderr) == (2, "", (
+        f"testcluster: error: --kubernetes {other}: {tmp_path / 'bin' / other / 'testcluster'} is missing: "
+        f"`make testcluster-{other}` builds it\n"))

@@ -13,6 +13,9 @@ from policylib.scope import WEBHOOK_CONFIGURATION
 
 from .harness import ROOT, deployment, schemaless_crds, wait_for
 
+#: Every overlay, its webhook configuration and RBAC, against the API server of each minor.
+pytestmark = pytest.mark.minors()
+
 NS = "policylib-system"
 WEBHOOK_SA = f"system:serviceaccount:{NS}:policylib-webhook"
 CONTROLLER_SA = f"system:serviceaccount:{NS}:policylib-controller"

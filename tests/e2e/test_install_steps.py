@@ -27,6 +27,9 @@ from tests.helpers import documented_install_steps
 
 from .harness import E2E, ROOT, SHARED, deployment, free_port, wait_for
 
+#: The steps and the webhook configuration they write go through the API server of each minor.
+pytestmark = pytest.mark.minors()
+
 NS = "policylib-system"
 CONFIGURATION = "policylib-webhook"
 #: The upstream CRDs of the kinds the webhooks match beyond Deployments and Pods (kubeflow.org's MPIJob v1: one
@@ -56,7 +59,8 @@ def installed(cluster, tmp_path_factory):
     # The paths the steps name, relative to a checkout: a copy of the manifests, the project's environment.
     shutil.copytree(ROOT / "manifests", work / "manifests")
     (work / ".venv").symlink_to(ROOT / ".venv")
-    env = dict(cluster.env, PATH=f"{E2E / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    # the minor's kubectl first
+    env = dict(cluster.env, PATH=os.pathsep.join((str(cluster.kubectl_path.parent), str(E2E / "bin"), os.environ["PATH"])))
     steps = subprocess.run(["bash", "-euo", "pipefail", "-c", documented_install_steps()], cwd=work, env=env,
                            capture_output=True, text=True, timeout=300)
     try:

@@ -1,4 +1,4 @@
-"""``testcluster --real-node``: a Node run by the real kubelet (1.36.3, built from k8s.io/kubernetes) and Debian's
+"""``testcluster --real-node``: a Node run by the real kubelet (of the minor run, built from k8s.io/kubernetes) and Debian's
 containerd and runc runs a pod with a read-only root filesystem, a non-root user and an HTTP readiness probe, which
 answers at its pod IP; stopping the harness, or starting the next one after it was killed, leaves nothing of it
 on the machine: no process, mount, network namespace, route, cgroup or file, and the kernel settings the kubelet
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Cluster, refused, require_built, wait_for
+from .harness import DEFAULT_MINOR, Cluster, minor_target, refused, release, require_built, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -39,12 +39,13 @@ def cannot_run_containers() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def built():
+def built(minor):
+    """Real nodes can run here, and the binaries of the minor's real node exist."""
     reason = cannot_run_containers()
     if reason:
         pytest.skip(f"this machine cannot run containers: {reason}")
-    require_built("testcluster")
-    require_built("testcluster-real-node")
+    require_built(minor_target(minor))
+    require_built("testcluster-real-node" if minor == DEFAULT_MINOR else f"testcluster-real-node-{minor}")
     missing = [p for p in PACKAGES if not Path(p).exists()]
     if missing:
         pytest.fail(f"{', '.join(missing)} missing: `make node-packages` installs them", pytrace=False)
@@ -152,15 +153,17 @@ def run_web_pod(c: Cluster, ns: str, node: str = "real-0", name: str = "web") ->
     return pod
 
 
-def test_a_real_node_runs_a_pod_and_stop_leaves_nothing(built, tmp_path):
+@pytest.mark.minors()
+def test_a_real_node_runs_a_pod_and_stop_leaves_nothing(built, tmp_path, minor):
+    """On each minor: its kubelet, with Debian's containerd."""
     before, paths = sysctls(), machine_paths()
-    c = Cluster(tmp_path / "c", extra_args=("--real-node",))
+    c = Cluster(tmp_path / "c", extra_args=("--real-node",), minor=minor)
     try:
         rec = record(c)
         node = json.loads(c.kubectl("get", "node", "real-0", "-o", "json").stdout)
         assert node["metadata"]["labels"]["topology.kubernetes.io/zone"] == "zone-real"
         assert node["metadata"]["labels"]["kubernetes.io/hostname"] == "real-0"
-        assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+        assert node["status"]["nodeInfo"]["kubeletVersion"] == release(minor)
         assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://1.6.")
         addresses = {a["type"]: a["address"] for a in node["status"]["addresses"]}
         assert addresses["InternalIP"] == rec["nodeIP"] and not rec["nodeIP"].startswith("127.")
@@ -224,7 +227,7 @@ def test_two_real_nodes_each_run_a_pod_and_stop_leaves_nothing(built, tmp_path):
             labels = node["metadata"]["labels"]
             assert (labels["topology.kubernetes.io/zone"], labels["kubernetes.io/hostname"]) == ("zone-real", n["node"])
             assert {x["type"]: x["status"] for x in node["status"]["conditions"]}["Ready"] == "True"
-            assert node["status"]["nodeInfo"]["kubeletVersion"] == "v1.36.3"
+            assert node["status"]["nodeInfo"]["kubeletVersion"] == release(DEFAULT_MINOR)
             endpoints.add(node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"])
             pod = run_web_pod(c, "two", node=n["node"], name=f"web-{n['node']}")
             assert pod["spec"]["nodeName"] == n["node"] and pod["status"]["hostIP"] == rec["nodeIP"]

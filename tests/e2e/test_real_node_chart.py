@@ -6,9 +6,11 @@ leader makes, the NetworkPolicy enabled), a policylib config for the gang and Vo
 ``real-0`` (the harness's other nodes are fake). The pods run Running and Ready; they reach the API server with their
 service-account tokens at the ``kubernetes`` Service's ClusterIP (docs/e2e.md, "A real node"); the API server calls
 the webhook through its Service (its ready endpoints, the pod IPs); a Deployment, a Volcano Job and a TFJob created
-with ``kubectl apply`` are stored mutated exactly as ``policylib preview`` says; and the controller's leader, frozen
+with ``kubectl apply`` are stored mutated exactly as ``policylib preview`` says; the controller's leader, frozen
 and then deleted without a grace period (so it never gives the Lease up), is replaced by the other replica within the
-Lease's bound, which writes each Deployment once.
+Lease's bound, which writes each Deployment once; the serving key is mode 0440 as the kubelet writes it, read by the
+server through the pod's fsGroup; and 4,000 idle TLS (or raw TCP) connections held against the webhook's pods keep
+neither a new client nor the API server's reviews out.
 
 Not here: two webhook replicas on two nodes (one real node), a network plugin that enforces the NetworkPolicy (none
 here does: the test checks that the API server accepts it and that its selector, port and source block match the pods
@@ -17,6 +19,7 @@ scenarios.
 """
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -29,6 +32,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.bench_connections import client_context, hold_idle, new_client_review
 from tests.helmtool import CHART, helm_binary
 from tests.test_image import ARCHIVE
 
@@ -37,7 +41,8 @@ from .harness import ROOT, SHARED, Cluster, deployment, wait_for
 from .test_real_node import built  # noqa: F401 -- the fixture: real nodes can run here, their binaries exist
 from .util import managed, preview
 
-pytestmark = pytest.mark.timeout(900)
+#: The chart's install, on the API server and the kubelet of each minor.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.minors()]
 NAMESPACE = "policylib-system"
 CONFIG = CONFIGS["gang"]
 CRDS = ("schemas/volcano/batch.volcano.sh_jobs.yaml", "schemas/volcano/scheduling.volcano.sh_podgroups.yaml",
@@ -76,11 +81,11 @@ def gateway(c: Cluster) -> str:
 
 
 @pytest.fixture(scope="module")
-def chart_on_real_node(built, tmp_path_factory):  # noqa: F811
+def chart_on_real_node(built, tmp_path_factory, minor):  # noqa: F811
     if not ARCHIVE.is_file():
         pytest.fail(f"{ARCHIVE.relative_to(ROOT)} missing: `make image` builds it", pytrace=False)
-    tmp = tmp_path_factory.mktemp("real-chart")
-    c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)))
+    tmp = tmp_path_factory.mktemp(f"real-chart-{minor}")
+    c = Cluster(tmp / "c", extra_args=("--real-node", "--image", str(ARCHIVE)), minor=minor)
     try:
         c.install_crds(*CRDS)
         # the namespace at Pod Security's restricted level, enforced: the API server admits no pod of the chart's
@@ -352,3 +357,90 @@ def test_the_controllers_leader_killed_the_other_takes_over_and_writes_once(char
     assert {n: c.get("deployment", n, ns)["metadata"]["generation"] for n in names} == {
         n: g + 2 for n, g in before.items()}
     print(f"writes: {len(names)} Deployments, {len(events)} rewrites, all by {standby['metadata']['name']}")
+
+
+# --- the webhook's pods: the serving key's mode, the log, connections one client cannot exhaust -------------------------
+
+IN_POD = ("import json, os; s = os.stat('/etc/policylib/tls/tls.key'); "
+          "print(json.dumps([s.st_mode & 0o777, s.st_uid, s.st_gid, os.getuid(), os.getgid(), os.getgroups()]))")
+
+
+def test_the_serving_key_is_0440_read_by_the_server_and_its_log_says_https(chart_on_real_node):
+    """The Secret volume's defaultMode 0440 as the kubelet writes it with the pod's fsGroup: the key's owner root,
+    its group 65532, which the server (uid 65532) is in and reads it through (the pods are ready: they serve with
+    it); nobody else may read it. The server's start-up log names its listener https and holds no warning."""
+    c, _ = chart_on_real_node
+    webhook = pods(c, "policylib-webhook")
+    assert len(webhook) == DEFAULTS["webhook"]["replicas"]
+    for pod in webhook:
+        name = pod["metadata"]["name"]
+        mode, uid, gid, user, group, groups = json.loads(
+            c.kubectl("-n", NAMESPACE, "exec", name, "--", "python", "-c", IN_POD).stdout)
+        assert (oct(mode), uid, gid) == (oct(0o440), 0, 65532)
+        assert user == 65532 and 65532 in (group, *groups)
+        log = c.kubectl("-n", NAMESPACE, "logs", name).stdout
+        assert "Listening at: https://0.0.0.0:8443" in log and "http://" not in log, log[:2000]
+        assert "Warning" not in log, log[:2000]
+
+
+def container_memory_mib(pod: dict) -> tuple[int, int]:
+    """The webhook container's memory cgroup, read on this host: (usage now, peak) in MiB, what its limit and the
+    kernel's OOM kill weigh (cgroup v1's usage_in_bytes and max_usage_in_bytes, or v2's memory.current and
+    memory.peak)."""
+    pid = next(pid for pid in container_processes(pod)
+               if b"serve" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0"))   # not the pause container's
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            group = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+            now, peak = group / "memory.usage_in_bytes", group / "memory.max_usage_in_bytes"
+            break
+        if controllers == "":
+            group = Path("/sys/fs/cgroup") / path.lstrip("/")
+            now, peak = group / "memory.current", group / "memory.peak"
+    return int(now.read_text()) // 2**20, int(peak.read_text()) // 2**20
+
+
+@pytest.mark.parametrize("kind", ["tls", "tcp"])
+def test_4000_idle_connections_to_the_service_keep_no_new_client_out(chart_on_real_node, kind, record_property):
+    """4,000 connections to the Service's endpoints (the webhook pods, round robin as kube-proxy would spread them;
+    there is no kube-proxy here), each a TLS handshake and then nothing (``tls``) or a TCP connection that never
+    sends a ClientHello (``tcp``), all held; then a new client at each endpoint is served, and so is a review the API
+    server sends. The latencies and the pods' memory are recorded (the 1 s target is bench/bench_connections.py's,
+    in docs/figures.md), and the containers' memory: no container restarts (no OOM kill)."""
+    c, tmp = chart_on_real_node
+    ca = tmp / "service-ca.crt"
+    ca.write_bytes(base64.b64decode(c.get("secret", "policylib-webhook-ca", NAMESPACE)["data"]["ca.crt"]))
+    context = client_context(ca)
+    webhook = pods(c, "policylib-webhook")
+    endpoints = [(p["status"]["podIP"], 8443) for p in webhook]
+    held = hold_idle(endpoints, 4000, context if kind == "tls" else None, timeout=120)
+    try:
+        memory = [container_memory_mib(p) for p in webhook]
+        latencies = []
+        for i, endpoint in enumerate(endpoints):
+            uid = f"service-{kind}-{i}"
+            status, answer, seconds = new_client_review(endpoint, context, uid, timeout=60)
+            assert (status, answer["response"]["uid"], answer["response"]["allowed"]) == (200, uid, True)
+            latencies.append(round(seconds, 3))
+        started = time.monotonic()
+        run = c.kubectl("create", "--dry-run=server", "-o", "json", "-f", "-",
+                        input=json.dumps(deployment(f"held-{kind}", "default", 3)))
+        through_api = round(time.monotonic() - started, 3)
+        annotations = json.loads(run.stdout)["metadata"].get("annotations") or {}
+        assert annotations.get("policylib.io/spread-effective-replicas") == "3", annotations
+    finally:
+        held.close()
+    record_property("held", len(held.writers))
+    record_property("opening_seconds", round(held.seconds, 1))
+    record_property("new_client_seconds", latencies)
+    record_property("kubectl_dry_run_seconds", through_api)
+    record_property("container_memory_now_peak_mib", memory)
+    print(f"\n{len(held.writers)} idle {kind} connections held ({held.failed} refused, opened in {held.seconds:.1f} s): "
+          f"a new client per endpoint served in {latencies} s, kubectl create --dry-run=server in {through_api} s; "
+          f"webhook containers' memory (now, peak) {memory} MiB")
+    limit = DEFAULTS["webhook"]["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi") and all(0 < now <= peak <= int(limit[:-2]) for now, peak in memory), (memory, limit)
+    for pod in pods(c, "policylib-webhook"):
+        (status,) = pod["status"]["containerStatuses"]
+        assert status["restartCount"] == 0, status

@@ -527,8 +527,9 @@ def test_job_level_restart_partition_acts_where_volcano_vap_is_off(volcano_witho
     (("--volcano", "--volcano-dir", "/nonexistent"),
      "testcluster: error: --volcano: /nonexistent/vc-scheduler: not found (make testcluster-volcano builds it)"),
     (("--volcano-vap",), "testcluster: error: --volcano-vap and --volcano-dir need --volcano; usage: testcluster "
-                         "--dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] "
-                         "[--volcano [--volcano-vap] [--volcano-dir DIR]] [--training-operator [--training-operator-gang "
+                         "--dir DIR [--kubernetes 1.37|1.36] [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... "
+                         "[--coscheduling] [--volcano [--volcano-vap] [--volcano-dir DIR]] [--training-operator "
+                         "[--training-operator-gang "
                              "volcano|scheduler-plugins|none]] [--mpi-operator [--mpi-operator-gang "
                              "volcano|scheduler-plugins|none]] [--koordinator] [--feature-gates GATES] "
                              "[--real-node [--real-nodes N] [--image ARCHIVE]...]"),

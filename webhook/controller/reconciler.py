@@ -16,11 +16,14 @@ from typing import Any, Callable
 
 import policylib
 from policylib.facts import ClusterFacts, namespace_of
+from policylib.gang.workload import workload_api_for
 from policylib.plan import UNRECORDED_REASON, Write, plan
 from policylib.projection import project
 from policylib.scope import NAMESPACE_NAME_LABEL, Scope, closed_scope, scope_fields, scope_from_configuration
 from policylib.shell import kube
+from policylib.workload_api import WorkloadApi
 
+from ..discovery import WorkloadApiDiscovery
 from ..informer import Reflector, Store
 from ..workqueue import WorkQueue
 from .events import EventRecorder
@@ -36,6 +39,9 @@ MAX_RETRIES = 15
 #: The key that makes the worker report the scope (rule W5): queued with every key, and on its own when the
 #: webhook configuration changes; no object has it.
 SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
+#: Rule G22: while the served Workload API versions are not known (every read failed), how often a key's plan
+#: tries to read them again.
+DISCOVERY_RETRY_SECONDS = 10.0
 
 
 def version_of(obj: dict[str, Any] | None) -> str | None:
@@ -99,8 +105,10 @@ class OverlayFacts(ClusterFacts):
     def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(api_version, "PodGroup", namespace, name)
 
-    def native_gang_object(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.get(kube.WORKLOADS.api_version, kind, namespace, name)
+    def native_gang_object(self, kind: str, namespace: str, name: str,
+                           api_version: str | None = None) -> dict[str, Any] | None:
+        versions = [api_version] if api_version else [r.api_version for r in kube.NATIVE_GANG if r.kind == kind]
+        return next((found for v in versions if (found := self.get(v, kind, namespace, name)) is not None), None)
 
 
 class Reconciler:
@@ -135,9 +143,14 @@ class Reconciler:
         #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
         #: until the object changes or the next resync).
         self.undone: dict[Key, str | None] = {}
-        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server does not serve
-        #: scheduling.k8s.io/v1alpha2 (one Event per job, not one per resync).
+        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server serves no Workload
+        #: API version policylib writes (one Event per job, not one per resync).
         self.unserved_told: set[tuple[Key, str]] = set()
+        #: Rule G22: what the API server serves of the Workload API (gang method workload only), read before the
+        #: first plan, on every resync and on a NotFound from a create of a Workload or PodGroup.
+        self.discovery = WorkloadApiDiscovery(api) if config.gang.enabled and config.gang.method == "workload" \
+            else None
+        self._discovery_tried: float | None = None
         #: The first sync (rule W8): every key queued on taking the lead planned once. ``to_plan`` keys
         #: were queued then, ``planned`` of them are done; /readyz reports both.
         self.first_sync = threading.Event()
@@ -279,11 +292,24 @@ class Reconciler:
             self._resyncs_seen = self._resyncs
             self.undone.clear()
             self.overlay.clear()
+            self.rediscover()
+        elif self.discovery is not None and self.discovery.known is None and (
+                self._discovery_tried is None or time.monotonic() - self._discovery_tried >= DISCOVERY_RETRY_SECONDS):
+            self.rediscover()
         if self._terms_seen != self._terms:
             self._terms_seen = self._terms
             self._reported = None   # a new leader says again what the scope leaves out
             store = self.stores.get(kube.DEPLOYMENTS)
             self.rollouts.recover(store.values() if store else [])
+
+    def rediscover(self) -> WorkloadApi | None:
+        """Rule G22: read the served Workload API versions again (the worker's own state: the facts it plans
+        with); what is known after."""
+        if self.discovery is None:
+            return None
+        self._discovery_tried = time.monotonic()
+        self.facts.workload_api = self.discovery.read()
+        return self.facts.workload_api
 
     def reconcile(self, key: Key) -> list[Write]:
         """Plan one object and make its writes; returns the writes made. Requeues on failure."""
@@ -306,6 +332,9 @@ class Reconciler:
         if key[1] == "Deployment":
             self.notice(key, obj, writes)
         for write in writes:
+            if write.error and write.kind == "Workload" and self.unserved() is not None:
+                self.api_not_served(key, write)
+                continue
             if write.error:
                 self.metrics.errors.labels("plan").inc()
                 log.warning("cannot plan", extra={"object": f"{write.kind} {write.namespace}/{write.name}",
@@ -318,8 +347,8 @@ class Reconciler:
                 made.append(write)
             elif outcome == "failed":
                 failed = True
-            elif outcome == "conflict":
-                self.queue.add(key)  # fresh state is in the overlay: plan it again
+            elif outcome in ("conflict", "replan"):
+                self.queue.add(key)  # fresh state in the overlay, or another served version: plan it again
                 break
         if failed:
             self.retry(key)
@@ -348,7 +377,8 @@ class Reconciler:
 
     def apply(self, key: Key, write: Write) -> str:
         """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
-        ``conflict`` (fresh state in the overlay), ``gone``, ``unserved`` or ``failed``."""
+        ``conflict`` (fresh state in the overlay), ``replan`` (the served Workload API changed), ``gone``,
+        ``unserved`` or ``failed``."""
         gate_key = (write.namespace, write.name)
         if write.kind == "Deployment" and write.rollout and not self.rollouts.admit(key, gate_key):
             self.metrics.deferred.inc()
@@ -378,9 +408,8 @@ class Reconciler:
             self.metrics.conflicts.inc()
             return self._refresh(res, target, before)
         except kube.NotFound:
-            if write.action == "create" and res in kube.NATIVE_GANG and not self.served(res):
-                self.api_not_served(key, write)
-                return "unserved"
+            if write.action == "create" and res in kube.NATIVE_GANG:
+                return self.native_not_found(key, write)
             return "gone"
         except Exception as e:  # noqa: BLE001 -- any failure of the write: logged, retried with backoff
             self.metrics.errors.labels("write").inc()
@@ -416,25 +445,35 @@ class Reconciler:
             self.overlay.put(target, before, fresh)
         return "conflict"
 
-    def served(self, res: kube.Resource) -> bool:
-        """Whether the API server serves ``res``'s group version (its discovery document answers)."""
-        try:
-            found = self.api.request("GET", f"/apis/{res.group}/{res.version}")
-        except kube.NotFound:
-            return False
-        except Exception:  # noqa: BLE001 -- discovery itself failed: do not claim the API is missing
-            return True
-        return any(r.get("name") == res.plural for r in (found or {}).get("resources") or [] if isinstance(r, dict))
+    def native_not_found(self, key: Key, write: Write) -> str:
+        """Rules G20, G22: a create of a Workload or PodGroup answered NotFound: the served versions are read
+        again (an upgrade may have changed them); ``replan`` when another version is served now, ``unserved``
+        (with the job's Warning Event) when none policylib writes is, ``gone`` otherwise (the namespace went)."""
+        self.rediscover()
+        api = self.unserved()
+        if api is not None:
+            self.api_not_served(key, write)
+            return "unserved"
+        now = workload_api_for(self.config.gang, self.facts)
+        return "replan" if now.api_version != write.api_version else "gone"
+
+    def unserved(self) -> WorkloadApi | None:
+        """The Workload API as discovered, when it is known that the cluster serves no version policylib writes."""
+        if self.discovery is None or self.facts.workload_api is None:
+            return None
+        api = workload_api_for(self.config.gang, self.facts)
+        return api if api.version is None else None
 
     def api_not_served(self, key: Key, write: Write) -> None:
-        """Rule G20: a job of gang method workload on a cluster that does not serve
-        scheduling.k8s.io/v1alpha2: an error in the log, and a Warning Event on the job naming the feature
-        gates, once per job."""
-        from policylib.gang.workload import API_NOT_SERVED
+        """Rule G20: a job of gang method workload on a cluster that serves no Workload API version policylib
+        writes (rule G22): an error in the log, and a Warning Event on the job naming what to enable (the flags
+        of the cluster's minor), once per job."""
         api_version, kind, ns, name = key
         job = self.facts.get(*key)
         uid = ((job or {}).get("metadata") or {}).get("uid") or ""
-        message = f"{kind} {ns}/{name}: no {write.kind} {write.name} made: {API_NOT_SERVED}"
+        found = self.unserved()
+        missing = found.missing() if found is not None else workload_api_for(self.config.gang, self.facts).missing()
+        message = f"{kind} {ns}/{name}: no Workload {write.name} made: {missing}"
         log.error("API not served", extra={"object": f"{kind} {ns}/{name}", "error": message})
         self.metrics.errors.labels("unserved").inc()
         if (key, uid) in self.unserved_told:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -47,6 +49,7 @@ type cluster struct {
 	volcano          *volcanoOptions              // --volcano
 	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --feature-gates
 	realNodes        *realNodes                   // --real-node, --real-nodes
+	admissionConfig  string                       // --admission-control-config-file, absolute
 	failed           chan error
 
 	etcd       *embed.Etcd
@@ -69,7 +72,14 @@ type process struct {
 
 func freePorts(n int) ([]int, error) { return freePortsOn("127.0.0.1", n) }
 
-// freePortsOn picks n distinct ports free on host (0.0.0.0: on every address).
+// The ports handed out are below the kernel's ephemeral range (net.ipv4.ip_local_port_range, 32768-60999 by
+// default): a port is picked free here and bound later by a component, and a port of that range can be taken in
+// between by any outgoing connection on the machine (every other harness's clients and components), which a port
+// below it cannot. Two harnesses picking the same one at the same moment is what is left: a random pick of about
+// 20,000 makes that rare.
+const lowestPort = 10000
+
+// freePortsOn picks n distinct ports free on host (0.0.0.0: on every address), below the ephemeral range.
 func freePortsOn(host string, n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
@@ -77,16 +87,34 @@ func freePortsOn(host string, n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	top := ephemeralStart()
 	var ports []int
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp4", net.JoinHostPort(host, "0"))
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			return nil, fmt.Errorf("no %d free ports on %s between %d and %d", n, host, lowestPort, top-1)
+		}
+		port := lowestPort + rand.IntN(top-lowestPort)
+		l, err := net.Listen("tcp4", net.JoinHostPort(host, strconv.Itoa(port)))
 		if err != nil {
-			return nil, err
+			continue // taken
 		}
 		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		ports = append(ports, port)
 	}
 	return ports, nil
+}
+
+// ephemeralStart is the first port of the kernel's ephemeral range (32768 when it cannot be read).
+func ephemeralStart() int {
+	data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if fields := strings.Fields(string(data)); len(fields) == 2 {
+			if lo, err := strconv.Atoi(fields[0]); err == nil && lo > lowestPort+1000 {
+				return lo
+			}
+		}
+	}
+	return 32768
 }
 
 func (c *cluster) start(ctx context.Context) error {
@@ -99,7 +127,10 @@ func (c *cluster) start(ctx context.Context) error {
 	c.apiHost, c.apiPort = "127.0.0.1", ports[2]
 	schedulerPort, cmPort := ports[3], ports[4]
 	services, disabled := "10.96.0.0/16", disabledAdmission
-	var apiServerExtra, cmExtra []string
+	// On loopback nothing maintains the `kubernetes` Service's endpoints: an endpoint cannot be a loopback address
+	// (Kubernetes 1.37 refuses to start the reconciler with one; 1.36 wrote it anyway), and nothing here routes
+	// to one.
+	apiServerExtra, cmExtra := []string{"--endpoint-reconciler-type=none"}, []string(nil)
 	if c.realNodes != nil {
 		// Pods reach the API server at the `kubernetes` Service's ClusterIP, 443, as the kubelet tells them
 		// (KUBERNETES_SERVICE_HOST/PORT): with no kube-proxy to translate it, the API server itself listens
@@ -111,11 +142,15 @@ func (c *cluster) start(ctx context.Context) error {
 		// Pods get service-account tokens (projected, TokenRequest): the ServiceAccount admission plugin,
 		// with the serviceaccount controller (each namespace's `default`) and the kube-root-ca.crt publisher.
 		disabled = "TaintNodesByCondition"
-		// `kubectl logs` and `exec` dial the kubelet at the node's InternalIP (its hostname does not resolve).
+		// `kubectl logs` and `exec` dial the kubelet at the node's InternalIP (its hostname does not resolve); the
+		// default endpoint reconciler keeps the `kubernetes` Service's endpoint, the address above.
 		apiServerExtra = []string{"--kubelet-preferred-address-types=InternalIP,Hostname"}
 		cmExtra = []string{"--root-ca-file=" + filepath.Join(c.dir, "pki", "ca.crt")}
 	}
 
+	if c.admissionConfig != "" {
+		apiServerExtra = append(apiServerExtra, "--admission-control-config-file="+c.admissionConfig)
+	}
 	if c.pki, err = newPKI(filepath.Join(c.dir, "pki"), c.apiHost); err != nil {
 		return fmt.Errorf("certificates: %v", err)
 	}

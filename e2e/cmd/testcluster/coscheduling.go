@@ -84,14 +84,14 @@ func hasCRD(crds []*unstructured.Unstructured, name string) bool {
 	return false
 }
 
-// checkCoscheduling finds the scheduler-plugins scheduler beside this binary and checks the
+// checkCoscheduling finds the scheduler-plugins scheduler in the bin directory (binRoot) and checks the
 // PodGroup CRD is among the --crd files; it returns the scheduler's path.
 func checkCoscheduling(crds []*unstructured.Unstructured) (string, error) {
-	self, err := os.Executable()
+	root, err := binRoot()
 	if err != nil {
 		return "", err
 	}
-	path := filepath.Join(filepath.Dir(self), coschedulingBinary)
+	path := filepath.Join(root, coschedulingBinary)
 	if _, err := os.Stat(path); err != nil {
 		return "", fmt.Errorf("--coscheduling: %s: not built (make testcluster-coscheduling)", path)
 	}

@@ -2,22 +2,28 @@
 // kube-apiserver, kube-controller-manager (deployment, replicaset, garbage-collector and
 // namespace controllers), kube-scheduler, a fake kubelet, and fake Nodes.
 //
-//	testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
+//	testcluster --dir DIR [--kubernetes 1.37|1.36] [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling]
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
 //	            [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
+//	            [--admission-control-config-file FILE]
 //
-// --crd applies CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
+// --kubernetes picks the Kubernetes minor of the control plane (and of the real node's kubelet): 1.37, the
+// default, or 1.36, each built from its own release's modules (minors.go). --crd applies
+// CustomResourceDefinitions before `ready`; --coscheduling also runs a second scheduler,
 // scheduler-plugins-scheduler, with the Coscheduling plugin (coscheduling.go). --volcano also installs
 // Volcano's CRDs and runs its admission webhooks, controller manager and scheduler (volcano.go), from
 // the binaries `make testcluster-volcano` builds into bin/volcano/. --training-operator,
 // --mpi-operator and --koordinator run Kubeflow training-operator, the MPI Operator and
-// koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates to the API
-// server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
+// koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates (of the minor run) to the
+// API server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
 // real-0, with the real kubelet and Debian's containerd (realnode.go; built and installed by `make
 // testcluster-real-node`); stop removes everything it put on the machine, and so does the next
-// --real-node start for a harness that was killed.
+// --real-node start for a harness that was killed. --admission-control-config-file passes an
+// AdmissionConfiguration to kube-apiserver (for example the kubeconfig whose client certificate the
+// API server presents to webhooks); its relative paths are the API server's to resolve, so give
+// absolute ones.
 //
 // It prints exactly one line, `ready DIR/kubeconfig`, on stdout once everything runs, and stops
 // within 10 s of SIGTERM or SIGINT with exit status 0. SIGHUP restarts the API server (watches
@@ -37,14 +43,15 @@ import (
 	"time"
 )
 
-const usage = "usage: testcluster --dir DIR [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
+const usage = "usage: testcluster --dir DIR [--kubernetes 1.37|1.36] [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
-	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]"
+	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...] [--admission-control-config-file FILE]"
 
 type options struct {
 	dir             string
+	kubernetes      string
 	nodesFile       string
 	schedulerConfig string
 	crds            crdFiles
@@ -62,6 +69,7 @@ type options struct {
 	realNode             bool
 	realNodes            int
 	images               crdFiles
+	admissionConfig      string
 }
 
 func main() {
@@ -83,6 +91,7 @@ func run(args []string) int {
 	fs.SetOutput(new(discard))
 	var o options
 	fs.StringVar(&o.dir, "dir", "", "directory for the kubeconfig, data and logs")
+	fs.StringVar(&o.kubernetes, "kubernetes", defaultMinor, "the Kubernetes minor of the control plane, kubectl and kubelet: 1.37 or 1.36, each its own build (make testcluster, make testcluster-1.36)")
 	fs.StringVar(&o.nodesFile, "nodes", "", "YAML file of Nodes (Node documents, or a List)")
 	fs.StringVar(&o.schedulerConfig, "scheduler-config", "", "KubeSchedulerConfiguration file")
 	fs.Var(&o.crds, "crd", "CustomResourceDefinition file to apply before ready (repeatable)")
@@ -99,6 +108,7 @@ func run(args []string) int {
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
 	fs.IntVar(&o.realNodes, "real-nodes", 1, "with --real-node: how many real nodes, real-0 .. real-(N-1), each its own containerd and kubelet")
 	fs.Var(&o.images, "image", "with --real-node: an image archive (docker or OCI) to import into each real node's containerd (repeatable)")
+	fs.StringVar(&o.admissionConfig, "admission-control-config-file", "", "an AdmissionConfiguration file for kube-apiserver (its --admission-control-config-file)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) { // -h, --help: the usage and the flags on stdout, exit 0
 			fmt.Println(usage)
@@ -113,6 +123,16 @@ func run(args []string) int {
 	}
 	if o.dir == "" {
 		return fail(2, "--dir is required; %s", usage)
+	}
+	if err := checkMinor(o.kubernetes); err != nil {
+		return fail(2, "%v", err)
+	}
+	built, err := builtMinor()
+	if err != nil {
+		return fail(1, "%v", err)
+	}
+	if built != o.kubernetes {
+		return execMinor(o.kubernetes)
 	}
 	nodes := defaultNodes()
 	if o.nodesFile != "" {
@@ -142,7 +162,7 @@ func run(args []string) int {
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	operators, err := operatorFlags(o)
+	operators, err := operatorFlags(o, built)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
@@ -151,6 +171,15 @@ func run(args []string) int {
 	reals, err := realNodeFlags(o, countSet)
 	if err != nil {
 		return fail(2, "%v", err)
+	}
+	admissionConfig := ""
+	if o.admissionConfig != "" {
+		if admissionConfig, err = filepath.Abs(o.admissionConfig); err == nil {
+			_, err = os.Stat(admissionConfig)
+		}
+		if err != nil {
+			return fail(2, "--admission-control-config-file: %v", err)
+		}
 	}
 	dir, err := filepath.Abs(o.dir)
 	if err != nil {
@@ -166,7 +195,8 @@ func run(args []string) int {
 	defer cancel()
 
 	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		volcano: volcano, operators: operators, realNodes: reals, failed: make(chan error, 4)}
+		volcano: volcano, operators: operators, realNodes: reals, admissionConfig: admissionConfig,
+		failed: make(chan error, 4)}
 	started := make(chan error, 1)
 	go func() { started <- c.start(ctx) }()
 	for {
@@ -205,11 +235,11 @@ func volcanoFlags(o options) (*volcanoOptions, error) {
 	}
 	dir := o.volcanoDir
 	if dir == "" {
-		self, err := os.Executable()
+		root, err := binRoot()
 		if err != nil {
 			return nil, err
 		}
-		dir = filepath.Join(filepath.Dir(self), "volcano")
+		dir = filepath.Join(root, "volcano")
 	}
 	dir, err := filepath.Abs(dir)
 	if err != nil {

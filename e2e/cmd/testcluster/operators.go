@@ -1,7 +1,7 @@
 package main
 
 // The job operators and the third scheduler gang scheduling is proved with (issue 21), each from
-// the binaries and CRDs its own make target puts in a directory beside this binary:
+// the binaries and CRDs its own make target puts in a directory of the bin directory (binRoot, minors.go):
 //
 //   - --training-operator: Kubeflow training-operator (kubeflow.org/v1 TFJob, PyTorchJob, ...), from
 //     bin/training-operator/ (make testcluster-training-operator); --training-operator-gang
@@ -15,8 +15,10 @@ package main
 //     plugin and every CRD of Koordinator's release, from bin/koordinator/ (make
 //     testcluster-koordinator);
 //   - --feature-gates GATES: Kubernetes feature gates for the API server, kube-scheduler and
-//     kube-controller-manager; with GenericWorkload the API server also serves
-//     scheduling.k8s.io/v1alpha2 (Workload, PodGroup), an alpha API that is off unless asked for.
+//     kube-controller-manager, each a gate of the minor run (--kubernetes); with GenericWorkload the API
+//     server also serves the minor's version of scheduling.k8s.io Workload and PodGroup (1.36: v1alpha2,
+//     alpha; 1.37: v1beta1, beta), with CompositePodGroup on 1.37 also v1alpha3 (CompositePodGroup): APIs
+//     that are off unless --runtime-config asks for them.
 //
 // Each one's CRDs are applied and Established, and each answers its health endpoint, before
 // `ready` is printed; one that exits before then fails the start with its log named.
@@ -37,8 +39,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/component-base/featuregate"
 	"sigs.k8s.io/yaml"
 )
 
@@ -79,7 +83,7 @@ func gangFlag(name string, on bool, value string, o options) (string, error) {
 	return value, nil
 }
 
-// component is one extra program: its directory (binary and crd/*.yaml) beside testcluster.
+// component is one extra program: its directory (binary and crd/*.yaml) in the bin directory (binRoot).
 type component struct {
 	name string // flag and directory
 	dir  string
@@ -88,11 +92,11 @@ type component struct {
 
 // findComponent checks that `make <target>` has built the component's binary and copied its CRDs.
 func findComponent(name, binary string) (*component, error) {
-	self, err := os.Executable()
+	root, err := binRoot()
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(filepath.Dir(self), name)
+	dir := filepath.Join(root, name)
 	bin := filepath.Join(dir, binary)
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("--%s: %s: not built (make testcluster-%s)", name, bin, name)
@@ -111,11 +115,12 @@ type operatorOptions struct {
 	mpiGang          string // --mpi-operator-gang: none, scheduler-plugins or volcano
 	koordinator      *component
 	featureGates     string
+	minor            string // the Kubernetes minor run (--kubernetes)
 }
 
 // operatorFlags checks the flags of this file against each other and against --coscheduling and --volcano.
-func operatorFlags(o options) (*operatorOptions, error) {
-	out := &operatorOptions{gang: o.trainingOperatorGang, featureGates: o.featureGates}
+func operatorFlags(o options, minor string) (*operatorOptions, error) {
+	out := &operatorOptions{gang: o.trainingOperatorGang, featureGates: o.featureGates, minor: minor}
 	var err error
 	if o.trainingOperatorGang != "" && !o.trainingOperator {
 		return nil, fmt.Errorf("--training-operator-gang needs --training-operator; %s", usage)
@@ -136,7 +141,7 @@ func operatorFlags(o options) (*operatorOptions, error) {
 	if out.mpiGang, err = gangFlag("mpi-operator", o.mpiOperator, o.mpiOperatorGang, o); err != nil {
 		return nil, err
 	}
-	if err := checkFeatureGates(o.featureGates); err != nil {
+	if err := checkFeatureGates(o.featureGates, minor); err != nil {
 		return nil, err
 	}
 	if o.trainingOperator {
@@ -166,11 +171,14 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// checkFeatureGates: GATES is Name=true|false[,Name=true|false...] (the components check the names).
-func checkFeatureGates(gates string) error {
+// checkFeatureGates: GATES is Name=true|false[,Name=true|false...], each Name a feature gate of the Kubernetes
+// minor this binary is built with (a gate a release removed, as 1.37 removed GangScheduling, would stop its
+// components at start with their own error; here it is one line naming the minor).
+func checkFeatureGates(gates, minor string) error {
 	if gates == "" {
 		return nil
 	}
+	known := utilfeature.DefaultMutableFeatureGate.GetAll()
 	for _, kv := range strings.Split(gates, ",") {
 		name, value, ok := strings.Cut(kv, "=")
 		if !ok || name == "" {
@@ -178,6 +186,9 @@ func checkFeatureGates(gates string) error {
 		}
 		if _, err := strconv.ParseBool(value); err != nil {
 			return fmt.Errorf("--feature-gates %q: %s: %q is not true or false", gates, name, value)
+		}
+		if _, ok := known[featuregate.Feature(name)]; !ok {
+			return fmt.Errorf("--feature-gates %q: %s is not a feature gate of Kubernetes %s", gates, name, minor)
 		}
 	}
 	return nil
@@ -202,14 +213,19 @@ func (o *operatorOptions) featureGateArgs() []string {
 	return []string{"--feature-gates=" + o.featureGates}
 }
 
-// apiServerArgs: the feature gates, and the alpha scheduling.k8s.io/v1alpha2 API when
-// GenericWorkload is on (an alpha API is served only when --runtime-config enables it).
+// apiServerArgs: the feature gates, and the minor's scheduling.k8s.io version of Workload and PodGroup when
+// GenericWorkload is on (alpha in 1.36, beta in 1.37: neither is served unless --runtime-config enables it), and
+// 1.37's v1alpha3 when CompositePodGroup is on too.
 func (o *operatorOptions) apiServerArgs() []string {
 	args := o.featureGateArgs()
-	if o != nil && gateOn(o.featureGates, "GenericWorkload") {
-		args = append(args, "--runtime-config=scheduling.k8s.io/v1alpha2=true")
+	if o == nil || !gateOn(o.featureGates, "GenericWorkload") {
+		return args
 	}
-	return args
+	apis := []string{"scheduling.k8s.io/" + workloadAPIVersions[o.minor] + "=true"}
+	if v := compositePodGroupAPIVersion[o.minor]; v != "" && gateOn(o.featureGates, "CompositePodGroup") {
+		apis = append(apis, "scheduling.k8s.io/"+v+"=true")
+	}
+	return append(args, "--runtime-config="+strings.Join(apis, ","))
 }
 
 // componentCRDs reads the crd/*.yaml of a component's directory.
@@ -513,7 +529,7 @@ func (c *cluster) startKoordScheduler(ctx context.Context, client *kubernetes.Cl
 }
 
 // featureGateArgsForKoord: koord-scheduler is built on Kubernetes 1.35 and has gates of its own;
-// --feature-gates are Kubernetes 1.36 gates, so it gets none of them.
+// --feature-gates are gates of the minor run, so it gets none of them.
 func (o *operatorOptions) featureGateArgsForKoord() []string { return nil }
 
 // controllers: kube-controller-manager's controllers, plus the Job controller for the MPI Operator

@@ -100,17 +100,30 @@ type realNode struct {
 // maxRealNodes bounds --real-nodes: docs/e2e.md ("A real node") says what each costs on this machine.
 const maxRealNodes = 8
 
-// realNodeBinaries finds what `make testcluster-real-node` builds and installs; a missing one is exit 2.
+// realNodeBinaries finds what `make testcluster-real-node` (another minor: `make testcluster-real-node-MINOR`)
+// builds and installs; a missing one is exit 2. The kubelet is this minor's, beside this binary; the pause
+// binary serves every minor (binRoot).
 func realNodeBinaries() (*realNodes, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Dir(self)
-	h := &realNodes{count: 1, kubelet: filepath.Join(bin, "kubelet"), pause: filepath.Join(bin, "pause")}
+	root, err := binRoot()
+	if err != nil {
+		return nil, err
+	}
+	minor, err := builtMinor()
+	if err != nil {
+		return nil, err
+	}
+	target := "testcluster-real-node"
+	if minor != defaultMinor {
+		target += "-" + minor
+	}
+	h := &realNodes{count: 1, kubelet: filepath.Join(filepath.Dir(self), "kubelet"), pause: filepath.Join(root, "pause")}
 	for _, p := range []string{h.kubelet, h.pause} {
 		if _, err := os.Stat(p); err != nil {
-			return nil, fmt.Errorf("--real-node: %s is missing: `make testcluster-real-node` builds it", p)
+			return nil, fmt.Errorf("--real-node: %s is missing: `make %s` builds it", p, target)
 		}
 	}
 	for _, p := range []string{containerd, ctrBinary, "/usr/sbin/runc", "/usr/bin/containerd-shim-runc-v2",
