@@ -16,6 +16,11 @@ each in its own process, its CPU from /proc and its memory as VmRSS / VmHWM (pea
 - CPU per watch event at steady state (in-process, dry-run: 1,000 HPA changes after the sync; in the
   JSON only).
 
+The cluster holds a MutatingWebhookConfiguration ``policylib-webhook`` with the selectors manifests/base
+ships, for a Service nothing serves (failurePolicy Ignore), created after the objects: the scope the
+controller, ``plan --cluster`` and ``check --cluster`` read (rule W5: without it, it is closed and they act on
+nothing), so they act on every Deployment, as in a cluster policylib is installed into.
+
 Two API servers:
 
 - ``--server harness`` (default): ``e2e/bin/testcluster``, the real kube-apiserver and controller-manager
@@ -28,6 +33,11 @@ Two API servers:
 
     .venv/bin/python bench/bench_scale.py --sizes 1000,10000 [--server recorded] [--json out.json]
         [--repo . --repo ../before]   # each tree on the same cluster
+        [--only plan_cluster,check_cluster,plan_file --repeat 3]   # those alone, each the median of 3 runs
+        [--pages 100,500,0]   # what listing the Deployments and HPAs costs per page size (0: one page)
+
+Each command's figure is the median of ``--repeat`` runs (by wall time), the trees' runs interleaved; the
+machine's 1-minute load average is recorded beside each run (``load``).
 """
 from __future__ import annotations
 
@@ -89,6 +99,28 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
+#: The harness's ``testcluster`` process: etcd, and the parent of its API server, controller-manager and scheduler.
+SERVER: list[int] = []
+
+
+def server_cpu() -> float:
+    """CPU seconds the harness's processes have used so far (0 without the harness): what the API server
+    spends answering, beside the client's own CPU."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo = 0.0, list(SERVER)
+    while todo:
+        pid = todo.pop()
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            total += cpu_seconds(pid)
+        todo += children.get(pid, [])
+    return total
+
+
 def free_port() -> int:
     import socket
     with socket.socket() as s:
@@ -120,7 +152,14 @@ class Recorded:
     """Paginated lists of fixed objects, quiet watches, a Lease: what the controller and plan read."""
 
     def __init__(self, deployments: list[bytes], hpas: list[bytes]):
-        self.items = {"/apis/apps/v1/deployments": deployments, "/apis/autoscaling/v2/horizontalpodautoscalers": hpas}
+        configuration = scope_configuration()
+        self.items = {"/apis/apps/v1/deployments": deployments, "/apis/autoscaling/v2/horizontalpodautoscalers": hpas,
+                      "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations":
+                          [json.dumps(dict(configuration, metadata=dict(configuration["metadata"], uid="scope",
+                                                                        resourceVersion="1"))).encode()],
+                      "/api/v1/namespaces": [json.dumps(namespace_object(i)).encode() for i in range(NAMESPACES)]}
+        self.one = {f"/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{SCOPE}":
+                    self.items["/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"][0]}
         self.lease: dict[str, Any] | None = None
         server = self
 
@@ -133,8 +172,12 @@ class Recorded:
                 if q.get("watch") in ("true", "1", "True"):
                     time.sleep(min(float(q.get("timeoutSeconds", 30)), 30))
                     return self.reply(200, b"")
+                if url.path in server.items and q.get("labelSelector"):   # no object carries policylib's labels
+                    return self.reply(200, b'{"kind": "List", "metadata": {"resourceVersion": "1000"}, "items": []}')
                 if url.path in server.items:
                     return self.reply(200, server.page(url.path, int(q.get("limit", 0) or 0), q.get("continue")))
+                if url.path in server.one:
+                    return self.reply(200, server.one[url.path])
                 if "/leases/" in url.path and server.lease:
                     return self.reply(200, json.dumps(server.lease).encode())
                 if url.path == "/version":
@@ -202,6 +245,33 @@ def recorded(n: int, tmp: Path) -> Iterator[Path]:
         server.stop()
 
 
+# --- the scope -----------------------------------------------------------------------------------------
+
+#: The configuration the controller and ``plan``/``check --cluster`` read by default (rule W5).
+SCOPE = "policylib-webhook"
+
+
+def scope_configuration() -> dict[str, Any]:
+    """manifests/base's selectors and rules for a Service nothing serves, failurePolicy Ignore (the API
+    server's call fails at once and admits unchanged): every Deployment of the benchmark in scope."""
+    from policylib.scope import default_configuration
+    configuration = default_configuration()
+    configuration.update(apiVersion="admissionregistration.k8s.io/v1", kind="MutatingWebhookConfiguration",
+                         metadata={"name": SCOPE})
+    for hook in configuration["webhooks"]:
+        hook.update(name="scope.bench.policylib.io", admissionReviewVersions=["v1"], sideEffects="None",
+                    failurePolicy="Ignore", timeoutSeconds=1, matchPolicy="Equivalent",
+                    clientConfig={"service": {"name": "none", "namespace": "policylib-bench-nowhere",
+                                              "path": "/mutate"}})
+    return configuration
+
+
+def namespace_object(i: int) -> dict[str, Any]:
+    name = f"scale-{i:02d}"
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": name, "resourceVersion": "1",
+                                                                  "labels": {"kubernetes.io/metadata.name": name}}}
+
+
 # --- the harness --------------------------------------------------------------------------------------
 
 #: The harness's fake Nodes (``testcluster --nodes``: created with their status, no kubelet heartbeat):
@@ -229,13 +299,28 @@ def harness_cluster(n: int, tmp: Path) -> Iterator[Path]:
     start = time.monotonic()
     cluster = harness.Cluster(tmp / "cluster", nodes=nodes)
     print(f"harness ready in {cluster.ready_seconds:.0f} s ({NODES if n else 3} Nodes)", file=sys.stderr, flush=True)
+    SERVER[:] = [cluster.proc.pid]
     try:
         create(cluster.kubeconfig, n)
         print(f"created {n} Deployments, {n // 4} HPAs in {time.monotonic() - start:.0f} s", file=sys.stderr,
               flush=True)
+        print(f"the harness settled in {settle():.0f} s", file=sys.stderr, flush=True)
         yield cluster.kubeconfig
     finally:
+        SERVER.clear()
         cluster.stop()
+
+
+def settle(quiet: float = 0.5, timeout: float = 1800) -> float:
+    """Wait until the harness's processes use less than ``quiet`` CPU-seconds per 5 s, twice running: the
+    controller-manager has written every new Deployment's status (twice each, minutes at 50,000), which would
+    otherwise run beside the measurements. Returns the seconds waited."""
+    start, calm, cpu = time.monotonic(), 0, server_cpu()
+    while calm < 2 and time.monotonic() - start < timeout:
+        time.sleep(5)
+        now = server_cpu()
+        calm, cpu = (calm + 1 if now - cpu < quiet else 0), now
+    return time.monotonic() - start
 
 
 def create(kubeconfig: Path, n: int) -> None:
@@ -258,6 +343,8 @@ def create(kubeconfig: Path, n: int) -> None:
             api.create(kube.HPAS, h["metadata"]["namespace"], h)
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(n)))
+    with contextlib.suppress(kube.Conflict):   # after the objects: their creates call no webhook
+        api.create(kube.MUTATING_WEBHOOKS, None, scope_configuration())
 
 
 # --- the measurements ---------------------------------------------------------------------------------
@@ -435,8 +522,61 @@ def attempt(what: str, measure: Any, *args: Any) -> dict[str, Any]:
     return out
 
 
-def measure(n: int, server: str, timeout: float, repos: list[Path]) -> list[dict[str, Any]]:
-    """Every tree of ``repos`` measured on the same cluster (one set of objects created once)."""
+#: What is measured, in order (``--only`` picks some).
+MEASURES = ("controller", "webhook", "plan_cluster", "check_cluster", "plan_file", "simulate", "events")
+#: The commands run ``--repeat`` times, the trees' runs interleaved.
+REPEATED = ("plan_cluster", "check_cluster", "plan_file", "simulate")
+
+
+def with_server_cpu(measure: Any) -> Any:
+    """``measure`` with the harness's CPU over its run beside its figures (``server_cpu``)."""
+    def measured(*args: Any) -> dict[str, Any]:
+        before = server_cpu()
+        out: dict[str, Any] = measure(*args)
+        return dict(out, server_cpu=round(server_cpu() - before, 2)) if SERVER else out
+    return measured
+
+
+def load() -> float:
+    """The machine's 1-minute load average (what else ran beside the measurement)."""
+    return round(os.getloadavg()[0], 2)
+
+
+def median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median wall time, with every run's wall time and load beside it."""
+    done = [r for r in runs if "error" not in r]
+    if not done:
+        return runs[-1] if runs else {}
+    out = dict(sorted(done, key=lambda r: r["wall"])[(len(done) - 1) // 2])
+    out["walls"] = [round(r["wall"], 2) for r in done]
+    out["loads"] = [r["load"] for r in done]
+    return out
+
+
+def pages(kubeconfig: Path, limit: int) -> dict[str, float]:
+    """Listing the Deployments and HPAs as ``plan --cluster`` does (each object projected as its page is
+    decoded, rule W7) with pages of ``limit`` objects (0: the server's one answer): wall, CPU and the peak
+    RSS of a process that does only that."""
+    code = ("import json, os, resource, sys, time\n"
+            "from policylib.projection import project\n"
+            "from policylib.shell import kube\n"
+            "api = kube.Api(kube.api_client(None, sys.argv[1]))\n"
+            "start, cpu = time.monotonic(), time.process_time()\n"
+            "held = kube.snapshot(api, resources=(kube.DEPLOYMENTS, kube.HPAS), project=project, limit=int(sys.argv[2]))\n"
+            "wall, cpu = time.monotonic() - start, time.process_time() - cpu\n"
+            "peak = [l.split()[1] for l in open('/proc/self/status') if l.startswith('VmHWM:')][0]\n"
+            "print(json.dumps({'wall': wall, 'cpu': cpu, 'peak': int(peak) * 1024, 'objects': len(held)}))\n")
+    out = subprocess.run([sys.executable, "-c", code, str(kubeconfig), str(limit)], capture_output=True, text=True,
+                         cwd=CODE, timeout=1800)
+    if out.returncode:
+        raise RuntimeError(out.stderr[-2000:])
+    return dict(json.loads(out.stdout.splitlines()[-1]), load=load(), limit=limit)
+
+
+def measure(n: int, server: str, timeout: float, repos: list[Path], only: tuple[str, ...] = MEASURES,
+            repeat: int = 1, page_sizes: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """Every tree of ``repos`` measured on the same cluster (one set of objects created once); the
+    commands of :data:`REPEATED` ``repeat`` times each, the trees in turn."""
     global CODE
     with tempfile.TemporaryDirectory(prefix=f"bench-scale-{n}-") as d:
         tmp = Path(d)
@@ -444,21 +584,37 @@ def measure(n: int, server: str, timeout: float, repos: list[Path]) -> list[dict
         source = harness_cluster if harness else recorded
         rows: list[dict[str, Any]] = []
         with source(n, tmp) as kubeconfig:
-            if n and n <= PLAN_FILE_MAX:
+            if n and n <= PLAN_FILE_MAX and "plan_file" in only:
                 snapshot(n, kubeconfig if harness else None, tmp)
+            runs: dict[tuple[Path, str], list[dict[str, Any]]] = {}
+            commands = {"plan_cluster": (plan_cluster, kubeconfig),
+                        "check_cluster": (check_cluster, kubeconfig) if harness else None,
+                        "plan_file": (plan_file, n, tmp) if n and n <= PLAN_FILE_MAX else None,
+                        "simulate": (simulate, n, tmp, kubeconfig if harness else None) if n else None}
             for repo in repos:
                 CODE = repo
                 print(f"N={n} tree {repo}", file=sys.stderr, flush=True)
                 out: dict[str, Any] = {"n": n, "tree": str(repo), "server": server}
-                out["controller"] = attempt("controller", controller, kubeconfig, tmp, timeout)
-                out["webhook"] = attempt("webhook", webhook_cache, kubeconfig)
-                out["plan_cluster"] = attempt("plan --cluster", plan_cluster, kubeconfig)
-                out["check_cluster"] = attempt("check --cluster", check_cluster, kubeconfig) if harness else {}
-                out["plan_file"] = attempt("plan -f", plan_file, n, tmp) if n and n <= PLAN_FILE_MAX else {}
-                out["simulate"] = attempt("simulate", simulate, n, tmp, kubeconfig if harness else None) if n else {}
+                out["controller"] = attempt("controller", controller, kubeconfig, tmp, timeout) \
+                    if "controller" in only else {}
+                out["webhook"] = attempt("webhook", webhook_cache, kubeconfig) if "webhook" in only else {}
+                out["pages"] = [attempt(f"pages of {limit}", with_server_cpu(pages), kubeconfig, limit)
+                                for limit in page_sizes]
                 rows.append(out)
+            for _ in range(repeat):
+                for repo in repos:
+                    CODE = repo
+                    for what in REPEATED:
+                        call = commands.get(what)
+                        if what in only and call is not None:
+                            before = load()
+                            run = attempt(f"{what} ({Path(repo).name})", with_server_cpu(call[0]), *call[1:])
+                            runs.setdefault((repo, what), []).append(dict(run, load=before))
+            for row, repo in zip(rows, repos, strict=True):
+                for what in REPEATED:
+                    row[what] = median_run(runs.get((repo, what), []))
         for row, repo in zip(rows, repos, strict=True):
-            row["events"] = event_cpu(n) if n and repo == REPO else {}
+            row["events"] = event_cpu(n) if n and repo == REPO and "events" in only else {}
         return rows
 
 
@@ -470,12 +626,23 @@ def ok(*figures: dict[str, Any]) -> bool:
     return all(f and "error" not in f for f in figures)
 
 
+def cell(figure: dict[str, Any], text: str) -> str:
+    """``text`` for a figure measured; ``failed`` for one that failed, nothing for one not run."""
+    return text if ok(figure) else ("failed" if figure else "")
+
+
+def command(figure: dict[str, Any]) -> str:
+    server = f" ({figure['server_cpu']:.1f} s)" if "server_cpu" in figure else ""
+    return f"{figure.get('wall', 0):.1f} s / {figure.get('cpu', 0):.1f} s{server} / {figure.get('peak', 0) / MIB:.0f} MiB"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| Deployments (HPAs) | tree | controller RSS after sync / peak | per Deployment above idle | "
              "sync wall / CPU | per Deployment (CPU) | webhook worker RSS | per HPA cached | "
-             "plan --cluster wall / peak | check --cluster wall / peak | plan -f wall / CPU / peak | "
-             "simulate N/10 on 5,000 Nodes wall / peak |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "plan --cluster wall / CPU (API server's CPU) / peak | check --cluster wall / CPU (API server's CPU) / peak | "
+             "plan -f wall / CPU / peak | "
+             "simulate N/10 on 5,000 Nodes wall / peak | load average (1 min) over the commands' runs |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         idle = next(i for i in rows if i["n"] == 0 and i["tree"] == r["tree"])
         n, c, w, p, f = r["n"], r["controller"], r["webhook"], r["plan_cluster"], r["plan_file"]
@@ -487,17 +654,24 @@ def table(rows: list[dict[str, Any]]) -> str:
                       f"{c['wall']:.1f} s / {c['cpu']:.1f} s",
                       f"{(c['cpu'] - idle['controller']['cpu']) / n * 1000:.2f} ms" if n else ""]
         else:
-            cells += ["failed", "", "", ""]
+            cells += [cell(c, ""), "", "", ""]
         if ok(w, idle["webhook"]):
             cells += [f"{w['rss'] / MIB:.0f} MiB",
                       f"{(w['rss'] - idle['webhook']['rss']) / max(n // 4, 1) / KIB:.2f} KiB" if n else ""]
         else:
-            cells += ["failed", ""]
-        cells += [f"{p['wall']:.1f} s / {p['peak'] / MIB:.0f} MiB" if ok(p) else "failed",
-                  f"{k['wall']:.1f} s / {k['peak'] / MIB:.0f} MiB" if ok(k) else ("failed" if k else ""),
-                  f"{f['wall']:.1f} s / {f['cpu']:.1f} s / {f['peak'] / MIB:.0f} MiB" if ok(f) else "not run",
-                  simulated(r.get("simulate"))]
+            cells += [cell(w, ""), ""]
+        loads = [x for fig in (p, k, f, r.get("simulate") or {}) for x in fig.get("loads", [])]
+        cells += [cell(p, command(p)), cell(k, command(k)),
+                  cell(f, f"{f.get('wall', 0):.1f} s / {f.get('cpu', 0):.1f} s / {f.get('peak', 0) / MIB:.0f} MiB"),
+                  simulated(r.get("simulate")),
+                  f"{min(loads):.1f} to {max(loads):.1f}" if loads else ""]
         lines.append("| " + " | ".join(cells) + " |")
+    listed = [(r, g) for r in rows for g in r.get("pages") or [] if ok(g)]
+    if listed:
+        lines += ["", "| Deployments (HPAs) | tree | page size | listed and projected: wall / CPU (API server's CPU) "
+                      "/ peak | load average |", "|---|---|---|---|---|"]
+        lines += [f"| {r['n']:,} ({r['n'] // 4:,}) | {Path(r['tree']).name} | {g['limit'] or 'one page'} | "
+                  f"{command(g)} | {g['load']:.1f} |" for r, g in listed]
     return "\n".join(lines)
 
 
@@ -511,13 +685,23 @@ def main(argv: list[str] | None = None) -> int:
                    help="a checkout whose controller, webhook and CLI are measured (repeatable: each on the same "
                         "cluster, for a before/after; default this one)")
     p.add_argument("--nodes", type=int, default=5000, help="the harness's fake Nodes (simulate and check read them)")
+    p.add_argument("--only", help=f"comma-separated, of {', '.join(MEASURES)} (default: all)")
+    p.add_argument("--repeat", type=int, default=1, help=f"runs of each of {', '.join(REPEATED)}: the median is "
+                                                         "reported (default 1)")
+    p.add_argument("--pages", default="", help="comma-separated page sizes (0: one page): listing the Deployments "
+                                               "and HPAs as plan --cluster does, with each")
     args = p.parse_args(argv)
+    only = tuple(w for w in (args.only or ",".join(MEASURES)).split(",") if w)
+    unknown = sorted(set(only) - set(MEASURES))
+    if unknown:
+        p.error(f"--only: unknown {', '.join(unknown)} (of {', '.join(MEASURES)})")
+    page_sizes = tuple(int(v) for v in args.pages.split(",") if v)
     global NODES
     NODES = args.nodes
     repos = [r.resolve() for r in args.repo or [REPO]]
     rows: list[dict[str, Any]] = []
     for n in [0] + [int(s) for s in args.sizes.split(",") if s]:
-        rows += measure(n, args.server, args.timeout, repos)
+        rows += measure(n, args.server, args.timeout, repos, only, max(args.repeat, 1), page_sizes)
         print(json.dumps(rows[-len(repos):]), file=sys.stderr, flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=1))

@@ -37,9 +37,10 @@ def yaml_problem(e: yaml.YAMLError) -> str:
 
 
 @contextmanager
-def _no_gc() -> Iterator[None]:
+def no_gc() -> Iterator[None]:
     """Parsing builds many small containers and no cycles; the cyclic GC's repeated
-    passes over them cost more than the parse itself on large snapshots."""
+    passes over them cost more than the parse itself on large snapshots (files, and the
+    live cluster's pages: :func:`policylib.shell.kube.snapshot`)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -57,7 +58,7 @@ def parse_documents(text: str, source: str) -> list[Document]:
     """
     stripped = text.lstrip()
     try:
-        with _no_gc():
+        with no_gc():
             raw = None
             if stripped.startswith(("{", "[")):
                 try:

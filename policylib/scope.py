@@ -16,6 +16,7 @@ everything and a missing one (``None``) matches nothing. A webhook's missing ``n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Mapping, Sequence
 
 from .constants import (
@@ -89,8 +90,11 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
     ``None`` matches nothing, ``{}`` everything. Raises :class:`SelectorError` for an invalid selector."""
     if selector is None:
         return False
-    labels = labels or {}
-    for key, op, values in _requirements(selector, where):
+    return _satisfied(_requirements(selector, where), labels or {})
+
+
+def _satisfied(requirements: list[tuple[str, str, frozenset[str]]], labels: Mapping[str, str]) -> bool:
+    for key, op, values in requirements:
         if op == "In" and labels.get(key) not in values:
             return False
         if op == "NotIn" and key in labels and labels[key] in values:
@@ -126,6 +130,13 @@ class Hook:
     namespace_selector: Mapping[str, Any]
     object_selector: Mapping[str, Any]
     match_conditions: tuple[str, ...] = ()
+
+    @cached_property
+    def requirements(self) -> tuple[list[tuple[str, str, frozenset[str]]], list[tuple[str, str, frozenset[str]]]]:
+        """The namespace and object selectors as requirements, read once (not per object it is asked about);
+        :class:`SelectorError` for one the API server would refuse."""
+        return (_requirements(self.namespace_selector, f"{self.name}.namespaceSelector"),
+                _requirements(self.object_selector, f"{self.name}.objectSelector"))
 
 
 @dataclass(frozen=True)
@@ -176,7 +187,16 @@ class Scope:
         resource = RESOURCES.get((group, str(obj.get("kind") or "")))
         if resource is None or self.closed:
             return []
-        return [h for h in self.acting if any(_rule_covers(r, group, resource) for r in h.rules)]
+        covering = self._covering.get((group, resource))
+        if covering is None:
+            covering = self._covering[(group, resource)] = \
+                [h for h in self.acting if any(_rule_covers(r, group, resource) for r in h.rules)]
+        return list(covering)
+
+    @cached_property
+    def _covering(self) -> dict[tuple[str, str], list[Hook]]:
+        """(group, resource) -> the webhooks acted on whose rules cover it, found once per kind."""
+        return {}
 
     def admits(self, obj: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> bool:
         """Rules W5, W6: whether the API server would send ``obj`` to the webhook: one webhook without
@@ -192,8 +212,7 @@ class Scope:
         if labels is None:
             labels = {NAMESPACE_NAME_LABEL: ns}
         own = meta.get("labels") or {}
-        return any(selector_matches(h.namespace_selector, labels, f"{h.name}.namespaceSelector")
-                   and selector_matches(h.object_selector, own, f"{h.name}.objectSelector")
+        return any(_satisfied(h.requirements[0], labels) and _satisfied(h.requirements[1], own)
                    for h in self.hooks_for(obj))
 
 

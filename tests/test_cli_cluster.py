@@ -63,3 +63,117 @@ def test_one_client_reads_the_config_the_scope_and_the_objects(tmp_path, monkeyp
     assert code == 0, err
     assert len(built) == 1
     assert {r["path"] for r in api.requests} >= {"/apis/apps/v1/deployments", "/api/v1/namespaces"}
+
+
+def test_check_cluster_holds_the_simulated_projection_of_each_deployment_and_hpa(tmp_path, monkeypatch):
+    """Rule W7: what ``check --cluster`` hands its rules is, of each Deployment and HPA the API server
+    returns, only what the planners and the scheduler's replay read (``project_simulated``): these keys and
+    no other, never the containers' images, environment or probes, ``managedFields`` or the status's
+    conditions."""
+    import importlib
+
+    from bench.scale_objects import LAST_APPLIED, deployment_as_stored, hpa_as_stored
+    from policylib.projection import project_simulated
+    from tests.test_installed import ns
+    served = [deployment_as_stored(i) for i in range(3)]
+    hpas = [hpa_as_stored(0)]
+    held: list = []
+
+    def check(config, nodes, objects, **kwargs):
+        held.extend(objects)
+        return []
+    monkeypatch.setattr(importlib.import_module("policylib.check"), "check", check)
+    node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
+    with FakeAPI() as api:
+        install(api, {}, served, [ns(f"scale-{i:02d}") for i in range(3)])
+        api.route("GET", "/apis/autoscaling/v2/horizontalpodautoscalers", paged_list("HorizontalPodAutoscaler", hpas, 500))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.36.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": []}))
+        code, out, err = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"])
+    assert (code, out) == (0, "[]\n"), err
+    deployments = [o for o in held if o["kind"] == "Deployment"]
+    assert deployments == [project_simulated(d) for d in served]
+    for d in deployments:
+        assert set(d) == {"apiVersion", "kind", "metadata", "spec", "status"}
+        assert set(d["metadata"]) <= {"name", "namespace", "uid", "resourceVersion", "generation", "labels",
+                                      "annotations"}
+        assert set(d["spec"]) == {"replicas", "selector", "template"}
+        assert set(d["spec"]["template"]) == {"metadata", "spec"}
+        assert set(d["spec"]["template"]["spec"]) == {"containers", "volumes", "schedulerName"}
+        assert [set(c) for c in d["spec"]["template"]["spec"]["containers"]] == [{"resources", "ports"}] * 2
+        assert d["spec"]["template"]["spec"]["volumes"] == [{}]
+        assert set(d["status"]) == {"observedGeneration", "replicas", "updatedReplicas", "availableReplicas"}
+    assert deployments[1]["metadata"]["annotations"] == {LAST_APPLIED: ""}
+    [hpa] = [o for o in held if o["kind"] == "HorizontalPodAutoscaler"]
+    assert set(hpa) == {"apiVersion", "kind", "metadata", "spec"}
+    assert set(hpa["metadata"]) == {"name", "namespace", "uid", "resourceVersion"}
+    assert set(hpa["spec"]) == {"minReplicas", "maxReplicas", "scaleTargetRef"}
+
+
+def test_a_list_s_continue_token_is_read_from_the_answer_s_head():
+    """The API server writes ``metadata`` before ``items``: the next page is asked for without decoding this
+    one's items; an answer shaped otherwise is decoded whole, and the last page has no token."""
+    import json
+
+    assert kube.continue_token(b'{"kind":"DeploymentList","apiVersion":"apps/v1","metadata":{"resourceVersion":"7",'
+                               b'"continue":"eyJ2Ijo"},"items":[{"metadata":{"name":"a"},"spec":{"items":[1]}}]}') \
+        == "eyJ2Ijo"
+    items_first = {"items": [{"spec": {"volumes": [{"configMap": {"name": "c", "items": []}}]}}],
+                   "metadata": {"continue": "next"}}
+    assert kube.continue_token(json.dumps(items_first, separators=(",", ":")).encode()) == "next"
+    assert kube.continue_token(b'{"kind":"List","metadata":{"resourceVersion":"7"},"items":[]}') is None
+    assert kube.continue_token(b'{"kind":"List","metadata":{"continue":""},"items":[]}') is None
+
+
+def test_the_next_page_is_asked_for_while_this_one_is_used_and_its_failure_is_one_line(tmp_path):
+    """``snapshot`` reads ahead: the API server is asked for page 2 before page 1's objects are projected (the
+    projection of page 1 waits for that request); an error answered for a later page is the cluster's
+    failure, one line, as for the first."""
+    import threading
+
+    asked = threading.Event()
+    served = paged_list("Deployment", [{"metadata": {"name": f"d{i}", "namespace": "ml"}} for i in range(5)], 2)
+
+    def deployments(req):
+        if req["query"].get("continue"):
+            asked.set()
+        return served(req)
+
+    def project(obj):
+        assert asked.wait(30), "page 2 was not asked for while page 1 was used"
+        return obj["metadata"]["name"]
+    with FakeAPI() as api:
+        api.route("GET", "/apis/apps/v1/deployments", deployments)
+        client = kube.Api(kube.api_client(None, api.kubeconfig(tmp_path / "k")))
+        assert kube.snapshot(client, resources=(kube.DEPLOYMENTS,), project=project, limit=2) == \
+            ["d0", "d1", "d2", "d3", "d4"]
+        assert [r["query"].get("continue") for r in api.requests] == [None, "2", "4"]
+
+        def failing(req):
+            if req["query"].get("continue"):
+                return 500, {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd unavailable"}
+            return served(req)
+        install(api, {}, WORKLOADS, NAMESPACES)
+        api.route("GET", "/apis/apps/v1/deployments", failing)
+        code, out, err = cli(["plan", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k")])
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1] == "policylib: error: cannot read the cluster: HTTP 500 InternalError: etcd unavailable"
+
+
+def test_a_snapshot_holds_each_string_once(tmp_path):
+    """What ``--cluster`` holds is interned: the same label value, quantity or name in every Deployment is one
+    string, not one per object (the JSON decoder makes one per occurrence)."""
+    from bench.scale_objects import deployment_as_stored
+    from policylib.projection import project_simulated
+    served = [deployment_as_stored(i) for i in (2, 9)]
+    with FakeAPI() as api:
+        api.route("GET", "/apis/apps/v1/deployments", paged_list("Deployment", served, 1))
+        client = kube.Api(kube.api_client(None, api.kubeconfig(tmp_path / "k")))
+        a, b = kube.snapshot(client, resources=(kube.DEPLOYMENTS,), project=project_simulated)
+    assert [a, b] == [project_simulated(d) for d in served]
+    assert a["metadata"]["labels"]["tier"] is b["metadata"]["labels"]["tier"]
+    limits = [d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] for d in (a, b)]
+    assert limits[0] is limits[1] == "512Mi"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from policylib import load_config, mutate
 from policylib import projection as projection_module
 from policylib.facts import ClusterFacts
 from policylib.plan import PLANNERS, admitted_without_policy, plan
-from policylib.projection import project
+from policylib.projection import project, project_simulated
 from tests.helpers import legacy_anti_affinity
 from webhook.cache import hpa_targets, slim_hpa
 from webhook.controller import controller_owners, event_keys, rollout_complete
@@ -174,3 +175,266 @@ def test_the_scope_reads_the_same_of_projected_configurations_and_namespaces():
     assert scope_fields(projected) == scope_fields(configuration)
     assert namespace_labels([project(n) for n in namespaces]) == namespace_labels(namespaces)
     assert "managedFields" not in projected["metadata"] and "status" not in project(namespaces[0])
+
+
+# --- check --cluster and simulate --cluster: what the scheduler's replay reads too -------------------
+
+def node(name: str, zone: str, cpu: str, memory: str = "512Gi", **more: Any) -> dict[str, Any]:
+    """A Node as the API server returns it (its status's images and conditions, which nothing reads)."""
+    labels = {"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone, **more.pop("labels", {})}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels,
+                         "managedFields": [{"manager": "kubelet", "operation": "Update", "fieldsV1": {"f:status": {}}}]},
+            "spec": more.pop("spec", {}),
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"},
+                       "capacity": {"cpu": str(int(cpu) + 1), "memory": memory, "pods": "110"},
+                       "nodeInfo": {"kubeletVersion": "v1.36.0"},
+                       "images": [{"names": [f"registry.example/app:{i}"], "sizeBytes": 10 ** 7} for i in range(3)]}}
+
+
+SMALL = {"taints": [{"key": "pool", "value": "small", "effect": "NoSchedule"}]}
+NODES = [node("a1", "a", "2", "8Gi", labels={"pool": "small"}, spec=SMALL),
+         node("a2", "a", "2", "8Gi", labels={"pool": "small"}, spec=SMALL),
+         node("b1", "b", "128"), node("b2", "b", "128"),
+         node("c1", "c", "128", spec={"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}),
+         node("c2", "c", "128", spec={"unschedulable": True})]
+
+
+def scheduled(i: int, name: str, replicas: int, **pod_spec: Any) -> dict[str, Any]:
+    """A Deployment stored without policylib whose pod spec uses ``pod_spec`` (beside two containers
+    requesting 500m each, with probes, environment and mounts nobody replays)."""
+    d = deployment_as_stored(i)
+    d["metadata"]["name"] = name
+    d["spec"]["replicas"] = replicas
+    for labels in (d["metadata"]["labels"], d["spec"]["selector"]["matchLabels"],
+                   d["spec"]["template"]["metadata"]["labels"]):
+        labels["app"] = name
+    spec = d["spec"]["template"]["spec"]
+    for c in spec["containers"]:
+        c["resources"] = {"requests": {"cpu": "500m", "memory": "256Mi"}}
+    spec.update(pod_spec)
+    return d
+
+
+def sidecar(cpu: str) -> dict[str, Any]:
+    return {"name": "proxy", "image": "registry.example/proxy:1", "restartPolicy": "Always",
+            "env": [{"name": "A", "value": "b"}], "resources": {"requests": {"cpu": cpu}}}
+
+
+def replayed_cluster() -> list[dict[str, Any]]:
+    """:func:`cluster`, and Deployments using what kube-scheduler's replay reads of a pod spec (requests of
+    containers, sidecars, init containers, the pod and its overhead; host ports; node selectors, affinity and
+    tolerations; what it does not model: volumes, DRA claims, priority; what it does not place: another
+    scheduler, a node name, scheduling gates), with Pods bound to the Nodes."""
+    pvc = [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}, {"name": "tmp", "emptyDir": {}}]
+    objs = cluster() + [
+        scheduled(201, "small-pool", 6, nodeSelector={"pool": "small"}, initContainers=[sidecar("300m")],
+                  tolerations=[{"key": "pool", "operator": "Exists"}]),
+        scheduled(202, "host-ports", 5),
+        scheduled(203, "init", 2, initContainers=[{"name": "init", "image": "busybox",
+                                                   "resources": {"requests": {"cpu": "130"}}}]),
+        scheduled(204, "pod-level", 4, resources={"requests": {"cpu": "100"}}),
+        scheduled(205, "overhead", 2, overhead={"cpu": "130"}),
+        scheduled(206, "gpu", 3, tolerations=[{"key": "dedicated", "operator": "Equal", "value": "gpu",
+                                          "effect": "NoSchedule"}],
+                  affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                      "nodeSelectorTerms": [{"matchExpressions": [{"key": "topology.kubernetes.io/zone",
+                                                                   "operator": "In", "values": ["c"]}]}]}}}),
+        scheduled(207, "volumes", 3, volumes=pvc),
+        scheduled(208, "claims", 3, resourceClaims=[{"name": "gpu", "resourceClaimName": "gpu"}]),
+        scheduled(209, "priority", 3, priorityClassName="high"),
+        scheduled(210, "other-scheduler", 3, schedulerName="volcano"),
+        scheduled(211, "pinned", 3, nodeName="b1"),
+        scheduled(212, "gated", 3, schedulingGates=[{"name": "example.com/quota"}]),
+    ]
+    host_ports = next(o for o in objs if o["metadata"]["name"] == "host-ports")
+    host_ports["spec"]["template"]["spec"]["containers"][0]["ports"].append(
+        {"name": "metrics", "containerPort": 9100, "hostPort": 9100, "hostIP": "0.0.0.0", "protocol": "TCP"})
+    # without the controller's costs, the ReplicaSet controller removes them in this order (rule S26): the lowest
+    # deletion cost (p3); of two on one Node (p0, p4 on a1, p2, p5 on b2) more restarts (p0), then the younger
+    # (p5, then p2 and p4 by uid); p1 last
+    managed = managed_deployment(objs)
+    for i, (where, restarts, cost, created) in enumerate((("a1", 4, None, OLD), ("b1", 0, None, OLD),
+                                                          ("b2", 0, None, YOUNG), ("c1", 0, "-5", OLD),
+                                                          ("a1", 0, None, YOUNG))):
+        objs.append(pod_of(managed, i, where, restarts=restarts, cost=cost, created=created, manager="descheduler"))
+    # the controller's cost (rule S25): not counted without it; the youngest
+    objs.append(pod_of(managed, 5, "b2", cost="100", created="2026-12-01T23:00:00Z"))
+    small = next(o for o in objs if o["metadata"]["name"] == "small-pool")
+    objs.append(pod_of(small, 9, "", phase="Pending", scheduled={
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/6 nodes are available: 4 node(s) didn't match Pod's node affinity/selector, 2 Insufficient cpu."}))
+    objs += [scheduler_pod("volcano-scheduler-7d9", "volcanosh/vc-scheduler:v1.14.1"),
+             scheduler_pod("gang-0", "registry.example/koordinator-sh/koord-scheduler:v1.6.0")]
+    return objs
+
+
+def managed_deployment(objs: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(o for o in objs if o.get("kind") == "Deployment" and "spread-effective-replicas" in
+                str(o["metadata"].get("annotations")))
+
+
+OLD, YOUNG = "2026-11-01T00:00:00Z", "2026-12-01T12:00:00Z"
+
+
+def pod_of(owner: dict[str, Any], i: int, node_name: str, phase: str = "Running", restarts: int = 0,
+           cost: str | None = None, created: str = OLD, scheduled: dict[str, Any] | None = None,
+           manager: str | None = None) -> dict[str, Any]:
+    """A Pod of ``owner``'s ReplicaSet as the API server returns it: ``managedFields`` (whose cost it is),
+    its containers whole, a status with conditions, container statuses and more that nothing reads."""
+    from policylib.scaledown import DELETION_COST, FIELD_MANAGER
+    meta = owner["metadata"]
+    annotations = {DELETION_COST: cost} if cost else {}
+    template = owner["spec"]["template"]
+    ready = phase == "Running"
+    conditions = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": OLD}]
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"{meta['name']}-abc-{i}", "uid": f"pod-{meta['name']}-{i}", "namespace": meta["namespace"],
+                         "resourceVersion": str(9000 + i), "creationTimestamp": created, "generateName": f"{meta['name']}-abc-",
+                         "labels": {**template["metadata"]["labels"], "pod-template-hash": "abc"},
+                         "annotations": annotations,
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True,
+                                              "name": f"{meta['name']}-abc", "uid": f"rs-{meta['name']}"}],
+                         "managedFields": [{"manager": "kube-controller-manager", "operation": "Update",
+                                            "fieldsV1": {"f:metadata": {"f:labels": {}}}}]
+                         + ([{"manager": manager or FIELD_MANAGER, "operation": "Update",
+                              "fieldsV1": {"f:metadata": {"f:annotations": {f"f:{DELETION_COST}": {}}}}}] if cost else [])},
+            "spec": {**copy.deepcopy(template["spec"]), "nodeName": node_name, "serviceAccountName": "default"},
+            "status": {"phase": phase, "conditions": conditions + ([scheduled] if scheduled else []),
+                       "hostIP": "10.0.0.1", "podIP": f"10.1.0.{i}", "qosClass": "Burstable",
+                       "containerStatuses": [{"name": c["name"], "restartCount": restarts, "image": c["image"],
+                                              "imageID": "sha256:0", "ready": ready, "started": True,
+                                              "state": {"running": {"startedAt": created}}}
+                                             for c in template["spec"]["containers"]]}}
+
+
+def scheduler_pod(name: str, image: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "kube-system", "uid": f"uid-{name}",
+                         "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"nodeName": "b2", "containers": [{"name": "scheduler", "image": image,
+                                                       "args": ["--config=/etc/scheduler.yaml"]}]},
+            "status": {"phase": "Running", "containerStatuses": [{"name": "scheduler", "restartCount": 0}]}}
+
+
+REPLAY_CONFIGS = CONFIGS + [
+    {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "hardMinReplicas": 2},
+     "zoneTopologySpread": {"enabled": True}},
+    {"hostTopologySpread": {"enabled": False}},
+]
+
+
+def replayed(objs: list[dict[str, Any]], config: Any, nodes: list[dict[str, Any]] = NODES) -> dict[str, Any]:
+    """Everything ``check --cluster``, ``plan --cluster``'s spread report and ``simulate`` (``--scale`` too)
+    report from ``objs`` on ``nodes``."""
+    from policylib.check import check
+    from policylib.scaledown import cluster_report, scale_report
+    from policylib.simulate import simulate
+    violations, notes = cluster_report(objs, nodes)
+    managed = managed_deployment(objs)["metadata"]
+    scale = [f"{managed['namespace']}/{managed['name']}={n}" for n in (1, 2, 3, 4)]
+    return {"check": [f.as_dict() for f in check(config, nodes, objs, served_apis=["scheduling.x-k8s.io/v1alpha1"])],
+            "simulate": [p.as_dict() for p in simulate(objs, nodes, config)],
+            "report": [[v.message() for v in violations], notes],
+            "scale": scale_report(scale, objs, nodes, "topology.kubernetes.io/zone", "json",
+                                  now=datetime(2026, 12, 2, tzinfo=timezone.utc))}
+
+
+def held(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What ``check --cluster`` and ``simulate --cluster`` hold of ``objs``."""
+    from policylib.cli.cluster import strip_pod
+    return [strip_pod(o) if o.get("kind") == "Pod" else project_simulated(o) for o in copy.deepcopy(objs)]
+
+
+@pytest.mark.parametrize("config", REPLAY_CONFIGS, ids=lambda c: json.dumps(c) if c else "defaults")
+def test_check_and_simulate_report_the_same_on_the_simulated_projection(config):
+    """Rule W7: ``check --cluster`` holds :func:`project_simulated` of each object (and each Pod's cost owner):
+    every finding, every placement (its reasons and what is not modelled), the spread report and the
+    ReplicaSet controller's victims are those of the whole objects."""
+    whole = replayed_cluster()
+    assert replayed(held(whole), config, held(NODES)) == replayed(whole, config)
+
+
+def test_the_replayed_cluster_exercises_requests_ports_and_what_is_not_modelled():
+    found = replayed(replayed_cluster(), REPLAY_CONFIGS[-2])
+    messages = " ".join(f["message"] for f in found["check"])
+    for words in ("small-pool: 1 Pod(s) Pending now", "volcano (Pod kube-system/volcano-scheduler-7d9 running)",
+                  "koordinator (Pod kube-system/gang-0 running)"):
+        assert words in messages
+    assert found["report"][0]
+    name = managed_deployment(replayed_cluster())["metadata"]["name"]
+    removed = [r["withoutCosts"]["removed"] for r in json.loads(found["scale"])]
+    assert removed == [[f"{name}-abc-{i}" for i in sorted(order)]
+                       for order in ((3, 0, 5, 2, 4), (3, 0, 5, 2), (3, 0, 5), (3, 0))]
+    by_name = {p["name"]: p for p in found["simulate"]}
+    assert [by_name[n]["pending"] for n in ("small-pool", "host-ports", "init", "pod-level", "overhead")] == [5, 3, 2, 4, 2]
+    reasons = " ".join(r for p in found["simulate"] for r in p["reasons"])
+    for words in ("persistent volumes", "DRA resource claims", "priority and preemption", "schedulerName 'volcano'",
+                  "spec.nodeName 'b1'", "SchedulingGated"):
+        assert words in reasons
+    assert any(f["key"] == "hostTopologySpread.minDomains" and "would stay Pending" in f["message"]
+               for f in found["check"])
+
+
+@pytest.mark.parametrize("path", [("containers",), ("initContainers",), ("resources",), ("overhead",), ("volumes",),
+                                  ("resourceClaims",), ("priorityClassName",), ("schedulerName",), ("nodeName",),
+                                  ("schedulingGates",), ("tolerations",), ("containers", "ports"),
+                                  ("initContainers", "restartPolicy")])
+def test_a_simulated_projection_that_drops_a_field_the_replay_reads_fails_the_check(monkeypatch, path):
+    fields = copy.deepcopy(projection_module.SIMULATED)
+    spec = fields[("apps/v1", "Deployment")]["spec"]["template"]["spec"]   # type: ignore[index]
+    if len(path) == 1:
+        del spec[path[0]]   # type: ignore[union-attr]
+    else:
+        del spec[path[0]].fields[path[1]]   # type: ignore[union-attr]
+    monkeypatch.setattr(projection_module, "SIMULATED", fields)
+    whole = replayed_cluster()
+    assert replayed(held(whole), REPLAY_CONFIGS[-2], held(NODES)) != replayed(whole, REPLAY_CONFIGS[-2])
+
+
+@pytest.mark.parametrize("kind,path", [
+    ("Pod", ("spec", "containers")), ("Pod", ("spec", "nodeName")), ("Pod", ("status", "conditions")),
+    ("Pod", ("status", "containerStatuses")), ("Pod", ("metadata", "creationTimestamp")),
+    ("Pod", ("metadata", "annotations")), ("Node", ("spec",)), ("Node", ("status", "allocatable")),
+    ("Node", ("metadata", "labels"))])
+def test_a_simulated_projection_of_pods_or_nodes_that_drops_a_field_read_fails_the_check(monkeypatch, kind, path):
+    fields = copy.deepcopy(projection_module.SIMULATED)
+    parent = fields[("v1", kind)]
+    for key in path[:-1]:
+        parent = parent[key]   # type: ignore[assignment]
+    del parent[path[-1]]
+    monkeypatch.setattr(projection_module, "SIMULATED", fields)
+    whole = replayed_cluster()
+    assert replayed(held(whole), REPLAY_CONFIGS[-2], held(NODES)) != replayed(whole, REPLAY_CONFIGS[-2])
+
+
+def test_the_simulated_projection_keeps_what_the_replay_reads_and_drops_the_rest():
+    d = deployment_as_stored(1)
+    p = project_simulated(d)
+    assert p["spec"]["template"]["spec"] == {
+        "containers": [{"resources": {"requests": {"cpu": "250m", "memory": "256Mi"},
+                                      "limits": {"cpu": "1", "memory": "512Mi"}},
+                        "ports": [{"protocol": "TCP"}]}] * 2,
+        "volumes": [{}], "schedulerName": "default-scheduler"}
+    assert p["metadata"]["annotations"] == {LAST_APPLIED: ""} and "managedFields" not in p["metadata"]
+    assert {k: v for k, v in p.items() if k != "spec"} == {k: v for k, v in project(d).items() if k != "spec"}
+    assert d["metadata"]["managedFields"] and d["spec"]["template"]["spec"]["containers"][0]["env"]   # untouched
+    # a kind the replay does not list is stripped, as before
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p", "managedFields": [{}]},
+           "spec": {"pytorchReplicaSpecs": {}}, "status": {"conditions": []}}
+    assert project_simulated(job) == {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "p"},
+                                      "spec": {"pytorchReplicaSpecs": {}}, "status": {"conditions": []}}
+    assert project_simulated(NODES[0]) == {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": "a1", "uid": "uid-a1", "labels": NODES[0]["metadata"]["labels"]}, "spec": SMALL,
+        "status": {"allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"},
+                   "capacity": {"cpu": "3", "memory": "8Gi", "pods": "110"}, "nodeInfo": {"kubeletVersion": "v1.36.0"}}}
+
+
+def test_a_list_the_simulated_projection_expects_is_kept_whole_when_malformed():
+    d = deployment_as_stored(3)
+    spec = d["spec"]["template"]["spec"]
+    spec["containers"] = {"not": "a list"}
+    spec["initContainers"] = ["not a mapping", {"name": "init", "image": "i", "resources": {}}]
+    p = project_simulated(d)["spec"]["template"]["spec"]
+    assert p["containers"] == {"not": "a list"} and p["initContainers"] == ["not a mapping", {"resources": {}}]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
 
 from ..config import Config
 from ..errors import InputError
-from ..projection import project, strip
+from ..projection import project, project_simulated
 from ..shell.files import load_config, load_config_file, load_config_text
 
 if TYPE_CHECKING:
@@ -178,23 +178,23 @@ def planned_objects(args: argparse.Namespace, config: Config, stderr: TextIO,
 
 def deployment_pods_and_nodes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What ``plan --cluster`` reads for rules S25 and S28: the pods Deployments made (only what the pod
-    costs read of each) and the Nodes."""
+    costs read of each) and the Nodes (what the replay reads of them, rule W7)."""
     from ..scaledown import project_pod
     from ..shell import kube
     c = cluster(args)
     with c.reading():
         pods = kube.snapshot(c.api, args.namespace, resources=(kube.DEPLOYMENT_PODS,), project=project_pod,
                              limit=kube.PROJECTED_PAGE)
-        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=strip, limit=kube.PROJECTED_PAGE)
+        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=project_simulated, limit=kube.PROJECTED_PAGE)
     return pods, nodes
 
 
 def strip_pod(pod: Any) -> Any:
-    """A Pod as :func:`~policylib.projection.strip` keeps it, plus the ``managedFields`` entry that owns its
-    deletion cost (rule S25: whose cost it is decides whether ``simulate --scale`` counts it as the
-    controller's or another manager's)."""
+    """A Pod as :func:`~policylib.projection.project_simulated` keeps it (rule W7), plus the ``managedFields``
+    entry that owns its deletion cost (rule S25: whose cost it is decides whether ``simulate --scale`` counts it
+    as the controller's or another manager's)."""
     from ..scaledown import project_pod
-    kept = strip(pod)
+    kept = project_simulated(pod)
     owner = project_pod(pod)["metadata"].get("managedFields") if isinstance(pod, dict) else None
     if owner and isinstance(kept, dict):
         kept = {**kept, "metadata": {**(kept.get("metadata") or {}), "managedFields": owner}}
@@ -203,16 +203,17 @@ def strip_pod(pod: Any) -> Any:
 
 def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
          show: Callable[[str, int], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """Nodes, bound Pods (and, for ``workloads``, what ``plan`` reads) and the version of the live cluster."""
+    """Nodes, Pods (and, for ``workloads``, Deployments, HPAs, jobs and PodGroups) and the version of the live
+    cluster; of each object only what the planners, ``check`` and the scheduler's replay read (rule W7)."""
     from ..shell import kube
     resources = kube.snapshot_resources(resolve_config(args, stderr))
     c = cluster(args)
     page = kube.PROJECTED_PAGE
     with c.reading():
-        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=strip, limit=page)
+        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=project_simulated, limit=page)
         pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip_pod, limit=page)   # every Pod loads the Nodes
-        objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show, project=strip,
-                                limit=page) if workloads else []
+        objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show,
+                                project=project_simulated, limit=page) if workloads else []
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
 

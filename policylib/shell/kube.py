@@ -8,8 +8,11 @@ stores, with ``apiVersion`` and ``kind`` filled in (list items omit them).
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
@@ -30,6 +33,7 @@ from ..constants import (
     VOLCANO_SCHEDULING_GROUP,
     X_K8S_GROUP,
 )
+from ..documents import no_gc
 
 try:
     import orjson as _orjson
@@ -200,6 +204,50 @@ def decode(raw: bytes | str | None) -> Any:
         return {"message": text.strip()[:1000]}
 
 
+def continue_token(raw: bytes) -> str | None:
+    """A list answer's ``metadata.continue`` (None on the last page), read from the answer's head without
+    decoding its items: the API server writes ``metadata`` before ``items``. An answer whose head is not
+    that is decoded whole."""
+    cut = raw.find(b',"items":')
+    head: Any = None
+    if cut > 0:
+        try:
+            head = _loads(raw[:cut] + b"}")
+        except ValueError:   # "items" came first, or the cut fell inside it: read the whole answer
+            head = None
+    if not (isinstance(head, dict) and isinstance(head.get("metadata"), dict)):
+        head = decode(raw)
+    meta = head.get("metadata") if isinstance(head, dict) else None
+    token = meta.get("continue") if isinstance(meta, dict) else None
+    return str(token) if token else None
+
+
+#: One page: its body as the server sent it and the continue token of the next, given this one's token.
+Fetch = Callable[[str | None], tuple[bytes, str | None]]
+
+
+def _one_by_one(fetch: Fetch) -> Iterator[bytes]:
+    """Each page's body, the next asked for when the caller is done with this one."""
+    raw, token = fetch(None)
+    yield raw
+    while token:
+        raw, token = fetch(token)
+        yield raw
+
+
+def _read_ahead(fetch: Fetch) -> Iterator[bytes]:
+    """Each page's body, the next asked for on a thread while the caller decodes and uses this one: the API
+    server's work and the client's overlap (docs/figures.md, "Scale"). At most one page waits."""
+    with ThreadPoolExecutor(1, thread_name_prefix="policylib-list") as pool:
+        raw, token = fetch(None)
+        while True:
+            following = pool.submit(fetch, token) if token else None
+            yield raw
+            if following is None:
+                return
+            raw, token = following.result()
+
+
 # --- the client -----------------------------------------------------------------------------------
 
 class KubeconfigNotFound(RuntimeError):
@@ -241,6 +289,15 @@ class Api:
 
     def request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: object = None,
                 content_type: str | None = None, timeout: float | tuple[float, float] | None = None) -> Any:
+        status, raw = self.send(method, path, query=query, body=body, content_type=content_type, timeout=timeout)
+        data = decode(raw)
+        if not 200 <= status < 300:
+            raise error_for(status, data)
+        return data
+
+    def send(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: object = None,
+             content_type: str | None = None, timeout: float | tuple[float, float] | None = None) -> tuple[int, bytes]:
+        """One call: the answer's status and its body as the server sent it (JSON, not decoded)."""
         headers = {"Accept": "application/json"}
         if content_type:
             headers["Content-Type"] = content_type
@@ -249,10 +306,7 @@ class Api:
         resp = self.client.call_api(method, url, header_params=headers, body=body, post_params=post,
                                     _request_timeout=timeout or (CONNECT_SECONDS, 60))
         resp.read()
-        data = decode(resp.data)
-        if not 200 <= resp.status < 300:
-            raise error_for(resp.status, data)
-        return data
+        return int(resp.status), bytes(resp.data or b"")
 
     def get(self, res: Resource, namespace: str | None, name: str) -> dict[str, Any]:
         return self._one(res, self.request("GET", res.path(namespace, name)))
@@ -281,22 +335,29 @@ class Api:
         return items, version
 
     def pages(self, res: Resource, namespace: str | None = None,
-              timeout: float | tuple[float, float] | None = None, limit: int = PAGE) -> Iterator[dict[str, Any]]:
-        """Pages ``{"items", "resourceVersion"}`` of ``res`` (``limit``/``continue``)."""
-        token = None
-        while True:
-            query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", token)] if token else [])
-            if res.field_selector:
-                query.append(("fieldSelector", res.field_selector))
-            if res.label_selector:
-                query.append(("labelSelector", res.label_selector))
-            body = self.request("GET", res.path(namespace), query=query, timeout=timeout)
+              timeout: float | tuple[float, float] | None = None, limit: int = PAGE,
+              ahead: bool = False) -> Iterator[dict[str, Any]]:
+        """Pages ``{"items", "resourceVersion"}`` of ``res`` (``limit``/``continue``). ``ahead``: each next
+        page is asked for on a thread as soon as this one has come (its continue token read from its head,
+        :func:`continue_token`), so the API server answers it while this one is decoded and used."""
+        fetch = functools.partial(self._page, res, namespace, timeout, limit)
+        for raw in (_read_ahead(fetch) if ahead else _one_by_one(fetch)):
+            body = decode(raw)
             items = [self._typed(res, item) for item in body.get("items") or []]
-            meta = body.get("metadata") or {}
-            yield {"items": items, "resourceVersion": meta.get("resourceVersion", "")}
-            token = meta.get("continue")
-            if not token:
-                return
+            yield {"items": items, "resourceVersion": (body.get("metadata") or {}).get("resourceVersion", "")}
+
+    def _page(self, res: Resource, namespace: str | None, timeout: float | tuple[float, float] | None, limit: int,
+              token: str | None) -> tuple[bytes, str | None]:
+        """One page of ``res`` as the server sent it, and the continue token of the next (None: the last)."""
+        query: list[tuple[str, Any]] = [("limit", limit)] + ([("continue", token)] if token else [])
+        if res.field_selector:
+            query.append(("fieldSelector", res.field_selector))
+        if res.label_selector:
+            query.append(("labelSelector", res.label_selector))
+        status, raw = self.send("GET", res.path(namespace), query=query, timeout=timeout)
+        if not 200 <= status < 300:
+            raise error_for(status, decode(raw))
+        return raw, continue_token(raw)
 
     def watch(self, res: Resource, resource_version: str | None, timeout: int) -> Iterator[tuple[str, dict[str, Any]]]:
         """``(type, object)`` events after ``resource_version`` until the server ends the watch after
@@ -370,21 +431,36 @@ def snapshot_resources(config: Any) -> tuple[Resource, ...]:
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
              progress: Callable[[str, int], None] | None = None,
              project: Callable[[Any], Any] | None = None, limit: int = PAGE) -> list[dict[str, Any]]:
-    """Every object the planners read, listed page by page; resources the cluster does not serve
-    contribute nothing. ``project`` (rule W7) is applied to each object as its page is decoded, so the
-    memory a snapshot takes is what it keeps plus one page."""
+    """Every object the planners read, listed page by page, the next page read ahead while this one is
+    decoded; resources the cluster does not serve contribute nothing. ``project`` (rule W7) is applied to
+    each object as its page is decoded, and what it keeps is held :func:`interned`, so the memory a snapshot
+    takes is what it keeps plus one page decoded and the next as the server sent it."""
     objects: list[dict[str, Any]] = []
-    for res in resources:
-        count = 0
-        try:
-            for page in api.pages(res, namespace, limit=limit):
-                objects += map(project, page["items"]) if project else page["items"]
-                count += len(page["items"])
-                if progress:
-                    progress(res.plural, count)
-        except NotFound:
-            continue
+    keep = (lambda obj: interned(project(obj))) if project else interned
+    with no_gc():   # decoded JSON has no cycles: the cyclic GC would pass over every object held, page after page
+        for res in resources:
+            count = 0
+            try:
+                for page in api.pages(res, namespace, limit=limit, ahead=True):
+                    objects += map(keep, page["items"])
+                    count += len(page["items"])
+                    if progress:
+                        progress(res.plural, count)
+            except NotFound:
+                continue
     return objects
+
+
+def interned(value: Any) -> Any:
+    """A copy of ``value`` (its mappings and lists new) with every string in it, key or value, interned: the
+    same label value, quantity, namespace or scheduler name in 50,000 objects is then held once."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, dict):
+        return {sys.intern(k) if isinstance(k, str) else k: interned(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [interned(v) for v in value]
+    return value
 
 
 def served_api_groups(api: Api) -> list[str]:
