@@ -627,8 +627,8 @@ def test_an_answer_is_one_tls_record(server):
 # --- gunicorn does not terminate our TLS: it must not act as if the socket were plain ----------------
 
 class RecordingSocket:
-    """What a served TLS socket is given: ``sendall`` writes recorded, ``sendfile`` refused (it would write the
-    file's bytes past the TLS layer)."""
+    """What a served TLS socket is given: its TLS writes (``write``, each taken whole) recorded, ``sendfile`` refused
+    (it would write the file's bytes past the TLS layer)."""
 
     def __init__(self):
         self.writes: list[bytes] = []
@@ -636,8 +636,9 @@ class RecordingSocket:
     def settimeout(self, seconds):
         pass
 
-    def sendall(self, data):
+    def write(self, data):
         self.writes.append(bytes(data))
+        return len(data)
 
     def sendfile(self, *args, **kwargs):
         raise AssertionError("sendfile(2) on a TLS connection")

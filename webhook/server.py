@@ -32,6 +32,10 @@ docs/figures.md, "Reliability"):
   server reuses its connections (``policylib_webhook_tls_handshakes_total``
   counts new ones: a few per thousands of reviews) and asks for HTTP/1.1 from a
   webhook behind a Service, so the server offers HTTP/1.1 only.
+- each TLS step of a connection (handshake, read, write) runs non-blocking and starts with the worker thread's
+  OpenSSL error queue empty (:func:`tls_step`): every connection of a worker shares that one queue, and a step that
+  failed on one (a client that reset while its handshake or answer was written) must not fail another's
+  (rule W16).
 - an answer's head and body go out in one TLS write (one record, one wake-up
   of the client) instead of gunicorn's two (docs/performance.md).
 - gunicorn does not terminate TLS here, so it is told twice over that the
@@ -57,7 +61,9 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import errno
+import importlib.util
 import itertools
 import logging
 import os
@@ -224,6 +230,65 @@ def make_server_context(cert_path: Path, key_path: Path, context_class: type[ssl
     return context
 
 
+def _openssl_clear_error() -> Callable[[], None] | None:
+    """OpenSSL's ``ERR_clear_error``, from the very libcrypto the ``ssl`` module runs on (looked up through the
+    ``_ssl`` extension's own dependencies, or the interpreter's where ``_ssl`` is built in), or None where it cannot
+    be reached or is not that library (its version differs from ``ssl.OPENSSL_VERSION_NUMBER``)."""
+    spec = importlib.util.find_spec("_ssl")
+    origin = spec.origin if spec is not None and spec.origin and os.path.isfile(spec.origin) else None
+    try:
+        library = ctypes.CDLL(origin)
+        clear, version = library.ERR_clear_error, library.OpenSSL_version_num
+    except (OSError, AttributeError):
+        return None
+    version.argtypes, version.restype = [], ctypes.c_ulong
+    if version() != ssl.OPENSSL_VERSION_NUMBER:
+        return None
+    clear.argtypes, clear.restype = [], None
+    return clear
+
+
+#: OpenSSL's ``ERR_clear_error`` (None where the server cannot reach it: it then logs so once per worker).
+OPENSSL_CLEAR_ERROR = _openssl_clear_error()
+
+
+def clear_tls_errors() -> None:
+    """Rule W16: empty the calling thread's OpenSSL error queue.
+
+    OpenSSL keeps one error queue per thread, and a gevent worker serves every connection on one thread. Since
+    OpenSSL 3.2 a TLS write that fails in the socket (the client reset the connection) leaves its system error on that
+    queue, and Python's ``ssl`` module raises it (``BrokenPipeError``, ``ConnectionResetError``) without emptying the
+    queue. OpenSSL's "would block" on any connection of that thread, until the queue is emptied, then reads as that
+    error: a healthy connection whose request body, or handshake, has not all arrived fails with the other one's error.
+    OpenSSL asks for an empty queue before each TLS step; :func:`tls_step` empties it before each of ours."""
+    if OPENSSL_CLEAR_ERROR is not None:
+        OPENSSL_CLEAR_ERROR()
+
+
+def tls_step(sock: ssl.SSLSocket, step: Callable[[], W], deadline: float) -> W:
+    """Rule W16: ``step`` (one TLS handshake, read or write of ``sock``) until it completes, each attempt made
+    non-blocking right after :func:`clear_tls_errors` (nothing runs between the two), the greenlet waiting between
+    attempts for the socket as OpenSSL asks; ``TimeoutError`` once the monotonic ``deadline`` passes. A step that fails
+    empties the queue too, so its error is not left for the next step of another connection, or the worker's other TLS
+    clients (the Kubernetes API's)."""
+    sock.settimeout(0.0)
+    while True:
+        clear_tls_errors()
+        try:
+            return step()
+        except ssl.SSLWantReadError:
+            wait = gevent.socket.wait_read
+        except ssl.SSLWantWriteError:
+            wait = gevent.socket.wait_write
+        except BaseException:
+            clear_tls_errors()
+            raise
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError("the TLS peer was not ready in time")
+        wait(sock.fileno(), timeout=remaining)
+
+
 class ClientTooSlow(NoMoreData, TimeoutError):  # type: ignore[misc]  # gunicorn has no type hints
     """A client did not send its request within :data:`CLIENT_DEADLINE` (raised by :class:`DeadlineSocket`).
 
@@ -267,12 +332,10 @@ class DeadlineSocket:
                 return b""  # keep-alive timeout, shutdown or closed to make room: gunicorn closes quietly
             self.connection.busy()
             self.deadline = time.monotonic() + CLIENT_DEADLINE
-        remaining = self.deadline - time.monotonic()
-        if remaining <= 0:
+        if self.deadline <= time.monotonic():
             raise self._give_up()
-        self.sock.settimeout(remaining)
         try:
-            return self.sock.recv(size)
+            return tls_step(self.sock, lambda: self.sock.recv(size), self.deadline)
         except TimeoutError:
             raise self._give_up() from None
 
@@ -309,7 +372,7 @@ class DeadlineSocket:
         return ClientTooSlow()
 
     def send(self, data: bytes) -> int:
-        return self._write(self.sock.send, data)
+        return self._write(data)
 
     def sendfile(self, file: IO[bytes], offset: int = 0, count: int | None = None) -> int:
         """A file's bytes written through TLS and :meth:`sendall` (after a head :meth:`hold` gathered),
@@ -329,7 +392,7 @@ class DeadlineSocket:
         :meth:`release` (or once :data:`HOLD_BYTES` are held): gunicorn writes the head and the body
         separately, and each TLS write on loopback wakes the client up once more."""
         if not self.holding:
-            self._write(self.sock.sendall, data)
+            self._write_all(data)
             return
         self._held.append(bytes(data))
         self._held_bytes += len(data)
@@ -345,14 +408,19 @@ class DeadlineSocket:
         if self._held:
             data = self._held[0] if len(self._held) == 1 else b"".join(self._held)
             self._held, self._held_bytes = [], 0
-            self._write(self.sock.sendall, data)
+            self._write_all(data)
 
-    def _write(self, write: Callable[[bytes], W], data: bytes) -> W:
-        """A write the client does not take within the deadline ends the connection (logged as
-        a broken pipe, which gunicorn treats as the client gone, not as a server error)."""
-        self.sock.settimeout(CLIENT_DEADLINE)
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[self._write(view):]
+
+    def _write(self, data: bytes | memoryview) -> int:
+        """One TLS write (all of ``data``: Python's ``ssl`` has OpenSSL write all or nothing) by :func:`tls_step`.
+        A write the client does not take within :data:`CLIENT_DEADLINE` ends the connection (logged as a broken pipe,
+        which gunicorn treats as the client gone, not as a server error)."""
         try:
-            return write(data)
+            return tls_step(self.sock, lambda: self.sock.write(data), time.monotonic() + CLIENT_DEADLINE)
         except TimeoutError:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
 
@@ -508,6 +576,10 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
         self.first_request_timeout = float(self.app.options.first_request_timeout)
         self.connections = Connections(self.cfg.worker_connections, self.connection_limit_reached)
         self._limit_times, self._limit_logged = 0, -LIMIT_LOG_SECONDS
+        if OPENSSL_CLEAR_ERROR is None:
+            log.warning("OpenSSL's ERR_clear_error cannot be reached from Python's ssl module: a connection whose TLS "
+                        "write fails may fail the next TLS step of another connection of this worker (rule W16)",
+                        extra={"openssl": ssl.OPENSSL_VERSION, "worker": os.getpid()})
         super().init_process()
 
     def handle(self, listener: Any, client: socket.socket, addr: Any) -> None:
@@ -527,6 +599,7 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
         """The client's TLS handshake, finished within :data:`CLIENT_DEADLINE` of connecting, or None
         (the connection closed)."""
         sock: socket.socket = client
+        deadline = time.monotonic() + CLIENT_DEADLINE
         timer = gevent.Timeout(CLIENT_DEADLINE)
         timer.start()
         try:
@@ -538,12 +611,14 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
                 raise ValueError("closed to make room for a new connection")
             tls = context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
             sock = connection.sock = tls
-            tls.do_handshake()
+            tls_step(tls, tls.do_handshake, deadline)
             self._count_handshake(tls)
             return tls
         except gevent.Timeout as e:
             if e is not timer:
                 raise
+            self.client_too_slow("handshake")
+        except TimeoutError:
             self.client_too_slow("handshake")
         except (ssl.SSLError, OSError, ValueError) as e:
             log.debug("TLS handshake failed", extra={"peer": str(addr), "error": str(e)})
