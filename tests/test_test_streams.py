@@ -193,7 +193,8 @@ def test_waits(held):
     ignore = "signal.signal(signal.SIGINT, signal.SIG_IGN); " if sigint == "ignored" else ""
     script = (f"import signal, sys; {ignore}sys.path.insert(0, {str(ROOT / 'tools')!r}); import test_streams, pathlib; "
               f"sys.exit(test_streams.run_jobs(pathlib.Path({str(tests)!r}), pathlib.Path({str(tmp_path / 'logs')!r}), "
-              f"at_once=2, tmp=pathlib.Path({str(tmp_path / 'tmp')!r})))")
+              f"at_once=2, tmp=pathlib.Path({str(tmp_path / 'tmp')!r}), "
+              f"real_node_lock=pathlib.Path({str(tmp_path / 'real-node.lock')!r})))")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"{n}.started").exists() for n in ("node", "cluster")):
