@@ -147,7 +147,7 @@ def leaf_nodes(hypernodes: list[dict[str, Any]], nodes: Sequence[dict[str, Any]]
             out: list[str] = []
             for m in by_name[name]["spec"].get("members") or []:
                 if m.get("type") == "HyperNode":
-                    child = ((m.get("selector") or {}).get("exactMatch") or {}).get("name")
+                    child = str(((m.get("selector") or {}).get("exactMatch") or {}).get("name"))
                     if child in by_name and child not in seen:   # Volcano refuses a cycle
                         out += leaves(child, seen | {child})
                 else:

@@ -17,6 +17,7 @@ from ..constants import VOLCANO_DOMAIN, VOLCANO_JOB_API_VERSION
 from .admission import DEFAULT_VOLCANO_VERSION, validate_volcano_job, validate_volcano_job_shape
 
 if TYPE_CHECKING:
+    from ..hypernodes import tier_limit
     from .mutation import (
         PARTITION_SIZE_ANNOTATION,
         mutate_other_volcano_kind,
@@ -25,14 +26,13 @@ if TYPE_CHECKING:
         partition_policy_for,
         partition_size_for,
         restart_partition_policies,
-        tier_limit,
     )
 
 JOB_API_VERSION = VOLCANO_JOB_API_VERSION
 
 #: The mutation's names this package serves (loaded by :func:`__getattr__`).
 _MUTATION = ("PARTITION_SIZE_ANNOTATION", "mutate_other_volcano_kind", "mutate_volcano_job", "partition_feasibility",
-             "partition_policy_for", "partition_size_for", "restart_partition_policies", "tier_limit")
+             "partition_policy_for", "partition_size_for", "restart_partition_policies")
 
 
 def is_volcano_job(obj: object) -> bool:
@@ -50,6 +50,9 @@ def __getattr__(name: str) -> Any:
     if name in _MUTATION:
         from . import mutation
         return getattr(mutation, name)
+    if name == "tier_limit":   # the partitions' tier bound (rule V26), shared with the simulator
+        from ..hypernodes import tier_limit
+        return tier_limit
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

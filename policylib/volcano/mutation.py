@@ -26,7 +26,7 @@ from typing import Any
 from ..config import Config, VolcanoSettings
 from ..errors import FieldPath, PolicyError, errors_not_in, invalid, raise_if_any
 from ..facts import ClusterFacts
-from ..hypernodes import PartitionBound, hypernodes_given, partition_bound, scheduler_hypernodes, tier_limit
+from ..hypernodes import PartitionBound, hypernodes_given, partition_bound, scheduler_hypernodes
 from ..limits import VOLCANO_ENTRIES, budget
 from ..patch import Draft, diff_owned
 from ..result import DOMAIN, Outcome, Result, admission
