@@ -17,10 +17,11 @@ from tests.fakeapi import FakeAPI, paged_list
 from tests.test_installed import NAMESPACES, install
 from tests.test_volcano import DISCOVERY, seed_nodes
 
+WARNING = ("hard volcano.networkTopology not written (no HyperNodes): enable a label source in "
+           "volcano.networkTopologyDiscovery")
 UNWRITTEN = ("volcano.networkTopology {mode: hard, highestTierAllowed: 1} not written: nothing gives the scheduler "
              "HyperNodes to meet it (no enabled source in volcano.networkTopologyDiscovery, no HyperNode object), and "
-             "without any Volcano places every partition anywhere; enable a label source in "
-             "volcano.networkTopologyDiscovery to write it")
+             "without any Volcano places every partition anywhere")
 NODES = seed_nodes({"cpu": "1", "memory": "4Gi", "pods": "110"})   # 4 tier-1 HyperNodes of 2 nodes, 1 pod each
 
 
@@ -69,7 +70,9 @@ def test_default_config_writes_no_hard_topology_and_the_three_commands_agree(tmp
     (job, err), (placement, s_code), (findings, c_code) = three_verdicts(tmp_path, [vcjob()])
     assert job["spec"]["tasks"][0]["partitionPolicy"] == {"totalPartitions": 2, "partitionSize": 2,
                                                           "minPartitions": 2}
-    assert f"policylib: warning: {tmp_path / 'in.yaml'}: Job default/train: {UNWRITTEN}\n" in err
+    assert f"policylib: warning: {tmp_path / 'in.yaml'}: Job default/train: {WARNING}\n" in err
+    assert f"policylib: {tmp_path / 'in.yaml'}: Job default/train: {UNWRITTEN}\n" in err   # its reason (-v)
+    assert len(WARNING) <= 120   # what an admission warning keeps (rule W3) names the setting
     assert ("Job default/train: task worker: its partitions are not bounded by a HyperNode: no hard "
             "networkTopology\n") in err
     assert (placement["pending"], s_code) == (0, 0)
@@ -79,15 +82,18 @@ def test_default_config_writes_no_hard_topology_and_the_three_commands_agree(tmp
 
 def test_the_settings_warning_in_check_names_the_setting(tmp_path):
     (_, _), (_, _), (findings, _) = three_verdicts(tmp_path, [vcjob(size=None)], {"volcano": {"partitionSize": 2}})
-    assert {"severity": "warning", "key": "volcano.networkTopologyDiscovery", "message": UNWRITTEN} in findings
+    assert {"severity": "warning", "key": "volcano.networkTopologyDiscovery",
+            "message": f"{WARNING}: {UNWRITTEN}"} in findings
 
 
 def test_volcano_v1_14_0_gets_no_partition_without_hyper_nodes():
     """Volcano v1.14.0 never schedules a partitioned task without a network topology (volcano issue 4871)."""
     r = mutate(vcjob(), load_config({"volcano": {"version": "v1.14.0"}}))
     assert r.patch == []
-    assert r.warnings == ["no partitionPolicy: Volcano v1.14.0 never schedules a partitioned task without a network "
-                          "topology (volcano issue 4871, fixed in v1.14.1), and " + UNWRITTEN]
+    assert r.warnings == ["no partitionPolicy on Volcano v1.14.0 without HyperNodes: enable a label source in "
+                          "volcano.networkTopologyDiscovery"]
+    assert ("Volcano v1.14.0 never schedules a partitioned task without a network topology (volcano issue 4871, fixed "
+            "in v1.14.1), and " + UNWRITTEN) in r.reasons
 
 
 def test_no_warning_where_no_task_is_partitioned():
@@ -230,4 +236,4 @@ def test_check_cluster_reads_the_hypernodes_where_served(tmp_path):
                           "Pending") in served
     assert not any(key == "volcano.networkTopologyDiscovery" for _, key, _ in served)
     _, unserved = run(False)
-    assert ("warning", "volcano.networkTopologyDiscovery", UNWRITTEN) in unserved
+    assert ("warning", "volcano.networkTopologyDiscovery", f"{WARNING}: {UNWRITTEN}") in unserved

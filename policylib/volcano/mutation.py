@@ -185,6 +185,11 @@ def _topology_text(spec: dict[str, Any]) -> str:
     return "{" + ", ".join(f"{k}: {v}" for k, v in spec.items()) + "}"
 
 
+#: Rule V25's warning (within the 120 characters a webhook warning keeps, rule W3): it names the setting to enable.
+UNWRITTEN_TOPOLOGY = ("hard volcano.networkTopology not written (no HyperNodes): enable a label source in "
+                      "volcano.networkTopologyDiscovery")
+
+
 def written_topology(settings: VolcanoSettings, facts: ClusterFacts) -> tuple[VolcanoSettings, str | None]:
     """Rule V25: the settings partitions are written with, and why ``volcano.networkTopology`` is left out.
 
@@ -200,8 +205,7 @@ def written_topology(settings: VolcanoSettings, facts: ClusterFacts) -> tuple[Vo
     return replace(settings, networkTopology=None), (
         f"volcano.networkTopology {_topology_text(topology.as_spec())} not written: nothing gives the scheduler "
         "HyperNodes to meet it (no enabled source in volcano.networkTopologyDiscovery, no HyperNode object), and "
-        "without any Volcano places every partition anywhere; enable a label source in "
-        "volcano.networkTopologyDiscovery to write it")
+        "without any Volcano places every partition anywhere")
 
 
 # --- the mutation ------------------------------------------------------------------
@@ -365,11 +369,14 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
         partitioned = any(t.get("partitionPolicy") is None and partition_policy_for(t, size, settings)[0] is not None
                           for t in tasks)
         if unwritten and partitioned and not partitions_without_topology_schedule(settings.version):
-            notes.warn(f"no partitionPolicy: Volcano {settings.version} never schedules a partitioned task without "
-                       f"a network topology (volcano issue 4871, fixed in v1.14.1), and {unwritten}")
+            notes.warn(f"no partitionPolicy on Volcano {settings.version} without HyperNodes: enable a label "
+                       "source in volcano.networkTopologyDiscovery")
+            notes.reason(f"Volcano {settings.version} never schedules a partitioned task without a network "
+                         f"topology (volcano issue 4871, fixed in v1.14.1), and {unwritten}")
             size = None
         elif unwritten and partitioned:
-            notes.warn(unwritten)
+            notes.warn(UNWRITTEN_TOPOLOGY)
+            notes.reason(unwritten)
     draft = Draft(obj)
     final = [_write_task(draft, i, t, size, settings, notes) for i, t in enumerate(tasks)]
     final = move_job_restart_partition(draft, final, notes)
