@@ -234,7 +234,7 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]],
     """Rules V25 and V26 on the settings: whether ``volcano.networkTopology`` is written at all (what ``preview``
     warns per Job), and whether the HyperNodes it allows (:func:`policylib.hypernodes.partition_bound`, the
     candidates ``preview`` and ``simulate`` use) hold a partition of ``partitionSize``."""
-    from .volcano.mutation import UNWRITTEN_TOPOLOGY, written_topology
+    from .volcano.topology import UNWRITTEN_TOPOLOGY, written_topology
     size = config.volcano.partitionSize
     if size is None or not config.volcano.enabled:
         return []

@@ -79,14 +79,14 @@ class ClusterFacts:
 
     hpas: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     nodes: list[dict[str, Any]] = field(default_factory=list)
-    #: Volcano HyperNode objects of the input or the cluster (rule V26).
-    hypernodes: list[dict[str, Any]] = field(default_factory=list)
     podgroups: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     #: scheduling.k8s.io Workloads and PodGroups by (apiVersion, kind, namespace, name).
     native: dict[tuple[str, str, str, str], dict[str, Any]] = field(default_factory=dict)
     #: What the cluster serves of the Workload API (the webhook's and the controller's discovery,
     #: ``--kube-version``, ``--cluster``); None: not known.
     workload_api: WorkloadApi | None = None
+    #: Volcano HyperNode objects of the input or the cluster (rule V26).
+    hypernodes: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> "ClusterFacts":

@@ -7,7 +7,7 @@ from typing import Any
 from ..config import Config
 from ..facts import ClusterFacts, namespace_of
 from ..gang import KubeflowJob, job_minimum, read_job
-from ..hypernodes import partition_bound, scheduler_hypernodes
+from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from .engine import Cluster
 from .model import NodeState, PodShape
 from .placement import Placement, node_zones, place_pods, zones
@@ -53,22 +53,9 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
             bound.append((task, count - left, (count - left) // size if limits is not None else 0))
             continue
         size, total = int(policy.get("partitionSize") or 1), int(policy.get("totalPartitions") or 0)
-        partitions = 0
-        for p in range(total):
-            for _, _, group in limits.domains:
-                members = [by_name[n] for n in group if n in by_name]
-                attempt = [m.copy() for m in members]
-                got, left, _ = place_pods(pod, size, attempt)
-                if left == 0:
-                    place_pods(pod, size, members)
-                    for k, v in got.items():
-                        placed[k] = placed.get(k, 0) + v
-                    partitions += 1
-                    break
-            else:
-                pending += size
-                reasons.append(f"task {task.get('name')}: partition {p + 1} of {total} ({size} pods) fits in no "
-                               f"tier-{limits.tier} HyperNode")
+        partitions, why = place_partitions(pod, size, total, limits, by_name, placed)
+        pending += (total - partitions) * size
+        reasons += [f"task {task.get('name')}: {w}" for w in why]
         bound.append((task, partitions * size, partitions))
     shortfall = gang_shortfall(mutated, bound)
     if shortfall:
@@ -79,6 +66,27 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
     return Placement("Job", ns, (obj.get("metadata") or {}).get("name", ""), replicas,
                      dict(sorted(placed.items())), zones(placed, by_name), pending, pending, reasons,
                      node_zones(placed, by_name))
+
+
+def place_partitions(pod: PodShape, size: int, total: int, limits: PartitionBound, by_name: dict[str, NodeState],
+                     placed: dict[str, int]) -> tuple[int, list[str]]:
+    """Rule V26: each of ``total`` partitions of ``size`` pods inside the first candidate HyperNode that holds it
+    (bound on ``by_name``'s Nodes, counted in ``placed``). Returns the partitions placed and why the others
+    were not."""
+    partitions, reasons = 0, []
+    for p in range(total):
+        for _, _, group in limits.domains:
+            members = [by_name[n] for n in group if n in by_name]
+            got, left, _ = place_pods(pod, size, [m.copy() for m in members])
+            if left == 0:
+                place_pods(pod, size, members)
+                for k, v in got.items():
+                    placed[k] = placed.get(k, 0) + v
+                partitions += 1
+                break
+        else:
+            reasons.append(f"partition {p + 1} of {total} ({size} pods) fits in no tier-{limits.tier} HyperNode")
+    return partitions, reasons
 
 
 def gang_shortfall(job: dict[str, Any], bound: list[tuple[dict[str, Any], int, int]]) -> str | None:
