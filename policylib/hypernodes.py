@@ -28,6 +28,7 @@ from typing import Any, Iterable, Sequence
 
 from .config import DiscoverySource
 from .constants import HYPERNODE_API_VERSION
+from .errors import FieldError, FieldPath, PolicyError, invalid, not_supported, object_ref, required
 from .labels import selector_matches
 
 SOURCE_LABEL = "volcano.sh/network-topology-source"
@@ -283,3 +284,67 @@ def scheduler_hypernodes(discovery: Iterable[DiscoverySource], nodes: Sequence[d
         return [], (f"the HyperNodes of volcano.networkTopologyDiscovery source {', '.join(others)} are not known "
                     "(give them: kubectl get hypernodes -o yaml)")
     return found, None
+
+
+# --- HyperNode objects read from files ---------------------------------------------------------------
+
+MEMBER_TYPES = ("Node", "HyperNode")
+SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
+
+
+def hypernode_errors(hypernode: dict[str, Any]) -> list[FieldError]:
+    """Rule V26: the field errors of one HyperNode, as its CRD (topology.volcano.sh_hypernodes.yaml) has them for
+    what the verdict reads: a name, ``spec.tier`` an integer >= 0, ``spec.members`` a list of members of type
+    Node or HyperNode whose selector is exactly one of exactMatch (a name), regexMatch (a pattern), labelMatch."""
+    meta, spec = hypernode.get("metadata"), hypernode.get("spec")
+    errs: list[FieldError] = []
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        errs.append(required("metadata.name", "a HyperNode needs a name"))
+    if not isinstance(spec, dict):
+        return errs + [required("spec", "a HyperNode needs spec.tier and spec.members")]
+    tier = spec.get("tier")
+    if not isinstance(tier, int) or isinstance(tier, bool) or tier < 0:
+        errs.append(invalid("spec.tier", tier, "must be an integer >= 0"))
+    members = spec.get("members")
+    if not isinstance(members, list):
+        return errs + [invalid("spec.members", members, "must be a list of members")]
+    for i, member in enumerate(members):
+        path = FieldPath("spec", "members").index(i)
+        if not isinstance(member, dict):
+            errs.append(invalid(path, member, "must be an object"))
+            continue
+        if member.get("type") not in MEMBER_TYPES:
+            errs.append(not_supported(path.child("type"), member.get("type"), MEMBER_TYPES))
+        selector = member.get("selector")
+        given = [k for k in SELECTORS if isinstance(selector, dict) and selector.get(k) is not None]
+        if not isinstance(selector, dict) or len(given) != 1:
+            errs.append(invalid(path.child("selector"), selector,
+                                "Either ExactMatch or RegexMatch or LabelMatch must be specified, and only one"))
+            continue
+        errs += _selector_errors(given[0], selector[given[0]], path.child("selector").child(given[0]))
+    return errs
+
+
+def _selector_errors(kind: str, value: Any, path: FieldPath) -> list[FieldError]:
+    if kind == "exactMatch" and not (isinstance(value, dict) and isinstance(value.get("name"), str)
+                                     and value.get("name")):
+        return [required(path.child("name"))]
+    if kind == "regexMatch":
+        pattern = value.get("pattern") if isinstance(value, dict) else None
+        if not isinstance(pattern, str) or not pattern:
+            return [required(path.child("pattern"))]
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            return [invalid(path.child("pattern"), pattern, f"not a regular expression: {e}")]
+    if kind == "labelMatch" and not isinstance(value, dict):
+        return [invalid(path, value, "must be a label selector")]
+    return []
+
+
+def check_hypernodes(hypernodes: Iterable[dict[str, Any]]) -> None:
+    """Raise one PolicyError for the first bad HyperNode, listing every field error of it."""
+    for hypernode in hypernodes:
+        errs = hypernode_errors(hypernode)
+        if errs:
+            raise PolicyError.from_errors(object_ref(hypernode), errs)

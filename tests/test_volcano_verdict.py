@@ -237,3 +237,25 @@ def test_check_cluster_reads_the_hypernodes_where_served(tmp_path):
     assert not any(key == "volcano.networkTopologyDiscovery" for _, key, _ in served)
     _, unserved = run(False)
     assert ("warning", "volcano.networkTopologyDiscovery", f"{WARNING}: {UNWRITTEN}") in unserved
+
+
+def test_a_bad_hypernode_in_the_input_is_one_line_naming_its_file_and_fields(tmp_path):
+    """Rule V26: a HyperNode the verdict would read is checked as its CRD checks it, every field error at once,
+    naming the file, never a traceback blamed on the Job."""
+    bad = {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": "rack-a"},
+           "spec": {"tier": "one", "members": [{"type": "Rack", "selector": {"exactMatch": {"name": "n0"},
+                                                                             "regexMatch": {"pattern": "n.*"}}},
+                                               {"type": "Node", "selector": {"regexMatch": {"pattern": "("}}}]}}
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([vcjob(), bad]))
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump_all(NODES))
+    expected = (f"policylib: error: {path}: HyperNode rack-a: [spec.tier: Invalid value: \"one\": must be an integer "
+                ">= 0, spec.members[0].type: Unsupported value: \"Rack\": supported values: \"Node\", \"HyperNode\", "
+                "spec.members[0].selector: Invalid value: ")
+    for argv in (["preview", "-f", str(path)], ["simulate", "-f", str(path), "--nodes", str(nodes)],
+                 ["check", "-f", str(path), "--nodes", str(nodes)]):
+        code, out, err = cli(*argv)
+        assert (code, out) == (2, ""), argv
+        assert err.startswith(expected) and len(err.splitlines()) == 1, err
+        assert "spec.members[1].selector.regexMatch.pattern: Invalid value: \"(\": not a regular expression" in err
