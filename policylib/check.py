@@ -25,7 +25,7 @@ from .gang import (
     read_job,
     volcano_without_gang,
 )
-from .hypernodes import discover_hypernodes, leaf_nodes
+from .hypernodes import partition_bound, scheduler_hypernodes
 from .plan import plan, summarize
 from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate, simulate_load
 from .simulate.engine import Cluster
@@ -229,27 +229,37 @@ def check_drift(config: Config, objects: list[dict[str, Any]]) -> list[Finding]:
                     ": the controller rolls them when it starts; check with policylib plan")]
 
 
-def check_partitions(config: Config, nodes: list[dict[str, Any]]) -> list[Finding]:
+def check_partitions(config: Config, nodes: list[dict[str, Any]],
+                     objects: Sequence[dict[str, Any]] = ()) -> list[Finding]:
+    """Rules V25 and V26 on the settings: whether ``volcano.networkTopology`` is written at all (what ``preview``
+    warns per Job), and whether the HyperNodes it allows (:func:`policylib.hypernodes.partition_bound`, the
+    candidates ``preview`` and ``simulate`` use) hold a partition of ``partitionSize``."""
+    from .volcano.topology import UNWRITTEN_TOPOLOGY, written_topology
     size = config.volcano.partitionSize
-    topology = config.volcano.networkTopology
-    if size is None or not nodes or not config.volcano.networkTopologyDiscovery:
+    if size is None or not config.volcano.enabled:
         return []
-    hypernodes = discover_hypernodes(nodes, config.volcano.networkTopologyDiscovery)
+    facts = ClusterFacts.from_objects(objects)
+    settings, unwritten = written_topology(config.volcano, facts)
+    if unwritten:
+        return [Finding("warning", "volcano.networkTopologyDiscovery", f"{UNWRITTEN_TOPOLOGY}: {unwritten}")]
+    topology = settings.networkTopology
+    if topology is None or not nodes:
+        return []
+    hypernodes, unknown = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, nodes, facts.hypernodes)
+    if unknown:
+        return [Finding("info", "volcano.networkTopologyDiscovery", f"partitions not checked: {unknown}")]
     if not hypernodes:
         return [Finding("warning", "volcano.networkTopologyDiscovery",
                         "no Node carries any of the configured topology labels: no HyperNode would be discovered, "
-                        "and hard network topology cannot be met")]
-    leaves = leaf_nodes(hypernodes)
-    tier = topology.highestTierAllowed if topology and topology.highestTierAllowed is not None else None
-    if tier is None and topology and topology.highestTierName:
-        tiers = [h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == topology.highestTierName]
-        tier = max(tiers) if tiers else None
-    allowed = [h for h in hypernodes if tier is None or h["spec"]["tier"] <= tier]
-    largest = max((len(leaves[h["metadata"]["name"]]) for h in allowed), default=0)
+                        "and the hard network topology bounds nothing until HyperNodes appear")]
+    bound = partition_bound({"networkTopology": topology.as_spec()}, hypernodes, nodes)
+    if not bound.bounded:
+        return []
+    largest = max((len(members) for _, _, members in bound.domains), default=0)
     if largest < size:
         return [Finding("error", "volcano.partitionSize",
-                        f"partitionSize {size} needs {size} nodes inside one HyperNode of tier <= {tier}; the largest "
-                        f"has {largest} (counting one pod per node): every partitioned Job would stay Pending")]
+                        f"partitionSize {size} needs {size} nodes inside one HyperNode of tier <= {bound.tier}; the "
+                        f"largest has {largest} (counting one pod per node): every partitioned Job would stay Pending")]
     return []
 
 
@@ -427,7 +437,7 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
     findings = (check_thresholds(config) + check_topology_labels(config, nodes)
                 + check_match_label_keys(config, nodes, server_version)
                 + check_enforced_deployments(config, nodes, objects, node_group_label)
-                + check_drift(config, objects) + check_partitions(config, nodes) + check_gangs(config, nodes, objects))
+                + check_drift(config, objects) + check_partitions(config, nodes, objects) + check_gangs(config, nodes, objects))
     findings += check_required_anti_affinity(config, objects)
     findings += check_workload_api(config, workload_api, nodes, workload_stored, topology_kept)
     findings += check_simulated(config, nodes, objects, findings, workload_api) + check_pending_pods(objects)

@@ -11,6 +11,7 @@ from typing import Any, Iterable
 from .constants import (
     APPS_GROUP,
     AUTOSCALING_GROUP,
+    HYPERNODE_API_VERSION,
     NATIVE_GANG_API_VERSIONS,
     SIGS_PODGROUP_API_VERSION,
     VOLCANO_PODGROUP_API_VERSION,
@@ -57,6 +58,11 @@ def is_podgroup(obj: object) -> bool:
 
 
 
+def is_hypernode(obj: object) -> bool:
+    """A Volcano ``topology.volcano.sh/v1alpha1`` HyperNode (rule V26)."""
+    return isinstance(obj, dict) and obj.get("kind") == "HyperNode" and obj.get("apiVersion") == HYPERNODE_API_VERSION
+
+
 def is_native_gang_object(obj: object) -> bool:
     """A ``scheduling.k8s.io`` Workload or PodGroup of a version policylib writes (``v1beta1``, ``v1alpha2``):
     Kubernetes' own gang objects (gang method workload, rule G18)."""
@@ -66,7 +72,7 @@ def is_native_gang_object(obj: object) -> bool:
 
 @dataclass
 class ClusterFacts:
-    """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes,
+    """HorizontalPodAutoscalers indexed by the Deployment they target, Nodes, Volcano HyperNodes,
     PodGroups indexed by (apiVersion, namespace, name), Kubernetes' own Workloads and PodGroups, and the
     Workload API version the cluster takes (rule G22; None: decided from the config alone, Kubernetes 1.37
     assumed)."""
@@ -79,6 +85,8 @@ class ClusterFacts:
     #: What the cluster serves of the Workload API (the webhook's and the controller's discovery,
     #: ``--kube-version``, ``--cluster``); None: not known.
     workload_api: WorkloadApi | None = None
+    #: Volcano HyperNode objects of the input or the cluster (rule V26).
+    hypernodes: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> "ClusterFacts":
@@ -96,6 +104,9 @@ class ClusterFacts:
             return True
         if isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1":
             self.nodes.append(obj)
+            return True
+        if is_hypernode(obj):
+            self.hypernodes.append(obj)
             return True
         if is_podgroup(obj):
             meta = obj.get("metadata") or {}
@@ -127,5 +138,5 @@ NO_FACTS = ClusterFacts()
 
 def is_fact(obj: object) -> bool:
     """Objects that inform policies and are not themselves mutated or printed."""
-    return is_hpa(obj) or is_podgroup(obj) or is_native_gang_object(obj) or \
+    return is_hpa(obj) or is_podgroup(obj) or is_native_gang_object(obj) or is_hypernode(obj) or \
         (isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1")

@@ -15,15 +15,21 @@ A port of volcano-sh/volcano ``pkg/controllers/hypernode/discovery/label/label.g
 Volcano names a HyperNode ``hypernode-<topology>-tier<N>-<5 random>``; ours
 replaces the random part with a hash of (topology, key, value), so names are
 stable from run to run.
+
+:func:`partition_bound` decides, for ``preview``, ``simulate`` and ``check`` alike, which HyperNodes a partition's
+network topology lets Volcano's scheduler place it in (rule V26).
 """
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
-from typing import Any, Iterable
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
 
 from .config import DiscoverySource
 from .constants import HYPERNODE_API_VERSION
+from .errors import FieldError, FieldPath, PolicyError, invalid, not_supported, object_ref, required
+from .labels import selector_matches
 
 SOURCE_LABEL = "volcano.sh/network-topology-source"
 API_VERSION = HYPERNODE_API_VERSION
@@ -105,25 +111,52 @@ def _build(name: str, info: _Info) -> dict[str, Any]:
 
 
 def hypernode_members(hypernode: dict[str, Any]) -> list[str]:
-    return [m["selector"]["exactMatch"]["name"] for m in hypernode["spec"]["members"]]
+    """The ``exactMatch`` names of a HyperNode's members (what label discovery writes)."""
+    return [m["selector"]["exactMatch"]["name"] for m in hypernode["spec"]["members"]
+            if isinstance((m.get("selector") or {}).get("exactMatch"), dict)]
 
 
-def leaf_nodes(hypernodes: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Every HyperNode's Node names, through nested HyperNodes."""
+def _member_nodes(member: dict[str, Any], nodes: Sequence[dict[str, Any]]) -> list[str]:
+    """The Node names one ``Node`` member selects, as Volcano's scheduler cache reads its selector
+    (pkg/scheduler/api/hyper_node_info.go GetMembers): ``exactMatch`` by name, ``regexMatch`` a Go regexp
+    searched in each Node's name, ``labelMatch`` a non-empty label selector on each Node's labels."""
+    selector = member.get("selector") or {}
+    if isinstance(selector.get("exactMatch"), dict):
+        return [str(selector["exactMatch"].get("name") or "")]
+    regex = selector.get("regexMatch")
+    if isinstance(regex, dict) and regex.get("pattern"):
+        try:
+            pattern = re.compile(str(regex["pattern"]))
+        except re.error:
+            return []   # Volcano logs the pattern and selects nothing
+        return [n["metadata"]["name"] for n in nodes if pattern.search(n["metadata"]["name"])]
+    match = selector.get("labelMatch")
+    if isinstance(match, dict) and (match.get("matchLabels") or match.get("matchExpressions")):
+        return [n["metadata"]["name"] for n in nodes
+                if selector_matches(match, (n.get("metadata") or {}).get("labels") or {})]
+    return []
+
+
+def leaf_nodes(hypernodes: list[dict[str, Any]], nodes: Sequence[dict[str, Any]] = ()) -> dict[str, list[str]]:
+    """Every HyperNode's Node names, through nested HyperNodes (a ``HyperNode`` member by ``exactMatch``, as
+    Volcano reads it; ``Node`` members also by ``regexMatch`` and ``labelMatch`` over ``nodes``)."""
     by_name = {h["metadata"]["name"]: h for h in hypernodes}
     cache: dict[str, list[str]] = {}
 
-    def leaves(name: str) -> list[str]:
+    def leaves(name: str, seen: frozenset[str]) -> list[str]:
         if name not in cache:
-            h = by_name[name]
             out: list[str] = []
-            for m in h["spec"]["members"]:
-                child = m["selector"]["exactMatch"]["name"]
-                out += [child] if m["type"] == "Node" else leaves(child)
+            for m in by_name[name]["spec"].get("members") or []:
+                if m.get("type") == "HyperNode":
+                    child = str(((m.get("selector") or {}).get("exactMatch") or {}).get("name"))
+                    if child in by_name and child not in seen:   # Volcano refuses a cycle
+                        out += leaves(child, seen | {child})
+                else:
+                    out += _member_nodes(m, nodes)
             cache[name] = sorted(set(out))
         return cache[name]
 
-    return {name: leaves(name) for name in by_name}
+    return {name: leaves(name, frozenset([name])) for name in by_name}
 
 
 def render_tree(hypernodes: list[dict[str, Any]]) -> str:
@@ -152,3 +185,166 @@ def render_tree(hypernodes: list[dict[str, Any]]) -> str:
         lines.append(label(root))
         walk(root, "")
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+# --- what a partition's network topology bounds (rule V26) ---------------------------------------------
+
+#: The virtual HyperNode Volcano's scheduler adds above every HyperNode, holding every Node
+#: (pkg/scheduler/framework/session.go ``addClusterTopHyperNode``).
+CLUSTER_TOP_HYPERNODE = "<cluster-top-hypernode>"
+
+
+def enabled_sources(discovery: Iterable[DiscoverySource]) -> list[str]:
+    return [s.source for s in discovery if s.enabled]
+
+
+def hypernodes_given(discovery: Iterable[DiscoverySource], given: Sequence[dict[str, Any]]) -> str | None:
+    """Rule V25: what gives Volcano's scheduler HyperNodes for a hard network topology, or None: HyperNode
+    objects (the input's, or the cluster's), else an enabled source of ``volcano.networkTopologyDiscovery``."""
+    if given:
+        return f"{len(given)} HyperNode object(s)"
+    sources = enabled_sources(discovery)
+    if sources:
+        return f"volcano.networkTopologyDiscovery (enabled source {', '.join(sources)})"
+    return None
+
+
+def cluster_hypernodes(discovery: Iterable[DiscoverySource], nodes: Sequence[dict[str, Any]],
+                       given: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The HyperNodes the scheduler sees: the ``given`` objects, and those label discovery builds from
+    ``nodes`` unless the given ones already include label discovery's (they carry its source label)."""
+    discovery = list(discovery)
+    found = list(given)
+    if not any(((h.get("metadata") or {}).get("labels") or {}).get(SOURCE_LABEL) == "label" for h in found):
+        found += discover_hypernodes(nodes, discovery)
+    return sorted(found, key=lambda h: (int((h.get("spec") or {}).get("tier") or 0), h["metadata"]["name"]))
+
+
+def tier_limit(policy: dict[str, Any], hypernodes: list[dict[str, Any]]) -> int | None:
+    """The highest tier a partition may span: ``highestTierAllowed``, else the tier of the HyperNodes whose
+    ``tierName`` is ``highestTierName`` (the scheduler's HyperNodeTierNameMap), else None."""
+    topo = policy.get("networkTopology") or {}
+    if topo.get("highestTierAllowed") is not None:
+        return int(topo["highestTierAllowed"])
+    name = topo.get("highestTierName")
+    tiers = {h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == name}
+    return max(tiers) if tiers else None
+
+
+@dataclass
+class PartitionBound:
+    """Where Volcano's scheduler may place each partition of a task: ``bounded`` False means anywhere (and
+    ``why`` says so); else inside one of ``domains`` ((HyperNode name, tier, Node names)) of tier <= ``tier``."""
+
+    bounded: bool
+    why: str
+    tier: int | None = None
+    domains: list[tuple[str, int, list[str]]] = field(default_factory=list)
+
+
+def partition_bound(policy: dict[str, Any], hypernodes: list[dict[str, Any]],
+                    nodes: Sequence[dict[str, Any]]) -> PartitionBound:
+    """Rule V26, the one answer ``preview``, ``simulate`` and ``check`` give: the scheduler's candidates for a
+    partition (a subJob; network-topology-aware ``hyperNodeGradientFn`` / ``isEligibleHyperNode``): every
+    HyperNode of tier <= the allowed tier, and the virtual ``<cluster-top-hypernode>`` that holds every Node,
+    whose tier is the highest real tier + 1, or 1 when there is no HyperNode (session.go
+    ``addClusterTopHyperNode``): a hard tier-1 bound with no HyperNode places the partition anywhere. A soft or
+    absent network topology, or a ``highestTierName`` no HyperNode has (``IsHardTopologyMode`` is false without
+    a tier), bounds nothing."""
+    topo = policy.get("networkTopology")
+    if not isinstance(topo, dict) or topo.get("mode", "hard") != "hard":
+        return PartitionBound(False, "no hard networkTopology")
+    tier = tier_limit(policy, hypernodes)
+    if tier is None:
+        return PartitionBound(False, f"highestTierName {topo.get('highestTierName')!r} matches no HyperNode "
+                                     "tierName, so the scheduler does not enforce it")
+    leaves = leaf_nodes(hypernodes, nodes)
+    domains = [(h["metadata"]["name"], int(h["spec"]["tier"]), leaves[h["metadata"]["name"]]) for h in hypernodes
+               if int(h["spec"]["tier"]) <= tier]
+    top = max((int(h["spec"]["tier"]) for h in hypernodes), default=0) + 1
+    if top <= tier:
+        every = sorted(n["metadata"]["name"] for n in nodes)
+        if not hypernodes:
+            return PartitionBound(False, f"no HyperNode exists: Volcano's {CLUSTER_TOP_HYPERNODE} (tier 1, every "
+                                         f"Node) meets highestTierAllowed {tier}, so the partitions may land on any "
+                                         "Node", tier, [(CLUSTER_TOP_HYPERNODE, top, every)])
+        domains.append((CLUSTER_TOP_HYPERNODE, top, every))
+    return PartitionBound(True, "", tier, domains)
+
+
+def scheduler_hypernodes(discovery: Iterable[DiscoverySource], nodes: Sequence[dict[str, Any]],
+                         given: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], str | None]:
+    """Rule V26: the HyperNodes the scheduler would see (:func:`cluster_hypernodes`), or none and why they are
+    not known: a source other than ``label`` is enabled (its HyperNodes come from the fabric, not the Nodes)
+    and no HyperNode object is given."""
+    discovery = list(discovery)
+    found = cluster_hypernodes(discovery, nodes, given)
+    others = [s for s in enabled_sources(discovery) if s != "label"]
+    if not found and others:
+        return [], (f"the HyperNodes of volcano.networkTopologyDiscovery source {', '.join(others)} are not known "
+                    "(give them: kubectl get hypernodes -o yaml)")
+    return found, None
+
+
+# --- HyperNode objects read from files ---------------------------------------------------------------
+
+MEMBER_TYPES = ("Node", "HyperNode")
+SELECTORS = ("exactMatch", "regexMatch", "labelMatch")
+
+
+def hypernode_errors(hypernode: dict[str, Any]) -> list[FieldError]:
+    """Rule V26: the field errors of one HyperNode, as its CRD (topology.volcano.sh_hypernodes.yaml) has them for
+    what the verdict reads: a name, ``spec.tier`` an integer >= 0, ``spec.members`` a list of members of type
+    Node or HyperNode whose selector is exactly one of exactMatch (a name), regexMatch (a pattern), labelMatch."""
+    meta, spec = hypernode.get("metadata"), hypernode.get("spec")
+    errs: list[FieldError] = []
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta.get("name"):
+        errs.append(required("metadata.name", "a HyperNode needs a name"))
+    if not isinstance(spec, dict):
+        return errs + [required("spec", "a HyperNode needs spec.tier and spec.members")]
+    tier = spec.get("tier")
+    if not isinstance(tier, int) or isinstance(tier, bool) or tier < 0:
+        errs.append(invalid("spec.tier", tier, "must be an integer >= 0"))
+    members = spec.get("members")
+    if not isinstance(members, list):
+        return errs + [invalid("spec.members", members, "must be a list of members")]
+    for i, member in enumerate(members):
+        path = FieldPath("spec", "members").index(i)
+        if not isinstance(member, dict):
+            errs.append(invalid(path, member, "must be an object"))
+            continue
+        if member.get("type") not in MEMBER_TYPES:
+            errs.append(not_supported(path.child("type"), member.get("type"), MEMBER_TYPES))
+        selector = member.get("selector")
+        given = [k for k in SELECTORS if isinstance(selector, dict) and selector.get(k) is not None]
+        if not isinstance(selector, dict) or len(given) != 1:
+            errs.append(invalid(path.child("selector"), selector,
+                                "Either ExactMatch or RegexMatch or LabelMatch must be specified, and only one"))
+            continue
+        errs += _selector_errors(given[0], selector[given[0]], path.child("selector").child(given[0]))
+    return errs
+
+
+def _selector_errors(kind: str, value: Any, path: FieldPath) -> list[FieldError]:
+    if kind == "exactMatch" and not (isinstance(value, dict) and isinstance(value.get("name"), str)
+                                     and value.get("name")):
+        return [required(path.child("name"))]
+    if kind == "regexMatch":
+        pattern = value.get("pattern") if isinstance(value, dict) else None
+        if not isinstance(pattern, str) or not pattern:
+            return [required(path.child("pattern"))]
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            return [invalid(path.child("pattern"), pattern, f"not a regular expression: {e}")]
+    if kind == "labelMatch" and not isinstance(value, dict):
+        return [invalid(path, value, "must be a label selector")]
+    return []
+
+
+def check_hypernodes(hypernodes: Iterable[dict[str, Any]]) -> None:
+    """Raise one PolicyError for the first bad HyperNode, listing every field error of it."""
+    for hypernode in hypernodes:
+        errs = hypernode_errors(hypernode)
+        if errs:
+            raise PolicyError.from_errors(object_ref(hypernode), errs)

@@ -34,8 +34,15 @@ def task(name="t0", replicas=4, npu=16, **extra):
         {"name": "container1", "image": "nginx:latest", "resources": {"requests": dict(res), "limits": dict(res)}}]}}}
 
 
+#: The seed's label discovery (its three-tier topology): what gives the scheduler HyperNodes (rule V25).
+DISCOVERY = [{"source": "label", "enabled": True, "config": {"networkTopologyTypes": {"testtopology": [
+    {"nodeLabel": "test-tier-3"}, {"nodeLabel": "test-tier-2"}, {"nodeLabel": "test-tier-1"},
+    {"nodeLabel": "kubernetes.io/hostname"}]}}}]
+
+
 def cfg(**volcano):
-    return load_config({"volcano": {"partitionSize": 2, **volcano}})
+    """Partitions of 2 over the seed's label discovery."""
+    return load_config({"volcano": {"partitionSize": 2, "networkTopologyDiscovery": DISCOVERY, **volcano}})
 
 
 def tasks_of(obj):
@@ -127,7 +134,8 @@ def test_task_min_available_not_a_multiple_is_not_partitioned():
 
 
 def test_network_topology_tier_name_and_none():
-    by_name = load_config({"volcano": {"partitionSize": 2, "networkTopology": {"highestTierName": "volcano.sh/tor"}}})
+    by_name = load_config({"volcano": {"partitionSize": 2, "networkTopology": {"highestTierName": "volcano.sh/tor"},
+                                       "networkTopologyDiscovery": DISCOVERY}})
     pp = tasks_of(mutate(job(task()), by_name).object)[0]["partitionPolicy"]
     assert pp["networkTopology"] == {"mode": "hard", "highestTierName": "volcano.sh/tor"}
     none = load_config({"volcano": {"partitionSize": 2, "networkTopology": None}})
@@ -292,11 +300,6 @@ def seed_nodes(allocatable=None):
     return nodes
 
 
-DISCOVERY = [{"source": "label", "enabled": True, "config": {"networkTopologyTypes": {"testtopology": [
-    {"nodeLabel": "test-tier-3"}, {"nodeLabel": "test-tier-2"}, {"nodeLabel": "test-tier-1"},
-    {"nodeLabel": "kubernetes.io/hostname"}]}}}]
-
-
 def test_feasibility_reports_a_partition_too_big_for_tier_one():
     config = load_config({"volcano": {"partitionSize": 4, "networkTopologyDiscovery": DISCOVERY}})
     r = mutate(job(task(replicas=8)), config, facts=ClusterFacts.from_objects(seed_nodes()))
@@ -365,7 +368,7 @@ def test_job_level_restart_partition_moves_to_the_partitioned_tasks():
     j = job(task(replicas=4), task(name="ps", replicas=1))
     j["spec"]["policies"] = [{"events": ["PodEvicted", "PodFailed"], "action": "RestartPartition"},
                              {"event": "TaskCompleted", "action": "CompleteJob"}]
-    r = mutate(j, load_config({"volcano": {"partitionSize": 2, "restartPartitionEvents": []}}))
+    r = mutate(j, cfg(restartPartitionEvents=[]))
     assert r.object["spec"]["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
     tasks = r.object["spec"]["tasks"]
     assert tasks[0]["policies"] == [{"event": "PodEvicted", "action": "RestartPartition"},

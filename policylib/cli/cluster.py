@@ -203,10 +203,11 @@ def strip_pod(pod: Any) -> Any:
 
 def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
          show: Callable[[str, int], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
-    """Nodes, Pods (and, for ``workloads``, Deployments, HPAs, jobs and PodGroups) and the version of the live
-    cluster; of each object only what the planners, ``check`` and the scheduler's replay read (rule W7)."""
+    """Nodes, Pods, Volcano's HyperNodes (and, for ``workloads``, Deployments, HPAs, jobs and PodGroups) and the
+    version of the live cluster; of each object only what the planners, ``check`` and the scheduler's replay read (rule W7)."""
     from ..shell import kube
-    resources = kube.snapshot_resources(resolve_config(args, stderr))
+    config = resolve_config(args, stderr)
+    resources = kube.snapshot_resources(config)
     c = cluster(args)
     page = kube.PROJECTED_PAGE
     with c.reading():
@@ -214,8 +215,22 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
         pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip_pod, limit=page)   # every Pod loads the Nodes
         objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show,
                                 project=project_simulated, limit=page) if workloads else []
+        if config.volcano.enabled:
+            objects += live_hypernodes(c.api, stderr)
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
+
+
+def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rule V26: the cluster's Volcano HyperNodes, where it serves them (none where it does not); a user who
+    may not list them is told, and the check goes on without them."""
+    from ..shell import kube
+    try:
+        return kube.snapshot(api, resources=(kube.HYPERNODES,), limit=kube.PROJECTED_PAGE)
+    except kube.Forbidden as e:
+        stderr.write(f"policylib: warning: cannot list hypernodes.topology.volcano.sh: {e}; Volcano Jobs are "
+                     "checked without the cluster's HyperNodes\n")
+        return []
 
 
 def workload_api(args: argparse.Namespace, config: Config) -> Any:

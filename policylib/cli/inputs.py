@@ -7,6 +7,8 @@ from typing import Any, TextIO
 
 from ..documents import Document
 from ..errors import InputError, PolicyError
+from ..facts import is_hypernode
+from ..hypernodes import check_hypernodes
 from ..nodes import check_nodes
 from ..shell.files import read_documents
 from .cluster import live
@@ -56,6 +58,7 @@ def nodes_and_objects(args: argparse.Namespace, stdin: TextIO, stderr: TextIO, w
         raise InputError("no Nodes: give --nodes FILE (kubectl get nodes -o yaml), Nodes among -f, or --cluster")
     try:
         check_nodes(nodes)   # a Node is validated like any object, naming its file
+        check_hypernodes(o for o in objects if is_hypernode(o))   # so is a HyperNode (rule V26)
     except PolicyError as e:
         raise locate(e, files + node_files) from None
     return nodes, [o for o in objects if not is_node(o)], version

@@ -9,8 +9,9 @@ from typing import Any, Sequence, TextIO
 from ..config import Config
 from ..documents import Document, dump_yaml
 from ..errors import InputError, PolicyError, object_ref
-from ..facts import ClusterFacts, is_fact, namespace_of
+from ..facts import ClusterFacts, is_fact, is_hypernode, namespace_of
 from ..families import is_unhandled_workload
+from ..hypernodes import check_hypernodes
 from ..mutate import mutate
 from ..order import apply_order_note, stored_in_order
 from ..result import Result
@@ -119,6 +120,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     and the policies', notes (D3) on stderr; the exit status of rule D4."""
     config = load_config(args.config)
     docs = read_documents(args.filename, stdin, args.recursive, require_objects=True)
+    try:
+        check_hypernodes(d.obj for d in docs if is_hypernode(d.obj))   # what the Volcano verdict reads (rule V26)
+    except PolicyError as e:
+        raise locate(e, docs) from None
     facts = ClusterFacts.from_objects(d.obj for d in docs)
     facts.workload_api = offline_workload_api(config, args.kube_version)
     olds = {}

@@ -217,13 +217,16 @@ class VolcanoSettings:
     partitionSize: int | None = count(None, "Pods per partition of a task's partitionPolicy; null writes none.", "V13",
                                       nullable=True)
     networkTopology: NetworkTopology | None = setting(
-        ["object", "null"], None, "The networkTopology written on Jobs: mode and one tier bound; null writes none.",
-        "V4, V5", factory=NetworkTopology, convert=_network_topology_value, additionalProperties=False,
+        ["object", "null"], None, "The networkTopology written on the partitions of Jobs: mode and one tier bound; "
+        "null writes none. A hard one is written only where something gives Volcano HyperNodes to meet it: an "
+        "enabled source in networkTopologyDiscovery, or HyperNode objects in the input.",
+        "V4, V5, V25", factory=NetworkTopology, convert=_network_topology_value, additionalProperties=False,
         properties=_NETWORK_TOPOLOGY_PROPERTIES,
         invalid="must be a mapping like {mode: hard, highestTierAllowed: 1}")
     networkTopologyDiscovery: tuple[DiscoverySource, ...] = setting(
         ["array", "null"], (), "Volcano's default_controller_conf networkTopologyDiscovery list, verbatim: what "
-        "`policylib hypernodes` builds HyperNodes from.", "H1", convert=_discovery_value, items=DISCOVERY_ENTRY,
+        "`policylib hypernodes` builds HyperNodes from; an enabled source lets a hard networkTopology be written.",
+        "H1, V25", convert=_discovery_value, items=DISCOVERY_ENTRY,
         invalid="must be a list (Volcano's default_controller_conf list)")
 
 

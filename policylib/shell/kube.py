@@ -20,6 +20,7 @@ from ..constants import (
     APPS_GROUP,
     AUTOSCALING_GROUP,
     COORDINATION_GROUP,
+    HYPERNODE_GROUP,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
@@ -122,6 +123,8 @@ def webhook_configuration(name: str) -> Resource:
 
 
 PODS = Resource("", "v1", "pods", "Pod")
+#: Volcano's HyperNodes (cluster-scoped): what a partition's network topology is met by (rule V26).
+HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
 #: What ``policylib plan --cluster`` reads.

@@ -10,8 +10,9 @@ differs, the range is reported. What a pod uses and the simulator does not model
 its Pending count is a range up to every replica.
 
 Bound pods in the input (among the objects or the Nodes) count as load, towards spread counts and for pod
-(anti-)affinity. Volcano Jobs: each partition must fit inside one HyperNode of at most the allowed tier
-(HyperNodes discovered from the Nodes' labels, as ``policylib hypernodes`` builds them).
+(anti-)affinity. Volcano Jobs: each partition must fit inside one HyperNode of at most the allowed tier (the
+HyperNode objects among ``objects``, and those discovered from the Nodes' labels, as ``policylib hypernodes``
+builds them; rule V26).
 """
 from __future__ import annotations
 
@@ -120,7 +121,7 @@ def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], con
             elif is_volcano_job(obj) or is_kubeflow_job(obj):
                 def place(on: list[NodeState], job: dict[str, Any] = obj) -> Placement:
                     if is_volcano_job(job):
-                        return simulate_volcano_job(job, config, on, raw_nodes)
+                        return simulate_volcano_job(job, config, on, raw_nodes, facts)
                     return simulate_kubeflow_job(job, config, on, facts)
                 out.append(place(states))   # a gang's Pending is the main world's (the others carry on from it)
                 cluster = Cluster(states)

@@ -7,7 +7,7 @@ from typing import Any
 from ..config import Config
 from ..facts import ClusterFacts, namespace_of
 from ..gang import KubeflowJob, job_minimum, read_job
-from ..hypernodes import discover_hypernodes, leaf_nodes
+from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from .engine import Cluster
 from .model import NodeState, PodShape
 from .placement import Placement, node_zones, place_pods, zones
@@ -15,16 +15,16 @@ from .plugins import node_failure
 
 
 def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
-                         raw_nodes: list[dict[str, Any]]) -> Placement:
-    """Each partition inside one HyperNode of at most the allowed tier; other tasks pod by pod. The Job is
+                         raw_nodes: list[dict[str, Any]], facts: ClusterFacts | None = None) -> Placement:
+    """Each partition inside one of the HyperNodes its network topology allows (rule V26: the input's HyperNode
+    objects in ``facts`` and label discovery's, as ``preview`` reads them); other tasks pod by pod. The Job is
     a gang: unless its minimum binds (:func:`gang_shortfall`), nothing binds and every pod stays Pending."""
     ns = namespace_of(obj)
     from ..mutate import mutate
     from ..validation import unenforced_partition_tier_name
-    from ..volcano import tier_limit
-    mutated = mutate(obj, config, namespace=ns).object
-    hypernodes = discover_hypernodes(raw_nodes, config.volcano.networkTopologyDiscovery)
-    leaves = leaf_nodes(hypernodes)
+    facts = facts if facts is not None else ClusterFacts()
+    mutated = mutate(obj, config, namespace=ns, facts=facts).object
+    hypernodes, unknown = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, raw_nodes, facts.hypernodes)
     trial = [n.copy() for n in nodes]
     by_name = {n.name: n for n in trial}
     placed: dict[str, int] = {}
@@ -36,7 +36,8 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
         pod = PodShape.of_template(task.get("template") or {}, ns, f"sim-{task.get('name')}")
         policy = task.get("partitionPolicy")
         unbounded = unenforced_partition_tier_name(policy, config.volcano.version)
-        if not isinstance(policy, dict) or unbounded:
+        limits = partition_bound(policy, hypernodes, raw_nodes) if isinstance(policy, dict) else None
+        if limits is None or unbounded or unknown or not limits.bounded:
             got, left, why = place_pods(pod, count, trial)
             for k, v in got.items():
                 placed[k] = placed.get(k, 0) + v
@@ -45,29 +46,16 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
             if unbounded:
                 reasons.append(f"task {task.get('name')}: Volcano {config.volcano.version} ignores the partitions' "
                                f"highestTierName {unbounded!r}: placed without a HyperNode bound")
-            size = int(policy.get("partitionSize") or 1) if unbounded else 1
-            bound.append((task, count - left, (count - left) // size if unbounded else 0))
+            elif limits is not None:
+                reasons.append(f"task {task.get('name')}: placed without a HyperNode bound: "
+                               f"{unknown or limits.why}")
+            size = int(policy.get("partitionSize") or 1) if limits is not None else 1
+            bound.append((task, count - left, (count - left) // size if limits is not None else 0))
             continue
         size, total = int(policy.get("partitionSize") or 1), int(policy.get("totalPartitions") or 0)
-        tier = tier_limit(policy, hypernodes)
-        groups = [leaves[h["metadata"]["name"]] for h in hypernodes if tier is not None and h["spec"]["tier"] <= tier]
-        partitions = 0
-        for p in range(total):
-            for group in groups:
-                members = [by_name[n] for n in group if n in by_name]
-                attempt = [m.copy() for m in members]
-                got, left, _ = place_pods(pod, size, attempt)
-                if left == 0:
-                    place_pods(pod, size, members)
-                    for k, v in got.items():
-                        placed[k] = placed.get(k, 0) + v
-                    partitions += 1
-                    break
-            else:
-                pending += size
-                limit = f"tier-{tier}" if tier is not None else "any"
-                reasons.append(f"task {task.get('name')}: partition {p + 1} of {total} ({size} pods) fits in no "
-                               f"{limit} HyperNode")
+        partitions, why = place_partitions(pod, size, total, limits, by_name, placed)
+        pending += (total - partitions) * size
+        reasons += [f"task {task.get('name')}: {w}" for w in why]
         bound.append((task, partitions * size, partitions))
     shortfall = gang_shortfall(mutated, bound)
     if shortfall:
@@ -78,6 +66,27 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
     return Placement("Job", ns, (obj.get("metadata") or {}).get("name", ""), replicas,
                      dict(sorted(placed.items())), zones(placed, by_name), pending, pending, reasons,
                      node_zones(placed, by_name))
+
+
+def place_partitions(pod: PodShape, size: int, total: int, limits: PartitionBound, by_name: dict[str, NodeState],
+                     placed: dict[str, int]) -> tuple[int, list[str]]:
+    """Rule V26: each of ``total`` partitions of ``size`` pods inside the first candidate HyperNode that holds it
+    (bound on ``by_name``'s Nodes, counted in ``placed``). Returns the partitions placed and why the others
+    were not."""
+    partitions, reasons = 0, []
+    for p in range(total):
+        for _, _, group in limits.domains:
+            members = [by_name[n] for n in group if n in by_name]
+            got, left, _ = place_pods(pod, size, [m.copy() for m in members])
+            if left == 0:
+                place_pods(pod, size, members)
+                for k, v in got.items():
+                    placed[k] = placed.get(k, 0) + v
+                partitions += 1
+                break
+        else:
+            reasons.append(f"partition {p + 1} of {total} ({size} pods) fits in no tier-{limits.tier} HyperNode")
+    return partitions, reasons
 
 
 def gang_shortfall(job: dict[str, Any], bound: list[tuple[dict[str, Any], int, int]]) -> str | None:

@@ -25,7 +25,6 @@ from typing import Any
 from ..config import Config, VolcanoSettings
 from ..errors import FieldPath, PolicyError, errors_not_in, invalid, raise_if_any
 from ..facts import ClusterFacts
-from ..hypernodes import discover_hypernodes, leaf_nodes
 from ..limits import VOLCANO_ENTRIES, budget
 from ..patch import Draft, diff_owned
 from ..result import DOMAIN, Outcome, Result, admission
@@ -36,6 +35,12 @@ from .admission import (
     validate_partition_topology_mode,
     validate_volcano_job,
     validate_volcano_job_shape,
+)
+from .topology import (
+    UNWRITTEN_TOPOLOGY,
+    feasibility_notes,
+    partitions_without_topology_schedule,
+    written_topology,
 )
 
 #: Per-job override of ``volcano.partitionSize``: a whole number, or ``none`` to add no partitionPolicy.
@@ -120,59 +125,6 @@ def restart_partition_policies(policies: list[Any], events: tuple[str, ...]) -> 
                         f"{', '.join(sorted(handled))} and '*' must stand alone")
         return [{"event": "*", "action": RESTART_PARTITION}], None
     return [{"event": e, "action": RESTART_PARTITION} for e in events if e not in handled], None
-
-
-# --- feasibility (rule V18) -----------------------------------------------------
-
-def tier_limit(policy: dict[str, Any], hypernodes: list[dict[str, Any]]) -> int | None:
-    topo = policy.get("networkTopology") or {}
-    if topo.get("highestTierAllowed") is not None:
-        return int(topo["highestTierAllowed"])
-    name = topo.get("highestTierName")
-    tiers = {h["spec"]["tier"] for h in hypernodes if h["spec"].get("tierName") == name}
-    return max(tiers) if tiers else None
-
-
-def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]],
-                          nodes: list[dict[str, Any]]) -> tuple[str, bool]:
-    """Rule V18: whether each partition fits inside one HyperNode of tier <= the allowed tier.
-
-    Capacity counts one pod per node unless requests and node allocatable are
-    both known, then how many pods each node's allocatable holds; a node the
-    scheduler's eligibility filters refuse the pod holds none
-    (:func:`policylib.simulate.gangs.pods_per_node`, the registry ``simulate`` runs).
-    """
-    from ..simulate.gangs import pods_per_node
-    policy = task["partitionPolicy"]
-    name, size, total = task.get("name"), policy["partitionSize"], policy["totalPartitions"]
-    tier = tier_limit(policy, hypernodes)
-    if tier is None:
-        return f"task {name}: networkTopology names no tier that the discovered HyperNodes have", False
-    leaves = leaf_nodes(hypernodes)
-    by_name = {n["metadata"]["name"]: n for n in nodes}
-    capacities = []
-    exact = True
-    for h in hypernodes:
-        if h["spec"]["tier"] > tier:
-            continue
-        per_node = [pods_per_node(task.get("template") or {}, by_name[n]) if n in by_name else None
-                    for n in leaves[h["metadata"]["name"]]]
-        exact = exact and all(p is not None for p in per_node)
-        capacities.append((sum(1 if p is None else p for p in per_node), h))
-    if not capacities:
-        return f"task {name}: no HyperNode of tier <= {tier} exists", False
-    top = [c for c, h in capacities if h["spec"]["tier"] == max(hh["spec"]["tier"] for _, hh in capacities)]
-    placeable = sum(c // size for c in top)
-    largest = max(c for c, _ in capacities)
-    basis = "by allocatable" if exact else "counting one pod per node"
-    need = f"task {name}: {total} partitions of {size} pods each need one tier-{tier} HyperNode holding {size} pods"
-    if largest < size:
-        return f"{need}; the largest holds {largest} pods ({basis})", False
-    if placeable < total:
-        return (f"{need}; the {len(top)} tier-{tier} HyperNodes hold {sum(top)} pods ({basis}), room for "
-                f"{placeable} partitions"), False
-    return (f"task {name}: {total} partitions of {size} pods each fit in one tier-{tier} HyperNode ({largest} pods "
-            f"{basis}); {len(top)} tier-{tier} HyperNodes hold {sum(top)} pods"), True
 
 
 # --- the mutation ------------------------------------------------------------------
@@ -279,30 +231,26 @@ def move_job_restart_partition(draft: Draft, tasks: list[dict[str, Any]], notes:
     return out
 
 
-def _feasibility(tasks: list[dict[str, Any]], config: Config, facts: ClusterFacts, notes: Outcome) -> None:
-    """With Nodes in the input: does each partition fit (see :func:`partition_feasibility`),
-    and does a hard ``highestTierName`` name a tier that exists (one that does not is
-    silently not enforced by the scheduler)? HyperNodes are discovered once for both."""
-    partitioned = [t for t in tasks if isinstance(t.get("partitionPolicy"), dict)]
-    if not partitioned or not facts.nodes:
-        return
-    if not any(s.source == "label" and s.enabled for s in config.volcano.networkTopologyDiscovery):
-        notes.reason("feasibility not checked: no enabled label source in volcano.networkTopologyDiscovery")
-        return
-    hypernodes = discover_hypernodes(facts.nodes, config.volcano.networkTopologyDiscovery)
-    tier_names = {h["spec"]["tierName"] for h in hypernodes}
-    for task in partitioned:
-        topo = task["partitionPolicy"].get("networkTopology") or {}
-        name = topo.get("highestTierName") if isinstance(topo, dict) else None
-        if name and topo.get("mode", "hard") == "hard" and name not in tier_names:
-            notes.warn(f"task {task.get('name')}: highestTierName {name!r} matches no HyperNode tierName; "
-                                  "the scheduler will not enforce it")
-        if unenforced_partition_tier_name(task["partitionPolicy"], config.volcano.version):
-            notes.reason(f"task {task.get('name')}: feasibility not checked: Volcano "
-                                 f"{config.volcano.version} places its partitions without a HyperNode bound")
-            continue
-        message, ok = partition_feasibility(task, hypernodes, facts.nodes)
-        notes.note(message, ok)
+def _partition_settings(tasks: list[dict[str, Any]], size: int | None, settings: VolcanoSettings,
+                        facts: ClusterFacts, notes: Outcome) -> tuple[VolcanoSettings, int | None]:
+    """Rule V25: the settings and partition size the tasks are written with: without HyperNodes no hard network
+    topology (a warning naming the setting, when a task would be partitioned), and before Volcano v1.14.1 no
+    partitionPolicy at all then."""
+    if size is None:
+        return settings, size
+    written, unwritten = written_topology(settings, facts)
+    if not unwritten or not any(t.get("partitionPolicy") is None and partition_policy_for(t, size, written)[0]
+                                is not None for t in tasks):
+        return written, size
+    if not partitions_without_topology_schedule(settings.version):
+        notes.warn(f"no partitionPolicy on Volcano {settings.version} without HyperNodes: enable a label source in "
+                   "volcano.networkTopologyDiscovery")
+        notes.reason(f"Volcano {settings.version} never schedules a partitioned task without a network topology "
+                     f"(volcano issue 4871, fixed in v1.14.1), and {unwritten}")
+        return written, None
+    notes.warn(UNWRITTEN_TOPOLOGY)
+    notes.reason(unwritten)
+    return written, size
 
 
 def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
@@ -330,8 +278,9 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
                      f"{PARTITION_SIZE_ANNOTATION} annotation)")
     elif size is None and not notes.warnings:
         notes.reason(f"no partitionPolicy: the job's {PARTITION_SIZE_ANNOTATION} annotation says none")
+    settings, size = _partition_settings(tasks, size, config.volcano, req.facts, notes)
     draft = Draft(obj)
-    final = [_write_task(draft, i, t, size, config.volcano, notes) for i, t in enumerate(tasks)]
+    final = [_write_task(draft, i, t, size, settings, notes) for i, t in enumerate(tasks)]
     final = move_job_restart_partition(draft, final, notes)
     owned: list[tuple[str | int, ...]] = [TASKS + (i, key) for i in range(len(tasks))
                                           for key in ("partitionPolicy", "policies")]
@@ -343,7 +292,7 @@ def mutate_volcano_job(obj: dict[str, Any], config: Config | None = None, *, old
         notes.reason(*(f"not mutated: the change would break {e}" for e in introduced))
         notes.warnings = [w for w in notes.warnings if not w.startswith("moved ")]   # not applied: not reported
         return notes.result(obj)
-    _feasibility(final, config, req.facts, notes)
+    feasibility_notes(final, config, req.facts, notes)
     return notes.result(result_obj, patch)
 
 
