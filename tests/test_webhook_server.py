@@ -737,7 +737,7 @@ def test_the_largest_review_of_every_shape_is_answered_and_the_pod_stays_under_t
     that cost a worker the most memory per byte, to the server as the chart runs it (two workers, the default
     maxRequestBytes): each is answered, no worker dies, and the peak resident memory of the master and both
     workers together (VmHWM, from /proc) stays under the chart's memory limit; then four at once, which each
-    worker takes one at a time (its body budget)."""
+    worker takes one at a time (its body budget), answering 503 to one that waits past 1 s for room."""
     from bench.review_objects import MEMORY_SHAPES, largest_review
     limit = chart_memory_limit()
     srv = Server(certs, tmp_path, workers=2)
@@ -762,7 +762,11 @@ def test_the_largest_review_of_every_shape_is_answered_and_the_pod_stays_under_t
             c.start()
         for c in clients:
             c.join(120)
-        assert sorted(answers) == [200] * 4 and worker_pids(srv) == workers, srv.logs()[-2000:]
+        # Each worker answers the first it takes; one that finds no room within 1 s is a 503 (rule W11): on a quiet
+        # machine the earlier review is done by then and all four are 200, on a loaded one some are 503. Never a
+        # timeout, a dead worker or an error of another kind.
+        assert len(answers) == 4 and set(answers) <= {200, 503} and answers.count(200) >= 1, answers
+        assert worker_pids(srv) == workers, srv.logs()[-2000:]
         peak = sum(status_bytes(pid, "VmHWM") for pid in [srv.proc.pid, *workers])
         assert peak < limit, f"peak {peak / 2**20:.0f} MiB against the chart's {limit / 2**20:.0f} MiB"
     finally:
