@@ -9,6 +9,18 @@ REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 
 
+#: A launcher that runs a module as ``python -m`` does with deprecations as errors (``-c LAUNCH MODULE ARGS``): the
+#: interpreter's ``-W`` cannot name cryptography's warning class (read before site-packages is on the path).
+LAUNCH = """\
+import runpy, sys, warnings
+from cryptography.utils import CryptographyDeprecationWarning
+for category in (DeprecationWarning, PendingDeprecationWarning, CryptographyDeprecationWarning):
+    warnings.simplefilter("error", category)
+module = sys.argv.pop(1)
+sys.argv[0] = module
+runpy.run_module(module, run_name="__main__", alter_sys=True)
+"""
+
 def shared_path(*parts: str) -> Path:
     """A path under ../shared/ (beside the project); tests skip when it is absent."""
     return SHARED.joinpath(*parts)

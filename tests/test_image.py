@@ -26,7 +26,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from tests.helpers import REPO, answer_a_review
+from tests.helpers import LAUNCH, REPO, answer_a_review
 
 sys.path.insert(0, str(REPO / "tools"))
 import image_debian  # noqa: E402
@@ -316,15 +316,6 @@ def test_the_bytecode_is_the_image_pythons_hash_checked_and_skips_only_the_gener
 
 # --- the image's own interpreter runs the server (root: a chroot of the image) ----------------------------
 
-LAUNCH = """\
-import runpy, sys, warnings
-from cryptography.utils import CryptographyDeprecationWarning
-for category in (DeprecationWarning, PendingDeprecationWarning, CryptographyDeprecationWarning):
-    warnings.simplefilter("error", category)
-module = sys.argv.pop(1)
-sys.argv[0] = module
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-"""
 
 
 @pytest.fixture(scope="module")

@@ -22,22 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO
+from tests.helpers import LAUNCH, REPO
 
 pytestmark = pytest.mark.timeout(300)
 
 EXAMPLES = REPO / "docs" / "examples"
-#: The interpreter's ``-W`` cannot name cryptography's class (it is read before site-packages is on the path),
-#: so the filters are set by a small launcher that then runs the module as ``python -m`` does.
-LAUNCH = """\
-import runpy, sys, warnings
-from cryptography.utils import CryptographyDeprecationWarning
-for category in (DeprecationWarning, PendingDeprecationWarning, CryptographyDeprecationWarning):
-    warnings.simplefilter("error", category)
-module = sys.argv.pop(1)
-sys.argv[0] = module
-runpy.run_module(module, run_name="__main__", alter_sys=True)
-"""
 AS_ERRORS = ("-c", LAUNCH)
 
 
