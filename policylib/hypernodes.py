@@ -29,7 +29,7 @@ from typing import Any, Iterable, Sequence
 from .config import DiscoverySource
 from .constants import HYPERNODE_API_VERSION
 from .errors import FieldError, FieldPath, PolicyError, invalid, not_supported, object_ref, required
-from .labels import selector_matches
+from .labels import selector_matches, tier_labels
 
 SOURCE_LABEL = "volcano.sh/network-topology-source"
 API_VERSION = HYPERNODE_API_VERSION
@@ -45,11 +45,6 @@ def clean_topology_name(name: str) -> str:
 def stable_suffix(*parts: str, length: int = 5) -> str:
     digest = hashlib.sha256("\x00".join(parts).encode()).digest()
     return "".join(_ALPHABET[b % len(_ALPHABET)] for b in digest[:length])
-
-
-def tier_labels(topology_labels: tuple[str, ...]) -> list[str]:
-    """Tier 1 first: the list reversed, without its last (node-level) entry."""
-    return list(reversed(topology_labels[:-1]))
 
 
 @dataclass

@@ -214,3 +214,9 @@ def without_keys(selector: Mapping[str, Any], keys: Iterable[str]) -> dict[str, 
     if exprs:
         out["matchExpressions"] = exprs
     return out
+
+
+def tier_labels(topology_labels: tuple[str, ...]) -> list[str]:
+    """The node labels of a label discovery source's HyperNode tiers, tier 1 first: its ``topologyLabels`` (top
+    level first, the node-level label last) reversed, without the node-level one (rule H1)."""
+    return list(reversed(topology_labels[:-1]))

@@ -1,7 +1,7 @@
 """The topology level a native gang must fit in (rule G25): ``gang.topology`` read against the topology the
 configuration already declares, the zone key (``zoneTopologySpread.topologyKey``) and the tiers of Volcano's
 label discovery (``volcano.networkTopologyDiscovery``: node label keys, top tier first, the node level last;
-tier 1 is the one just above the nodes, as :func:`policylib.hypernodes.tier_labels` reads them).
+tier 1 is the one just above the nodes, as :func:`policylib.labels.tier_labels` reads them).
 
 The key becomes the PodGroup's ``spec.schedulingConstraints.topology: [{key}]``: kube-scheduler's
 ``TopologyPlacement`` plugin (``pkg/scheduler/framework/plugins/topologyaware``, behind the
@@ -15,7 +15,7 @@ from typing import Any
 
 from ..constants import HOSTNAME_LABEL
 from ..errors import ErrorType, FieldError
-from ..hypernodes import tier_labels
+from ..labels import tier_labels
 
 TIER = re.compile(r"tier-([1-9][0-9]*)")
 

@@ -11,7 +11,6 @@ from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from .engine import Cluster
 from .model import NodeState, PodShape
 from .placement import Placement, node_zones, place_pods, zones
-from .plugins import node_failure
 
 
 def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
@@ -253,16 +252,3 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
 
 
 # --- Volcano partitions: what one node holds ------------------------------------------------------------
-
-def pods_per_node(template: dict[str, Any], node: dict[str, Any]) -> int | None:
-    """Rule V18: how many of a task's pods a Node holds alone: none where the registry's eligibility filters
-    refuse the pod (a cordoned node it does not tolerate, an untolerated taint, node affinity); else its
-    allocatable over what the pod requests (rule R1), None when either is unknown (counted as one pod)."""
-    pod = PodShape.of_template(template, "", "")
-    state = NodeState.of(node)
-    if node_failure(pod, state) is not None:
-        return 0
-    wanted = {k: v for k, v in pod.requests.items() if v > 0}
-    if not wanted or not (node.get("status") or {}).get("allocatable"):
-        return None
-    return min(state.allocatable.get(k, 0) // v for k, v in wanted.items())
