@@ -224,7 +224,11 @@ class Cluster:
 
     def install_crds(self, *paths: str) -> list[str]:
         """Apply upstream CRDs from ../shared (server-side: they are larger than client-side apply's
-        last-applied annotation allows) and wait until they are served; returns their names."""
+        last-applied annotation allows) and wait until they are served; returns their names. Where the checkout has
+        no ../shared beside it (a user's clone), the test is skipped saying so."""
+        if not SHARED.is_dir():
+            pytest.skip(f"the upstream CRDs {', '.join(paths)} are read from ../shared ({SHARED}), which is not beside "
+                        "this checkout")
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SHARED / path))
         names = [yaml.safe_load((SHARED / path).read_text())["metadata"]["name"] for path in paths]
