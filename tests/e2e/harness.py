@@ -162,7 +162,11 @@ class Cluster:
         self.stderr = open(directory.parent / f"{directory.name}.stderr", "w+")  # noqa: SIM115 -- open while it runs
         started = time.monotonic()
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=self.stderr, text=True)
-        line = _readline(self.proc, timeout=600)
+        try:
+            line = _readline(self.proc, timeout=600)
+        except BaseException:   # interrupted while it starts (make test told to stop): no object owns it yet
+            self.stop()
+            raise
         if line.strip() != f"ready {directory / 'kubeconfig'}":
             self.stop()
             raise AssertionError(f"testcluster did not report ready: {line!r}\n{self.stderr_text()}")
