@@ -78,6 +78,12 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 #: The namespace the manifests and the chart install into by default.
 INSTALL_NAMESPACE = "policylib-system"
+#: The names the manifests and the chart give the webhook's objects: its MutatingWebhookConfiguration (whose
+#: selectors are the controller's and the CLI's scope), its Service, and the Secrets of its CA and serving certificate.
+WEBHOOK_CONFIGURATION = "policylib-webhook"
+WEBHOOK_SERVICE = "policylib-webhook"
+WEBHOOK_CA_SECRET = "policylib-webhook-ca"
+WEBHOOK_TLS_SECRET = "policylib-webhook-tls"
 #: Every address of the host (a server's default listening address; a hostPort's default hostIP).
 ANY_ADDRESS = "0.0.0.0"
 #: The webhook server's default port.

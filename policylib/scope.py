@@ -27,13 +27,12 @@ from .constants import (
     MPI_V2_VERSION,
     VOLCANO_BATCH_GROUP,
     VOLCANO_JOB_VERSION,
+    WEBHOOK_CONFIGURATION,
 )
 from .errors import InputError
 
 #: The label the API server sets on every Namespace (NamespaceDefaultLabelName, Kubernetes 1.21+).
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-#: The MutatingWebhookConfiguration the chart and manifests/ install.
-WEBHOOK_CONFIGURATION = "policylib-webhook"
 OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 
 #: The plural resource of each kind policylib's webhooks receive and its controller writes (the rules of a

@@ -16,7 +16,15 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, WEBHOOK_PORT
+from policylib.constants import (
+    ANY_ADDRESS,
+    INSTALL_NAMESPACE,
+    WEBHOOK_CA_SECRET,
+    WEBHOOK_CONFIGURATION,
+    WEBHOOK_PORT,
+    WEBHOOK_SERVICE,
+    WEBHOOK_TLS_SECRET,
+)
 
 try:
     from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
@@ -28,7 +36,7 @@ except ModuleNotFoundError as missing:   # the base install (rule L1): one line 
 if TYPE_CHECKING:
     from .server import ServeOptions
 
-SERVICE = "policylib-webhook"
+SERVICE = WEBHOOK_SERVICE
 NAMESPACE = INSTALL_NAMESPACE
 SAMPLE = "deployment-create.json"
 #: The samples run-local offers a curl for: one per workload family, each changed by the default config.
@@ -318,17 +326,18 @@ def parser() -> argparse.ArgumentParser:
     ctl.add_argument("--context", help="kubeconfig context")
     ctl.add_argument("--host", default=ANY_ADDRESS, help=f"address of /healthz, /readyz, /metrics (default {ANY_ADDRESS})")
     ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
-    ctl.add_argument("--webhook-configuration", default="policylib-webhook",
+    ctl.add_argument("--webhook-configuration", default=WEBHOOK_CONFIGURATION,
                      help="the MutatingWebhookConfiguration whose namespaceSelector and objectSelector say which "
-                          "objects the controller acts on (default policylib-webhook; docs/controller.md, \"Scope\")")
+                          f"objects the controller acts on (default {WEBHOOK_CONFIGURATION}; docs/controller.md, "
+                          "\"Scope\")")
     ctl.add_argument("--certificates", choices=["none", "self"], default="none",
                      help="self: the leader creates and rotates the webhook's CA and serving certificate Secrets and "
                           "the webhook configuration's caBundle (docs/operations.md, \"Certificates\")")
     ctl.add_argument("--certificates-service", default=SERVICE, help=f"the webhook's Service (default {SERVICE})")
-    ctl.add_argument("--certificates-webhook-configuration", default="policylib-webhook",
-                     help="the MutatingWebhookConfiguration whose caBundle is kept (default policylib-webhook)")
-    ctl.add_argument("--certificates-ca-secret", default="policylib-webhook-ca", help="default policylib-webhook-ca")
-    ctl.add_argument("--certificates-tls-secret", default="policylib-webhook-tls", help="default policylib-webhook-tls")
+    ctl.add_argument("--certificates-webhook-configuration", default=WEBHOOK_CONFIGURATION,
+                     help=f"the MutatingWebhookConfiguration whose caBundle is kept (default {WEBHOOK_CONFIGURATION})")
+    ctl.add_argument("--certificates-ca-secret", default=WEBHOOK_CA_SECRET, help=f"default {WEBHOOK_CA_SECRET}")
+    ctl.add_argument("--certificates-tls-secret", default=WEBHOOK_TLS_SECRET, help=f"default {WEBHOOK_TLS_SECRET}")
     ctl.add_argument("--certificates-ca-duration", default="43800h", help="CA lifetime (default 43800h, 5 years)")
     ctl.add_argument("--certificates-serving-duration", default="8760h",
                      help="serving certificate lifetime (default 8760h); renewed when a third is left")

@@ -40,7 +40,7 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from policylib.constants import INSTALL_NAMESPACE
+from policylib.constants import INSTALL_NAMESPACE, WEBHOOK_CA_SECRET, WEBHOOK_CONFIGURATION, WEBHOOK_SERVICE, WEBHOOK_TLS_SECRET
 from policylib.shell import kube
 
 from .certs import key_problem, make_ca, make_serving, service_dns_names
@@ -78,10 +78,10 @@ class Settings:
     """Where the certificates live and how long they last (the controller's ``--certificates-*`` flags)."""
 
     namespace: str = INSTALL_NAMESPACE
-    service: str = "policylib-webhook"
-    webhook_configuration: str = "policylib-webhook"
-    ca_secret: str = "policylib-webhook-ca"
-    tls_secret: str = "policylib-webhook-tls"
+    service: str = WEBHOOK_SERVICE
+    webhook_configuration: str = WEBHOOK_CONFIGURATION
+    ca_secret: str = WEBHOOK_CA_SECRET
+    tls_secret: str = WEBHOOK_TLS_SECRET
     ca_seconds: int = 5 * 365 * 86400
     serving_seconds: int = 365 * 86400
     propagation_seconds: int = 180

@@ -6,6 +6,7 @@ import argparse
 import json
 from typing import Any, Callable, Iterable, Protocol, Sequence, TextIO
 
+from ..constants import WEBHOOK_CONFIGURATION
 from ..documents import Document
 from ..errors import InputError, PolicyError, PolicylibError, object_ref
 from ..facts import namespace_of
@@ -61,9 +62,9 @@ def add_installed(p: argparse.ArgumentParser, scoped: bool = True) -> None:
                                                      "(app.kubernetes.io/instance), in -n NAMESPACE when several")
     if not scoped:
         return
-    p.add_argument("--webhook-configuration", metavar="NAME", default="policylib-webhook",
+    p.add_argument("--webhook-configuration", metavar="NAME", default=WEBHOOK_CONFIGURATION,
                    help="with --cluster: the MutatingWebhookConfiguration whose selectors say which objects are in "
-                        "scope (default policylib-webhook)")
+                        f"scope (default {WEBHOOK_CONFIGURATION})")
 
 
 def kube_minor(text: str) -> int:

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from policylib.config import load_config
-from policylib.scope import WEBHOOK_CONFIGURATION
+from policylib.constants import WEBHOOK_CONFIGURATION
 
 from ..helmtool import CHART, MATRIX, by_kind_name, helm, render
 from .harness import KUBECTL, ROOT, Controller, deployment, schemaless_crds, wait_for

@@ -9,7 +9,7 @@ import time
 import pytest
 import yaml
 
-from policylib.scope import WEBHOOK_CONFIGURATION
+from policylib.constants import WEBHOOK_CONFIGURATION
 
 from .harness import ROOT, deployment, schemaless_crds, wait_for
 

@@ -31,11 +31,10 @@ from typing import Any, Callable, Protocol
 from prometheus_client import CollectorRegistry
 
 import policylib
-from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE
+from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
 from policylib.facts import namespace_of
 from policylib.plan import PLANNERS
 from policylib.projection import project
-from policylib.scope import WEBHOOK_CONFIGURATION
 from policylib.shell import kube
 
 from ..cache import hpa_targets
