@@ -7,7 +7,7 @@ import pytest
 from policylib import ConfigError, load_config, mutate
 from policylib.plan import UNRECORDED_REASON, admitted_without_policy, plan, summarize
 from policylib.spread import PENDING, RECORD_REPLICAS, RECORD_REQUIRED, pending_rewrite
-from tests.controller_driver import deliver, log_entries, sync
+from tests.controller_driver import deliver, log_entries, sync, work
 from tests.helpers import deployment, legacy_anti_affinity
 from tests.test_controller import Cluster, controller, record_events
 
@@ -485,7 +485,8 @@ def test_k_builds_the_overlay_with_kubectl_kustomize_and_names_what_is_missing(t
 
 def test_a_write_an_admission_webhook_undoes_is_not_retried_until_the_object_changes(tmp_path):
     """On the harness, a controller with rewrite OnCountChange and a webhook with OnNextRollout undid each
-    other's writes on every watch event; the controller now notices and waits for a change or a resync."""
+    other's writes on every watch event; the controller now notices, plans it again after 5, 20 and 60 s (rule
+    S29: the webhook's facts may lag, an HPA minimum it has not seen yet), then waits for a change or a resync."""
     import jsonpatch
 
     from tests.fakeapi import FakeAPI
@@ -509,8 +510,25 @@ def test_a_write_an_admission_webhook_undoes_is_not_retried_until_the_object_cha
         # the watch event of our own (undone) write: no new write
         assert len(cluster.patches()) == 1 and c.reconciler.undone == {key: "6"}
         assert c.metrics.errors.labels("undone")._value.get() == 1
+        queue = c.reconciler.queue
+        now = queue.clock()
+        for made, delay in enumerate((5.0, 20.0, 60.0), start=1):
+            assert c.reconciler.undone_retries[key][0] == made
+            queue.clock = lambda at=now + delay - 0.5: at      # not yet due: nothing
+            work(c)
+            assert len(cluster.patches()) == made
+            now += delay
+            queue.clock = lambda at=now: at                     # due: planned and written again, undone again
+            work(c)
+            assert len(cluster.patches()) == made + 1
+            deliver(c, api, "MODIFIED", dict(cluster.deployments["web"], apiVersion="apps/v1", kind="Deployment"))
+            assert len(cluster.patches()) == made + 1         # its own watch event writes nothing
+        assert key not in c.reconciler.undone_retries          # the retries are spent: a change or a resync now
+        queue.clock = lambda at=now + 3600: at
+        work(c)
+        assert len(cluster.patches()) == 4
         sync(c)                                   # a resync tries again
-        assert len(cluster.patches()) == 2
+        assert len(cluster.patches()) == 5
     [w] = plan([stored], load_config(ENFORCE))
     assert undone_by_admission(w.patch, stored)
     assert not undone_by_admission(w.patch, jsonpatch.apply_patch(stored, w.patch))

@@ -82,7 +82,10 @@ def test_the_api_server_presents_its_client_certificate_and_its_reviews_are_answ
     cluster.apply(deployment("web", ns, replicas=3))
     stored = cluster.get("deployment", "web", ns)
     assert stored["metadata"]["annotations"][ANNOTATION] == "3"
-    assert [r["name"] for r in verified.reviews() if r.get("namespace") == ns] == ["web"]
+    # the review's log line follows its answer: it may come a moment after the API server stored the object
+    logged = wait_for("the webhook logs its review of web",
+                      lambda: [r["name"] for r in verified.reviews() if r.get("namespace") == ns], timeout=60)
+    assert logged == ["web"]
 
 
 def test_a_caller_without_the_certificate_gets_403(setup):

@@ -42,6 +42,10 @@ SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
 #: Rule G22: while the served Workload API versions are not known (every read failed), how often a key's plan
 #: tries to read them again.
 DISCOVERY_RETRY_SECONDS = 10.0
+#: Rule S29: after admission undid a write, the key is planned again after each of these delays (the webhook's facts
+#: may lag the controller's by a moment: an HPA minimum it has not seen yet), then not until the object changes or the
+#: next resync (a webhook whose config differs would undo it forever).
+UNDONE_RETRY_SECONDS = (5.0, 20.0, 60.0)
 
 
 def version_of(obj: dict[str, Any] | None) -> str | None:
@@ -143,6 +147,8 @@ class Reconciler:
         #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
         #: until the object changes or the next resync).
         self.undone: dict[Key, str | None] = {}
+        #: Rule S29: of each undone key, the retries made so far and when the next may be planned.
+        self.undone_retries: dict[Key, tuple[int, float]] = {}
         #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server serves no Workload
         #: API version policylib writes (one Event per job, not one per resync).
         self.unserved_told: set[tuple[Key, str]] = set()
@@ -291,6 +297,7 @@ class Reconciler:
         if self._resyncs_seen != self._resyncs:
             self._resyncs_seen = self._resyncs
             self.undone.clear()
+            self.undone_retries.clear()
             self.overlay.clear()
             self.rediscover()
         elif self.discovery is not None and self.discovery.known is None and (
@@ -368,11 +375,14 @@ class Reconciler:
             self.queue.add(deferred)
         if obj is None:
             self.undone.pop(key, None)
+            self.undone_retries.pop(key, None)
             self._set_notices(key, {})
             return True
         if key in self.undone and self.undone[key] == version_of(obj):
-            return False
+            retries = self.undone_retries.get(key)
+            return retries is not None and self.queue.clock() >= retries[1]   # rule S29: a retry that is due
         self.undone.pop(key, None)
+        self.undone_retries.pop(key, None)
         return True
 
     def apply(self, key: Key, write: Write) -> str:
@@ -424,12 +434,26 @@ class Reconciler:
             # config change rolls out): planning again on the watch event would write again, forever
             self.undone[key] = version_of(body)
             self.metrics.errors.labels("undone").inc()
-            log.warning("write undone by admission: not retried until the object changes or the next resync "
-                        "(do the webhook and the controller share one config?)", extra=entry)
+            self.retry_undone(key, entry)
         if isinstance(body, dict) and any((r.api_version, r.kind) == target[:2] for r in self.stores):
             self.overlay.put(target, before, body)
         self.recorder.record(write, body)
         return "written"
+
+    def retry_undone(self, key: Key, entry: dict[str, Any]) -> None:
+        """Rule S29: plan an undone write again after the next of ``UNDONE_RETRY_SECONDS``; past the last, only
+        once the object changes or at the next resync."""
+        made = self.undone_retries.get(key, (0, 0.0))[0]
+        if made >= len(UNDONE_RETRY_SECONDS):
+            self.undone_retries.pop(key, None)
+            log.warning("write undone by admission: not retried until the object changes or the next resync "
+                        "(do the webhook and the controller share one config?)", extra=entry)
+            return
+        delay = UNDONE_RETRY_SECONDS[made]
+        self.undone_retries[key] = (made + 1, self.queue.clock() + delay)
+        self.queue.add_after(key, delay)
+        log.info("write undone by admission: planned again later (the webhook's facts may lag)",
+                 extra=dict(entry, retry_in_seconds=delay))
 
     def _refresh(self, res: kube.Resource, target: Key, before: dict[str, Any] | None) -> str:
         """After a 409: read the object as it is now into the overlay, so the next plan sees it."""
