@@ -106,8 +106,8 @@ def test_lists_pages_then_applies_watch_events(api, tmp_path):
     assert cache.ready is False
     cache.start()
     try:
-        wait_for(lambda: script.watches >= 3 and cache.hpas_for("ml", "new"))
-        assert cache.ready is True
+        # ready also waits for the Workload API discovery, a second thread (rule G22)
+        wait_for(lambda: script.watches >= 3 and cache.hpas_for("ml", "new") and cache.ready)
         assert cache.hpas_for("ml", "web") == [slim_hpa(updated)]
         assert cache.hpas_for("ml", "api") == []
         assert [h["metadata"]["name"] for h in cache.hpas_for("ml", "new")] == ["new-hpa"]
