@@ -1,0 +1,95 @@
+"""What ``check --cluster``, ``plan --cluster`` (rules S25, S28) and ``simulate --scale`` (rule S26) print
+of the scale-down rules."""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Iterable, Mapping, Sequence
+
+from ..errors import INT32_MAX, InputError
+from ..result import is_opted_out
+from ..spread import RECORD_REPLICAS, is_deployment
+from .pods import DELETION_COST, cost_owner, deployment_pods, foreign_cost, metadata_of
+from .scale import ScaleDown, scale_down
+from .skew import Violation, skew_of, spread_violations
+
+
+def is_managed(deployment: Mapping[str, Any]) -> bool:
+    """A Deployment whose spread policylib wrote: it carries S15's record, and is not opted out (rule P1)."""
+    return is_deployment(deployment) and not is_opted_out(dict(deployment)) and \
+        RECORD_REPLICAS in (metadata_of(deployment).get("annotations") or {})
+
+
+def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]]) \
+        -> tuple[list[Violation], list[str]]:
+    """Rules S25, S28: the spread violations of the managed Deployments among ``objects`` (their Pods
+    among them too), and a note per managed Deployment whose pods carry a deletion cost another field
+    manager owns (policylib leaves those alone)."""
+    objects = list(objects)
+    pods = [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
+    violations: list[Violation] = []
+    notes: list[str] = []
+    for d in objects:
+        if not is_managed(d):
+            continue
+        mine = deployment_pods(d, pods)
+        violations += spread_violations(d, mine, nodes)
+        foreign = sorted({cost_owner(p) or "(unknown)" for p in mine if foreign_cost(p)})
+        if foreign:
+            count = sum(1 for p in mine if foreign_cost(p))
+            meta = metadata_of(d)
+            notes.append(f"deployment {meta.get('namespace') or 'default'}/{meta.get('name')}: {count} pod(s) carry a "
+                         f"{DELETION_COST} set by {', '.join(foreign)}; policylib leaves their cost alone, so a "
+                         "scale-down may not keep the zone spread")
+    return violations, notes
+
+
+def scale_table(results: Sequence[ScaleDown]) -> str:
+    """``simulate --scale``'s table: per Deployment, the pods removed and the zones left, without and with
+    the costs."""
+    lines = []
+    for r in results:
+        lines.append(f"deployment {r.namespace}/{r.name}: {sum(r.before.values())} -> {r.replicas} replicas; "
+                     f"pods per zone now {_zones(r.before)}")
+        for label, removed, after in (("without the costs", r.removed_without, r.after_without),
+                                      ("with the costs", r.removed_with, r.after_with)):
+            lines.append(f"  {label}: removes {', '.join(removed) or 'nothing'}; leaves {_zones(after)} "
+                         f"(zone skew {skew_of(after)})")
+    return "\n".join(lines) + "\n"
+
+
+def _zones(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{z or '(no zone)'}={n}" for z, n in counts.items())
+
+
+def scale_report(specs: Sequence[str], objects: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
+                 zone_key: str, output: str = "table", now: datetime | None = None) -> str:
+    """``simulate --scale NAME=N`` (rule S26): each named Deployment among ``objects`` scaled to N over its
+    bound pods among them; an unknown name or a count that is not a non-negative int32 is an InputError."""
+    deployments = [d for d in objects if is_deployment(d)]
+    results = []
+    for spec in specs:
+        deployment, replicas = _scale_target(spec, deployments)
+        results.append(scale_down(deployment, objects, nodes, replicas, zone_key, now))
+    if output == "json":
+        return json.dumps([r.as_dict() for r in results], indent=2) + "\n"
+    return scale_table(results)
+
+
+def _scale_target(spec: str, deployments: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], int]:
+    """The Deployment and replica count ``--scale NAME=N`` (or ``NAMESPACE/NAME=N``) names among
+    ``deployments``; an InputError naming the flag's value when N is not 0 to int32 max or the name matches
+    no Deployment, or more than one."""
+    name, sep, count = spec.partition("=")
+    if not sep or not count.isdigit() or int(count) > INT32_MAX:
+        raise InputError(f"--scale {spec}: expected NAME=N or NAMESPACE/NAME=N with N a replica count (0 to "
+                         f"{INT32_MAX})")
+    ns, _, short = name.rpartition("/")
+    found = [d for d in deployments if metadata_of(d).get("name") == short
+             and (not ns or (metadata_of(d).get("namespace") or "default") == ns)]
+    if len(found) != 1:
+        known = ", ".join(sorted(f"{metadata_of(d).get('namespace') or 'default'}/{metadata_of(d).get('name')}"
+                                 for d in deployments)) or "none"
+        what = "no Deployment" if not found else "more than one Deployment (give NAMESPACE/NAME)"
+        raise InputError(f"--scale {spec}: {what} named {name} in the input; Deployments: {known}")
+    return found[0], int(count)
