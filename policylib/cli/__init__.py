@@ -35,6 +35,7 @@ from .app import (
     COMMANDS,
     EXIT_STATUS,
     build_parser,
+    completion_script,
     kubectl_argv,
     kubectl_plugin,
     main,
@@ -43,7 +44,6 @@ from .app import (
 )
 from .cluster import require_cluster_client
 from .common import EXIT_CHANGED, EXIT_DENIED, EXIT_ERROR, EXIT_OK, EXIT_PENDING, EXIT_UNPLANNED, EXIT_WARNED
-from .completion import completion_script
 
 __all__ = ["COMMANDS", "EXIT_CHANGED", "EXIT_DENIED", "EXIT_ERROR", "EXIT_OK", "EXIT_PENDING", "EXIT_STATUS",
            "EXIT_UNPLANNED", "EXIT_WARNED", "build_parser", "completion_script", "kubectl_argv", "kubectl_plugin",

@@ -43,7 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub.add_parser).set_defaults(func=command.run)
+    parser.set_defaults(root_parser=parser)
     return parser
+
+
+def completion_script(shell: str) -> str:
+    """``policylib completion SHELL``'s output: the completion script of this command line (rule L3)."""
+    return completion.script_for(build_parser(), shell)
 
 
 def main(argv: Sequence[str] | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout,
