@@ -148,15 +148,9 @@ def validate_topology_spread_constraints(constraints: Any,
     return errs
 
 
-# Volcano's job admission rules (policylib.volcano.admission), importable from here as before: the public
-# validate_volcano_job above, and the rules the configuration's checks and the simulator read here.
-NETWORK_TOPOLOGY_MODES = _volcano_admission.NETWORK_TOPOLOGY_MODES
-VOLCANO_POLICY_EVENTS = _volcano_admission.VOLCANO_POLICY_EVENTS
-partition_tier_name_enforced = _volcano_admission.partition_tier_name_enforced
+# Read here by policylib.simulate.gangs; its home is policylib.volcano.admission, where the simulator may
+# import it from directly.
 unenforced_partition_tier_name = _volcano_admission.unenforced_partition_tier_name
-validate_network_topology = _volcano_admission.validate_network_topology
-validate_partition_topology_mode = _volcano_admission.validate_partition_topology_mode
-validate_restart_partition_events = _volcano_admission.validate_restart_partition_events
 
 
 #: The public names of this module (docs/library.md).

@@ -1,9 +1,10 @@
 """Loading a configuration: from parsed YAML to a checked :class:`Config` (rules C1, C2, C7, C9).
 
-``load_config(source)`` accepts the LRS topology spread document's YAML
-(the LRS operator's settings): ``zoneTopologySpread`` and ``hostTopologySpread``
-at the top level, or nested under ``lrs-operator: operator: config:`` so that an
-existing Helm values file can be used as it is. Every missing key takes the
+``load_config(source)`` accepts the settings of the LRS operator (the operator that places DataRobot's
+Long Running Services, the Deployments behind model deployments and custom applications, with the same
+zone and host spreads; its Helm chart is ``lrs-operator``): ``zoneTopologySpread`` and
+``hostTopologySpread`` at the top level, or nested under ``lrs-operator: operator: config:`` so that that
+chart's values file can be used as it is (rule C2). Every missing key takes the
 default of ``docs/specification.md``; ``None`` gives all defaults.
 """
 from __future__ import annotations

@@ -22,7 +22,8 @@ from .rules import (
 )
 from .settings import Config
 
-#: The LRS operator's Helm nesting of the settings (rule C2).
+#: Where the LRS operator's chart (``lrs-operator``, the operator that spreads DataRobot's Long Running
+#: Services) keeps the spread settings in its values; a configuration may nest them so (rule C2).
 HELM_NESTING = ("lrs-operator", "operator", "config")
 
 

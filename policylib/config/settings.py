@@ -15,7 +15,8 @@ from typing import Any
 
 from ..constants import HOSTNAME_LABEL, MAX_REVIEW_BYTES, NATIVE_GANG_GROUP, NATIVE_GANG_VERSIONS, POD_TEMPLATE_HASH, ZONE_LABEL
 from ..errors import INT32_MAX
-from ..validation import NETWORK_TOPOLOGY_MODES, SCHEDULE_ANYWAY, VOLCANO_POLICY_EVENTS, WHEN_UNSATISFIABLE
+from ..validation import SCHEDULE_ANYWAY, WHEN_UNSATISFIABLE
+from ..volcano.admission import NETWORK_TOPOLOGY_MODES, VOLCANO_POLICY_EVENTS
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
 
 ANTI_AFFINITY_REMOVAL = ("own", "all")
@@ -110,7 +111,7 @@ class WebhookSettings:
     maxRequestBytes: int = count(MAX_REVIEW_BYTES, "The largest AdmissionReview body read.", None)
     readHpasOnCreate: bool = flag(True, "A Deployment CREATE whose HPA the webhook's watch does not have reads the "
                                   "namespace's HPAs from the API server once, so an HPA applied just before its "
-                                  "Deployment always counts (about 1-2 ms per such create); false: the watch only, "
+                                  "Deployment always counts (one API call per such create); false: the watch only, "
                                   "and an HPA applied first may be missed (use the "
                                   "policylib.io/autoscaling-min-replicas annotation).", "W4")
 
@@ -288,16 +289,19 @@ class Config:
     """Everything policylib reads. Sections mirror the YAML keys."""
 
     zoneTopologySpread: ZoneSpread = section(
-        ZoneSpread, "The zone spread: always a preference (ScheduleAnyway).", "S3",
+        ZoneSpread, "The zone spread: always a preference (ScheduleAnyway). Its keys and defaults are the LRS "
+        "operator's (the operator that spreads DataRobot's Long Running Services; docs/configuration.md).", "S3",
         accepted={"whenUnsatisfiable": choice_schema(
             (SCHEDULE_ANYWAY,), SCHEDULE_ANYWAY, "Accepted only as ScheduleAnyway: the zone spread is never "
             "enforced.", "S3", invalid="the zone spread is always ScheduleAnyway (docs/specification.md "
             "rule S3); remove the key or set ScheduleAnyway")})
     hostTopologySpread: HostSpread = section(HostSpread, "The host (Node) spread: a preference, or enforced from "
-                                             "hardMinReplicas.", "S4")
+                                             "hardMinReplicas. Its keys and defaults are the LRS operator's, and "
+                                             "rewrite and enforceForRequiredAntiAffinity policylib's own "
+                                             "(docs/configuration.md).", "S4")
     # Rule S9: the literal reading is "removes any pod anti-affinity" (``all``); by default we
-    # remove only terms that select the Deployment's own pods (the legacy
-    # ha_topology_key rule) and keep terms aimed at other workloads.
+    # remove only terms that select the Deployment's own pods (what the LRS operator's
+    # ha_topology_key setting writes) and keep terms aimed at other workloads.
     removePodAntiAffinity: str = choice(ANTI_AFFINITY_REMOVAL, "own", "Which pod anti-affinity terms writing the "
                                         "spread removes: own (terms selecting the Deployment's own pods) or all.", "S9",
                                         invalid="must be 'own' (terms selecting the Deployment's own pods) "

@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from ..constants import HOSTNAME_LABEL
 from ..errors import ErrorType, FieldError, not_supported
 from ..labels import dns1123_subdomain_errors, qualified_name_errors
-from ..validation import (
+from ..volcano.admission import (
     partition_tier_name_enforced,
     validate_network_topology,
     validate_partition_topology_mode,
