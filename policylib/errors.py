@@ -209,10 +209,6 @@ def forbidden(path: Path, detail: str) -> FieldError:
     return FieldError(ErrorType.FORBIDDEN, str(path), "", detail)
 
 
-def too_long(path: Path, value: object, max_length: int) -> FieldError:
-    return FieldError(ErrorType.TOO_LONG, str(path), value, f"must have at most {max_length} bytes")
-
-
 def too_many(path: Path, actual: int, max_items: int) -> FieldError:
     """A list longer than its limit (field.TooMany): ``Too many: 20000: must have at most 1000 items``."""
     return FieldError(ErrorType.TOO_MANY, str(path), actual, f"must have at most {max_items} "

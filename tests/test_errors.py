@@ -5,6 +5,7 @@ import pytest
 from policylib import PolicyError, load_config, mutate
 from policylib.errors import (
     ErrorType,
+    FieldError,
     FieldPath,
     duplicate,
     forbidden,
@@ -12,7 +13,6 @@ from policylib.errors import (
     not_supported,
     object_ref,
     required,
-    too_long,
     too_many,
 )
 
@@ -34,7 +34,8 @@ def test_field_path_renders_like_field_path_string():
     (required("spec.selector"), "spec.selector: Required value"),
     (required("spec", "needs one"), "spec: Required value: needs one"),
     (forbidden("spec.policies[0].action", "not here"), "spec.policies[0].action: Forbidden: not here"),
-    (too_long("metadata.name", "x" * 300, 253), "metadata.name: Too long: must have at most 253 bytes"),
+    (FieldError(ErrorType.TOO_LONG, "metadata.name", "x" * 300, "must have at most 253 bytes"),
+     "metadata.name: Too long: must have at most 253 bytes"),
     (duplicate("spec.tasks[1].name", "t0"), 'spec.tasks[1].name: Duplicate value: "t0"'),
 ])
 def test_field_errors_render_like_field_error(error, text):

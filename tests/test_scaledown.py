@@ -16,13 +16,27 @@ from policylib.scaledown import (
     cost_writes,
     deployment_name,
     desired_costs,
-    least_skew_after,
     pods_to_delete,
     project_pod,
     scale_down,
     skew_of,
     spread_violations,
 )
+
+
+
+def least_skew_after(counts: dict[str, int], remaining: int) -> int:
+    """The least zone skew any choice of pods to delete can leave with ``remaining`` pods kept (pods are
+    only removed): fill the zones level by level, each up to what it has. The oracle the costs' scale-downs
+    are held to."""
+    keep = dict.fromkeys(counts, 0)
+    left = min(remaining, sum(counts.values()))
+    while left:
+        open_ = sorted((keep[z], z) for z in counts if keep[z] < counts[z])
+        keep[open_[0][1]] += 1
+        left -= 1
+    return skew_of(keep)
+
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 ZONE = "topology.kubernetes.io/zone"

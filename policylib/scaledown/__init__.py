@@ -29,10 +29,10 @@ from .pods import (
 from .ranking import pods_to_delete, rank_less
 from .report import cluster_report, is_managed, scale_report, scale_table
 from .scale import ScaleDown, scale_down
-from .skew import Violation, least_skew_after, skew_of, spread_violations
+from .skew import Violation, skew_of, spread_violations
 
 __all__ = ["DELETION_COST", "FIELD_MANAGER", "POD_FIELDS", "CostWrite", "ScaleDown", "Violation", "cluster_report",
            "cost_owner", "cost_writes", "costs_as_they_are", "current_cost", "deployment_name", "deployment_pods",
-           "desired_costs", "foreign_cost", "is_active", "is_managed", "least_skew_after", "node_of", "owner_uid",
+           "desired_costs", "foreign_cost", "is_active", "is_managed", "node_of", "owner_uid",
            "parse_cost", "pods_to_delete", "project_pod", "rank_less", "scale_down", "scale_report", "scale_table",
            "skew_of", "spread_violations", "zone_levels"]

@@ -1,4 +1,4 @@
-"""The zone and host skew a Deployment's pods have now (rule S28), and the least a scale-down can leave."""
+"""The zone and host skew a Deployment's pods have now (rule S28)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -99,15 +99,3 @@ def _tolerated(node: Mapping[str, Any], tolerations: list[dict[str, Any]]) -> bo
                    and (t.get("key") or t.get("operator") == "Exists") for t in tolerations):
             return False
     return True
-
-
-def least_skew_after(counts: Mapping[str, int], remaining: int) -> int:
-    """The least zone skew any choice of pods to delete can leave with ``remaining`` pods kept (pods are
-    only removed): fill the zones level by level, each up to what it has."""
-    keep = dict.fromkeys(counts, 0)
-    left = min(remaining, sum(counts.values()))
-    while left:
-        open_ = sorted((keep[z], z) for z in counts if keep[z] < counts[z])
-        keep[open_[0][1]] += 1
-        left -= 1
-    return skew_of(keep)

@@ -10,7 +10,7 @@ Two scenarios, each with at least 30 scale-downs per setting:
 Each setting has its own webhook, MutatingWebhookConfiguration (its scope, rule W5) and controller with its
 own Lease; a namespace per scenario and setting. A scale-down is a violation when it leaves a zone skew
 above the zone constraint's maxSkew while the pods it started from allowed one within it
-(:func:`policylib.scaledown.least_skew_after`). The counts are printed; with the setting on there must be
+(``least_skew_after`` of tests/test_scaledown.py). The counts are printed; with the setting on there must be
 none, and the pod writes are counted from the controller's metric.
 """
 from __future__ import annotations
@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from policylib.scaledown import DELETION_COST, least_skew_after, skew_of
+from policylib.scaledown import DELETION_COST, skew_of
+from tests.test_scaledown import least_skew_after
 
 from .harness import CONFIG_LABEL, Cluster, Controller, Webhook, deployment, wait_for
 
