@@ -24,7 +24,6 @@ from policylib.scaledown import (
 )
 
 
-
 def least_skew_after(counts: dict[str, int], remaining: int) -> int:
     """The least zone skew any choice of pods to delete can leave with ``remaining`` pods kept (pods are
     only removed): fill the zones level by level, each up to what it has. The oracle the costs' scale-downs
