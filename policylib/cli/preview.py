@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+from dataclasses import dataclass
 from typing import Any, Sequence, TextIO
 
 from ..config import Config
@@ -115,70 +116,104 @@ def _format(doc: Document, result: Result, output: str) -> str:
     return text
 
 
+@dataclass
+class _Verdict:
+    """What the documents' results add up to, for rule D4's exit status."""
+
+    warned: bool = False
+    changed: bool = False
+    denied: bool = False
+    rejected: bool = False
+
+    def count(self, result: Result) -> None:
+        """A document's result as the policies return it (before the apply order replaces what is shown)."""
+        self.warned = self.warned or bool(result.warnings)
+        self.changed = self.changed or result.changed
+
+    def exit_status(self, exit_code: bool) -> int:
+        if self.denied or (exit_code and self.rejected):
+            return EXIT_DENIED
+        if exit_code and self.warned:
+            return EXIT_WARNED
+        return EXIT_CHANGED if (exit_code and self.changed) else EXIT_OK
+
+
+def _report(doc: Document, result: Result, config: Config, verbose: bool, stderr: TextIO, verdict: _Verdict) -> None:
+    """One document's warnings, denial and notes on stderr (rules D1, D3); its denials counted into ``verdict``."""
+    where = f"{doc.source}: {object_ref(doc.obj)}"
+    for problem in scheduler_admission_errors(result.object, config):
+        verdict.rejected = True
+        stderr.write(f"policylib: warning: {where}: would still be denied by Volcano's job admission "
+                     f"({config.volcano.version}): {problem}\n")
+    if result.denial:
+        verdict.denied = True
+        stderr.write(f"policylib: denied: {where}: {result.denial}\n")
+    for w in result.warnings:
+        stderr.write(f"policylib: warning: {where}: {w}\n")
+    if result.unhandled and is_unhandled_workload(doc.obj):
+        stderr.write(f"policylib: note: {where}: {result.unhandled}\n")
+    gang_note = _gang_note(doc.obj, result, config)
+    if gang_note:
+        stderr.write(f"policylib: note: {where}: {gang_note}\n")
+    if verbose:
+        for r in result.reasons:
+            stderr.write(f"policylib: {where}: {r}\n")
+
+
+def _facts(docs: Sequence[Document], config: Config, kube_version: int | None) -> ClusterFacts:
+    """What the input says about the cluster: its facts, its HyperNodes checked (what the Volcano verdict
+    reads, rule V26), and the Workload API ``--kube-version`` serves."""
+    try:
+        check_hypernodes(d.obj for d in docs if is_hypernode(d.obj))
+    except PolicyError as e:
+        raise locate(e, docs) from None
+    facts = ClusterFacts.from_objects(d.obj for d in docs)
+    facts.workload_api = offline_workload_api(config, kube_version)
+    return facts
+
+
+def _write(output: str, outputs: list[str], entries: list[Any], stdout: TextIO) -> None:
+    if output in ("patch-list", "json"):
+        stdout.write(json_array(entries))
+    else:
+        stdout.write(("---\n" if output == "yaml" else "").join(outputs))
+
+
 def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
     """What the webhook would do to the input: the objects on stdout; warnings about the input (rules D1, D2)
     and the policies', notes (D3) on stderr; the exit status of rule D4."""
     config = load_config(args.config)
     docs = read_documents(args.filename, stdin, args.recursive, require_objects=True)
-    try:
-        check_hypernodes(d.obj for d in docs if is_hypernode(d.obj))   # what the Volcano verdict reads (rule V26)
-    except PolicyError as e:
-        raise locate(e, docs) from None
-    facts = ClusterFacts.from_objects(d.obj for d in docs)
-    facts.workload_api = offline_workload_api(config, args.kube_version)
+    facts = _facts(docs, config, args.kube_version)
     olds = {}
     if args.old:
         olds = {identity(d.obj): d.obj for d in read_documents([args.old], stdin, args.recursive)}
     fact_docs = [d for d in docs if is_fact(d.obj)]
-    outputs, entries, changed, denied, rejected = [], [], False, False, False
     ordered = [d.obj for d in docs]
     input_warnings = _input_warnings(docs, args.kube_version)
-    warned = bool(input_warnings)
+    verdict = _Verdict(warned=bool(input_warnings))
+    outputs: list[str] = []
+    entries: list[Any] = []
     for position, doc in enumerate(docs):
         for w in input_warnings.get(id(doc), []):
             stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
         if is_fact(doc.obj):
             continue
         result = _mutate_document(doc, config, facts, olds.get(identity(doc.obj)), fact_docs)
-        warned = warned or bool(result.warnings)
-        changed = changed or result.changed
+        verdict.count(result)
         note = None if args.old else apply_order_note(ordered, position, config)
         if note:
             result = stored_in_order(ordered, position, config) or result   # OnNextRollout: what is stored
             stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {note}\n")
-        for problem in scheduler_admission_errors(result.object, config):
-            rejected = True
-            stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: would still be denied by Volcano's "
-                         f"job admission ({config.volcano.version}): {problem}\n")
-        if result.denial:
-            denied = True
-            stderr.write(f"policylib: denied: {doc.source}: {object_ref(doc.obj)}: {result.denial}\n")
-        for w in result.warnings:
-            stderr.write(f"policylib: warning: {doc.source}: {object_ref(doc.obj)}: {w}\n")
-        if result.unhandled and is_unhandled_workload(doc.obj):
-            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {result.unhandled}\n")
-        gang_note = _gang_note(doc.obj, result, config)
-        if gang_note:
-            stderr.write(f"policylib: note: {doc.source}: {object_ref(doc.obj)}: {gang_note}\n")
-        if args.verbose:
-            for r in result.reasons:
-                stderr.write(f"policylib: {doc.source}: {object_ref(doc.obj)}: {r}\n")
+        _report(doc, result, config, args.verbose, stderr, verdict)
         if args.output == "patch-list":
             entries += patch_list_entries(doc, result)
         elif args.output == "json":
             entries += [result.object, *result.extra_objects]
         else:
             outputs.append(_format(doc, result, args.output))
-    if args.output in ("patch-list", "json"):
-        stdout.write(json_array(entries))
-    else:
-        separator = "---\n" if args.output == "yaml" else ""
-        stdout.write(separator.join(outputs))
-    if denied or (args.exit_code and rejected):
-        return EXIT_DENIED
-    if args.exit_code and warned:
-        return EXIT_WARNED
-    return EXIT_CHANGED if (args.exit_code and changed) else EXIT_OK
+    _write(args.output, outputs, entries, stdout)
+    return verdict.exit_status(args.exit_code)
 
 
 def offline_workload_api(config: Config, kube_version: int | None) -> Any:
