@@ -69,6 +69,7 @@ from bench.scale_objects import (  # noqa: E402
     hpa_manifest,
     with_last_applied,  # noqa: E402
 )
+from tests.unserved_scope import unserved_scope_configuration  # noqa: E402
 
 KIB, MIB = 1024, 1024 * 1024
 #: Whose code the measured processes run (``--repo``: another checkout, for a before/after).
@@ -252,18 +253,9 @@ SCOPE = "policylib-webhook"
 
 
 def scope_configuration() -> dict[str, Any]:
-    """manifests/base's selectors and rules for a Service nothing serves, failurePolicy Ignore (the API
-    server's call fails at once and admits unchanged): every Deployment of the benchmark in scope."""
-    from policylib.scope import default_configuration
-    configuration = default_configuration()
-    configuration.update(apiVersion="admissionregistration.k8s.io/v1", kind="MutatingWebhookConfiguration",
-                         metadata={"name": SCOPE})
-    for hook in configuration["webhooks"]:
-        hook.update(name="scope.bench.policylib.io", admissionReviewVersions=["v1"], sideEffects="None",
-                    failurePolicy="Ignore", timeoutSeconds=1, matchPolicy="Equivalent",
-                    clientConfig={"service": {"name": "none", "namespace": "policylib-bench-nowhere",
-                                              "path": "/mutate"}})
-    return configuration
+    """:data:`SCOPE` for a Service nothing serves (tests/unserved_scope.py): every Deployment of the benchmark
+    in scope."""
+    return unserved_scope_configuration(SCOPE, "scope.bench.policylib.io", "policylib-bench-nowhere")
 
 
 def namespace_object(i: int) -> dict[str, Any]:

@@ -30,6 +30,8 @@ from typing import Any, Callable, Iterator
 import pytest
 import yaml
 
+from tests.unserved_scope import unserved_scope_configuration
+
 ROOT = Path(__file__).resolve().parents[2]
 E2E = ROOT / "e2e"
 TESTCLUSTER = E2E / "bin" / "testcluster"
@@ -443,15 +445,7 @@ SCOPE_SERVICE_NAMESPACE = "policylib-e2e-nowhere"
 
 def scope_configuration() -> dict:
     """:data:`SCOPE_CONFIGURATION`: manifests/base's selectors and rules, for a Service nothing serves."""
-    from policylib.scope import default_configuration
-    configuration = default_configuration()
-    configuration.update(apiVersion="admissionregistration.k8s.io/v1", kind="MutatingWebhookConfiguration",
-                         metadata={"name": SCOPE_CONFIGURATION})
-    for hook in configuration["webhooks"]:
-        hook.update(name="scope.e2e.policylib.io", admissionReviewVersions=["v1"], sideEffects="None",
-                    failurePolicy="Ignore", timeoutSeconds=1, matchPolicy="Equivalent",
-                    clientConfig={"service": {"name": "none", "namespace": SCOPE_SERVICE_NAMESPACE, "path": "/mutate"}})
-    return configuration
+    return unserved_scope_configuration(SCOPE_CONFIGURATION, "scope.e2e.policylib.io", SCOPE_SERVICE_NAMESPACE)
 
 
 def scope_args(cluster: Cluster) -> list[str]:
