@@ -16,6 +16,14 @@ AUTOSCALING_GROUP = "autoscaling"
 AUTOSCALING_API_VERSION = f"{AUTOSCALING_GROUP}/v2"
 COORDINATION_GROUP = "coordination.k8s.io"
 COORDINATION_API_VERSION = f"{COORDINATION_GROUP}/v1"
+EVENTS_GROUP = "events.k8s.io"
+EVENTS_API_VERSION = f"{EVENTS_GROUP}/v1"
+#: The AdmissionReview the API server sends and the webhook answers.
+ADMISSION_GROUP = "admission.k8s.io"
+ADMISSION_API_VERSION = f"{ADMISSION_GROUP}/v1"
+#: The MutatingWebhookConfiguration (its selectors are the controller's and the CLI's scope, rules W5, W6).
+ADMISSIONREGISTRATION_GROUP = "admissionregistration.k8s.io"
+ADMISSIONREGISTRATION_API_VERSION = f"{ADMISSIONREGISTRATION_GROUP}/v1"
 
 # --- Kubeflow --------------------------------------------------------------------------------------------
 
