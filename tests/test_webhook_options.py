@@ -128,6 +128,31 @@ def test_the_servers_own_defaults_are_the_declared_ones():
     assert own == {k: (False if k == "reuse_port" else v) for k, v in declared.items()}
 
 
+def test_the_certificate_rotators_own_defaults_are_the_declared_ones():
+    """The rotator's ``Settings`` (what ``--certificates self`` makes from the flags) default to the flags' values."""
+    from webhook.certrotator import Settings, parse_duration
+    controller = declared("controller")
+    own = {f.name: f.default for f in dataclasses.fields(Settings)}
+    assert own == {"namespace": controller["--namespace"].default,
+                   "service": controller["--certificates-service"].default,
+                   "webhook_configuration": controller["--certificates-webhook-configuration"].default,
+                   "ca_secret": controller["--certificates-ca-secret"].default,
+                   "tls_secret": controller["--certificates-tls-secret"].default,
+                   "ca_seconds": parse_duration(controller["--certificates-ca-duration"].default),
+                   "serving_seconds": parse_duration(controller["--certificates-serving-duration"].default),
+                   "propagation_seconds": parse_duration(controller["--certificates-propagation"].default)}
+
+
+def test_certificates_self_makes_the_rotators_settings_from_the_flags():
+    s = settings("controller", ["--certificates=self", "--certificates-ca-duration=1000d",
+                                "--certificates-serving-duration=30d", "--certificates-propagation=1m"],
+                 {"POD_NAMESPACE": "team"})
+    rotator = webhook_main.certificate_settings(s)
+    assert (rotator.namespace, rotator.ca_seconds, rotator.serving_seconds, rotator.propagation_seconds) == (
+        "team", 1000 * 86400, 30 * 86400, 60)
+    assert webhook_main.certificate_settings(settings("controller")) is None
+
+
 # --- the chart and the manifests pass the declared values -------------------------------------------------
 
 def container_args(objects: list[dict], deployment: str) -> list[str]:
