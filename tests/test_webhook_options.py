@@ -7,10 +7,12 @@ import dataclasses
 import logging
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
 
+from policylib.cli.common import EXIT_ERROR, EXIT_OK
 from webhook import __main__ as webhook_main
 from webhook import options
 from webhook.options import Option, SettingError
@@ -38,7 +40,16 @@ def test_every_command_is_a_command_registered_once():
         assert parse([command.NAME, *REQUIRED[command.NAME]]).func == command.run
         flags = [o.flag for o in command.OPTIONS]
         assert len(flags) == len(set(flags)), command.NAME
-        assert set(command.EXIT_STATUS) == {0, 2}
+        assert set(command.EXIT_STATUS) == {EXIT_OK, EXIT_ERROR}
+    assert (webhook_main.EXIT_OK, webhook_main.EXIT_ERROR) == (EXIT_OK, EXIT_ERROR)
+
+
+def test_the_webhooks_processes_do_not_import_the_cli():
+    """The commands have the CLI's shape without its import: the server's workers and the controller load only
+    what they run."""
+    run = subprocess.run([sys.executable, "-c", "import sys, webhook.__main__; print('policylib.cli' in sys.modules)"],
+                         capture_output=True, text=True, check=True, timeout=120)
+    assert run.stdout == "False\n"
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))

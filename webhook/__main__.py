@@ -14,7 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from policylib.cli.common import EXIT_ERROR, EXIT_OK, AddParser, Command
 from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, LOOPBACK_ADDRESS, WEBHOOK_SERVICE
 
 try:
@@ -28,6 +27,8 @@ from . import options
 from .options import Option, SettingError
 
 if TYPE_CHECKING:
+    from policylib.cli.common import AddParser, Command
+
     from .server import ServeOptions
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,9 @@ SAMPLES = (("a Deployment", "deployment-create.json"),
            ("a Volcano Job: its policylib.io/partition-size annotation asks for partitions of 3 "
             "(the default config sets no partition size)", "volcano-job-create.json"),
            ("a TFJob", "tfjob-create.json"))
+#: The exit statuses of ``policylib``'s commands (policylib.cli.common), written here so that the webhook's processes
+#: do not import the CLI (tests/test_webhook_options.py checks they agree).
+EXIT_OK, EXIT_ERROR = 0, 2
 #: What every command's exit status means.
 EXIT_STATUS = {EXIT_OK: "done (serve, controller, run-local: stopped by SIGTERM or SIGINT)",
                EXIT_ERROR: "a user error, named in one line: a bad flag, environment variable or config, an unusable "
