@@ -166,9 +166,21 @@ def test_certificates_self_makes_the_rotators_settings_from_the_flags():
 
 # --- the chart and the manifests pass the declared values -------------------------------------------------
 
+def container(objects: list[dict], deployment: str) -> dict:
+    (one,) = by_kind_name(objects)[("Deployment", deployment)]["spec"]["template"]["spec"]["containers"]
+    return one
+
+
 def container_args(objects: list[dict], deployment: str) -> list[str]:
-    (container,) = by_kind_name(objects)[("Deployment", deployment)]["spec"]["template"]["spec"]["containers"]
-    return container["args"]
+    return container(objects, deployment)["args"]
+
+
+def assert_ports_are_the_flags(objects: list[dict], command: str) -> None:
+    """The container's port (and the Prometheus scrape annotation) is the port its ``--port`` flag listens on."""
+    port = int(given_flags(container_args(objects, DEPLOYMENT[command]))["--port"])
+    pod = by_kind_name(objects)[("Deployment", DEPLOYMENT[command])]["spec"]["template"]
+    assert [p["containerPort"] for p in container(objects, DEPLOYMENT[command])["ports"]] == [port]
+    assert pod["metadata"]["annotations"]["prometheus.io/port"] == str(port)
 
 
 def given_flags(args: list[str]) -> dict[str, str]:
@@ -218,7 +230,9 @@ def test_each_chart_value_defaults_to_its_flags_default(command, option):
 
 @pytest.mark.parametrize("command", ["serve", "controller"])
 def test_the_chart_passes_each_flag_its_value_and_by_default_the_declared_default(command):
-    flags = given_flags(container_args(render(), DEPLOYMENT[command]))
+    objects = render()
+    assert_ports_are_the_flags(objects, command)
+    flags = given_flags(container_args(objects, DEPLOYMENT[command]))
     options_of = declared(command)
     assert set(flags) <= set(options_of), "the chart passes a flag the command does not declare"
     for flag, text in flags.items():
@@ -250,6 +264,7 @@ def test_the_manifests_pass_the_declared_defaults(command):
     out = subprocess.run(["kubectl", "kustomize", str(REPO / "manifests")], capture_output=True, text=True,
                          check=True, timeout=120)
     objects = [d for d in yaml.safe_load_all(out.stdout) if d]
+    assert_ports_are_the_flags(objects, command)
     flags = given_flags(container_args(objects, DEPLOYMENT[command]))
     options_of = declared(command)
     assert flags and set(flags) <= set(options_of)
