@@ -16,6 +16,14 @@ AUTOSCALING_GROUP = "autoscaling"
 AUTOSCALING_API_VERSION = f"{AUTOSCALING_GROUP}/v2"
 COORDINATION_GROUP = "coordination.k8s.io"
 COORDINATION_API_VERSION = f"{COORDINATION_GROUP}/v1"
+EVENTS_GROUP = "events.k8s.io"
+EVENTS_API_VERSION = f"{EVENTS_GROUP}/v1"
+#: The AdmissionReview the API server sends and the webhook answers.
+ADMISSION_GROUP = "admission.k8s.io"
+ADMISSION_API_VERSION = f"{ADMISSION_GROUP}/v1"
+#: The MutatingWebhookConfiguration (its selectors are the controller's and the CLI's scope, rules W5, W6).
+ADMISSIONREGISTRATION_GROUP = "admissionregistration.k8s.io"
+ADMISSIONREGISTRATION_API_VERSION = f"{ADMISSIONREGISTRATION_GROUP}/v1"
 
 # --- Kubeflow --------------------------------------------------------------------------------------------
 
@@ -78,16 +86,37 @@ UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 #: The namespace the manifests and the chart install into by default.
 INSTALL_NAMESPACE = "policylib-system"
+#: The webhook's name: its image, its pods' ``app.kubernetes.io/name`` label, its server's process name, and the
+#: name of its objects below.
+WEBHOOK_NAME = "policylib-webhook"
 #: The names the manifests and the chart give the webhook's objects: its MutatingWebhookConfiguration (whose
 #: selectors are the controller's and the CLI's scope), its Service, and the Secrets of its CA and serving certificate.
-WEBHOOK_CONFIGURATION = "policylib-webhook"
-WEBHOOK_SERVICE = "policylib-webhook"
-WEBHOOK_CA_SECRET = "policylib-webhook-ca"
-WEBHOOK_TLS_SECRET = "policylib-webhook-tls"
+WEBHOOK_CONFIGURATION = WEBHOOK_NAME
+WEBHOOK_SERVICE = WEBHOOK_NAME
+WEBHOOK_CA_SECRET = f"{WEBHOOK_NAME}-ca"
+WEBHOOK_TLS_SECRET = f"{WEBHOOK_NAME}-tls"
+#: The controller's name: its pods' ``app.kubernetes.io/name`` label, the ``app.kubernetes.io/managed-by`` of the
+#: objects it makes, and its Lease's default name (``controller.leaseName``).
+CONTROLLER_NAME = "policylib-controller"
+#: How long a leader's Lease lasts without renewal, by default (``controller.leaseDurationSeconds``; client-go's
+#: LeaseDuration default): also the duration a Lease that states none is read with.
+LEASE_DURATION_SECONDS = 15
+#: The ConfigMap the manifests and the chart install the config in, and its key (the file the processes read).
+CONFIG_MAP = "policylib-config"
+CONFIG_KEY = "config.yaml"
 #: Every address of the host (a server's default listening address; a hostPort's default hostIP).
 ANY_ADDRESS = "0.0.0.0"
+#: This machine only (``run-local``'s listening address).
+LOOPBACK_ADDRESS = "127.0.0.1"
 #: The webhook server's default port.
 WEBHOOK_PORT = 8443
+#: The controller's default port (/healthz, /readyz, /metrics).
+CONTROLLER_PORT = 8081
+
+# --- the Volcano release whose rules policylib follows ---------------------------------------------------
+
+#: The newest Volcano release whose admission rules are ported (``volcano.version``'s default).
+VOLCANO_VERSION = "v1.15.1"
 
 # --- the API server's limits ----------------------------------------------------------------------------------
 

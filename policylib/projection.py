@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Union, cast
 
-from .constants import APPS_API_VERSION, AUTOSCALING_API_VERSION
+from .constants import ADMISSIONREGISTRATION_API_VERSION, APPS_API_VERSION, AUTOSCALING_API_VERSION
 
 #: Keep the value whole.
 ALL = True
@@ -71,7 +71,7 @@ FIELDS: dict[tuple[str, str], Fields] = {
     # selectors and Services), which are not under ``spec``
     ("v1", "Namespace"): {"apiVersion": ALL, "kind": ALL,
                           "metadata": {k: ALL for k in ("name", "uid", "resourceVersion", "labels")}},
-    ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration"): {
+    (ADMISSIONREGISTRATION_API_VERSION, "MutatingWebhookConfiguration"): {
         "apiVersion": ALL, "kind": ALL, "metadata": METADATA, "webhooks": ALL},
 }
 #: Every other watched kind (Kubeflow jobs, PodGroups, Workloads): the gang planners read their specs.

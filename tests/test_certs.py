@@ -426,10 +426,10 @@ def test_serve_with_a_file_for_a_certificate_directory_says_so(tmp_path):
 # --- what run-local says about its certificates ------------------------------------------------------
 
 def run_local_line(directory, **kwargs) -> str:
-    from webhook.__main__ import NAMESPACE as NS
-    from webhook.__main__ import SERVICE as SVC
+    from policylib.constants import INSTALL_NAMESPACE, WEBHOOK_SERVICE
     from webhook.__main__ import run_local_certs_line
-    return run_local_certs_line(str(directory), ensure_certs(directory, SVC, NS, local=True, **kwargs))
+    return run_local_certs_line(str(directory), ensure_certs(directory, WEBHOOK_SERVICE, INSTALL_NAMESPACE, local=True,
+                                                             **kwargs))
 
 
 def test_run_local_on_a_fresh_directory_says_it_created_certificates_in_a_friendly_way(tmp_path):

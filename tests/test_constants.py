@@ -16,12 +16,14 @@ HOME = ROOT / "policylib" / "constants.py"
 
 #: Values too short or too common to be told apart inside a longer string (a group, "apps", an address):
 #: a string constant equal to one of these is a second definition; one containing it may be other text.
-EXACT = {v for k, v in vars(constants).items() if k.endswith("_GROUP") or k in ("ANY_ADDRESS", "VOLCANO_DOMAIN")}
+EXACT = {v for k, v in vars(constants).items()
+         if k.endswith("_GROUP") or k in ("ANY_ADDRESS", "LOOPBACK_ADDRESS", "VOLCANO_DOMAIN", "CONFIG_KEY",
+                                            "VOLCANO_VERSION")}
 #: API versions, label keys, the taint and the namespace: found inside any string (a message, an f-string part).
 ANYWHERE = {v for k, v in vars(constants).items()
-            if isinstance(v, str) and (k.endswith(("_API_VERSION", "_LABEL", "_TAINT")) or k in (
-                "INSTALL_NAMESPACE", "POD_TEMPLATE_HASH"))}
-NUMBERS = {constants.WEBHOOK_PORT}
+            if isinstance(v, str) and (k.endswith(("_API_VERSION", "_LABEL", "_TAINT", "_NAME")) or k in (
+                "INSTALL_NAMESPACE", "POD_TEMPLATE_HASH", "CONFIG_MAP"))}
+NUMBERS = {constants.WEBHOOK_PORT, constants.CONTROLLER_PORT}
 
 
 def _token(value: str) -> re.Pattern[str]:
@@ -64,6 +66,10 @@ def test_the_guard_knows_what_it_guards():
     assert {"kubernetes.io/hostname", "topology.kubernetes.io/zone", "policylib-system", "scheduling.k8s.io/v1alpha2",
             "scheduling.volcano.sh/v1beta1", "scheduling.sigs.k8s.io/v1alpha1", "pod-template-hash"} <= ANYWHERE
     assert {"kubeflow.org", "scheduling.k8s.io", "0.0.0.0"} <= EXACT
+    assert {"policylib-webhook", "policylib-controller", "policylib-config", "events.k8s.io/v1",
+            "admission.k8s.io/v1", "admissionregistration.k8s.io/v1"} <= ANYWHERE
+    assert {"127.0.0.1", "config.yaml", "v1.15.1", "events.k8s.io", "admissionregistration.k8s.io"} <= EXACT
+    assert {8443, 8081} == NUMBERS
 
 
 def test_the_guard_catches_a_second_definition_and_leaves_docstrings():

@@ -7,7 +7,9 @@ Sources:
 - CLI commands and flags: the argparse parsers (``policylib.cli.build_parser`` and
   ``webhook.__main__.parser``), recorded while they are built through argparse's public methods
   (``add_argument``, ``add_mutually_exclusive_group``, ``add_subparsers``, ``add_parser``); usage
-  lines from ``format_usage()``. Exit codes: ``policylib.cli.EXIT_STATUS``.
+  lines from ``format_usage()``. Exit codes: ``policylib.cli.EXIT_STATUS`` and each webhook command's
+  ``EXIT_STATUS``. The webhook's flags, their environment variables and chart values: their declarations
+  (``webhook.options``).
 - Config settings: ``policylib.config.config_schema()`` (type, default, description, ``x-rule``).
 - The harness's flags: the ``fs.*Var`` definitions of ``e2e/cmd/testcluster/main.go``.
 - Metrics: the webhook's ``Metrics`` and the controller's ``ControllerMetrics``, read through
@@ -180,17 +182,44 @@ def cli_page() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def option_rows(declared: Any, cmd: Command) -> list[str]:
+    """The flags of a command of ``python -m webhook``: from its :class:`webhook.options.Option` declarations (the
+    environment variable and the chart value each is read from), the value column from the parser they built."""
+    actions = {a.option_strings[-1]: a for a, _, _ in cmd.actions if a.option_strings}
+    rows = ["| flag | value | default | environment | chart value | notes | help |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for option in declared:
+        action = actions[option.flag]
+        notes = ["required"] if option.required else []
+        if option.no_effect:
+            notes.append("no effect: a warning when given")
+        default = "" if option.switch or option.default is None else f"`{option.default}`"
+        rows.append(f"| `{option.flag}` | {_value(action)} | {default} | {f'`{option.env}`' if option.env else ''} | "
+                    f"{f'`{option.chart}`' if option.chart else ''} | {'; '.join(notes)} | {_cell(option.help)} |")
+    return rows
+
+
 def webhook_flags_page() -> str:
     from webhook import __main__ as webhook_main
 
     top = record(webhook_main.parser)
     lines = [HEADER + "# Webhook and controller flags: `python -m webhook`", "",
              "Every command and flag of the webhook's entry point (`webhook/__main__.py`), which also "
-             "runs the controller. What they do: [the webhook](../webhook.md), "
+             "runs the controller, from each setting's one declaration (`webhook/options.py`): its default, the "
+             "environment variable that gives it when the flag is not given, and the Helm value "
+             "(`charts/policylib/values.yaml`) the chart passes as the flag. A flag given wins over its "
+             "environment variable, which wins over the default. What they do: [the webhook](../webhook.md), "
              "[the controller](../controller.md).", ""]
     lines += ["```text", top.parser.format_usage().strip(), "```", ""]
-    for name, (cmd, summary) in top.subcommands.items():
-        lines += command_section(f"python -m webhook {name}", cmd, summary, None, "##")
+    for command in webhook_main.COMMANDS:
+        cmd, summary = top.subcommands[command.NAME]
+        lines += [f"## `python -m webhook {command.NAME}`", ""]
+        if summary:
+            lines += [summary[0].upper() + summary[1:] + ".", ""]
+        lines += ["```text", cmd.parser.format_usage().strip(), "```", ""]
+        lines += option_rows(command.OPTIONS, cmd) + [""]
+        lines += ["| exit status | meaning |", "| --- | --- |"]
+        lines += [f"| {code} | {_cell(meaning)} |" for code, meaning in sorted(command.EXIT_STATUS.items())] + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -1,49 +1,78 @@
-"""``python -m webhook certs | serve | run-local | controller``.
+"""``python -m webhook certs | serve | controller | run-local``: one :class:`~policylib.cli.common.Command`
+per subcommand, listed once in :data:`COMMANDS`; each command's settings are declared in webhook/options.py.
 
-User errors (bad config, unusable certificate directory, a bad setting in a flag
-or its environment variable) print one line and exit 2; nothing prints a
-traceback for them. A server setting with an environment variable
-(:data:`SERVER_ENVIRONMENT`) takes the flag when given, else the variable, else
-its default.
+User errors (bad config, unusable certificate directory, a bad setting in a flag or its environment variable)
+print one line and exit 2; nothing prints a traceback for them.
 """
 from __future__ import annotations
 
 import argparse
-import os
+import logging
 import shlex
 import sys
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from policylib.constants import (
-    ANY_ADDRESS,
-    INSTALL_NAMESPACE,
-    WEBHOOK_CA_SECRET,
-    WEBHOOK_CONFIGURATION,
-    WEBHOOK_PORT,
-    WEBHOOK_SERVICE,
-    WEBHOOK_TLS_SECRET,
-)
+from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, LOOPBACK_ADDRESS, WEBHOOK_SERVICE
 
 try:
-    from .certs import DEFAULT_DAYS, CertError, CertState, ensure_certs
+    from .certs import CertError, CertState, ensure_certs
 except ModuleNotFoundError as missing:   # the base install (rule L1): one line naming the extra, exit 2
     sys.stderr.write(f"python -m webhook: error: the server needs the webhook extra ({missing.name} is not "
                      "installed): pip install 'policylib[webhook]'\n")
     raise SystemExit(2) from None
 
+from . import options
+from .options import Option, SettingError
+
 if TYPE_CHECKING:
+    from policylib.cli.common import AddParser, Command
+
     from .server import ServeOptions
 
-SERVICE = WEBHOOK_SERVICE
-NAMESPACE = INSTALL_NAMESPACE
+log = logging.getLogger(__name__)
+
 SAMPLE = "deployment-create.json"
 #: The samples run-local offers a curl for: one per workload family, each changed by the default config.
 SAMPLES = (("a Deployment", "deployment-create.json"),
            ("a Volcano Job: its policylib.io/partition-size annotation asks for partitions of 3 "
             "(the default config sets no partition size)", "volcano-job-create.json"),
            ("a TFJob", "tfjob-create.json"))
+#: The exit statuses of ``policylib``'s commands (policylib.cli.common), written here so that the webhook's processes
+#: do not import the CLI (tests/test_webhook_options.py checks they agree).
+EXIT_OK, EXIT_ERROR = 0, 2
+#: What every command's exit status means.
+EXIT_STATUS = {EXIT_OK: "done (serve, controller, run-local: stopped by SIGTERM or SIGINT)",
+               EXIT_ERROR: "a user error, named in one line: a bad flag, environment variable or config, an unusable "
+                           "certificate directory, no kubeconfig"}
+
+
+class WebhookCommand:
+    """What the commands share: the parser made from :attr:`OPTIONS`, the exit statuses, the warning for a
+    setting given that has no effect."""
+
+    NAME: str
+    HELP: str
+    OPTIONS: tuple[Option, ...]
+    EXIT_STATUS = EXIT_STATUS
+
+    def add_parser(self, add: AddParser) -> argparse.ArgumentParser:
+        p = add(self.NAME, help=self.HELP)
+        for option in self.OPTIONS:
+            option.add_to(p)
+        return p
+
+    def settings(self, args: argparse.Namespace) -> dict[str, Any]:
+        """dest -> value of each option (flag, else environment, else default); warns of each one given that has
+        no effect."""
+        for option in self.OPTIONS:
+            if option.no_effect and getattr(args, option.dest) is not None:
+                log.warning("flag has no effect", extra={"flag": option.flag, "reason": option.no_effect})
+        return options.values(self.OPTIONS, args)
+
+    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+        raise NotImplementedError
 
 
 def ca_change_note(directory: str, state: CertState) -> str:
@@ -53,58 +82,47 @@ def ca_change_note(directory: str, state: CertState) -> str:
             f"(the MutatingWebhookConfiguration) before serving the new certificate.")
 
 
-def cmd_certs(args: argparse.Namespace) -> int:
+class Certs(WebhookCommand):
     """Make or keep the certificates; status on stderr, the caBundle alone on stdout. With
     ``--patch-configuration``, also put the caBundle on every webhook of that configuration."""
-    state = ensure_certs(args.out, args.service, args.namespace, days=args.days, renew=args.renew, local=args.local)
-    if state.replaced_ca:
-        print(ca_change_note(args.out, state), file=sys.stderr)
-    what = "new CA and serving certificate" if state.new_ca else \
-        "new serving certificate" if state.new_serving else "kept both certificates"
-    print(f"{args.out}: {what} ({state.reason}); serving certificate for {', '.join(state.sans)} valid until "
-          f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=sys.stderr)
-    print(state.ca_bundle, flush=True)
-    if args.patch_configuration:
+
+    NAME = "certs"
+    HELP = "make or renew the CA and serving certificate; prints the caBundle"
+    OPTIONS = options.CERTS
+
+    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+        s = self.settings(args)
+        state = ensure_certs(s["out"], s["service"], s["namespace"], days=s["days"], renew=s["renew"],
+                             local=s["local"])
+        if state.replaced_ca:
+            print(ca_change_note(s["out"], state), file=stderr)
+        what = "new CA and serving certificate" if state.new_ca else \
+            "new serving certificate" if state.new_serving else "kept both certificates"
+        print(f"{s['out']}: {what} ({state.reason}); serving certificate for {', '.join(state.sans)} valid until "
+              f"{state.not_after:%Y-%m-%d %H:%M} UTC. caBundle:", file=stderr)
+        print(state.ca_bundle, file=stdout, flush=True)
+        if s["patch_configuration"]:
+            self.patch(s, state.ca_bundle, stderr)
+        return EXIT_OK
+
+    @staticmethod
+    def patch(s: dict[str, Any], ca_bundle: str, stderr: TextIO) -> None:
         from policylib.shell import kube
 
         from .certs import patch_configuration
-        api = kube.Api(kube.api_client(args.context, args.kubeconfig))
-        names, changed = patch_configuration(api, args.patch_configuration, state.ca_bundle)
+        api = kube.Api(kube.api_client(s["context"], s["kubeconfig"]))
+        names, changed = patch_configuration(api, s["patch_configuration"], ca_bundle)
         done = f"set on {len(changed)} of them" if changed else "already on every one"
-        print(f"mutatingwebhookconfiguration/{args.patch_configuration}: the caBundle is {done} "
-              f"({len(names)} webhooks: {', '.join(names)})", file=sys.stderr)
-    return 0
+        print(f"mutatingwebhookconfiguration/{s['patch_configuration']}: the caBundle is {done} "
+              f"({len(names)} webhooks: {', '.join(names)})", file=stderr)
 
 
-class SettingError(ValueError):
-    """A server setting's environment variable holds a value its flag would refuse."""
-
-
-def _serve_options(args: argparse.Namespace, **overrides: Any) -> ServeOptions:
+def serve_options(settings: dict[str, Any], **overrides: Any) -> ServeOptions:
+    """The server's settings from the command's (``--threads`` has no effect and is not passed on)."""
     from .server import ServeOptions
-    fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
-                  workers=args.workers, threads=args.threads, max_connections=args.max_connections,
-                  graceful_timeout=args.graceful_timeout,
-                  facts=getattr(args, "facts", "auto"), kubeconfig=getattr(args, "kubeconfig", None),
-                  log_level=args.log_level, reuse_port=getattr(args, "reuse_port", False),
-                  **{name: _setting(args, name) for name in SERVER_ENVIRONMENT})
+    fields = {k: v for k, v in settings.items() if k != "threads"}
     fields.update(overrides)
     return ServeOptions(**fields)
-
-
-def _setting(args: argparse.Namespace, name: str) -> Any:
-    """The flag's value when given, else its environment variable's (checked as the flag is), else the default."""
-    value = getattr(args, name)
-    if value is not None:
-        return value
-    variable, parse, default = SERVER_ENVIRONMENT[name]
-    raw = os.environ.get(variable, "")
-    if not raw:
-        return default
-    try:
-        return parse(raw)
-    except argparse.ArgumentTypeError as e:
-        raise SettingError(f"{variable}: {e}") from None
 
 
 def cooperative() -> None:
@@ -118,39 +136,50 @@ def cooperative() -> None:
     monkey.patch_all()
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    cooperative()
-    from .server import serve
-    serve(_serve_options(args))
-    return 0
+
+class Serve(WebhookCommand):
+    NAME = "serve"
+    HELP = "serve the webhook over TLS with gunicorn"
+    OPTIONS = options.SERVE
+
+    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+        settings = self.settings(args)
+        cooperative()
+        from .server import serve
+        serve(serve_options(settings))
+        return EXIT_OK
 
 
-def certificate_settings(args: argparse.Namespace, namespace: str) -> Any:
+class Controller(WebhookCommand):
+    NAME = "controller"
+    HELP = "keep existing objects right: apply policylib's plan (leader-elected)"
+    OPTIONS = options.CONTROLLER
+
+    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+        from .controller import run_controller
+        s = self.settings(args)
+        return run_controller(s["config"], dry_run=s["dry_run"], namespace=s["namespace"],
+                              kubeconfig=s["kubeconfig"], context=s["context"], host=s["host"], port=s["port"],
+                              certificates=certificate_settings(s), webhook_configuration=s["webhook_configuration"])
+
+
+def certificate_settings(s: dict[str, Any]) -> Any:
     """``--certificates self``: the rotator's settings (webhook/certrotator.py); otherwise None."""
-    if args.certificates != "self":
+    if s["certificates"] != "self":
         return None
     from .certrotator import Settings, parse_duration
     try:
-        settings = Settings(namespace=namespace, service=args.certificates_service,
-                            webhook_configuration=args.certificates_webhook_configuration,
-                            ca_secret=args.certificates_ca_secret, tls_secret=args.certificates_tls_secret,
-                            ca_seconds=parse_duration(args.certificates_ca_duration),
-                            serving_seconds=parse_duration(args.certificates_serving_duration),
-                            propagation_seconds=parse_duration(args.certificates_propagation))
+        settings = Settings(namespace=s["namespace"], service=s["certificates_service"],
+                            webhook_configuration=s["certificates_webhook_configuration"],
+                            ca_secret=s["certificates_ca_secret"], tls_secret=s["certificates_tls_secret"],
+                            ca_seconds=parse_duration(s["certificates_ca_duration"]),
+                            serving_seconds=parse_duration(s["certificates_serving_duration"]),
+                            propagation_seconds=parse_duration(s["certificates_propagation"]))
     except ValueError as e:
         raise CertError(str(e)) from None
     if settings.problems():
         raise CertError("; ".join(settings.problems()))
     return settings
-
-
-def cmd_controller(args: argparse.Namespace) -> int:
-    from .controller import run_controller
-    namespace = args.namespace or os.environ.get("POD_NAMESPACE") or INSTALL_NAMESPACE
-    return run_controller(args.config, dry_run=args.dry_run, namespace=args.namespace, kubeconfig=args.kubeconfig,
-                          context=args.context, host=args.host, port=args.port,
-                          certificates=certificate_settings(args, namespace),
-                          webhook_configuration=args.webhook_configuration)
 
 
 def sample_path(name: str = SAMPLE) -> Path:
@@ -169,7 +198,7 @@ def _shown(path: Path) -> str:
 def curl_command(cert_dir: str, host: str, port: int, sample: str = SAMPLE) -> str:
     """A ready-to-paste curl that posts a sample review and checks the chain against ca.crt."""
     if host in (ANY_ADDRESS, "::", ""):
-        host = "127.0.0.1"
+        host = LOOPBACK_ADDRESS
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     parts = ["curl", "-sS", "--cacert", _shown(Path(cert_dir) / "ca.crt"), "-H", "Content-Type: application/json",
              "--data-binary", "@" + _shown(sample_path(sample)), f"https://{netloc}/mutate"]
@@ -206,150 +235,36 @@ def run_local_banner(cert_dir: str, host: str, port: int) -> str:
     return "\n".join(lines)
 
 
-def cmd_run_local(args: argparse.Namespace) -> int:
-    """Certificates in ``--cert-dir`` if missing (with the loopback SANs), the curls to try, then serve with
-    the default config."""
-    import policylib
-    policylib.load_config(args.config)   # a bad --config is one clear error before anything starts
-    state = ensure_certs(args.cert_dir, SERVICE, NAMESPACE, local=True)
-    print(run_local_certs_line(args.cert_dir, state), file=sys.stderr)
-    print("\n" + run_local_banner(args.cert_dir, args.host, args.port), flush=True)
-    cooperative()
-    from .server import serve
-    serve(_serve_options(args, facts="none"))
-    return 0
+class RunLocal(WebhookCommand):
+    """Certificates in ``--cert-dir`` if missing (with the loopback SANs), the curls to try, then serve with the
+    default config."""
+
+    NAME = "run-local"
+    HELP = "certificates if missing, a curl to try, and serve with the defaults"
+    OPTIONS = options.RUN_LOCAL
+
+    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+        import policylib
+        s = self.settings(args)
+        policylib.load_config(s["config"])   # a bad --config is one clear error before anything starts
+        state = ensure_certs(s["cert_dir"], WEBHOOK_SERVICE, INSTALL_NAMESPACE, local=True)
+        print(run_local_certs_line(s["cert_dir"], state), file=stderr)
+        print("\n" + run_local_banner(s["cert_dir"], s["host"], s["port"]), file=stdout, flush=True)
+        cooperative()
+        from .server import serve
+        serve(serve_options(s, facts="none"))
+        return EXIT_OK
 
 
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
-    return number
-
-
-def _positive_seconds(value: str) -> float:
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}") from None
-    if not 0 < seconds < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value!r}")
-    return seconds
-
-
-def _tls_version(value: str) -> str:
-    if value not in TLS_MIN_VERSIONS:
-        raise argparse.ArgumentTypeError(f"must be {' or '.join(TLS_MIN_VERSIONS)}, got {value!r}")
-    return value
-
-
-def _path(value: str) -> str:
-    return value
-
-
-#: ``--tls-min-version``'s values (``webhook.server.TLS_VERSIONS``'s keys, without importing the server).
-TLS_MIN_VERSIONS = ("1.2", "1.3")
-#: The server settings an environment variable can give (the flag wins): dest -> (variable, parse, default).
-SERVER_ENVIRONMENT: dict[str, tuple[str, Any, Any]] = {
-    "first_request_timeout": ("POLICYLIB_WEBHOOK_FIRST_REQUEST_TIMEOUT", _positive_seconds, 5.0),
-    "tls_min_version": ("POLICYLIB_WEBHOOK_TLS_MIN_VERSION", _tls_version, "1.2"),
-    "client_ca": ("POLICYLIB_WEBHOOK_CLIENT_CA", _path, None),
-}
-
-
-def _add_server_args(p: argparse.ArgumentParser, host: str, workers: int) -> None:
-    p.add_argument("--cert-dir", required=True, help="directory holding tls.crt and tls.key")
-    p.add_argument("--host", default=host, help=f"address to listen on (default {host})")
-    p.add_argument("--port", type=int, default=WEBHOOK_PORT, help=f"port (default {WEBHOOK_PORT})")
-    p.add_argument("--workers", type=int, default=workers, help=f"gunicorn worker processes (default {workers})")
-    p.add_argument("--threads", type=int, default=4,
-                   help="accepted for compatibility and ignored: each connection is a greenlet of its worker")
-    p.add_argument("--max-connections", type=_positive, default=1000,
-                   help="open connections one worker holds at most (default 1000); at that many, each new connection "
-                        "closes the one that has waited longest without a request")
-    p.add_argument("--first-request-timeout", type=_positive_seconds, metavar="SECONDS",
-                   help="seconds a new connection has, after its TLS handshake, to begin its first request (default 5; "
-                        "environment POLICYLIB_WEBHOOK_FIRST_REQUEST_TIMEOUT); between requests the keep-alive "
-                        "timeout (120 s) applies")
-    p.add_argument("--tls-min-version", type=_tls_version, metavar="{1.2,1.3}",
-                   help="oldest TLS version accepted: 1.2 (its AEAD suites only) or 1.3 (default 1.2; environment "
-                        "POLICYLIB_WEBHOOK_TLS_MIN_VERSION)")
-    p.add_argument("--client-ca", metavar="FILE",
-                   help="PEM file of the CA that signs the API server's client certificate: reviews are then answered "
-                        "only to callers presenting one it verifies (default: none required; environment "
-                        "POLICYLIB_WEBHOOK_CLIENT_CA)")
-    p.add_argument("--graceful-timeout", type=int, default=20,
-                   help="seconds SIGTERM waits for in-flight requests (default 20)")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    p.add_argument("--reuse-port", action="store_true",
-                   help="bind with SO_REUSEPORT: several servers on one address and port, the kernel spreading new "
-                        "connections over them (replicas on one machine)")
+#: The commands, in the order ``python -m webhook --help`` lists them; adding one is adding its class and its entry.
+COMMANDS: tuple[Command, ...] = (Certs(), Serve(), Controller(), RunLocal())
 
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="python -m webhook", description="policylib's mutating admission webhook")
     sub = top.add_subparsers(dest="command", required=True)
-
-    c = sub.add_parser("certs", help="make or renew the CA and serving certificate; prints the caBundle")
-    c.add_argument("--service", default=SERVICE, help=f"Service name (default {SERVICE})")
-    c.add_argument("--namespace", default=NAMESPACE, help=f"its namespace (default {NAMESPACE})")
-    c.add_argument("--out", required=True, help="directory for ca.crt, ca.key, tls.crt, tls.key")
-    c.add_argument("--days", type=int, default=DEFAULT_DAYS,
-                   help=f"serving certificate lifetime in days (default {DEFAULT_DAYS})")
-    c.add_argument("--renew", action="store_true", help="issue a new serving certificate from the kept CA")
-    c.add_argument("--local", action="store_true",
-                   help="also issue the loopback SANs localhost and 127.0.0.1 (a webhook reached on this machine); "
-                        "without it the SANs are the Service's names only")
-    c.add_argument("--patch-configuration", metavar="NAME",
-                   help="also set this caBundle on every webhook of the MutatingWebhookConfiguration NAME (by name, "
-                        "whatever their number or order), through the API with the kubeconfig kubectl uses")
-    c.add_argument("--kubeconfig", help="with --patch-configuration: kubeconfig (default: $KUBECONFIG, ~/.kube/config)")
-    c.add_argument("--context", help="with --patch-configuration: kubeconfig context")
-    c.set_defaults(func=cmd_certs)
-
-    s = sub.add_parser("serve", help="serve the webhook over TLS with gunicorn")
-    s.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
-    _add_server_args(s, ANY_ADDRESS, 2)
-    s.add_argument("--facts", choices=["auto", "watch", "none"], default="auto",
-                   help="cluster facts (HPAs): auto = watch when running in a pod or with --kubeconfig")
-    s.add_argument("--kubeconfig", help="watch HPAs with this kubeconfig (outside a cluster)")
-    s.set_defaults(func=cmd_serve)
-
-    ctl = sub.add_parser("controller", help="keep existing objects right: apply policylib's plan (leader-elected)")
-    ctl.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
-    ctl.add_argument("--dry-run", action="store_true", help="log the plan as JSON lines and write nothing")
-    ctl.add_argument("--namespace", help=f"namespace of the Lease (default: $POD_NAMESPACE or {INSTALL_NAMESPACE})")
-    ctl.add_argument("--kubeconfig", help="kubeconfig (default: $KUBECONFIG, ~/.kube/config, then in-cluster)")
-    ctl.add_argument("--context", help="kubeconfig context")
-    ctl.add_argument("--host", default=ANY_ADDRESS, help=f"address of /healthz, /readyz, /metrics (default {ANY_ADDRESS})")
-    ctl.add_argument("--port", type=int, default=8081, help="port of /healthz, /readyz, /metrics (default 8081)")
-    ctl.add_argument("--webhook-configuration", default=WEBHOOK_CONFIGURATION,
-                     help="the MutatingWebhookConfiguration whose namespaceSelector and objectSelector say which "
-                          f"objects the controller acts on (default {WEBHOOK_CONFIGURATION}; docs/controller.md, "
-                          "\"Scope\")")
-    ctl.add_argument("--certificates", choices=["none", "self"], default="none",
-                     help="self: the leader creates and rotates the webhook's CA and serving certificate Secrets and "
-                          "the webhook configuration's caBundle (docs/operations.md, \"Certificates\")")
-    ctl.add_argument("--certificates-service", default=SERVICE, help=f"the webhook's Service (default {SERVICE})")
-    ctl.add_argument("--certificates-webhook-configuration", default=WEBHOOK_CONFIGURATION,
-                     help=f"the MutatingWebhookConfiguration whose caBundle is kept (default {WEBHOOK_CONFIGURATION})")
-    ctl.add_argument("--certificates-ca-secret", default=WEBHOOK_CA_SECRET, help=f"default {WEBHOOK_CA_SECRET}")
-    ctl.add_argument("--certificates-tls-secret", default=WEBHOOK_TLS_SECRET, help=f"default {WEBHOOK_TLS_SECRET}")
-    ctl.add_argument("--certificates-ca-duration", default="43800h", help="CA lifetime (default 43800h, 5 years)")
-    ctl.add_argument("--certificates-serving-duration", default="8760h",
-                     help="serving certificate lifetime (default 8760h); renewed when a third is left")
-    ctl.add_argument("--certificates-propagation", default="180s",
-                     help="how long a new caBundle or Secret takes to reach the API server and every webhook replica "
-                          "(default 180s: the kubelet's Secret sync period plus its cache TTL, with margin)")
-    ctl.set_defaults(func=cmd_controller)
-
-    r = sub.add_parser("run-local", help="certificates if missing, a curl to try, and serve with the defaults")
-    r.add_argument("--config", help="policy config (YAML); default: the built-in defaults")
-    _add_server_args(r, "127.0.0.1", 1)
-    r.set_defaults(func=cmd_run_local)
+    for command in COMMANDS:
+        command.add_parser(sub.add_parser).set_defaults(func=command.run)
     return top
 
 
@@ -360,19 +275,19 @@ def main(argv: list[str] | None = None, log_to: TextIO | None = None) -> int:
     args = parser().parse_args(argv)
     if log_to is not None:
         from .logs import configure
-        configure(getattr(args, "log_level", "info"), log_to)
+        configure(getattr(args, "log_level", None) or "info", log_to)
     try:
-        return int(args.func(args))
+        return int(args.func(args, sys.stdin, sys.stdout, sys.stderr))
     except (policylib.PolicylibError, CertError, SettingError) as e:
         print(f"webhook: error: {e}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except Exception as e:
         from kubernetes.config import ConfigException
 
         from policylib.shell.kube import KubeconfigNotFound
         if isinstance(e, (KubeconfigNotFound, ConfigException)):  # no kubeconfig, or --facts watch without access
             print(f"webhook: error: {e}", file=sys.stderr)
-            return 2
+            return EXIT_ERROR
         raise
 
 

@@ -40,16 +40,23 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from policylib.constants import INSTALL_NAMESPACE, WEBHOOK_CA_SECRET, WEBHOOK_CONFIGURATION, WEBHOOK_SERVICE, WEBHOOK_TLS_SECRET
+from policylib.constants import (
+    CONTROLLER_NAME,
+    INSTALL_NAMESPACE,
+    WEBHOOK_CA_SECRET,
+    WEBHOOK_CONFIGURATION,
+    WEBHOOK_NAME,
+    WEBHOOK_SERVICE,
+    WEBHOOK_TLS_SECRET,
+)
 from policylib.shell import kube
+from policylib.shell.kube import MUTATING_WEBHOOKS
 
 from .certs import key_problem, make_ca, make_serving, service_dns_names
 
 log = logging.getLogger(__name__)
 
 SECRETS = kube.Resource("", "v1", "secrets", "Secret")
-MUTATING_WEBHOOKS = kube.Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                                  "MutatingWebhookConfiguration", namespaced=False)
 TRUSTED_SINCE = "policylib.io/ca-trusted-since"
 ISSUED_AT = "policylib.io/issued-at"
 CA_CRT, CA_KEY, PREVIOUS_CA = "ca.crt", "ca.key", "previous-ca.crt"
@@ -421,8 +428,8 @@ class Rotator:
         if current is None:
             body = {"apiVersion": "v1", "kind": "Secret", "type": type_, "data": data,
                     "metadata": {"name": name, "namespace": s.namespace, "annotations": annotations,
-                                 "labels": {"app.kubernetes.io/name": "policylib-webhook",
-                                            "app.kubernetes.io/managed-by": "policylib-controller"}}}
+                                 "labels": {"app.kubernetes.io/name": WEBHOOK_NAME,
+                                            "app.kubernetes.io/managed-by": CONTROLLER_NAME}}}
             self.api.create(SECRETS, s.namespace, body)
             return
         body = json.loads(json.dumps(current))

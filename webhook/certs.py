@@ -39,6 +39,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificateIssuerPrivateKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from policylib.constants import LOOPBACK_ADDRESS
+
 #: A key that signs a certificate (ours are P-256; a CA read from disk may be RSA).
 PrivateKey = CertificateIssuerPrivateKeyTypes
 #: A certificate and its key.
@@ -49,7 +51,7 @@ DEFAULT_DAYS = 365
 CA_DAYS = 3650
 CLOCK_SKEW = dt.timedelta(minutes=5)
 LOCAL_DNS = ("localhost",)
-LOCAL_IPS = ("127.0.0.1",)
+LOCAL_IPS = (LOOPBACK_ADDRESS,)
 
 
 class CertError(Exception):
@@ -364,10 +366,6 @@ def certificate_not_after(path: str | Path) -> float:
 
 # --- the webhook configuration ----------------------------------------------
 
-MUTATING_WEBHOOKS = ("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
-                     "MutatingWebhookConfiguration")
-
-
 def with_ca_bundle(configuration: dict[str, Any], ca_bundle: str) -> tuple[dict[str, Any], list[str], list[str]]:
     """The configuration with ``ca_bundle`` on every webhook's clientConfig, the names of all its webhooks and
     of those whose caBundle changed. Every entry, by name: never a count or an index of them."""
@@ -386,7 +384,7 @@ def patch_configuration(api: Any, name: str, ca_bundle: str, attempts: int = 5) 
     """Put ``ca_bundle`` on every webhook of the MutatingWebhookConfiguration ``name`` (a read and an update
     at its resourceVersion, again on a conflict); returns (every webhook's name, the ones changed)."""
     from policylib.shell import kube
-    res = kube.Resource(*MUTATING_WEBHOOKS)
+    res = kube.MUTATING_WEBHOOKS
     for attempt in range(attempts):
         try:
             current = api.get(res, None, name)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from policylib.constants import APPS_API_VERSION
+from policylib.constants import APPS_API_VERSION, EVENTS_API_VERSION
 from policylib.result import is_opted_out
 from policylib.scaledown import (
     DELETION_COST,
@@ -254,7 +254,7 @@ class PodCosts:
             return
         meta = deployment.get("metadata") or {}
         suffix = f".{time.time_ns():x}"
-        event = {"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        event = {"apiVersion": EVENTS_API_VERSION, "kind": "Event",
                  "metadata": {"name": str(meta.get("name"))[:253 - len(suffix)].rstrip("-.") + suffix,
                               "namespace": meta.get("namespace")},
                  "eventTime": micro_time(self.c.clock()),

@@ -17,9 +17,10 @@ from typing import Any
 import orjson
 
 import policylib
+from policylib.constants import ADMISSION_API_VERSION
 from policylib.errors import MAX_QUOTED_CHARS, cut, render_value
 
-API_VERSION = "admission.k8s.io/v1"
+API_VERSION = ADMISSION_API_VERSION
 KIND = "AdmissionReview"
 MUTATING_OPERATIONS = ("CREATE", "UPDATE")
 OPERATIONS = MUTATING_OPERATIONS + ("DELETE", "CONNECT")

@@ -88,7 +88,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http.errors import NoMoreData
 from gunicorn.workers.ggevent import GeventWorker
 
-from policylib.constants import ANY_ADDRESS, WEBHOOK_PORT
+from policylib.constants import ANY_ADDRESS, LOOPBACK_ADDRESS, WEBHOOK_NAME, WEBHOOK_PORT
 
 from .certs import TLS_CERT, TLS_KEY, CertError, certificate_not_after
 
@@ -789,7 +789,7 @@ class WebhookServer(BaseApplication):  # type: ignore[misc]  # gunicorn has no t
             "sendfile": False,  # gunicorn does not terminate the TLS: see DeadlineSocket.sendfile
             "reuse_port": o.reuse_port,
             "http_protocols": "h1",
-            "proc_name": "policylib-webhook",
+            "proc_name": WEBHOOK_NAME,
             "accesslog": None,
             "errorlog": "-",
             "loglevel": o.log_level,
@@ -837,7 +837,7 @@ class TLSListenerLine(logging.Filter):
         return True
 
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_HOSTS = (LOOPBACK_ADDRESS, "localhost", "::1")
 
 
 def missing_certificates(cert_dir: str | Path, host: str = ANY_ADDRESS) -> str | None:

@@ -15,6 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
 
 from ..config import Config
+from ..constants import CONFIG_KEY
 from ..errors import InputError
 from ..projection import project, project_simulated
 from ..shell.files import load_config, load_config_file, load_config_text
@@ -126,9 +127,9 @@ def resolve_config(args: argparse.Namespace, stderr: TextIO) -> Config:
                 raise InputError(f"{where}: check the name (helm list -A), or give --config FILE")
             config, what = load_config(None), f"the defaults ({where}; give --config FILE to use another)"
         else:
-            text = (found.get("data") or {}).get(kube.CONFIG_KEY)
+            text = (found.get("data") or {}).get(CONFIG_KEY)
             if text is None:
-                raise InputError(f"ConfigMap {where}: no {kube.CONFIG_KEY} key: give --config FILE")
+                raise InputError(f"ConfigMap {where}: no {CONFIG_KEY} key: give --config FILE")
             config, _ = load_config_text(text, f"ConfigMap {where}")
             release_namespace = where.split("/")[0]
             what = f"ConfigMap {where} (the installed controller's)"

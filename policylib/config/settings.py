@@ -13,7 +13,17 @@ from dataclasses import asdict, dataclass, fields
 from functools import cached_property
 from typing import Any
 
-from ..constants import HOSTNAME_LABEL, MAX_REVIEW_BYTES, NATIVE_GANG_GROUP, NATIVE_GANG_VERSIONS, POD_TEMPLATE_HASH, ZONE_LABEL
+from ..constants import (
+    CONTROLLER_NAME,
+    HOSTNAME_LABEL,
+    LEASE_DURATION_SECONDS,
+    MAX_REVIEW_BYTES,
+    NATIVE_GANG_GROUP,
+    NATIVE_GANG_VERSIONS,
+    POD_TEMPLATE_HASH,
+    VOLCANO_VERSION,
+    ZONE_LABEL,
+)
 from ..errors import INT32_MAX
 from ..validation import SCHEDULE_ANYWAY, WHEN_UNSATISFIABLE
 from ..volcano.admission import NETWORK_TOPOLOGY_MODES, VOLCANO_POLICY_EVENTS
@@ -136,7 +146,8 @@ class NetworkTopology:
 def _network_topology_value(value: Any) -> NetworkTopology | None:
     if value is None:
         return None
-    return NetworkTopology(value.get("mode", "hard"), value.get("highestTierAllowed"), value.get("highestTierName"))
+    return NetworkTopology(value.get("mode", NetworkTopology.mode), value.get("highestTierAllowed"),
+                           value.get("highestTierName"))
 
 
 @dataclass(frozen=True)
@@ -160,7 +171,7 @@ def _discovery_value(value: Any) -> tuple[DiscoverySource, ...]:
         if item["source"] == "label":
             types = item["config"]["networkTopologyTypes"]
             topologies = tuple((name, tuple(t["nodeLabel"] for t in tiers)) for name, tiers in types.items())
-        out.append(DiscoverySource(item["source"], item.get("enabled", True), topologies))
+        out.append(DiscoverySource(item["source"], item.get("enabled", DiscoverySource.enabled), topologies))
     return tuple(out)
 
 
@@ -172,7 +183,7 @@ DISCOVERY_ENTRY: dict[str, Any] = {
     "required": ["source"],
     "properties": {
         "source": {"type": "string", "description": "label, ufm, roce, ..."},
-        "enabled": {"type": "boolean", "default": True, "description": "Whether Volcano runs this source."},
+        "enabled": {"type": "boolean", "default": DiscoverySource.enabled, "description": "Whether Volcano runs this source."},
         "config": {"type": "object", "description": "The source's own settings."},
     },
     "if": {"properties": {"source": {"const": "label"}}},
@@ -192,7 +203,8 @@ DISCOVERY_ENTRY: dict[str, Any] = {
 }
 
 _NETWORK_TOPOLOGY_PROPERTIES: dict[str, Any] = {
-    "mode": {"type": "string", "enum": list(NETWORK_TOPOLOGY_MODES), "default": "hard", "description": "hard or soft."},
+    "mode": {"type": "string", "enum": list(NETWORK_TOPOLOGY_MODES), "default": NetworkTopology.mode,
+             "description": "hard or soft."},
     "highestTierAllowed": {"type": ["integer", "null"], "minimum": 1, "maximum": INT32_MAX,
                            "description": "The highest tier a job may span."},
     "highestTierName": {"type": ["string", "null"], "minLength": 1, "description": "The highest tier, by name "
@@ -210,7 +222,7 @@ class VolcanoSettings:
         items={"type": "string", "enum": list(VOLCANO_POLICY_EVENTS)},
         invalid="must be a list of Volcano events")
     #: The Volcano release whose admission rules preview and the webhook's warnings follow.
-    version: str = setting("string", "v1.15.1", "The Volcano release whose admission rules preview and the "
+    version: str = setting("string", VOLCANO_VERSION, "The Volcano release whose admission rules preview and the "
                            "webhook's warnings follow (v1.14.0 or newer). The default is the newest release; the "
                            "end-to-end tests run Volcano v1.14.1 (v1.15 cannot be built from the Go module proxy, "
                            "docs/e2e.md) with this set to v1.14.1, and v1.15.1's rules are ported from its source and "
@@ -242,9 +254,9 @@ class ControllerSettings:
     maxConcurrentRollouts: int = count(3, "How many Deployments the controller has rolling at once.", None)
     resyncSeconds: int = count(300, "How often the controller re-plans every object.", None)
     dryRun: bool = flag(False, "Log the plan; write nothing.", None)
-    leaseName: str = setting("string", "policylib-controller", "The Lease of the controller's leader election.",
+    leaseName: str = setting("string", CONTROLLER_NAME, "The Lease of the controller's leader election.",
                              None, format="dns-subdomain")
-    leaseDurationSeconds: int = count(15, "How long a leader's Lease lasts without renewal.", None)
+    leaseDurationSeconds: int = count(LEASE_DURATION_SECONDS, "How long a leader's Lease lasts without renewal.", None)
     spreadAwareScaleDown: bool = flag(True, "Keep a pod deletion cost on the pods of the Deployments policylib "
                                       "manages, so a scale-down removes pods of the fullest zone first.", "S23")
 

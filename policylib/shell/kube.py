@@ -17,9 +17,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator, cast
 
 from ..constants import (
+    ADMISSIONREGISTRATION_GROUP,
     APPS_GROUP,
     AUTOSCALING_GROUP,
+    CONFIG_KEY,
+    CONFIG_MAP,
+    CONTROLLER_NAME,
     COORDINATION_GROUP,
+    EVENTS_GROUP,
     HYPERNODE_GROUP,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
@@ -32,6 +37,7 @@ from ..constants import (
     SIGS_GROUP,
     VOLCANO_PODGROUP_VERSION,
     VOLCANO_SCHEDULING_GROUP,
+    WEBHOOK_NAME,
     X_K8S_GROUP,
 )
 from ..documents import no_gc
@@ -108,11 +114,11 @@ NATIVE_GANG = tuple(r for v in NATIVE_GANG_VERSIONS for r in native_gang_resourc
 #: (Volcano's own controller makes one per pod of every other workload it schedules).
 VOLCANO_PODGROUPS = Resource(VOLCANO_SCHEDULING_GROUP, VOLCANO_PODGROUP_VERSION, "podgroups", "PodGroup")
 LEASES = Resource(COORDINATION_GROUP, "v1", "leases", "Lease")
-EVENTS = Resource("events.k8s.io", "v1", "events", "Event")
+EVENTS = Resource(EVENTS_GROUP, "v1", "events", "Event")
 NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
 NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
-MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+MUTATING_WEBHOOKS = Resource(ADMISSIONREGISTRATION_GROUP, "v1", "mutatingwebhookconfigurations",
                              "MutatingWebhookConfiguration", namespaced=False)
 
 
@@ -555,9 +561,8 @@ def installed_scope(api: Api, name: str, release_namespace: str | None = None) -
 
 
 #: The labels the chart and manifests/ put on the controller's Deployment and on the config's ConfigMap.
-CONTROLLER_LABELS = "app.kubernetes.io/name=policylib-controller"
-CONFIG_LABELS = "app.kubernetes.io/name=policylib-webhook"
-CONFIG_KEY = "config.yaml"
+CONTROLLER_LABELS = f"app.kubernetes.io/name={CONTROLLER_NAME}"
+CONFIG_LABELS = f"app.kubernetes.io/name={WEBHOOK_NAME}"
 
 
 def _configmap_volumes(deployment: dict[str, Any]) -> list[str]:
@@ -590,7 +595,7 @@ def installed_config(api: Api, release: str | None = None,
             configmaps = []
         for configmap in configmaps:
             meta = configmap.get("metadata") or {}
-            if str(meta.get("name", "")).startswith("policylib-config") and CONFIG_KEY in (configmap.get("data") or {}):
+            if str(meta.get("name", "")).startswith(CONFIG_MAP) and CONFIG_KEY in (configmap.get("data") or {}):
                 found[(meta.get("namespace") or "default", meta["name"])] = "labelled " + CONFIG_LABELS
     if len(found) > 1 and namespace:
         found = {k: v for k, v in found.items() if k[0] == namespace} or found

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ..constants import VOLCANO_VERSION
 from ..errors import (
     INT32_MAX,
     MAX_NAME_CHARS,
@@ -176,7 +177,7 @@ def validate_partition_topology_mode(topology: Any, path: Path) -> list[FieldErr
 #: partitionSize even when minPartitions is omitted (0); later ones check it only for minPartitions > 0
 #: (volcano issue 5401, fixed in v1.14.3 and v1.15.1).
 STRICT_MIN_PARTITIONS = ("v1.14.0", "v1.14.1", "v1.14.2", "v1.15.0")
-DEFAULT_VOLCANO_VERSION = "v1.15.1"
+DEFAULT_VOLCANO_VERSION = VOLCANO_VERSION
 
 
 def strict_min_partitions(version: str) -> bool:

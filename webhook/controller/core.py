@@ -31,7 +31,7 @@ from typing import Any, Callable, Protocol
 from prometheus_client import CollectorRegistry
 
 import policylib
-from policylib.constants import ANY_ADDRESS, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
+from policylib.constants import ANY_ADDRESS, CONTROLLER_PORT, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
 from policylib.facts import namespace_of
 from policylib.plan import PLANNERS
 from policylib.projection import project
@@ -267,7 +267,7 @@ class Controller:
 
 def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
                    kubeconfig: str | None = None, context: str | None = None, host: str = ANY_ADDRESS,
-                   port: int = 8081, certificates: Any = None,
+                   port: int = CONTROLLER_PORT, certificates: Any = None,
                    webhook_configuration: str = WEBHOOK_CONFIGURATION) -> int:
     """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT. ``certificates``:
     a :class:`webhook.certrotator.Settings` to rotate the webhook's certificates while leading."""

@@ -8,6 +8,7 @@ import logging
 import time
 from typing import Any, Callable
 
+from policylib.constants import EVENTS_API_VERSION
 from policylib.plan import Write
 from policylib.shell import kube
 
@@ -56,7 +57,7 @@ def event_for(write: Write, written: dict[str, Any] | None, identity: str, now: 
                  "resourceVersion": meta.get("resourceVersion")}
     suffix = f".{unique:x}"
     return {
-        "apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "apiVersion": EVENTS_API_VERSION, "kind": "Event",
         "metadata": {"name": write.name[:253 - len(suffix)].rstrip("-.") + suffix, "namespace": write.namespace},
         "eventTime": micro_time(now),
         "reportingController": REPORTING_CONTROLLER,

@@ -9,7 +9,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from policylib.constants import COORDINATION_API_VERSION
+from policylib.constants import COORDINATION_API_VERSION, LEASE_DURATION_SECONDS
 from policylib.shell import kube
 
 from .metrics import ControllerMetrics
@@ -49,7 +49,7 @@ def lease_decision(lease: dict[str, Any] | None, identity: str, now: float, obse
     holder = spec.get("holderIdentity")
     if holder == identity:
         return "renew"
-    duration = spec.get("leaseDurationSeconds") or 15
+    duration = spec.get("leaseDurationSeconds") or LEASE_DURATION_SECONDS
     if not holder or observed_at + duration < now:
         return "acquire"
     return "wait"
