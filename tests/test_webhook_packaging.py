@@ -1,6 +1,6 @@
 """What the server installs: gunicorn and gevent through their public names only, and pinned versions.
 
-webhook/server.py extends gunicorn's stock gevent worker through its public methods and settings,
+webhook/admission/worker.py extends gunicorn's stock gevent worker through its public methods and settings,
 so setup.cfg sets no upper bound on gunicorn. The Dockerfile installs exactly constraints.txt's versions, hash-checked
 (requirements/image.txt; tests/test_image.py compares it with make image's archive).
 """

@@ -34,7 +34,7 @@ except ModuleNotFoundError as missing:   # the base install (rule L1): one line 
     raise SystemExit(2) from None
 
 if TYPE_CHECKING:
-    from .server import ServeOptions
+    from .admission.server import ServeOptions
 
 SERVICE = WEBHOOK_SERVICE
 NAMESPACE = INSTALL_NAMESPACE
@@ -81,7 +81,7 @@ class SettingError(ValueError):
 
 
 def _serve_options(args: argparse.Namespace, **overrides: Any) -> ServeOptions:
-    from .server import ServeOptions
+    from .admission.server import ServeOptions
     fields = dict(cert_dir=args.cert_dir, config=getattr(args, "config", None), host=args.host, port=args.port,
                   workers=args.workers, threads=args.threads, max_connections=args.max_connections,
                   graceful_timeout=args.graceful_timeout,
@@ -120,7 +120,7 @@ def cooperative() -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     cooperative()
-    from .server import serve
+    from .admission.server import serve
     serve(_serve_options(args))
     return 0
 
@@ -215,7 +215,7 @@ def cmd_run_local(args: argparse.Namespace) -> int:
     print(run_local_certs_line(args.cert_dir, state), file=sys.stderr)
     print("\n" + run_local_banner(args.cert_dir, args.host, args.port), flush=True)
     cooperative()
-    from .server import serve
+    from .admission.server import serve
     serve(_serve_options(args, facts="none"))
     return 0
 
@@ -250,7 +250,7 @@ def _path(value: str) -> str:
     return value
 
 
-#: ``--tls-min-version``'s values (``webhook.server.TLS_VERSIONS``'s keys, without importing the server).
+#: ``--tls-min-version``'s values (``webhook.admission.certificate.TLS_VERSIONS``'s keys, without importing the server).
 TLS_MIN_VERSIONS = ("1.2", "1.3")
 #: The server settings an environment variable can give (the flag wins): dest -> (variable, parse, default).
 SERVER_ENVIRONMENT: dict[str, tuple[str, Any, Any]] = {
