@@ -8,10 +8,10 @@ machine's noise hits them all:
 - ``generated``: the list through ``kubernetes.client.ApiClient`` (``param_serialize`` and
   ``call_api``, the generated client's request and response machinery), as the webhook did;
 - ``urllib3``: the same request sent straight on the ApiClient's own urllib3 pool (the generated
-  client's transport, without its request and response machinery);
+  client's transport, without its request and response machinery), its answer decoded by orjson as ``raw``'s is;
 - ``http.client``: the same request on a kept-alive ``http.client`` connection, parsed by orjson (what
   the webhook did before its read moved to httptools);
-- ``raw``: :class:`webhook.cache.HpaRead`, what the webhook does now: the request written whole on a
+- ``raw``: :class:`webhook.admission.hparead.HpaRead`, what the webhook does now: the request written whole on a
   kept-alive connection, the answer parsed by httptools and orjson;
 - ``raw-limit1``: ``raw`` with ``limit=1`` (proves absence only when the namespace has at most one HPA);
 - ``get-by-name``: a GET of the HPA named like the Deployment (``kubectl autoscale``'s name): a 404
@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from policylib.shell import kube  # noqa: E402
 from tests.e2e import harness  # noqa: E402
-from webhook.cache import HpaRead  # noqa: E402
+from webhook.admission.hparead import HpaRead  # noqa: E402
 
 NAMESPACE = "bench-hpa-read"
 
@@ -70,8 +70,8 @@ def candidates(api_client: Any) -> dict[str, Callable[[], Any]]:
 
     return {
         "generated": lambda: api.request("GET", path, query=[("limit", 500)], timeout=(0.5, 1.0)),
-        "urllib3": lambda: pool.request("GET", f"{host}{path}?limit=500", headers=raw.headers(), retries=False,
-                                        timeout=1.0).data,
+        "urllib3": lambda: kube.decode(pool.request("GET", f"{host}{path}?limit=500", headers=raw.headers(),
+                                                    retries=False, timeout=1.0).data),
         "http.client": through_http_client,
         "raw": lambda: raw(NAMESPACE),
         "raw-limit1": raw_query(f"{path}?limit=1"),

@@ -158,7 +158,7 @@ def fuzz(reviews: int, seed: int) -> dict:
     rng = random.Random(seed)
     originals = objects()
     escaped = Escaped()
-    for name in ("webhook.app", "webhook"):
+    for name in ("webhook.admission.mutate", "webhook"):
         logging.getLogger(name).addHandler(escaped)
         logging.getLogger(name).propagate = False
     clients = [webhook.create_app(c, review_log=lambda line: None).test_client() for c in CONFIGS]
@@ -202,7 +202,7 @@ def fuzz(reviews: int, seed: int) -> dict:
                 not_idempotent += 1
                 first_problem = first_problem or f"review {i}: a second review of the patched object patches again"
     seconds = time.perf_counter() - start
-    for name in ("webhook.app", "webhook"):
+    for name in ("webhook.admission.mutate", "webhook"):
         logging.getLogger(name).removeHandler(escaped)
         logging.getLogger(name).propagate = True
     return {"reviews": reviews, "seed": seed, "seconds": round(seconds, 1), "statuses": dict(sorted(statuses.items())),

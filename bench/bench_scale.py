@@ -386,7 +386,7 @@ def controller(kubeconfig: Path, tmp: Path, timeout: float) -> dict[str, float]:
 def webhook_cache(kubeconfig: Path) -> dict[str, float]:
     """A webhook worker's HPA cache synced, in a fresh process: its RSS."""
     code = ("import sys, time, pathlib\n"
-            "from webhook.cache import facts_source\n"
+            "from webhook.admission.facts import facts_source\n"
             "facts = facts_source('watch', sys.argv[1]).start()\n"
             "deadline = time.monotonic() + 600\n"
             "while not facts.ready and time.monotonic() < deadline: time.sleep(0.1)\n"

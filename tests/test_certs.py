@@ -415,7 +415,7 @@ def test_serve_on_loopback_without_a_certificate_directory_suggests_local_certif
 
 
 def test_serve_with_a_file_for_a_certificate_directory_says_so(tmp_path):
-    from webhook.server import missing_certificates
+    from webhook.admission.certificate import missing_certificates
     (tmp_path / "file").write_text("")
     assert missing_certificates(tmp_path / "file").startswith(
         f"cannot load {tmp_path}/file/tls.crt and {tmp_path}/file/tls.key: {tmp_path}/file is not a directory;")

@@ -274,8 +274,8 @@ def test_mypy_strict_fails_a_downstream_call_that_loses_its_types(base: Path, tm
 def test_the_webhook_extra_installs_the_server_and_the_client(full: Path):
     assert SERVER_DISTRIBUTIONS | {"packaging"} <= distributions(full)   # packaging: gunicorn's gevent worker
     pip(full, "check")
-    ok(full, "-c", "import webhook.app, webhook.server, webhook.controller, kubernetes", cwd=full.parent,
-       env=offline(full))
+    ok(full, "-c", "import webhook.admission.app, webhook.admission.server, webhook.controller, kubernetes",
+       cwd=full.parent, env=offline(full))
     usage = ok(full, "-m", "webhook", "--help", cwd=full.parent, env=offline(full))
     assert "serve" in usage and "controller" in usage
 

@@ -169,8 +169,8 @@ def test_config_reference_names_every_setting_of_the_schema():
 
 
 def test_metrics_reference_names_every_metric_the_code_exposes():
+    from webhook.admission.metrics import Metrics
     from webhook.controller import ControllerMetrics
-    from webhook.metrics import Metrics
 
     page = (DOCS / "reference" / "metrics.md").read_text()
     for owner in (Metrics(), ControllerMetrics()):

@@ -19,7 +19,7 @@ from policylib.plan import PLANNERS, plan
 from policylib.workload_api import missing_message, parse_kube_version, removed_by_upgrade, resolve
 from tests.controller_driver import deliver, sync
 from tests.fakeapi import FakeAPI, paged_list, serve_workload_api
-from webhook import review
+from webhook.admission import review
 
 WORKLOAD = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}}
 LABEL = "policylib.io/scheduling-group"

@@ -390,8 +390,9 @@ def test_the_server_and_the_controller_import_nothing_the_image_leaves_out(rootf
 def test_the_server_imports_from_the_images_bytecode_never_compiling_again(rootfs, image):
     """In the unpacked archive (every mtime 0) each module the server imports is loaded from its bytecode (``python
     -v`` says "matches"), none is found stale and compiled again, as a timestamped bytecode would be."""
-    out = subprocess.run(in_image(rootfs, image, "-c", "import webhook.server, webhook.app, policylib.shell.kube\n"
-                                  "from kubernetes import client, config, watch", python=("python", "-v")),
+    out = subprocess.run(in_image(rootfs, image, "-c", "import webhook.admission.server, webhook.admission.app, "
+                                  "policylib.shell.kube\nfrom kubernetes import client, config, watch",
+                                  python=("python", "-v")),
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert [line for line in out.stderr.splitlines() if "bytecode is stale" in line] == []

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import policylib
 import webhook
-from webhook.cache import HpaCache, ObjectOnlyFacts
+from webhook.admission.facts import ObjectOnlyFacts
+from webhook.admission.hpacache import HpaCache
 from webhook.protocols import FactsSource
 
 

@@ -1,4 +1,4 @@
-"""webhook.cache: the watch-backed HPA cache with the real ``kubernetes`` client against a fake API."""
+"""webhook.admission's facts: the watch-backed HPA cache with the real ``kubernetes`` client against a fake API."""
 from __future__ import annotations
 
 import http.client
@@ -18,18 +18,11 @@ import webhook
 from tests.fakeapi import FakeAPI, kubeconfig_for, paged_list
 from tests.helpers import deployment, hpa
 from tests.webhook_support import review_of
-from webhook.cache import (
-    CONFIRM_LIMIT,
-    ConfirmedHpas,
-    HpaCache,
-    HpaIndex,
-    KeptConnection,
-    ObjectOnlyFacts,
-    decide_overlapped,
-    facts_source,
-    request_bytes,
-    slim_hpa,
-)
+from webhook.admission.confirm import ConfirmedHpas, decide_overlapped
+from webhook.admission.facts import ObjectOnlyFacts, facts_source
+from webhook.admission.hpacache import HpaCache, HpaIndex, slim_hpa
+from webhook.admission.hparead import CONFIRM_LIMIT
+from webhook.admission.rawhttp import KeptConnection, request_bytes
 
 HPA_PATH = "/apis/autoscaling/v2/horizontalpodautoscalers"
 
@@ -287,7 +280,7 @@ def test_a_failed_read_falls_back_to_the_cache_and_is_counted(api, synced_empty_
     assert response["allowed"] is True
     assert response["auditAnnotations"]["reasons"].startswith("effective replicas 3 (spec.replicas 3)")
     assert confirming_reads(app) == {"found": 0.0, "none": 0.0, "error": 1.0}
-    [record] = [r for r in caplog.records if r.name == "webhook.cache"]
+    [record] = [r for r in caplog.records if r.name == "webhook.admission.confirm"]
     assert (record.getMessage(), record.namespace, record.deployment, record.error) == (
         "HPA read failed, using the watch cache", "ml", "web", "HTTP 500 InternalError: etcd unavailable")
 
@@ -361,7 +354,7 @@ def test_a_read_that_cannot_be_sent_falls_back_to_the_cache_and_is_counted(tmp_p
     finally:
         held.close()
     assert results == ["error"]
-    assert [r.getMessage() for r in caplog.records if r.name == "webhook.cache"] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "webhook.admission.confirm"] == [
         "HPA read failed, using the watch cache"]
 
 
@@ -465,8 +458,8 @@ def test_a_kept_alive_connection_the_server_closed_is_read_again_on_a_new_one(tm
     try:
         cache = facts_source("auto", kubeconfig=server.kubeconfig(tmp_path / "kubeconfig"))
         assert cache.read("ml") == page and server.connections == 1
-        assert len(cache.read._idle) == 1                 # kept for the next read
-        wait_for(lambda: _closed_by_peer(cache.read._idle[0].sock))
+        assert len(cache.read.connections.idle) == 1                 # kept for the next read
+        wait_for(lambda: _closed_by_peer(cache.read.connections.idle[0].sock))
         assert cache.read("ml") == page                   # the kept one was gone: asked again, once, on a new one
         assert server.connections == 2
     finally:

@@ -20,7 +20,8 @@ from bench.bench_connections import hold_idle, new_client_review
 from tests.helpers import deployment
 from tests.test_webhook_server import Server, closed_by_server, make_certs
 from tests.webhook_support import SVC_HOST, review_of
-from webhook.server import FIRST_REQUEST, KEEP_ALIVE, LIMIT_LOG_SECONDS, Connections
+from webhook.admission.connections import FIRST_REQUEST, KEEP_ALIVE, Connections
+from webhook.admission.worker import LIMIT_LOG_SECONDS
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -133,7 +133,7 @@ def test_threads_is_accepted_has_no_effect_and_warns_when_given(caplog):
 
 def test_the_servers_own_defaults_are_the_declared_ones():
     """``ServeOptions`` (the server's settings as the server takes them) defaults each field to its flag's."""
-    from webhook.server import ServeOptions
+    from webhook.admission.server import ServeOptions
     declared = {o.dest: o.default for o in options.SERVE if not o.required and not o.no_effect}
     own = {f.name: f.default for f in dataclasses.fields(ServeOptions) if f.name in declared}
     assert own == {k: (False if k == "reuse_port" else v) for k, v in declared.items()}

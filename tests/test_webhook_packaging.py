@@ -1,6 +1,6 @@
 """What the server installs: gunicorn and gevent through their public names only, and pinned versions.
 
-webhook/server.py extends gunicorn's stock gevent worker through its public methods and settings,
+webhook/admission/worker.py extends gunicorn's stock gevent worker through its public methods and settings,
 so setup.cfg sets no upper bound on gunicorn. The Dockerfile installs exactly constraints.txt's versions, hash-checked
 (requirements/image.txt; tests/test_image.py compares it with make image's archive).
 """
@@ -51,18 +51,22 @@ def constraints() -> dict[str, Version]:
 def test_the_server_uses_no_private_name_of_gunicorn_or_gevent_and_gunicorn_has_no_upper_pin():
     (gunicorn,) = [r for r in install_requires() if r.name == "gunicorn"]
     assert gunicorn.specifier == SpecifierSet(">=27")
-    tree = ast.parse((REPO / "webhook" / "server.py").read_text())
-    imported = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("gunicorn", "gevent"):
-            imported.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
-        elif isinstance(node, ast.Import):
-            imported.update({alias.name: alias.name for alias in node.names
-                             if alias.name.split(".")[0] in ("gunicorn", "gevent")})
-    assert imported, "server.py no longer imports gunicorn or gevent: update this test"
-    private = [path for path in imported.values() if any(part.startswith("_") for part in path.split("."))]
-    private += [f"{node.value.id}.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name) and node.value.id in imported and node.attr.startswith("_")]
+    users, private = [], []
+    for path in sorted((REPO / "webhook" / "admission").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("gunicorn", "gevent"):
+                imported.update({alias.asname or alias.name: f"{node.module}.{alias.name}" for alias in node.names})
+            elif isinstance(node, ast.Import):
+                imported.update({alias.name: alias.name for alias in node.names
+                                 if alias.name.split(".")[0] in ("gunicorn", "gevent")})
+        users += [path.name] if imported else []
+        private += [p for p in imported.values() if any(part.startswith("_") for part in p.split("."))]
+        private += [f"{node.value.id}.{node.attr}" for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name) and node.value.id in imported and node.attr.startswith("_")]
+    assert {"server.py", "worker.py", "deadline.py", "connections.py", "tlsqueue.py"} <= set(users), \
+        "the server's modules no longer import gunicorn or gevent: update this test"
     assert private == []
     from gunicorn.config import KNOWN_SETTINGS
     assert {"control_socket_disable", "http_protocols", "worker_connections"} <= {s.name for s in KNOWN_SETTINGS}

@@ -18,9 +18,9 @@ import webhook
 from policylib.labels import qualified_name_errors
 from tests.helpers import deployment
 from tests.webhook_support import SAMPLE_NAMES, kubeflow_jobs, patch_of, patched, request_kind, review_of, sample, volcano_jobs
-from webhook import review as rv
-from webhook.cache import ObjectOnlyFacts
-from webhook.metrics import kind_label
+from webhook.admission import review as rv
+from webhook.admission.facts import ObjectOnlyFacts
+from webhook.admission.metrics import kind_label
 
 
 class App:
@@ -292,6 +292,23 @@ def test_wrong_method_is_405_with_allow_header(app, method):
     assert response.headers["Allow"] in ("POST, OPTIONS", "OPTIONS, POST")
 
 
+@pytest.mark.parametrize("method", ["POST", "post", "Post"])
+@pytest.mark.parametrize("path", ["/mutate", "/%6dutate", "/mutate?timeout=3s"])
+def test_every_request_flask_routes_to_mutate_is_answered_before_flask(app, method, path):
+    """Flask routes ``/mutate`` whatever the method's case or the path's percent-encoding; its rule has no view, so a
+    request that reached Flask's dispatch would fail (a 500, a server error counted). Each is a review answered in
+    front of Flask: a valid one 200, a bad one 400 with the review's own message (the one place BadReview is
+    handled)."""
+    assert "mutate" in {rule.endpoint for rule in app.app.url_map.iter_rules()}
+    assert "mutate" not in app.app.view_functions
+    response = app.client.open(path, method=method, data=json.dumps(valid()), content_type="application/json")
+    assert response.status_code == 200 and response.get_json()["response"]["allowed"] is True
+    bad = app.client.open(path, method=method, data=b"[]", content_type="application/json")
+    assert error_of(bad, 400) == "body must be a JSON object, got list"
+    assert app.metric("policylib_webhook_server_errors_total") == 0
+    assert app.metric('policylib_webhook_reviews_total{kind="Deployment"') == 1
+
+
 def test_body_over_the_limit_is_413():
     app = App({"webhook": {"maxRequestBytes": 1024}})
     review = valid()
@@ -338,7 +355,7 @@ def test_the_bodies_a_worker_holds_stay_within_its_budget():
     and is answered 503; alone, any review fits; the room comes back once answered."""
     from werkzeug.exceptions import ServiceUnavailable
 
-    from webhook.app import BodyBudget
+    from webhook.admission.bodies import BodyBudget
     budget = BodyBudget(10)
     with budget.hold(8):
         with budget.hold(2, wait=0):
@@ -354,8 +371,8 @@ def test_the_bodies_a_worker_holds_stay_within_its_budget():
 def test_a_review_that_finds_no_room_is_503_and_counted(monkeypatch):
     """Rule W11 through the app: while another review holds the worker's whole budget, a review is answered 503
     (the API server's failurePolicy decides), counted, and the next one, once there is room, is answered."""
-    import webhook.app
-    monkeypatch.setattr(webhook.app, "ROOM_WAIT_SECONDS", 0)
+    import webhook.admission.bodies
+    monkeypatch.setattr(webhook.admission.bodies, "ROOM_WAIT_SECONDS", 0)
     app = App()
     bodies = app.app.extensions["policylib"]["bodies"]
     with bodies.hold(bodies.budget):
@@ -653,8 +670,8 @@ def test_a_failure_inside_the_webhook_is_a_500_counted_apart_from_refused_reques
     def broken(*args, **kwargs):
         raise KeyError("bug")
 
-    monkeypatch.setattr(webhook.review, "decide", broken)
-    with caplog.at_level("ERROR", logger="webhook.app"):
+    monkeypatch.setattr(rv, "decide", broken)
+    with caplog.at_level("ERROR", logger="webhook.admission.mutate"):
         resp = app.client.post("/mutate", data=json.dumps(review_of(deployment(replicas=3))),
                                content_type="application/json")
     assert (resp.status_code, resp.get_json()) == (500, {"error": "internal error", "code": 500})

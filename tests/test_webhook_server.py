@@ -28,7 +28,8 @@ from cryptography import x509
 import policylib
 from tests.helpers import REPO, deployment
 from tests.webhook_support import SAMPLE_NAMES, SVC_HOST, patched, review_of, sample
-from webhook.server import CLIENT_DEADLINE, Connections
+from webhook.admission.connections import Connections
+from webhook.admission.deadline import CLIENT_DEADLINE
 
 SMALL_LIMIT = 65536
 
@@ -315,7 +316,7 @@ def test_the_start_up_log_says_https_and_warns_of_nothing(server):
     library (a deprecation, say) reaches the log."""
     logs = server.logs()
     assert f"[INFO] Listening at: https://127.0.0.1:{server.port} (" in logs
-    assert f"Serving https://127.0.0.1:{server.port} (TLS 1.2 or newer by webhook.server.TLSGeventWorker" in logs
+    assert f"Serving https://127.0.0.1:{server.port} (TLS 1.2 or newer by webhook.admission.worker.TLSGeventWorker" in logs
     assert "http://" not in logs
     assert "Warning" not in logs and "[WARNING]" not in logs and '"level":"warning"' not in logs, logs
 
@@ -653,7 +654,9 @@ def served_request(cert_dir: Path, raw: bytes):
     over TLS as the worker marks every request."""
     from gunicorn.http.parser import RequestParser
 
-    from webhook.server import ServeOptions, ServingCertificate, WebhookServer, served_over_tls
+    from webhook.admission.certificate import ServingCertificate
+    from webhook.admission.server import ServeOptions, WebhookServer
+    from webhook.admission.worker import served_over_tls
     options = ServeOptions(cert_dir=str(cert_dir), host="127.0.0.1", port=free_port())
     cfg = WebhookServer(options, policylib.load_config(None), ServingCertificate(cert_dir), None).cfg
     req = next(iter(RequestParser(cfg, iter([raw]), ("127.0.0.1", 5000))))
@@ -676,7 +679,7 @@ def test_a_file_answer_goes_through_tls_after_its_head_never_by_sendfile(certs, 
     itself writes a file through TLS whatever gunicorn decides."""
     from gunicorn.http.wsgi import FileWrapper, create
 
-    from webhook.server import DeadlineSocket
+    from webhook.admission.deadline import DeadlineSocket
     cfg, req = served_request(certs, b"GET /file HTTP/1.1\r\nHost: x\r\n\r\n")
     connections = Connections(10, lambda closed: None)
     assert cfg.sendfile is False

@@ -25,7 +25,7 @@ import policylib
 from tests.helpers import REPO, deployment
 from tests.test_webhook_server import Server, SvcConnection, client_context, free_port, make_certs
 from tests.webhook_support import SVC_HOST, patched, review_of
-from webhook.server import TLS12_CIPHERS, make_server_context
+from webhook.admission.certificate import TLS12_CIPHERS, make_server_context
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -198,7 +198,7 @@ def test_tls_min_version_1_3_from_the_environment_refuses_tls_1_2(tmp_path):
                 context.wrap_socket(raw, server_hostname=SVC_HOST) as tls:
             assert tls.version() == "TLSv1.3"
         assert server.request("GET", "/readyz")[1]["tls"]["minVersion"] == "1.3"
-        assert "(TLS 1.3 or newer by webhook.server.TLSGeventWorker" in server.logs()
+        assert "(TLS 1.3 or newer by webhook.admission.worker.TLSGeventWorker" in server.logs()
         assert server.review(review_of(deployment("web", "ml"), uid="tls13"))["allowed"] is True
     finally:
         assert server.stop() == 0

@@ -3,11 +3,12 @@ thread, and OpenSSL keeps one error queue per thread; OpenSSL 3.2 and later leav
 on it (another connection's client reset while its handshake or answer was written), Python's ``ssl`` raises that
 error without emptying the queue, and OpenSSL's next "would block" on any connection of the thread then reads as it.
 
-Here the server's own pieces (:class:`~webhook.server.DeadlineSocket`, :func:`~webhook.server.tls_step`) serve a real
-TLS connection on this thread's gevent hub, the client on a thread of its own (its own queue). What such a failure
-leaves is put on this thread's queue through OpenSSL's own ``ERR_raise`` (``ERR_new``, ``ERR_set_error``: a system
-error, EPIPE), found as the server finds ``ERR_clear_error``: the libcrypto the ``ssl`` module runs on (OpenSSL 3.0,
-which this test environment's Python links, does not leave it there itself; the image's 3.5 does).
+Here the server's own pieces (:class:`~webhook.admission.deadline.DeadlineSocket`,
+:func:`~webhook.admission.tlsqueue.tls_step`) serve a real TLS connection on this thread's gevent hub, the client on a
+thread of its own (its own queue). What such a failure leaves is put on this thread's queue through OpenSSL's own
+``ERR_raise`` (``ERR_new``, ``ERR_set_error``: a system error, EPIPE), found as the server finds ``ERR_clear_error``:
+the libcrypto the ``ssl`` module runs on (OpenSSL 3.0, which this test environment's Python links, does not leave it
+there itself; the image's 3.5 does).
 """
 from __future__ import annotations
 
@@ -31,14 +32,10 @@ import pytest
 from tests.helpers import deployment
 from tests.test_webhook_server import client_context, make_certs
 from tests.webhook_support import SVC_HOST, review_of
-from webhook.server import (
-    FIRST_REQUEST,
-    Connections,
-    DeadlineSocket,
-    clear_tls_errors,
-    make_server_context,
-    tls_step,
-)
+from webhook.admission.certificate import make_server_context
+from webhook.admission.connections import FIRST_REQUEST, Connections
+from webhook.admission.deadline import DeadlineSocket
+from webhook.admission.tlsqueue import clear_tls_errors, tls_step
 
 pytestmark = pytest.mark.timeout(120)
 

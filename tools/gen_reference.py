@@ -258,12 +258,12 @@ def metric_rows(owner: Any) -> list[str]:
 
 
 def metrics_page() -> str:
+    from webhook.admission.metrics import Metrics
     from webhook.certrotator import Rotator, Settings
     from webhook.controller import ControllerMetrics
-    from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py`, "
+             "Every metric, from `webhook/admission/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py`, "
              "`webhook/certrotator.py` and `webhook/podcost.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",

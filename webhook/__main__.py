@@ -29,7 +29,7 @@ from .options import Option, SettingError
 if TYPE_CHECKING:
     from policylib.cli.common import AddParser, Command
 
-    from .server import ServeOptions
+    from .admission.server import ServeOptions
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class Certs(WebhookCommand):
 
 def serve_options(settings: dict[str, Any], **overrides: Any) -> ServeOptions:
     """The server's settings from the command's (``--threads`` has no effect and is not passed on)."""
-    from .server import ServeOptions
+    from .admission.server import ServeOptions
     fields = {k: v for k, v in settings.items() if k != "threads"}
     fields.update(overrides)
     return ServeOptions(**fields)
@@ -145,7 +145,7 @@ class Serve(WebhookCommand):
     def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
         settings = self.settings(args)
         cooperative()
-        from .server import serve
+        from .admission.server import serve
         serve(serve_options(settings))
         return EXIT_OK
 
@@ -251,7 +251,7 @@ class RunLocal(WebhookCommand):
         print(run_local_certs_line(s["cert_dir"], state), file=stderr)
         print("\n" + run_local_banner(s["cert_dir"], s["host"], s["port"]), file=stdout, flush=True)
         cooperative()
-        from .server import serve
+        from .admission.server import serve
         serve(serve_options(s, facts="none"))
         return EXIT_OK
 

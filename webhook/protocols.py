@@ -1,14 +1,14 @@
 """The typed seams between the admission server and what it is given (docs/architecture.md, "Seams").
 
 A review reads :class:`policylib.ClusterFacts` (the HPAs of a Deployment, Nodes, PodGroups): the policies'
-one interface to the cluster, which the sources in :mod:`webhook.cache` and the controller's store extend.
+one interface to the cluster, which the sources in :mod:`webhook.admission.facts` and the controller's store extend.
 What the server needs beyond that is declared here, not guessed with ``hasattr``:
 
 - :class:`FactsSource`: facts kept by something the server runs (a watch cache), with its readiness and
   the status ``/readyz`` reports; plain ``ClusterFacts`` (a test's, a library user's) are always ready;
 - :class:`ServingTls`: the serving certificate ``/readyz`` and ``/metrics`` report
-  (:class:`webhook.server.ServingCertificate`);
-- :class:`Callers`: what the server knows of who sent a request (:class:`webhook.server.ClientCertificates`).
+  (:class:`webhook.admission.certificate.ServingCertificate`);
+- :class:`Callers`: what the server knows of who sent a request (:class:`webhook.admission.worker.ClientCertificates`).
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from typing import Any, Protocol, runtime_checkable
 
 @runtime_checkable
 class FactsSource(Protocol):
-    """Facts a source keeps up to date (:class:`webhook.cache.HpaCache`, :class:`webhook.cache.ObjectOnlyFacts`)."""
+    """Facts a source keeps up to date (:class:`webhook.admission.hpacache.HpaCache`,
+    :class:`webhook.admission.facts.ObjectOnlyFacts`)."""
 
     @property
     def ready(self) -> bool:

@@ -16,7 +16,7 @@ import pytest
 import policylib
 from bench import bench_apiserver
 from tests.webhook_support import patch_of, review_of
-from webhook import review
+from webhook.admission import review
 
 from . import harness
 from .harness import require_built

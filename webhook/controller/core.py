@@ -32,12 +32,11 @@ from prometheus_client import CollectorRegistry
 
 import policylib
 from policylib.constants import ANY_ADDRESS, CONTROLLER_PORT, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
-from policylib.facts import namespace_of
+from policylib.facts import hpa_targets, namespace_of
 from policylib.plan import PLANNERS
 from policylib.projection import project
 from policylib.shell import kube
 
-from ..cache import hpa_targets
 from ..informer import Handler, Reflector, Store
 from .events import EventRecorder
 from .health import serve_health

@@ -9,13 +9,12 @@ See prometheus_client's "Multiprocess Mode" documentation.
 """
 from __future__ import annotations
 
-import os
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
 from policylib.constants import APPS_GROUP, KUBEFLOW_GROUP, VOLCANO_BATCH_GROUP, VOLCANO_DOMAIN
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from .metricsdir import multiprocess_dir
+
 PREFIX = "policylib_webhook"
 #: Includes the API server's own webhook latency buckets 5 ms, 25 ms and 100 ms.
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -43,10 +42,6 @@ def kind_label(group: str, kind: str) -> str:
     if kind == HYPERJOB and group.endswith(VOLCANO_GROUP_SUFFIX):
         return kind
     return OTHER_KIND
-
-
-def multiprocess_dir() -> str | None:
-    return os.environ.get(MULTIPROC_ENV) or None
 
 
 class Metrics:

@@ -5,7 +5,7 @@ dispatcher: the response echoes ``request.uid``; ``patch`` is base64 of an RFC
 6902 JSON patch and ``patchType: JSONPatch`` is set only with a patch;
 ``auditAnnotations`` keys get the webhook's name as prefix, so ours are plain
 names (``reasons``) that keep ``<webhook name>/<key>`` a qualified name.
-No Flask, no I/O: :mod:`webhook.app` is the shell around this. JSON goes through
+No Flask, no I/O: :mod:`.app` and :mod:`.mutate` are the shell around this. JSON goes through
 orjson: parsing and encoding were a third of a review's cost with the stdlib.
 """
 from __future__ import annotations

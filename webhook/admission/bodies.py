@@ -1,0 +1,76 @@
+"""Rule W11: the review bodies a worker holds at once, and reading one within the limit."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from werkzeug.exceptions import BadRequest, RequestEntityTooLarge, RequestTimeout, ServiceUnavailable
+from werkzeug.wsgi import get_content_length
+
+#: Room kept beside the largest review in a worker's budget (rule W11): ordinary reviews (a few KiB) never wait
+#: behind one that takes ``maxRequestBytes``.
+ORDINARY_ROOM = 64 * 1024
+#: How long a review waits for room among the bodies its worker holds (rule W11) before it is answered 503: well
+#: within the client's deadline for sending its body (2 s) and the API server's timeoutSeconds (3 s).
+ROOM_WAIT_SECONDS = 1.0
+
+
+class BodyBudget:
+    """Rule W11: the bytes of review bodies one worker holds at once, at most ``budget``.
+
+    A review's body becomes tens of times its size once parsed (a 6 MiB review of small maps: 250 MiB), and a
+    worker reads and answers many connections at once (a gevent worker switches on every read and on the HPA read
+    of rule W4), so its memory is bounded only if what it holds is. A review takes its declared length (the limit
+    when it declares none) before its body is read, and gives it back once answered; one that would pass the
+    budget waits up to :data:`ROOM_WAIT_SECONDS` for earlier ones to finish, then is answered 503. A review alone
+    always fits, and the app's budget is the largest body read and :data:`ORDINARY_ROOM` more, so ordinary reviews
+    pass beside the largest one. Under gevent's monkey patching the condition is cooperative: a waiting review holds
+    no thread.
+    """
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.held = 0
+        self._room = threading.Condition()
+
+    @contextmanager
+    def hold(self, size: int, wait: float | None = None) -> Iterator[None]:
+        """Room for ``size`` bytes while the block runs, waiting at most ``wait`` seconds (default
+        :data:`ROOM_WAIT_SECONDS`) for it; else :class:`~werkzeug.exceptions.ServiceUnavailable`."""
+        with self._room:
+            fits = self._room.wait_for(lambda: self.held == 0 or self.held + size <= self.budget,
+                                       ROOM_WAIT_SECONDS if wait is None else wait)
+            if not fits:
+                raise ServiceUnavailable(f"the worker holds {self.held} bytes of reviews (at most {self.budget}): "
+                                         "try again")
+            self.held += size
+        try:
+            yield
+        finally:
+            with self._room:
+                self.held -= size
+                self._room.notify_all()
+
+
+def read_body(environ: dict[str, Any], limit: int) -> bytes:
+    """The request body, at most ``limit`` bytes, else 413 (before reading it when the length is declared).
+
+    Reads ``wsgi.input`` directly: werkzeug's stream wrapper cost more than the read.
+    A client too slow to send it (the server's deadline, a ``TimeoutError``)
+    gets 408; a body that cannot be read (a broken chunked encoding, the client
+    gone) gets 400. Either way the server closes the connection afterwards.
+    """
+    length = get_content_length(environ)
+    if length is not None and length > limit:
+        raise RequestEntityTooLarge()
+    try:
+        data = environ["wsgi.input"].read(limit + 1 if length is None else length)
+    except TimeoutError:
+        raise RequestTimeout("the request body did not arrive in time") from None
+    except Exception as e:  # noqa: BLE001 -- whatever the input stream raises, the client caused it
+        raise BadRequest(f"the request body could not be read: {type(e).__name__}") from None
+    if len(data) > limit:
+        raise RequestEntityTooLarge()
+    return bytes(data)
