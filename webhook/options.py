@@ -171,9 +171,13 @@ SERVER: tuple[Option, ...] = (
     Option("--threads", "has no effect (a warning is logged when given): each connection is a greenlet of its "
            "worker; accepted so that command lines that give it keep working", type=int,
            no_effect="--threads has no effect: each connection is a greenlet of its worker"),
+    # gunicorn's ``worker_connections``: a worker stops accepting while it holds that many; the others, and the
+    # kernel's backlog, take the rest.
     Option("--max-connections", "open connections one worker holds at most; at that many, each new connection "
            "closes the one that has waited longest without a request", 1000, type=positive,
            chart="webhook.maxConnections"),
+    # A client of ours sends its request at once; the API server's HTTP client sometimes keeps a connection it
+    # dialled for a request another connection served, and dials again when it needs one.
     Option("--first-request-timeout", "seconds a new connection has, after its TLS handshake, to begin its first "
            "request; between requests the keep-alive timeout (120 s) applies", 5.0, type=positive_seconds,
            metavar="SECONDS", env="POLICYLIB_WEBHOOK_FIRST_REQUEST_TIMEOUT",

@@ -9,9 +9,6 @@ from typing import Callable
 
 import gevent.monkey
 
-#: gunicorn's ``worker_connections``: open connections one worker holds at most (it stops
-#: accepting while it holds that many; the others, and the kernel's backlog, take the rest).
-MAX_CONNECTIONS = 1000
 #: At its limit, a worker looks at this many of the longest-waiting connections of a queue for one to close.
 EVICTION_SCAN = 16
 #: ``select.select`` as the standard library has it (gevent's yields to its loop).

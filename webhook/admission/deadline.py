@@ -19,10 +19,6 @@ if TYPE_CHECKING:
 #: (from its first byte to its last) and for taking each answer: a connection short of one is
 #: closed. Well under the API server's 3 s ``timeoutSeconds``, far over what a working client needs.
 CLIENT_DEADLINE = 2.0
-#: A new connection's first request must begin this long after its handshake at most (``--first-request-timeout``).
-#: A client of ours sends its request at once; the API server's HTTP client sometimes keeps a connection it dialled
-#: for a request another connection served, and dials again when it needs one.
-FIRST_REQUEST_SECONDS = 5.0
 #: Between requests on a kept-alive connection.
 KEEPALIVE_SECONDS = 120
 #: How often an idle keep-alive connection checks whether its worker is shutting down.

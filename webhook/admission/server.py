@@ -68,12 +68,12 @@ from typing import TYPE_CHECKING, Any
 
 from gunicorn.app.base import BaseApplication
 
-from policylib.constants import ANY_ADDRESS, WEBHOOK_NAME, WEBHOOK_PORT
+from policylib.constants import WEBHOOK_NAME
 
 from ..certs import CertError
+from ..options import SERVE, defaults
 from .certificate import ServingCertificate, client_ca_problem, missing_certificates
-from .connections import MAX_CONNECTIONS
-from .deadline import FIRST_REQUEST_SECONDS, KEEPALIVE_SECONDS
+from .deadline import KEEPALIVE_SECONDS
 from .logbuffer import LineBuffer
 from .metricsdir import MULTIPROC_ENV, prepare_metrics_dir
 from .worker import ClientCertificates, TLSGeventWorker
@@ -86,26 +86,29 @@ if TYPE_CHECKING:
 #: gunicorn's ``worker_class``: the worker that does the TLS.
 WORKER_CLASS = f"{TLSGeventWorker.__module__}.{TLSGeventWorker.__qualname__}"
 
+#: The declared defaults of ``serve``'s settings (webhook/options.py).
+DEFAULTS = defaults(SERVE)
+
+
 @dataclass(frozen=True)
 class ServeOptions:
-    """``webhook serve``'s settings."""
+    """``webhook serve``'s settings; each default is its flag's declared default."""
 
     cert_dir: str
     config: str | None = None
-    host: str = ANY_ADDRESS
-    port: int = WEBHOOK_PORT
-    workers: int = 2
-    threads: int = 4  # accepted for compatibility; a gevent worker serves each connection in a greenlet
-    max_connections: int = MAX_CONNECTIONS
-    first_request_timeout: float = FIRST_REQUEST_SECONDS
-    #: A key of :data:`TLS_VERSIONS`.
-    tls_min_version: str = "1.2"
+    host: str = DEFAULTS["host"]
+    port: int = DEFAULTS["port"]
+    workers: int = DEFAULTS["workers"]
+    max_connections: int = DEFAULTS["max_connections"]
+    first_request_timeout: float = DEFAULTS["first_request_timeout"]
+    #: A key of :data:`~webhook.admission.certificate.TLS_VERSIONS`.
+    tls_min_version: str = DEFAULTS["tls_min_version"]
     #: PEM file of the CAs whose client certificates the server verifies; reviews then need one.
     client_ca: str | None = None
-    graceful_timeout: int = 20
-    facts: str = "auto"
+    graceful_timeout: int = DEFAULTS["graceful_timeout"]
+    facts: str = DEFAULTS["facts"]
     kubeconfig: str | None = None
-    log_level: str = "info"
+    log_level: str = DEFAULTS["log_level"]
     #: SO_REUSEPORT: several ``webhook serve`` processes on one address, the kernel spreading connections.
     reuse_port: bool = False
 
