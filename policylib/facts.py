@@ -49,6 +49,13 @@ def hpa_target(hpa: dict[str, Any]) -> tuple[str, str] | None:
     return namespace_of(hpa), ref["name"]
 
 
+def hpa_targets(hpa: dict[str, Any]) -> list[tuple[str, str]]:
+    """The Deployment an HPA targets, as an index value of an HPA store (none when it targets something else):
+    the admission server's facts and the controller's HPA store index HPAs by it."""
+    target = hpa_target(hpa)
+    return [target] if target else []
+
+
 PODGROUP_API_VERSIONS = (X_K8S_PODGROUP_API_VERSION, SIGS_PODGROUP_API_VERSION, VOLCANO_PODGROUP_API_VERSION)
 
 

@@ -20,11 +20,11 @@ import pytest
 from bench.scale_objects import LAST_APPLIED, deployment_as_stored, hpa_as_stored
 from policylib import load_config, mutate
 from policylib import projection as projection_module
-from policylib.facts import ClusterFacts
+from policylib.facts import ClusterFacts, hpa_targets
 from policylib.plan import PLANNERS, admitted_without_policy, plan
 from policylib.projection import project, project_simulated
 from tests.helpers import legacy_anti_affinity
-from webhook.cache import hpa_targets, slim_hpa
+from webhook.cache import slim_hpa
 from webhook.controller import controller_owners, event_keys, rollout_complete
 
 SAMPLES = Path(__file__).resolve().parent.parent / "webhook" / "samples"

@@ -229,13 +229,13 @@ def metric_rows(owner: Any) -> list[str]:
 
 
 def metrics_page() -> str:
-    from webhook.certrotator import Rotator, Settings
+    from webhook.controller.certrotator import Rotator, Settings
     from webhook.controller import ControllerMetrics
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py`, "
-             "`webhook/certrotator.py` and `webhook/podcost.py`. "
+             "Every metric, from `webhook/metrics.py`, `webhook/controller/metrics.py`, `webhook/controller/workqueue.py`, "
+             "`webhook/controller/certrotator.py` and `webhook/controller/podcost.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
@@ -244,13 +244,13 @@ def metrics_page() -> str:
     lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(controller) + [""]
     lines += ["Its work queue's, as client-go's workqueue metrics (`name` is the queue's: `controller` for the "
               "reconciler's):", ""] + metric_rows(controller.queue) + [""]
-    lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
+    lines += ["With `--certificates self` (webhook/controller/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
     from prometheus_client import CollectorRegistry
 
-    from webhook.podcost import PodCostMetrics
+    from webhook.controller.podcost import PodCostMetrics
     costs = PodCostMetrics(CollectorRegistry())
-    lines += ["With `controller.spreadAwareScaleDown` (webhook/podcost.py; [scale-down](../concepts/deployments.md"
+    lines += ["With `controller.spreadAwareScaleDown` (webhook/controller/podcost.py; [scale-down](../concepts/deployments.md"
               "#scale-down-which-replicas-go)), on the same port:", ""] + metric_rows(costs) + [""]
     return "\n".join(lines).rstrip() + "\n"
 

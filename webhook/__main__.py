@@ -126,10 +126,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def certificate_settings(args: argparse.Namespace, namespace: str) -> Any:
-    """``--certificates self``: the rotator's settings (webhook/certrotator.py); otherwise None."""
+    """``--certificates self``: the rotator's settings (webhook/controller/certrotator.py); otherwise None."""
     if args.certificates != "self":
         return None
-    from .certrotator import Settings, parse_duration
+    from .controller.certplan import Settings, parse_duration
     try:
         settings = Settings(namespace=namespace, service=args.certificates_service,
                             webhook_configuration=args.certificates_webhook_configuration,

@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, TypeVar, cast
 import httptools
 
 from policylib.constants import APPS_API_VERSION, AUTOSCALING_API_VERSION
-from policylib.facts import ClusterFacts, hpa_target
+from policylib.facts import ClusterFacts, hpa_target, hpa_targets
 from policylib.projection import project
 from policylib.shell import kube
 
@@ -90,12 +90,6 @@ def slim_hpa(obj: dict[str, Any]) -> dict[str, Any]:
     """The fields a policy reads of an HPA (policylib.facts, policylib.spread; listed in
     :data:`policylib.projection.FIELDS`); the rest is dropped."""
     return cast("dict[str, Any]", project(dict(obj, apiVersion=HPA_API_VERSION, kind="HorizontalPodAutoscaler")))
-
-
-def hpa_targets(hpa: dict[str, Any]) -> list[tuple[str, str]]:
-    """The Deployment an HPA targets, as a Store index value (none when it targets something else)."""
-    target = hpa_target(hpa)
-    return [target] if target else []
 
 
 class HpaIndex(Store):
