@@ -721,6 +721,9 @@ def test_memory_gauges_read_the_process_and_its_cgroup_limit(tmp_path):
     text = generate_latest(ControllerMetrics().registry).decode()
     [resident] = [line for line in text.splitlines() if line.startswith("policylib_controller_memory_bytes ")]
     assert float(resident.split()[1]) > 10 * 2 ** 20      # a Python process holds more than 10 MiB
+    # the same quantity as prometheus_client's process collector, read a moment apart in one scrape
+    [process] = [line for line in text.splitlines() if line.startswith("process_resident_memory_bytes ")]
+    assert abs(float(process.split()[1]) - float(resident.split()[1])) < 0.2 * float(process.split()[1])
     v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
     v2.write_text("max\n")
     assert memory_limit_bytes((str(v2), str(v1))) == 0.0       # cgroup v2 without a limit

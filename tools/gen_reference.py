@@ -212,6 +212,15 @@ def metric_label_names(metric: Any) -> list[str]:
     return []
 
 
+def process_rows(collector: Any) -> list[str]:
+    """The rows of a collector's metric families (prometheus_client's ``ProcessCollector``), as it collects them."""
+    rows = ["| metric | type | labels | help |", "| --- | --- | --- | --- |"]
+    for family in sorted(collector.collect(), key=lambda f: f.name):
+        series = ", ".join(f"`{family.name}{s}`" for s in SUFFIXES.get(family.type, [""]))
+        rows.append(f"| {series} | {family.type} |  | {_cell(family.documentation)} |")
+    return rows
+
+
 def metric_rows(owner: Any) -> list[str]:
     from prometheus_client import Counter, Gauge, Histogram
 
@@ -229,8 +238,9 @@ def metric_rows(owner: Any) -> list[str]:
 
 
 def metrics_page() -> str:
-    from webhook.controller.certrotator import Rotator, Settings
     from webhook.controller import ControllerMetrics
+    from webhook.controller.certplan import Settings
+    from webhook.controller.certrotator import Rotator
     from webhook.metrics import Metrics
 
     lines = [HEADER + "# Metrics reference", "",
@@ -242,8 +252,10 @@ def metrics_page() -> str:
     lines += metric_rows(Metrics()) + [""]
     controller = ControllerMetrics()
     lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(controller) + [""]
-    lines += ["Its work queue's, as client-go's workqueue metrics (`name` is the queue's: `controller` for the "
-              "reconciler's):", ""] + metric_rows(controller.queue) + [""]
+    lines += ["Its work queues', as client-go's workqueue metrics (`name` is the queue's reconciler: `controller` for "
+              "Deployments and jobs, `podcost`, `certificates`):", ""] + metric_rows(controller.queue) + [""]
+    lines += ["Its process's, from prometheus_client's `ProcessCollector` (where `/proc` exists):", ""]
+    lines += process_rows(controller.process) + [""]
     lines += ["With `--certificates self` (webhook/controller/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
     from prometheus_client import CollectorRegistry

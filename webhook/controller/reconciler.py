@@ -10,17 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import Any, Callable
 
 import policylib
-from policylib.gang.workload import workload_api_for
 from policylib.plan import Write, plan
 from policylib.scope import scope_fields
 from policylib.shell import kube
-from policylib.workload_api import WorkloadApi
 
-from ..discovery import WorkloadApiDiscovery
 from ..informer import Reflector, Store
 from .events import EventRecorder
 from .metrics import ControllerMetrics
@@ -29,6 +25,7 @@ from .overlay import Overlay, OverlayFacts, version_of
 from .rollouts import Key, Rollouts, undone_by_admission
 from .runtime import DONE, Result
 from .scope import ScopeWatch
+from .served import ServedWorkloadApi
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -36,9 +33,6 @@ log = logging.getLogger(__name__)
 #: The key that makes the worker report the scope (rule W5): queued with every key, and on its own when the
 #: webhook configuration changes; no object has it.
 SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
-#: Rule G22: while the served Workload API versions are not known (every read failed), how often a key's plan
-#: tries to read them again.
-DISCOVERY_RETRY_SECONDS = 10.0
 #: Rule S29: after admission undid a write, the key is planned again after each of these delays (the webhook's facts
 #: may lag the controller's by a moment: an HPA minimum it has not seen yet), then not until the object changes or the
 #: next resync (a webhook whose config differs would undo it forever).
@@ -65,7 +59,7 @@ class Reconciler:
         self._leading, self.dry_run = leading, dry_run
         self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
         metrics.queue_depth.set_function(self.queue.__len__)
-        self.overlay = Overlay()
+        self.overlay: Overlay[Key] = Overlay()
         self.facts = OverlayFacts(stores, self.overlay)
         self.rollouts = Rollouts(config.controller.maxConcurrentRollouts)
         self.notices = Notices(metrics, recorder)
@@ -74,14 +68,8 @@ class Reconciler:
         self.undone: dict[Key, str | None] = {}
         #: Rule S29: of each undone key, the retries made so far and when the next may be planned.
         self.undone_retries: dict[Key, tuple[int, float]] = {}
-        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server serves no Workload
-        #: API version policylib writes (one Event per job, not one per resync).
-        self.unserved_told: set[tuple[Key, str]] = set()
-        #: Rule G22: what the API server serves of the Workload API (gang method workload only), read before the
-        #: first plan, on every resync and on a NotFound from a create of a Workload or PodGroup.
-        self.discovery = WorkloadApiDiscovery(api) if config.gang.enabled and config.gang.method == "workload" \
-            else None
-        self._discovery_tried: float | None = None
+        #: Rules G20, G22: what the API server serves of the Workload API.
+        self.served = ServedWorkloadApi(api, config, self.facts, metrics, recorder)
         #: The first sync (rule W8): every key queued on taking the lead planned once. ``to_plan`` keys
         #: were queued then, ``planned`` of them are done; /readyz reports both.
         self.first_sync = threading.Event()
@@ -192,24 +180,14 @@ class Reconciler:
             self.undone.clear()
             self.undone_retries.clear()
             self.overlay.clear()
-            self.rediscover()
-        elif self.discovery is not None and self.discovery.known is None and (
-                self._discovery_tried is None or time.monotonic() - self._discovery_tried >= DISCOVERY_RETRY_SECONDS):
-            self.rediscover()
+            self.served.rediscover()
+        elif self.served.retry_due():
+            self.served.rediscover()
         if self._terms_seen != self._terms:
             self._terms_seen = self._terms
             self.scopes.reported = None   # a new leader says again what the scope leaves out
             store = self.stores.get(kube.DEPLOYMENTS)
             self.rollouts.recover(store.values() if store else [])
-
-    def rediscover(self) -> WorkloadApi | None:
-        """Rule G22: read the served Workload API versions again (the worker's own state: the facts it plans
-        with); what is known after."""
-        if self.discovery is None:
-            return None
-        self._discovery_tried = time.monotonic()
-        self.facts.workload_api = self.discovery.read()
-        return self.facts.workload_api
 
     def reconcile(self, key: Key) -> Result:
         """Plan one object and make its writes: a failed write is retried with backoff, a conflict (fresh
@@ -238,8 +216,8 @@ class Reconciler:
         """Make a plan's writes, in order; what the worker does with the key after."""
         failed, again, later = False, False, None
         for write in writes:
-            if write.error and write.kind == "Workload" and self.unserved() is not None:
-                self.api_not_served(key, write)
+            if write.error and write.kind == "Workload" and self.served.unserved() is not None:
+                self.served.api_not_served(key, write)
                 continue
             if write.error:
                 self.metrics.errors.labels("plan").inc()
@@ -321,7 +299,7 @@ class Reconciler:
             return self._refresh(res, target, before)
         except kube.NotFound:
             if write.action == "create" and res in kube.NATIVE_GANG:
-                return self.native_not_found(key, write)
+                return self.served.native_not_found(key, write)
             return "gone"
         except Exception as e:  # noqa: BLE001 -- any failure of the write: logged, retried with backoff
             self.metrics.errors.labels("write").inc()
@@ -373,40 +351,3 @@ class Reconciler:
         if res in self.stores:
             self.overlay.put(target, before, fresh)
         return "conflict"
-
-    def native_not_found(self, key: Key, write: Write) -> str:
-        """Rules G20, G22: a create of a Workload or PodGroup answered NotFound: the served versions are read
-        again (an upgrade may have changed them); ``replan`` when another version is served now, ``unserved``
-        (with the job's Warning Event) when none policylib writes is, ``gone`` otherwise (the namespace went)."""
-        self.rediscover()
-        api = self.unserved()
-        if api is not None:
-            self.api_not_served(key, write)
-            return "unserved"
-        now = workload_api_for(self.config.gang, self.facts)
-        return "replan" if now.api_version != write.api_version else "gone"
-
-    def unserved(self) -> WorkloadApi | None:
-        """The Workload API as discovered, when it is known that the cluster serves no version policylib writes."""
-        if self.discovery is None or self.facts.workload_api is None:
-            return None
-        api = workload_api_for(self.config.gang, self.facts)
-        return api if api.version is None else None
-
-    def api_not_served(self, key: Key, write: Write) -> None:
-        """Rule G20: a job of gang method workload on a cluster that serves no Workload API version policylib
-        writes (rule G22): an error in the log, and a Warning Event on the job naming what to enable (the flags
-        of the cluster's minor), once per job."""
-        api_version, kind, ns, name = key
-        job = self.facts.get(*key)
-        uid = ((job or {}).get("metadata") or {}).get("uid") or ""
-        found = self.unserved()
-        missing = found.missing() if found is not None else workload_api_for(self.config.gang, self.facts).missing()
-        message = f"{kind} {ns}/{name}: no Workload {write.name} made: {missing}"
-        log.error("API not served", extra={"object": f"{kind} {ns}/{name}", "error": message})
-        self.metrics.errors.labels("unserved").inc()
-        if (key, uid) in self.unserved_told:
-            return
-        self.unserved_told.add((key, uid))
-        self.recorder.record(Write(kind, ns, name, [message], False, action="none", api_version=api_version), job,
-                             reason="WorkloadAPINotServed", note=message, warning=True)
