@@ -40,7 +40,7 @@ UNDONE_RETRY_SECONDS = (5.0, 20.0, 60.0)
 
 
 class Reconciler:
-    """The controller's built-in worker: Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
+    """The reconciler of Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
 
     ``event_keys(event type, object, old)`` says which keys a watch event touches; ``reconciled`` are
     the resources whose every object is a key (a resync queues them all)."""
