@@ -195,7 +195,9 @@ class Manager:
         self.runnables.append(runnable)
 
     def run(self) -> None:
-        """Run the election and the components until ``stop``; then end the term and give the Lease up."""
+        """Run the election and the components until ``stop``; then end the term (its workers are waited for, at
+        most the elector's ``stop_wait``) and give the Lease up. The components that run always are told to stop
+        by ``stop`` and not waited for: a watch may be in a long request."""
         lease = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True, name="lease")
         always = [r for r in self.runnables if not r.needs_leader]
         for r in always:
