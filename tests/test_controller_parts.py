@@ -127,7 +127,7 @@ def test_the_worker_recovers_the_rollout_gate_not_the_run_loop(tmp_path):
         c.elector.try_lead()
         for reflector in c.reflectors:
             reflector.sync()
-        c.reconciler.started_leading()                 # what the run loop does on taking the lead ...
+        c.reconciler.started_leading()                 # what the worker does first in a new term ...
         assert c.reconciler.rollouts.rolling() == 0     # ... touches no per-key state
         work(c)
         assert c.reconciler.rollouts.rolling() == 1     # the worker counted the previous leader's rollout
