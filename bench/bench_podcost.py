@@ -30,8 +30,8 @@ from policylib.scaledown import (  # noqa: E402
     pods_to_delete,
     project_pod,
 )
+from webhook.controller.podcost import pod_key  # noqa: E402
 from webhook.informer import Store  # noqa: E402
-from webhook.podcost import pod_key  # noqa: E402
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
 ZONES = {"a": 8, "b": 6, "c": 4}   # Nodes per zone

@@ -1,6 +1,6 @@
 """Drive a :class:`webhook.controller.Controller` without its threads, through its real parts: the
-reflectors list and watch through the (fake) API, the run loop's steps are the reconciler's own
-``started_leading``/``resync``, and the worker's step is ``process_next``. Nothing here reaches into
+reflectors list and watch through the (fake) API, a term's first steps are the reconciler's own
+``started_leading``/``resync``, and the worker's step is its generic worker's ``process_next``. Nothing here reaches into
 a store."""
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ _led: weakref.WeakSet[Controller] = weakref.WeakSet()
 
 def work(c: Controller) -> None:
     """The worker works the queue off (keys due now; backoffs still waiting stay queued)."""
-    while c.reconciler.process_next(timeout=0):
+    while c.worker.process_next(timeout=0):
         pass
 
 
 def sync(c: Controller) -> None:
-    """What :meth:`Controller.run` does on its first pass (the next calls: at a resync): every reflector
+    """What a term of :meth:`Controller.run` does first (the next calls: at a resync): every reflector
     lists, every key is queued, and the worker works the queue off."""
     for reflector in c.reflectors:
         reflector.sync()

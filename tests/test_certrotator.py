@@ -1,4 +1,4 @@
-"""The certificate rotator (webhook/certrotator.py): the pure plan, step by step, and the shell driven
+"""The certificate rotator (webhook/controller/certplan.py, certrotator.py): the pure plan, step by step, and the shell driven
 against an in-memory API with a fake clock through renewals and a CA rotation."""
 from __future__ import annotations
 
@@ -10,33 +10,34 @@ import pytest
 from cryptography import x509
 
 from policylib.shell import kube
-from webhook import certrotator as cr
+from webhook.controller import certplan as cp
+from webhook.controller import certrotator as cr
 
-S = cr.Settings(ca_seconds=900, serving_seconds=300, propagation_seconds=20)
+S = cp.Settings(ca_seconds=900, serving_seconds=300, propagation_seconds=20)
 NAMES = S.dns_names
 
 
-def cert(fp: str, not_after: float, is_ca: bool = False, issuer: str | None = None, sans=NAMES) -> cr.Cert:
-    return cr.Cert(fp, not_after, is_ca, issuer, tuple(sans) if not is_ca else ())
+def cert(fp: str, not_after: float, is_ca: bool = False, issuer: str | None = None, sans=NAMES) -> cp.Cert:
+    return cp.Cert(fp, not_after, is_ca, issuer, tuple(sans) if not is_ca else ())
 
 
 CA = cert("ca1", 1900, is_ca=True)
 CA2 = cert("ca2", 2800, is_ca=True)
 SERVING = cert("s1", 1400, issuer="ca1")
-STEADY = cr.State(ca=CA, trusted_since=1000, serving=SERVING, issued_at=1100, bundle=("ca1",))
+STEADY = cp.State(ca=CA, trusted_since=1000, serving=SERVING, issued_at=1100, bundle=("ca1",))
 
 
-def step(state: cr.State, now: float = 1200) -> tuple:
-    s = cr.plan(state, S, now)
+def step(state: cp.State, now: float = 1200) -> tuple:
+    s = cp.plan(state, S, now)
     return s.action, s.reason, s.wake_at
 
 
 def test_fresh_install_creates_ca_then_bundle_then_serving():
-    assert step(cr.State(bundle=())) == ("create-ca", "no CA Secret", None)
-    assert step(cr.State(ca=CA, bundle=())) == ("write-bundle", "the caBundle differs from the CAs to trust", None)
-    assert step(cr.State(ca=CA, bundle=("ca1",))) == ("mark-trusted", "the caBundle trusts the current CA", None)
+    assert step(cp.State(bundle=())) == ("create-ca", "no CA Secret", None)
+    assert step(cp.State(ca=CA, bundle=())) == ("write-bundle", "the caBundle differs from the CAs to trust", None)
+    assert step(cp.State(ca=CA, bundle=("ca1",))) == ("mark-trusted", "the caBundle trusts the current CA", None)
     # Nothing serves yet: the serving certificate is issued at once.
-    assert step(cr.State(ca=CA, trusted_since=1200, bundle=("ca1",))) == ("issue-serving", "no serving certificate", None)
+    assert step(cp.State(ca=CA, trusted_since=1200, bundle=("ca1",))) == ("issue-serving", "no serving certificate", None)
 
 
 def test_steady_state_waits_until_the_earliest_renewal():
@@ -56,73 +57,73 @@ def test_serving_renewal_from_the_same_ca_needs_no_bundle_change():
     (cert("s1", 1950, issuer="ca1"), "the serving certificate outlives its CA"),
 ])
 def test_unusable_serving_certificate_is_reissued(serving, why):
-    state = cr.State(ca=CA, trusted_since=1000, serving=serving, bundle=("ca1",))
+    state = cp.State(ca=CA, trusted_since=1000, serving=serving, bundle=("ca1",))
     assert step(state, now=1200)[:2] == ("issue-serving", why)
 
 
 def test_ca_problems():
-    assert step(cr.State(ca=cert("ca1", 1100, is_ca=True), bundle=("ca1",))) == ("create-ca", "the CA has expired", None)
-    assert step(cr.State(ca=cert("ca1", 1900), bundle=("ca1",))) == ("create-ca", "ca.crt is not a CA", None)
-    assert step(cr.State(bundle=("ca1",), why_no_ca="the CA Secret holds no readable ca.crt and ca.key"))[:2] == \
+    assert step(cp.State(ca=cert("ca1", 1100, is_ca=True), bundle=("ca1",))) == ("create-ca", "the CA has expired", None)
+    assert step(cp.State(ca=cert("ca1", 1900), bundle=("ca1",))) == ("create-ca", "ca.crt is not a CA", None)
+    assert step(cp.State(bundle=("ca1",), why_no_ca="the CA Secret holds no readable ca.crt and ca.key"))[:2] == \
         ("create-ca", "the CA Secret holds no readable ca.crt and ca.key")
 
 
 def test_missing_webhook_configuration_waits():
-    assert step(cr.State(ca=CA)) == ("wait", "webhook configuration policylib-webhook not found", 1205)
+    assert step(cp.State(ca=CA)) == ("wait", "webhook configuration policylib-webhook not found", 1205)
 
 
 def test_ca_rotation_sequence_never_leaves_the_serving_certificate_untrusted():
     # 1. a third of the CA's lifetime left, serving renewed recently: rotate
-    at_1600 = cr.State(ca=CA, trusted_since=1000, serving=cert("s2", 1900, issuer="ca1"), issued_at=1600,
+    at_1600 = cp.State(ca=CA, trusted_since=1000, serving=cert("s2", 1900, issuer="ca1"), issued_at=1600,
                        bundle=("ca1",))
     assert step(at_1600, 1600)[0] == "rotate-ca"
     # 2. the new CA is added next to the old one (new first)
-    rotated = cr.State(ca=CA2, previous_ca=CA, serving=cert("s2", 1900, issuer="ca1"), issued_at=1600,
+    rotated = cp.State(ca=CA2, previous_ca=CA, serving=cert("s2", 1900, issuer="ca1"), issued_at=1600,
                        bundle=("ca1",))
     assert step(rotated, 1601)[0] == "write-bundle"
-    assert cr.desired_bundle(rotated, 1601) == ("ca2", "ca1")
-    both = cr.State(**{**rotated.__dict__, "bundle": ("ca2", "ca1")})
+    assert cp.desired_bundle(rotated, 1601) == ("ca2", "ca1")
+    both = cp.State(**{**rotated.__dict__, "bundle": ("ca2", "ca1")})
     assert step(both, 1602)[0] == "mark-trusted"
     # 3. the serving certificate (from the old CA) is kept until the API server has seen the new bundle
-    trusted = cr.State(**{**both.__dict__, "trusted_since": 1602})
+    trusted = cp.State(**{**both.__dict__, "trusted_since": 1602})
     assert step(trusted, 1610) == ("wait", "the serving certificate was not issued by the current CA; waiting until "
                                            "the API server has seen the new CA in the caBundle", 1622)
     assert step(trusted, 1622)[0] == "issue-serving"
     # 4. the old CA stays until every replica serves the new certificate, then leaves
-    reissued = cr.State(**{**trusted.__dict__, "serving": cert("s3", 1922, issuer="ca2"), "issued_at": 1622})
+    reissued = cp.State(**{**trusted.__dict__, "serving": cert("s3", 1922, issuer="ca2"), "issued_at": 1622})
     assert step(reissued, 1630) == ("wait", "the previous CA stays trusted until every replica serves the new "
                                             "certificate", 1642)
     assert step(reissued, 1642)[0] == "drop-previous"
-    dropped = cr.State(**{**reissued.__dict__, "previous_ca": None})
+    dropped = cp.State(**{**reissued.__dict__, "previous_ca": None})
     assert step(dropped, 1643)[0] == "write-bundle"
-    assert cr.desired_bundle(dropped, 1643) == ("ca2",)
+    assert cp.desired_bundle(dropped, 1643) == ("ca2",)
 
 
 def test_an_expired_previous_ca_leaves_the_bundle():
-    state = cr.State(ca=CA2, previous_ca=cert("ca1", 1100, is_ca=True), trusted_since=1000,
+    state = cp.State(ca=CA2, previous_ca=cert("ca1", 1100, is_ca=True), trusted_since=1000,
                      serving=cert("s3", 1500, issuer="ca2"), issued_at=1150, bundle=("ca2", "ca1"))
     assert step(state, 1200)[0] == "write-bundle"
-    assert cr.desired_bundle(state, 1200) == ("ca2",)
+    assert cp.desired_bundle(state, 1200) == ("ca2",)
 
 
 @pytest.mark.parametrize("text, seconds", [("90s", 90), ("10m", 600), ("8760h", 31536000), ("365d", 31536000)])
 def test_parse_duration(text, seconds):
-    assert cr.parse_duration(text) == seconds
+    assert cp.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "10", "1.5h", "0s", "-1h", "1w"])
 def test_parse_duration_refuses(text):
     with pytest.raises(ValueError, match=f"invalid duration {text!r}"):
-        cr.parse_duration(text)
+        cp.parse_duration(text)
 
 
 def test_settings_problems():
-    assert cr.Settings(ca_seconds=600, serving_seconds=300, propagation_seconds=10).problems() == [
+    assert cp.Settings(ca_seconds=600, serving_seconds=300, propagation_seconds=10).problems() == [
         "certificates: the CA lifetime (600s) must be at least three serving lifetimes (900s): a CA is renewed "
         "when a third of its lifetime is left, and must still outlive every serving certificate it signed"]
-    assert cr.Settings(ca_seconds=900, serving_seconds=300, propagation_seconds=101).problems() == [
+    assert cp.Settings(ca_seconds=900, serving_seconds=300, propagation_seconds=101).problems() == [
         "certificates: the propagation delay (101s) must be at most a third of the serving lifetime (300s)"]
-    assert cr.Settings().problems() == []
+    assert cp.Settings().problems() == []
 
 
 # --- the shell, against an in-memory API -----------------------------------------------------------
@@ -179,7 +180,7 @@ def served_and_trusted(api: MemoryApi) -> bool:
     config = api.get(cr.MUTATING_WEBHOOKS, None, "policylib-webhook")
     for hook in config["webhooks"]:
         cas = x509.load_pem_x509_certificates(base64.b64decode(hook["clientConfig"]["caBundle"]))
-        if not any(cr._signed_by(serving, ca) for ca in cas):
+        if not any(cp._signed_by(serving, ca) for ca in cas):
             return False
     return True
 
@@ -200,12 +201,12 @@ def test_rotator_through_renewals_and_a_ca_rotation():
         original(step, *args)
 
     rotator.make = record  # type: ignore[method-assign]
-    rotator.reconcile()
+    rotator.reconcile_steps()
     assert made == ["create-ca", "write-bundle", "mark-trusted", "issue-serving"]
     made.clear()
     while clock[0] < start + 3650:   # the 6th rotation starts at +3600 and ends 40 s later
         clock[0] += 5
-        rotator.reconcile()
+        rotator.reconcile_steps()
         assert served_and_trusted(api), f"untrusted serving certificate at +{clock[0] - start:.0f}s"
     rotations = made.count("rotate-ca")
     # A CA lives 900 s and is renewed with 300 s left: every 600 s, 6 in the hour.
@@ -228,10 +229,10 @@ def test_rotator_keeps_a_valid_setup_untouched():
     api._store(cr.MUTATING_WEBHOOKS, None, webhook_configuration())
     now = [dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc).timestamp()]
     rotator = cr.Rotator(api, S, clock=lambda: now[0])
-    rotator.reconcile()
+    rotator.reconcile_steps()
     writes = len(api.writes)
     now[0] += 10
-    assert rotator.reconcile().action == "wait"
+    assert rotator.reconcile_steps().action == "wait"
     assert len(api.writes) == writes
 
 
@@ -241,10 +242,10 @@ def test_rotator_replaces_an_unreadable_ca_secret():
     api._store(cr.SECRETS, "policylib-system", {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
                                                 "metadata": {"name": "policylib-webhook-ca"},
                                                 "data": {"ca.crt": base64.b64encode(b"junk").decode()}})
-    state = cr.observe(api.get(cr.SECRETS, "policylib-system", "policylib-webhook-ca"), None, None)
+    state = cp.observe(api.get(cr.SECRETS, "policylib-system", "policylib-webhook-ca"), None, None)
     assert (state.ca, state.why_no_ca) == (None, "the CA Secret holds no readable ca.crt and ca.key")
     rotator = cr.Rotator(api, S)
-    assert rotator.reconcile().action == "wait"
+    assert rotator.reconcile_steps().action == "wait"
     assert served_and_trusted(api)
 
 
@@ -264,9 +265,9 @@ def test_rotator_with_a_63_character_namespace():
     """NAME.NS.svc is longer than a Common Name may be (64): the SANs carry the names, the CN is cut."""
     api = MemoryApi()
     api._store(cr.MUTATING_WEBHOOKS, None, webhook_configuration())
-    settings = cr.Settings(namespace="n" * 63)
-    assert cr.Rotator(api, settings).reconcile().action == "wait"
+    settings = cp.Settings(namespace="n" * 63)
+    assert cr.Rotator(api, settings).reconcile_steps().action == "wait"
     tls = api.get(cr.SECRETS, "n" * 63, "policylib-webhook-tls")
     serving = x509.load_pem_x509_certificate(base64.b64decode(tls["data"]["tls.crt"]))
-    assert cr._sans(serving) == settings.dns_names
+    assert cp._sans(serving) == settings.dns_names
     assert len(serving.subject.rfc4514_string()) == len("CN=") + 64

@@ -435,10 +435,10 @@ def controller_calls(config: dict, certificates: str, release: str = NAMESPACE,
                      served: tuple[str, ...] = (ANY,)) -> set[tuple[str, str, str, str, str | None]]:
     """(verb, group, resource, namespace, name) of every call the controller makes for ``config``: lists and
     watches of what it follows (webhook/controller/core.py watched_resources and its scope's two, the Pods and
-    Nodes of spread-aware scale-down: webhook/podcost.py), its writes in the namespaces it serves (``served``:
+    Nodes of spread-aware scale-down: webhook/controller/podcost.py), its writes in the namespaces it serves (``served``:
     the Deployments' guarded patch and the get after a 409, the PodGroups it creates and patches, the Workloads,
     the Pods' deletion cost, the Events), its Lease, the Events on its own Deployment, and the certificates
-    (webhook/certrotator.py)."""
+    (webhook/controller/certrotator.py)."""
     from policylib.shell import kube
     from webhook.controller import watched_resources
     cfg = load_config(config)

@@ -384,7 +384,7 @@ def test_readyz_is_503_until_the_first_sync_is_done_and_says_how_far(tmp_path):
             c.reconciler.enqueue_all("leader")
             code, state = readyz()
             assert (code, state["planned"], state["toPlan"], state["firstSync"]) == (503, 0, 3, False)
-            c.reconciler.process_next(timeout=0)
+            c.worker.process_next(timeout=0)
             assert readyz()[1]["planned"] == 1
             work(c)
             code, state = readyz()
@@ -710,7 +710,7 @@ def test_the_controllers_own_namespace_is_never_in_scope(tmp_path):
         c = controller(api, tmp_path, DRIFT, namespace="ml")
         assert c.elector.try_lead()
         sync(c)
-        assert c.reconciler.scope().excluded_namespaces == {"ml", "policylib-system"}
+        assert c.reconciler.scopes.scope().excluded_namespaces == {"ml", "policylib-system"}
     assert cluster.patches() == [] and posted == []
 
 
@@ -721,6 +721,9 @@ def test_memory_gauges_read_the_process_and_its_cgroup_limit(tmp_path):
     text = generate_latest(ControllerMetrics().registry).decode()
     [resident] = [line for line in text.splitlines() if line.startswith("policylib_controller_memory_bytes ")]
     assert float(resident.split()[1]) > 10 * 2 ** 20      # a Python process holds more than 10 MiB
+    # the same quantity as prometheus_client's process collector, read a moment apart in one scrape
+    [process] = [line for line in text.splitlines() if line.startswith("process_resident_memory_bytes ")]
+    assert abs(float(process.split()[1]) - float(resident.split()[1])) < 0.2 * float(process.split()[1])
     v2, v1 = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
     v2.write_text("max\n")
     assert memory_limit_bytes((str(v2), str(v1))) == 0.0       # cgroup v2 without a limit
@@ -839,7 +842,7 @@ def test_the_controllers_own_deployment_is_found_by_its_pods_name(tmp_path):
             c = controller(api, tmp_path, pod=pod)
             for r in c.reflectors:
                 r.list()
-            own = c.reconciler.own_deployment()
+            own = c.reconciler.scopes.own_deployment()
             assert ((own or {}).get("metadata") or {}).get("name") == found, pod
             if own:
                 assert own["metadata"]["namespace"] == "policylib-system"

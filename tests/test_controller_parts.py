@@ -1,6 +1,6 @@
 """The controller's parts on their own: the overlay (the informer's store has one writer), the retry
-cap, the rollout gate recovered by the worker, resourceVersion comparison, and a component added
-beside the reconciler under the same Lease. Driven through the fake API (tests/fakeapi.py)."""
+cap, the rollout gate recovered by the worker, resourceVersion comparison, and a reconciler added
+beside the built-in one under the same Lease. Driven through the fake API (tests/fakeapi.py)."""
 from __future__ import annotations
 
 import threading
@@ -14,9 +14,9 @@ from tests.controller_driver import deliver, log_entries, sync, work
 from tests.fakeapi import FakeAPI, paged_list
 from tests.helpers import deployment
 from tests.test_controller import DRIFT, Cluster, controller, legacy, record_events
-from webhook.controller import MAX_RETRIES, Controller, Overlay
+from webhook.controller import DONE, MAX_RETRIES, Controller, Overlay, Result
+from webhook.controller.workqueue import ItemExponentialFailureRateLimiter, WorkQueue
 from webhook.informer import Store, compare_resource_versions, is_older
-from webhook.workqueue import ItemExponentialFailureRateLimiter
 
 KEY = ("apps/v1", "Deployment", "ml", "a")
 
@@ -127,7 +127,7 @@ def test_the_worker_recovers_the_rollout_gate_not_the_run_loop(tmp_path):
         c.elector.try_lead()
         for reflector in c.reflectors:
             reflector.sync()
-        c.reconciler.started_leading()                 # what the run loop does on taking the lead ...
+        c.reconciler.started_leading()                 # what the worker does first in a new term ...
         assert c.reconciler.rollouts.rolling() == 0     # ... touches no per-key state
         work(c)
         assert c.reconciler.rollouts.rolling() == 1     # the worker counted the previous leader's rollout
@@ -135,39 +135,37 @@ def test_the_worker_recovers_the_rollout_gate_not_the_run_loop(tmp_path):
     assert c.metrics.deferred._value.get() == 1
 
 
-# --- another component under the same Lease ------------------------------------------------------------
+# --- another reconciler under the same Lease ------------------------------------------------------------
 
 class PodCounter:
-    """A component as another feature adds one: its own informer (Pods) and worker."""
+    """A reconciler as another feature adds one: its own informer (Pods), queue and keys."""
 
     name = "pods"
 
     def __init__(self, c: Controller):
         self.store = Store()
+        self.queue: WorkQueue[tuple[str, str]] = WorkQueue(self.name)
         self.seen: list[str] = []
         self.reflectors = [c.informer(kube.PODS, lambda t, obj, old: self.seen.append(obj["metadata"]["name"]),
                                       store=self.store)]
         self.terms = 0
-        self.steps = 0
-        self.stopped = False
+        self.reconciled: list[tuple[str, str]] = []
 
     def started_leading(self) -> None:
         self.terms += 1
+        for key in self.store.keys():  # noqa: SIM118 -- Store.keys(), not a dict's
+            self.queue.add(key)
 
     def resync(self) -> None:
         pass
 
-    def shutdown(self) -> None:
-        self.stopped = True
-
-    def process_next(self, timeout: float | None = None) -> bool:
-        self.steps += 1
-        time.sleep(min(timeout or 0, 0.05))
-        return False
+    def reconcile(self, key: tuple[str, str]) -> Result:
+        self.reconciled.append(key)
+        return DONE
 
 
 @pytest.mark.timeout(60)
-def test_an_added_component_runs_under_the_same_lease(tmp_path):
+def test_an_added_reconciler_runs_under_the_same_lease(tmp_path):
     pod = {"metadata": {"name": "p1", "namespace": "ml", "resourceVersion": "3"}}
     with FakeAPI() as api:
         Cluster(api, [legacy("a")])
@@ -175,20 +173,21 @@ def test_an_added_component_runs_under_the_same_lease(tmp_path):
         api.route("GET", "/api/v1/pods", paged_list("Pod", [pod], 500))
         c = controller(api, tmp_path)
         pods = PodCounter(c)
-        c.add(pods)
-        assert pods.reflectors[0] in c.reflectors
+        worker = c.add(pods)
+        assert pods.reflectors[0] in c.reflectors and worker.needs_leader
         thread = threading.Thread(target=c.run, daemon=True)
         thread.start()
         try:
-            wait_for("the component's first term", lambda: pods.terms == 1 and c.leading)
-            wait_for("its worker", lambda: pods.steps > 0)
+            wait_for("the reconciler's first term", lambda: pods.terms == 1 and c.leading)
+            wait_for("its worker", lambda: pods.reconciled == [("ml", "p1")])
             assert pods.store.get("ml", "p1") is not None and pods.seen[0] == "p1"
-            # the reconciler's own worker, beside the component's: its first sync ends on its own time
+            # the built-in reconciler's own worker, beside it: its first sync ends on its own time
             wait_for("the reconciler's first sync", c.reconciler.first_sync.is_set)
         finally:
             c.stop.set()
             thread.join(30)
-    assert not thread.is_alive() and pods.stopped
+    assert not thread.is_alive()
+    assert not any(t.is_alive() for t in threading.enumerate() if t.name in ("worker-pods", "worker-controller"))
 
 
 def store_writes(source: str) -> list[str]:

@@ -161,7 +161,12 @@ def test_no_deferred_key_is_lost_under_many_reflector_threads(fast_switching, sl
                 deliver(api.current(rng.choice(done)))
             time.sleep(0)
 
-    threads = [threading.Thread(target=c._work, args=(c.reconciler,), daemon=True),
+    def work():
+        """The reconciler's generic worker, as its term runs it (no resync comes within the test)."""
+        while not c.stop.is_set():
+            c.worker.process_next(timeout=1.0)
+
+    threads = [threading.Thread(target=work, daemon=True),
                threading.Thread(target=watch, daemon=True)]
     threads += [threading.Thread(target=finisher, daemon=True) for _ in range(4)]
     threads += [threading.Thread(target=noise, args=(i,), daemon=True) for i in range(4)]

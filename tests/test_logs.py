@@ -29,13 +29,13 @@ def lines(stream: io.StringIO) -> list[dict]:
 
 
 def test_a_record_is_one_json_line_with_its_extra_fields(captured):
-    logging.getLogger("webhook.certrotator").warning("certificate round failed",
+    logging.getLogger("webhook.controller.certrotator").warning("certificate round failed",
                                                       extra={"error": "conflict", "attempt": 2})
     logging.getLogger("webhook.cache").debug("below the level")
     [line] = lines(captured)
     assert list(line)[:len(FIELDS)] == list(FIELDS)
     assert {k: line[k] for k in ("level", "logger", "msg", "error", "attempt")} == {
-        "level": "warning", "logger": "webhook.certrotator", "msg": "certificate round failed", "error": "conflict",
+        "level": "warning", "logger": "webhook.controller.certrotator", "msg": "certificate round failed", "error": "conflict",
         "attempt": 2}
     assert line["time"].endswith("Z") and len(line["time"]) == len("2026-12-02T04:10:00.123Z")
 
@@ -63,21 +63,16 @@ def test_configure_again_replaces_its_handler(captured):
 
 def test_a_failed_certificate_round_is_one_line_with_the_error_as_a_field(captured):
     """A module on the contract, through its own code: the rotator's round fails on the API's error."""
-    import threading
-
     from policylib.shell import kube
-    from webhook.certrotator import Rotator, Settings
+    from webhook.controller.certplan import Settings
+    from webhook.controller.certrotator import CERTIFICATES, RETRY_SECONDS, Rotator
 
     class Refusing:
         def get(self, res, namespace, name):
             raise kube.error_for(500, {"kind": "Status", "code": 500, "reason": "InternalError", "message": "etcd away"})
 
-    stop = threading.Event()
-
-    def leading():
-        stop.set()   # one round
-        return True
-    Rotator(Refusing(), Settings()).run(leading, stop)
+    assert Rotator(Refusing(), Settings()).reconcile(CERTIFICATES).requeue_after == RETRY_SECONDS   # one round
     [line] = lines(captured)
-    assert (line["logger"], line["level"], line["msg"]) == ("webhook.certrotator", "warning", "certificate round failed")
+    assert (line["logger"], line["level"], line["msg"]) == \
+        ("webhook.controller.certrotator", "warning", "certificate round failed")
     assert "etcd away" in line["error"]

@@ -14,9 +14,9 @@ from policylib.scaledown import DELETION_COST, FIELD_MANAGER
 from policylib.shell import kube
 from tests.fakeapi import FakeAPI, paged_list
 from tests.test_scaledown import NODES, deployment, pod, twelve, zone_constraint
-from webhook.controller import ControllerMetrics
+from webhook.controller import ControllerMetrics, EventRecorder, Worker
+from webhook.controller.podcost import PodCosts
 from webhook.informer import Reflector, Store
-from webhook.podcost import PodCosts
 
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.timezone.utc)
 
@@ -27,19 +27,25 @@ def managed() -> dict[str, Any]:
     return d
 
 
-def stub(api: kube.Api, deployments: list[dict[str, Any]], leading: bool = True) -> SimpleNamespace:
-    """What a component reads of :class:`webhook.controller.Controller`: its client, config, metrics, stores,
-    scope, Lease, clock and identity, ``informer`` and ``follow`` (recorded)."""
+def costs_for(api: kube.Api, deployments: list[dict[str, Any]], leading: bool = True,
+              controller: SimpleNamespace | None = None) -> PodCosts:
+    """Pod costs on the controller's parts they take: its Deployment store, its scope (everything here), whether
+    its stores have listed and it leads (``controller.ready``/``.leading``, changed by a test), its metrics and
+    Event recorder, and reflectors as ``Controller.informer`` makes them."""
+    controller = controller or SimpleNamespace(ready=True, leading=leading)
     store = Store()
     for d in deployments:
         store.apply("ADDED", d)
     metrics = ControllerMetrics()
-    followed: list[tuple[kube.Resource, Any]] = []
-    return SimpleNamespace(api=api, config=load_config(None), metrics=metrics, stores={kube.DEPLOYMENTS: store},
-                           reconciler=SimpleNamespace(in_scope=lambda obj: True), dry_run=False, leading=leading, synced=True,
-                           clock=lambda: NOW, options=SimpleNamespace(identity="me"), followed=followed,
-                           informer=lambda res, handler, store: Reflector(api, res, store, handler, metrics),
-                           follow=lambda res, handler: followed.append((res, handler)))
+    return PodCosts(api, load_config(None), deployments=store,
+                    informer=lambda res, handler, store: Reflector(api, res, store, handler, metrics),
+                    in_scope=lambda obj: True, ready=lambda: controller.ready, leading=lambda: controller.leading,
+                    dry_run=False,
+                    metrics=metrics, recorder=EventRecorder(api, "me", metrics, lambda: NOW))
+
+
+def worker(costs: PodCosts) -> Worker:
+    return Worker(costs, costs.recorder.metrics, resync_seconds=60, error_stage="podcost")
 
 
 def sync(costs: PodCosts) -> None:
@@ -47,7 +53,7 @@ def sync(costs: PodCosts) -> None:
     for r in costs.reflectors:
         r.list()
     costs.resync()
-    while costs.process_next(timeout=0):
+    while worker(costs).process_next(timeout=0):
         pass
 
 
@@ -75,10 +81,10 @@ class Pods:
 
 
 def costs_of(api: FakeAPI, tmp_path, pods: list[dict[str, Any]], deployments: list[dict[str, Any]],
-             leading: bool = True) -> tuple[PodCosts, Pods]:
+             leading: bool = True, controller: SimpleNamespace | None = None) -> tuple[PodCosts, Pods]:
     served = Pods(api, pods)
     client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
-    costs = PodCosts(stub(client, deployments, leading))  # type: ignore[arg-type]
+    costs = costs_for(client, deployments, leading, controller)
     sync(costs)
     return costs, served
 
@@ -144,20 +150,19 @@ def test_a_violation_sets_the_gauge_and_records_one_spread_violated_event(tmp_pa
         assert [r for r in api.requests if r["method"] == "POST"] == []
 
 
-def test_it_is_a_component_of_the_controller_its_informers_queue_and_a_deployments_change_queue_its_key(tmp_path):
+def test_it_is_a_reconciler_of_the_controller_its_informers_queue_and_a_deployments_change_queue_its_key(tmp_path):
     from tests.test_controller import controller
     with FakeAPI() as api:
         c = controller(api, tmp_path)
-        costs = PodCosts(c)
-        c.add(costs)
-        assert costs in c.components and set(costs.reflectors) <= set(c.reflectors)
+        costs = c.pod_costs()
+        worker = c.add(costs, error_stage="podcost")
+        assert worker in c.workers and worker.reconciler is costs and set(costs.reflectors) <= set(c.reflectors)
         assert [r.res for r in costs.reflectors] == [kube.DEPLOYMENT_PODS, kube.NODES]
         assert costs.queue.name == "podcost"
         (deployments,) = [r for r in c.reconciler.reflectors if r.res == kube.DEPLOYMENTS]
         deployments.handler("MODIFIED", managed(), None)   # as the controller's Deployment watch calls it
         assert costs.queue.get(timeout=0) == ("default", "web")
         costs.queue.done(("default", "web"))
-        costs.shutdown()
         assert costs.queue.get(timeout=0) is None
 
 
@@ -166,7 +171,7 @@ def test_the_controller_adds_it_only_with_the_setting_on():
 
     from webhook.controller import core
     source = inspect.getsource(core.run_controller)
-    assert "if config.controller.spreadAwareScaleDown:" in source and "c.add(PodCosts(c))" in source
+    assert "if config.controller.spreadAwareScaleDown:" in source and "c.add(c.pod_costs()" in source
     assert load_config(None).controller.spreadAwareScaleDown is True
     assert load_config({"controller": {"spreadAwareScaleDown": False}}).controller.spreadAwareScaleDown is False
 
@@ -177,16 +182,16 @@ def test_a_pod_just_written_is_planned_as_written_until_the_watch_brings_it(tmp_
     with FakeAPI() as api:
         served = Pods(api, twelve())
         client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
-        costs = PodCosts(stub(client, [managed()]))  # type: ignore[arg-type]
+        costs = costs_for(client, [managed()])
         for r in costs.reflectors:
             r.list()
-        assert costs.reconcile(("default", "web")) == 12
+        assert costs.write_costs(("default", "web")) == 12
         assert {p["metadata"].get("annotations", {}).get(DELETION_COST) for p in costs.pods.values()} == {None}
         assert len(costs.written) == 12
-        assert costs.reconcile(("default", "web")) == 0   # the store is behind: planned on what was written
+        assert costs.write_costs(("default", "web")) == 0   # the store is behind: planned on what was written
         assert len(patches(api)) == 12
         costs.reflectors[0].list()   # the store catches up
-        assert costs.reconcile(("default", "web")) == 0 and costs.written == {}
+        assert costs.write_costs(("default", "web")) == 0 and len(costs.written) == 0
         assert sorted(int(p["metadata"]["annotations"][DELETION_COST]) for p in served.pods.values()) == \
             [-3, -3, -3, -2, -2, -2, -1, -1, -1, 0, 0, 0]
 
@@ -197,12 +202,11 @@ def test_nothing_is_planned_before_every_store_has_listed(tmp_path):
     with FakeAPI() as api:
         Pods(api, twelve())
         client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
-        controller = stub(client, [managed()])
-        controller.synced = False
-        costs = PodCosts(controller)  # type: ignore[arg-type]
+        controller = SimpleNamespace(ready=False, leading=True)
+        costs = costs_for(client, [managed()], controller=controller)
         sync(costs)
         assert patches(api) == []
-        controller.synced = True
+        controller.ready = True
         sync(costs)
         assert len(patches(api)) == 12
 
@@ -213,11 +217,11 @@ def test_one_refused_pod_does_not_keep_the_others_from_their_cost_and_the_key_is
         api.route("PATCH", "/api/v1/namespaces/default/pods/web-0",
                   lambda req: (403, {"kind": "Status", "code": 403, "reason": "Forbidden"}))
         client = kube.Api(kube.api_client(kubeconfig=api.kubeconfig(tmp_path / "kubeconfig")))
-        costs = PodCosts(stub(client, [managed()]))  # type: ignore[arg-type]
+        costs = costs_for(client, [managed()])
         for r in costs.reflectors:
             r.list()
         with pytest.raises(kube.ApiError):
-            costs.reconcile(("default", "web"))
+            costs.write_costs(("default", "web"))
         written = [name for name, p in served.pods.items() if DELETION_COST in (p["metadata"].get("annotations") or {})]
         assert sorted(written) == sorted(n for n in served.pods if n != "web-0")
         assert costs.writes.labels("failed")._value.get() == 1
@@ -227,9 +231,10 @@ def test_a_standby_tells_nothing_so_the_next_leader_tells_every_violation(tmp_pa
     pods = twelve()
     pods[0] = pod("web-0", "a1", cost="100", manager="karpenter")
     with FakeAPI() as api:
-        costs, _ = costs_of(api, tmp_path, pods, [managed()], leading=False)
+        controller = SimpleNamespace(ready=True, leading=False)
+        costs, _ = costs_of(api, tmp_path, pods, [managed()], controller=controller)
         assert costs.foreigners == {} and costs.violations == {}
-        costs.c.leading = True
+        controller.leading = True
         sync(costs)
         events = [r["body"]["reason"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]
         assert events == ["DeletionCostOwnedElsewhere"]

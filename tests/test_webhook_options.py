@@ -141,7 +141,7 @@ def test_the_servers_own_defaults_are_the_declared_ones():
 
 def test_the_certificate_rotators_own_defaults_are_the_declared_ones():
     """The rotator's ``Settings`` (what ``--certificates self`` makes from the flags) default to the flags' values."""
-    from webhook.certrotator import Settings, parse_duration
+    from webhook.controller.certplan import Settings, parse_duration
     controller = declared("controller")
     own = {f.name: f.default for f in dataclasses.fields(Settings)}
     assert own == {"namespace": controller["--namespace"].default,

@@ -1,10 +1,10 @@
-"""The work queue on its own (webhook/workqueue.py): duplicates, delays, client-go's default rate
+"""The work queue on its own (webhook/controller/workqueue.py): duplicates, delays, client-go's default rate
 limiter (per-key exponential and an overall token bucket) and client-go's workqueue metrics."""
 from __future__ import annotations
 
 from prometheus_client import CollectorRegistry
 
-from webhook.workqueue import (
+from webhook.controller.workqueue import (
     BucketRateLimiter,
     ItemExponentialFailureRateLimiter,
     MaxOfRateLimiter,

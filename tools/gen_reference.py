@@ -241,6 +241,15 @@ def metric_label_names(metric: Any) -> list[str]:
     return []
 
 
+def process_rows(collector: Any) -> list[str]:
+    """The rows of a collector's metric families (prometheus_client's ``ProcessCollector``), as it collects them."""
+    rows = ["| metric | type | labels | help |", "| --- | --- | --- | --- |"]
+    for family in sorted(collector.collect(), key=lambda f: f.name):
+        series = ", ".join(f"`{family.name}{s}`" for s in SUFFIXES.get(family.type, [""]))
+        rows.append(f"| {series} | {family.type} |  | {_cell(family.documentation)} |")
+    return rows
+
+
 def metric_rows(owner: Any) -> list[str]:
     from prometheus_client import Counter, Gauge, Histogram
 
@@ -259,27 +268,30 @@ def metric_rows(owner: Any) -> list[str]:
 
 def metrics_page() -> str:
     from webhook.admission.metrics import Metrics
-    from webhook.certrotator import Rotator, Settings
     from webhook.controller import ControllerMetrics
+    from webhook.controller.certplan import Settings
+    from webhook.controller.certrotator import Rotator
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/admission/metrics.py`, `webhook/controller/metrics.py`, `webhook/workqueue.py`, "
-             "`webhook/certrotator.py` and `webhook/podcost.py`. "
+             "Every metric, from `webhook/admission/metrics.py`, `webhook/controller/metrics.py`, `webhook/controller/workqueue.py`, "
+             "`webhook/controller/certrotator.py` and `webhook/controller/podcost.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
     lines += metric_rows(Metrics()) + [""]
     controller = ControllerMetrics()
     lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(controller) + [""]
-    lines += ["Its work queue's, as client-go's workqueue metrics (`name` is the queue's: `controller` for the "
-              "reconciler's):", ""] + metric_rows(controller.queue) + [""]
-    lines += ["With `--certificates self` (webhook/certrotator.py; [operations](../operations.md#certificates)), "
+    lines += ["Its work queues', as client-go's workqueue metrics (`name` is the queue's reconciler: `controller` for "
+              "Deployments and jobs, `podcost`, `certificates`):", ""] + metric_rows(controller.queue) + [""]
+    lines += ["Its process's, from prometheus_client's `ProcessCollector` (where `/proc` exists):", ""]
+    lines += process_rows(controller.process) + [""]
+    lines += ["With `--certificates self` (webhook/controller/certrotator.py; [operations](../operations.md#certificates)), "
               "on the same port:", ""] + metric_rows(Rotator(None, Settings())) + [""]  # type: ignore[arg-type]
     from prometheus_client import CollectorRegistry
 
-    from webhook.podcost import PodCostMetrics
+    from webhook.controller.podcost import PodCostMetrics
     costs = PodCostMetrics(CollectorRegistry())
-    lines += ["With `controller.spreadAwareScaleDown` (webhook/podcost.py; [scale-down](../concepts/deployments.md"
+    lines += ["With `controller.spreadAwareScaleDown` (webhook/controller/podcost.py; [scale-down](../concepts/deployments.md"
               "#scale-down-which-replicas-go)), on the same port:", ""] + metric_rows(costs) + [""]
     return "\n".join(lines).rstrip() + "\n"
 

@@ -164,10 +164,10 @@ class Controller(WebhookCommand):
 
 
 def certificate_settings(s: dict[str, Any]) -> Any:
-    """``--certificates self``: the rotator's settings (webhook/certrotator.py); otherwise None."""
+    """``--certificates self``: the rotator's settings (webhook/controller/certrotator.py); otherwise None."""
     if s["certificates"] != "self":
         return None
-    from .certrotator import Settings, parse_duration
+    from .controller.certplan import Settings, parse_duration
     try:
         settings = Settings(namespace=s["namespace"], service=s["certificates_service"],
                             webhook_configuration=s["certificates_webhook_configuration"],

@@ -1,5 +1,5 @@
 """Informer pieces for the controller, after client-go: an indexed store kept in step with events, a
-reflector that lists then watches and resumes (the work queue is :mod:`webhook.workqueue`).
+reflector that lists then watches and resumes (the work queue is :mod:`webhook.controller.workqueue`).
 
 - :class:`Store` holds one resource's objects by (namespace, name) with named indexes. Its one writer
   is its :class:`Reflector`; it ignores an event older than the object it holds only where the API

@@ -6,7 +6,7 @@ becomes a field of the line::
 
     log.warning("certificate round failed", extra={"error": str(e)})
 
-gives ``{"time":"2026-12-02T04:10:00.123Z","level":"warning","logger":"webhook.certrotator",
+gives ``{"time":"2026-12-02T04:10:00.123Z","level":"warning","logger":"webhook.controller.certrotator",
 "msg":"certificate round failed","error":"..."}``. Never ``json.dumps`` into a message and never
 ``%s`` values: a reader (``jq``, Loki, Cloud Logging) then filters on fields instead of parsing text
 (``tests/test_contracts.py`` checks every log call in the tree).

@@ -1,4 +1,4 @@
-"""Self-managed certificates end to end (webhook/certrotator.py, docs/operations.md "Certificates"): the real
+"""Self-managed certificates end to end (webhook/controller/certrotator.py, docs/operations.md "Certificates"): the real
 controller process (leader, ``--certificates self``) with short lifetimes makes the CA, the serving Secret and
 the caBundle of a real webhook configuration, renews the serving certificate several times and rotates the CA
 once, while Deployments are created one after another; a kubelet stand-in copies the Secret into the

@@ -1,7 +1,7 @@
-"""The controller (``python -m webhook controller``) in client-go's parts; :mod:`.core` wires them."""
+"""The controller (``python -m webhook controller``) in client-go's and controller-runtime's parts; :mod:`.core`
+wires them."""
 from .core import (
     DEPLOYMENT,
-    Component,
     Controller,
     Options,
     controller_owners,
@@ -25,14 +25,16 @@ from .events import (
 from .health import serve_health
 from .leaderelection import LeaderElector, lease_decision, lease_record, lease_spec, micro_time, released_spec
 from .metrics import ControllerMetrics, memory_limit_bytes, resident_bytes
-from .reconciler import MAX_RETRIES, Overlay, Reconciler
+from .overlay import Overlay
+from .reconciler import Reconciler
 from .rollouts import Key, RolloutGate, Rollouts, rollout_complete, undone_by_admission
+from .runtime import DONE, MAX_RETRIES, KeyReconciler, Manager, Result, Runnable, Task, Worker
 
 __all__ = [
-    "DEPLOYMENT", "EVENT_ACTION", "FIELD_LIMIT", "MAX_RETRIES", "NOTE_LIMIT", "REPORTING_CONTROLLER", "Component",
-    "Controller", "ControllerMetrics", "EventRecorder", "Key", "LeaderElector", "Options", "Overlay", "Reconciler",
-    "RolloutGate", "Rollouts", "controller_owners", "event_for", "event_keys", "event_note", "event_reason",
-    "is_kubeflow_kind", "lease_decision", "lease_record", "lease_spec", "memory_limit_bytes", "micro_time",
-    "new_store", "reconciled_resources", "released_spec", "resident_bytes", "rollout_complete", "run_controller",
-    "serve_health", "undone_by_admission", "watched_resources",
+    "DEPLOYMENT", "DONE", "EVENT_ACTION", "FIELD_LIMIT", "MAX_RETRIES", "NOTE_LIMIT", "REPORTING_CONTROLLER",
+    "Controller", "ControllerMetrics", "EventRecorder", "Key", "KeyReconciler", "LeaderElector", "Manager", "Options",
+    "Overlay", "Reconciler", "Result", "RolloutGate", "Rollouts", "Runnable", "Task", "Worker", "controller_owners",
+    "event_for", "event_keys", "event_note", "event_reason", "is_kubeflow_kind", "lease_decision", "lease_record",
+    "lease_spec", "memory_limit_bytes", "micro_time", "new_store", "reconciled_resources", "released_spec",
+    "resident_bytes", "rollout_complete", "run_controller", "serve_health", "undone_by_admission", "watched_resources",
 ]

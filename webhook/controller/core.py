@@ -1,22 +1,24 @@
 """``python -m webhook controller``: keep existing objects right (the specification's rules on
 rollouts and existing Deployments, docs/specification.md; gang PodGroups).
 
-The imperative shell around :func:`policylib.plan.plan`, in client-go's parts (docs/architecture.md,
-"The controller"):
+The imperative shell around :func:`policylib.plan.plan`, in client-go's and controller-runtime's parts
+(docs/architecture.md, "The controller" and "Controller runtime"):
 
 - :mod:`webhook.informer`: one ``Reflector`` per watched resource lists, then watches into its
   ``Store`` (its one writer), resumes from the last version seen and lists again only on 410 Gone;
-- :mod:`webhook.workqueue`: the keyed ``WorkQueue`` with client-go's default rate limiter and metrics;
+- :mod:`.workqueue`: the keyed ``WorkQueue`` with client-go's default rate limiter and metrics;
 - :mod:`.leaderelection`: only the holder of a ``coordination.k8s.io/v1`` Lease writes, and it gives
   the Lease up on SIGTERM;
-- :mod:`.events`: every write is recorded as an ``events.k8s.io/v1`` Event, best effort;
-- :mod:`.reconciler`: event handlers queue keys; one worker plans and writes them (guarded JSON
-  patches: a 409 re-reads and plans again), owns every piece of per-key state (the rollout gate of
-  :mod:`.rollouts`, the notices of rules S19/S20, what it just wrote) and recovers it itself;
+- :mod:`.runtime`: the manager that runs every component (the reflectors always, the workers while
+  leading) and the one generic worker that owns each queue's retries, requeues and metrics;
+- :mod:`.events` and :mod:`.overlay`: the one Event recorder and the one overlay every reconciler uses;
+- :mod:`.reconciler`: event handlers queue keys; :meth:`~.reconciler.Reconciler.reconcile` plans and writes
+  one (guarded JSON patches: a 409 re-reads and plans again), owns every piece of per-key state (the rollout
+  gate of :mod:`.rollouts`, the notices of rules S19/S20, what it just wrote) and recovers it itself;
+  :mod:`.podcost` and :mod:`.certrotator` are the other reconcilers;
 - :mod:`.health`: ``/healthz``, ``/readyz`` (rule W8), ``/metrics``;
-- this module wires them: :class:`Controller` runs the election, the reflectors and every
-  :class:`Component`'s worker (the reconciler is the first; another is added with
-  :meth:`Controller.add`), all under the one Lease. ``dryRun`` logs the plans and writes nothing.
+- this module wires them: :class:`Controller` adds each reconciler once (:meth:`Controller.add`), all
+  under the one Lease. ``dryRun`` logs the plans and writes nothing.
 """
 from __future__ import annotations
 
@@ -26,9 +28,9 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, Histogram
 
 import policylib
 from policylib.constants import ANY_ADDRESS, CONTROLLER_PORT, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
@@ -38,12 +40,15 @@ from policylib.projection import project
 from policylib.shell import kube
 
 from ..informer import Handler, Reflector, Store
+from .certrotator import Rotator
 from .events import EventRecorder
 from .health import serve_health
 from .leaderelection import LeaderElector
 from .metrics import ControllerMetrics
+from .podcost import PodCosts
 from .reconciler import Reconciler
 from .rollouts import Key
+from .runtime import KeyReconciler, Manager, Task, Worker
 
 log = logging.getLogger(__name__)
 KUBEFLOW_KINDS = frozenset(r.kind for r in kube.KUBEFLOW_JOBS)
@@ -114,27 +119,6 @@ def chain(first: Handler, then: Handler) -> Handler:
 
 # --- the controller ------------------------------------------------------------------------------
 
-class Component(Protocol):
-    """A worker the controller runs under its Lease, beside the reconciler: its reflectors are started
-    with the controller's and count toward ``synced``; its worker thread calls :meth:`process_next`
-    until the controller stops. The run loop calls :meth:`started_leading` when this replica takes the
-    lead (queue every key; the worker recovers its own state before its next key) and :meth:`resync`
-    every ``controller.resyncSeconds`` while it leads, and :meth:`shutdown` when it stops. It writes
-    only while ``Controller.leading``."""
-
-    name: str
-    reflectors: list[Reflector]
-
-    def started_leading(self) -> None: ...
-
-    def resync(self) -> None: ...
-
-    def process_next(self, timeout: float | None = None) -> bool: ...
-
-    def shutdown(self) -> None:
-        """The controller stops: hand out no more keys (a worker waiting in ``process_next`` returns)."""
-
-
 @dataclass
 class Options:
     config: policylib.Config
@@ -149,8 +133,9 @@ class Options:
 
 
 class Controller:
-    """One replica of the controller: the election, the informers, the reconciler and any added
-    :class:`Component`; :meth:`run` blocks until ``stop`` is set."""
+    """One replica of the controller: the election, the informers, the reconciler of Deployments and gang jobs
+    and any reconciler added with :meth:`add`, each with its generic :class:`~.runtime.Worker`, run by one
+    :class:`~.runtime.Manager`; :meth:`run` blocks until ``stop`` is set."""
 
     def __init__(self, api: kube.Api, options: Options, clock: Callable[[], dt.datetime] | None = None):
         self.api = api
@@ -161,6 +146,7 @@ class Controller:
         self.stop = threading.Event()
         self.elector = LeaderElector(api, options.namespace, self.config.controller.leaseName, options.identity,
                                      self.config.controller.leaseDurationSeconds, self.metrics, self.clock)
+        self.manager = Manager(self.elector, self.stop)
         self.recorder = EventRecorder(api, options.identity, self.metrics, self.clock)
         self.resources = watched_resources(self.config)
         #: Rules W5, W6: the webhook configuration and the Namespaces, for the scope.
@@ -173,7 +159,8 @@ class Controller:
             recorder=self.recorder, leading=lambda: self.leading, dry_run=self.dry_run, pod=options.pod)
         self.reconciler.reflectors.extend(self.informer(res, self.reconciler.on_event)
                                           for res in self.resources + scope_resources)
-        self.components: list[Component] = [self.reconciler]
+        self.workers: list[Worker[Any]] = []
+        self.worker = self.add(self.reconciler, latency=self.metrics.latency, after=self.reconciler.worked)
 
     def informer(self, res: kube.Resource, handler: Handler, store: Store | None = None) -> Reflector:
         """A reflector of ``res`` into ``store`` (by default the controller's store for ``res``), calling
@@ -183,19 +170,29 @@ class Controller:
                          watch_seconds=min(self.config.controller.resyncSeconds, 300))
 
     def follow(self, res: kube.Resource, handler: Handler) -> None:
-        """Call ``handler`` too on every change of ``res`` that the controller's own informer sees (a component
+        """Call ``handler`` too on every change of ``res`` that the controller's own informer sees (a reconciler
         that reads the controller's store of ``res`` and must hear of its changes: one watch, one store)."""
         for r in self.reconciler.reflectors:
             if r.res == res:
                 r.handler = chain(r.handler, handler)
 
-    def add(self, component: Component) -> None:
-        """Run ``component`` beside the reconciler, under the same Lease (before :meth:`run`)."""
-        self.components.append(component)
+    def add(self, reconciler: KeyReconciler[Any], *, synced: bool = True, error_stage: str = "reconcile",
+            latency: Histogram | None = None, after: Callable[[Any], None] | None = None) -> Worker[Any]:
+        """Run ``reconciler`` under the Lease with a worker of its own, its reflectors from start to stop (before
+        :meth:`run`). ``synced``: its worker starts once every reflector of the controller has listed (the
+        certificates, which read their objects themselves, need not wait)."""
+        for r in reconciler.reflectors:
+            self.manager.add(Task(f"watch-{r.res.plural}", r.run))
+        worker = Worker(reconciler, self.metrics, resync_seconds=self.config.controller.resyncSeconds,
+                        sources=(lambda: self.reflectors) if synced else list, error_stage=error_stage,
+                        latency=latency, after=after)
+        self.workers.append(worker)
+        self.manager.add(worker)
+        return worker
 
     @property
     def reflectors(self) -> list[Reflector]:
-        return [r for c in self.components for r in c.reflectors]
+        return [r for w in self.workers for r in w.reconciler.reflectors]
 
     @property
     def leading(self) -> bool:
@@ -226,42 +223,18 @@ class Controller:
     def sync_progress(self) -> dict[str, Any]:
         return self.reconciler.sync_progress()
 
-    def _work(self, component: Component) -> None:
-        while not self.stop.is_set():
-            component.process_next(timeout=1.0)
+    def pod_costs(self) -> PodCosts:
+        """Rule S23: the pod deletion costs, reading the controller's Deployment store and scope."""
+        costs = PodCosts(self.api, self.config, deployments=self.stores[kube.DEPLOYMENTS], informer=self.informer,
+                         in_scope=self.reconciler.scopes.in_scope, ready=lambda: self.synced,
+                         leading=lambda: self.leading, dry_run=self.dry_run, metrics=self.metrics,
+                         recorder=self.recorder)
+        self.follow(kube.DEPLOYMENTS, costs.on_deployment)
+        return costs
 
     def run(self) -> None:
-        """Lead, follow the watches, run the workers; give the Lease up when stopped."""
-        lease = threading.Thread(target=self.elector.run, args=(self.stop,), daemon=True, name="lease")
-        threads = [lease]
-        threads += [threading.Thread(target=self._work, args=(c,), daemon=True, name=f"worker-{c.name}")
-                    for c in self.components]
-        threads += [threading.Thread(target=r.run, args=(self.stop,), daemon=True, name=f"watch-{r.res.plural}")
-                    for r in self.reflectors]
-        for t in threads:
-            t.start()
-        was_leading, next_resync = False, 0.0
-        while not self.stop.wait(0.5):
-            if not self.synced:
-                continue
-            now = time.monotonic()
-            if self.leading and not was_leading:
-                for c in self.components:
-                    c.started_leading()
-                next_resync = now + self.config.controller.resyncSeconds
-            elif self.leading and now >= next_resync:
-                for c in self.components:
-                    c.resync()
-                next_resync = now + self.config.controller.resyncSeconds
-            was_leading = self.leading
-        for c in self.components:
-            c.shutdown()
-        # The round in flight ends first (client-go releases from the loop that renews, once it has ended): a
-        # renewal committed after the release would make the release a 409 and keep the Lease held, and a round
-        # that read the released Lease would take it back. A round still unanswered at its renewal's deadline
-        # could not keep this replica leading anyway: it is not waited for longer.
-        lease.join(timeout=self.elector.stop_wait)
-        self.elector.release()
+        """Lead, follow the watches, run the workers while leading; give the Lease up when stopped."""
+        self.manager.run()
 
 
 def run_controller(config_source: str | None = None, *, dry_run: bool = False, namespace: str | None = None,
@@ -269,7 +242,7 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
                    port: int = CONTROLLER_PORT, certificates: Any = None,
                    webhook_configuration: str = WEBHOOK_CONFIGURATION) -> int:
     """Entry point of ``python -m webhook controller``: blocks until SIGTERM or SIGINT. ``certificates``:
-    a :class:`webhook.certrotator.Settings` to rotate the webhook's certificates while leading."""
+    a :class:`webhook.controller.certplan.Settings` to rotate the webhook's certificates while leading."""
     import os
     import signal
 
@@ -280,12 +253,10 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     c = Controller(api, Options(config, namespace=namespace, identity=identity, dry_run=dry_run,
                                 webhook_configuration=webhook_configuration, pod=os.environ.get("POD_NAME", "")))
     server = serve_health(c, host, port)
-    if certificates is not None:  # the leader keeps the webhook's certificates (webhook/certrotator.py)
-        from .. import certrotator
-        certrotator.start(api, certificates, lambda: c.leading, c.stop, c.metrics.registry)
+    if certificates is not None:  # the leader keeps the webhook's certificates (webhook/controller/certrotator.py)
+        c.add(Rotator(api, certificates, c.metrics.registry, queue_metrics=c.metrics.queue), synced=False)
     if config.controller.spreadAwareScaleDown:   # rule S23: the pod deletion costs, under the same Lease
-        from ..podcost import PodCosts
-        c.add(PodCosts(c))
+        c.add(c.pod_costs(), error_stage="podcost")
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())
     signal.signal(signal.SIGINT, lambda *_: c.stop.set())
     log.info("controller started", extra={"identity": identity, "namespace": namespace, "dry_run": c.dry_run,

@@ -47,27 +47,34 @@ def event_note(reasons: list[str], limit: int = NOTE_LIMIT) -> str:
     return data[:limit - 3].decode("utf-8", "ignore") + "..."
 
 
+def event_body(namespace: str, name: str, regarding: dict[str, Any], *, reason: str, note: str, action: str,
+               warning: bool, identity: str, now: dt.datetime, unique: int) -> dict[str, Any]:
+    """An ``events.k8s.io/v1`` Event in ``namespace`` regarding an object named ``name``. ``unique`` makes its
+    name unique, as client-go's ``<object name>.<hex nanoseconds>``."""
+    suffix = f".{unique:x}"
+    return {
+        "apiVersion": EVENTS_API_VERSION, "kind": "Event",
+        "metadata": {"name": name[:253 - len(suffix)].rstrip("-.") + suffix, "namespace": namespace},
+        "eventTime": micro_time(now),
+        "reportingController": REPORTING_CONTROLLER,
+        "reportingInstance": identity[:FIELD_LIMIT],
+        "action": action,
+        "reason": reason,
+        "type": "Warning" if warning else "Normal",
+        "regarding": {k: v for k, v in regarding.items() if v},
+        "note": note,
+    }
+
+
 def event_for(write: Write, written: dict[str, Any] | None, identity: str, now: dt.datetime, unique: int) -> dict[str, Any]:
     """The ``events.k8s.io/v1`` Event that records ``write``, regarding the object as the write left it
-    (``written``: the API's answer, which carries the uid and the new resourceVersion). ``unique`` makes
-    the name unique, as client-go's ``<object name>.<hex nanoseconds>``."""
+    (``written``: the API's answer, which carries the uid and the new resourceVersion)."""
     meta = (written or {}).get("metadata") or {}
     regarding = {"apiVersion": (written or {}).get("apiVersion") or write.api_version, "kind": write.kind,
                  "name": write.name, "namespace": write.namespace, "uid": meta.get("uid"),
                  "resourceVersion": meta.get("resourceVersion")}
-    suffix = f".{unique:x}"
-    return {
-        "apiVersion": EVENTS_API_VERSION, "kind": "Event",
-        "metadata": {"name": write.name[:253 - len(suffix)].rstrip("-.") + suffix, "namespace": write.namespace},
-        "eventTime": micro_time(now),
-        "reportingController": REPORTING_CONTROLLER,
-        "reportingInstance": identity[:FIELD_LIMIT],
-        "action": EVENT_ACTION,
-        "reason": event_reason(write),
-        "type": "Normal",
-        "regarding": {k: v for k, v in regarding.items() if v},
-        "note": event_note(write.reasons),
-    }
+    return event_body(write.namespace, write.name, regarding, reason=event_reason(write), note=event_note(write.reasons),
+                      action=EVENT_ACTION, warning=False, identity=identity, now=now, unique=unique)
 
 
 class EventRecorder:
@@ -90,3 +97,19 @@ class EventRecorder:
             self.metrics.errors.labels("event").inc()
             log.warning("could not record event", extra={"kind": write.kind, "namespace": write.namespace,
                                                          "object_name": write.name, "error": str(e)[:500]})
+
+    def warn(self, obj: dict[str, Any], reason: str, note: str, action: str) -> None:
+        """Record a Warning Event regarding ``obj`` (its apiVersion, kind, name, namespace and uid), best effort
+        as :meth:`record`."""
+        meta = obj.get("metadata") or {}
+        namespace = str(meta.get("namespace"))
+        regarding = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta.get("name"),
+                     "namespace": meta.get("namespace"), "uid": meta.get("uid")}
+        try:
+            event = event_body(namespace, str(meta.get("name")), regarding, reason=reason, note=event_note([note]),
+                               action=action, warning=True, identity=self.identity, now=self.clock(),
+                               unique=time.time_ns())
+            self.api.create(kube.EVENTS, namespace, event)
+        except Exception as e:  # noqa: BLE001 -- best effort, as the Events of writes
+            self.metrics.errors.labels("event").inc()
+            log.warning("could not record event", extra={"reason": reason, "error": str(e)[:300]})

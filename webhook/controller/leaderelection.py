@@ -88,6 +88,11 @@ class LeaderElector:
         self.lease: dict[str, Any] | None = None      # the Lease as we last wrote it
         #: Why this replica cannot lead, when it knows (shown by /readyz).
         self.not_leading = ""
+        #: Called on this thread when a round makes this replica leader, and when one (or the release) ends
+        #: that (client-go's ``OnStartedLeading``/``OnStoppedLeading``); the manager sets them.
+        self.on_started_leading: Callable[[], None] | None = None
+        self.on_stopped_leading: Callable[[], None] | None = None
+        self._announced = False
 
     @property
     def leading(self) -> bool:
@@ -149,10 +154,18 @@ class LeaderElector:
             log.warning("could not release the Lease", extra={"error": str(e)[:300]})
 
     def set_leading(self, leading: bool, until: float = 0.0) -> None:
-        if leading != self.leading:
-            log.info("leader" if leading else "not leader", extra={"identity": self.identity})
+        """Record a round's outcome; a change from the last one is logged and reported to the callbacks. A
+        renewal that lapsed between two rounds (:attr:`leading` turned False on its own) and was renewed
+        again is no change: writes were held while it had lapsed, and the components go on."""
         self.lease_deadline = until if leading else 0.0
         self.metrics.leader.set(1 if leading else 0)
+        if leading == self._announced:
+            return
+        self._announced = leading
+        log.info("leader" if leading else "not leader", extra={"identity": self.identity})
+        callback = self.on_started_leading if leading else self.on_stopped_leading
+        if callback is not None:
+            callback()
 
     @property
     def renew_deadline(self) -> float:

@@ -1,122 +1,46 @@
-"""The reconciler: the event handlers that queue keys, and the one worker that plans and writes them.
+"""The reconciler of Deployments and gang jobs: its event handlers queue keys; its :meth:`Reconciler.reconcile`
+plans one key and writes it, and returns what the generic worker (:mod:`.runtime`) does with the key next.
 
-Event handlers run on the reflector threads and only add keys to the :class:`~webhook.workqueue.WorkQueue`.
-The worker (:meth:`Reconciler.process_next`) owns every other piece of per-key state and recovers it
-itself: the rollout gate (after it takes the lead), the notices of rules S19/S20, the writes admission
-undid, the jobs told that an API is not served, and the :class:`Overlay` of what it just wrote.
-Nothing here writes to an informer's store: its reflector is its one writer.
+Event handlers run on the reflector threads and only add keys to the queue. The worker's calls own every other
+piece of per-key state and recover it themselves: the rollout gate (after it takes the lead), the notices of rules
+S19/S20, the writes admission undid, the jobs told that an API is not served, and the overlay of what it just
+wrote. Nothing here writes to an informer's store: its reflector is its one writer.
 """
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import time
 from typing import Any, Callable
 
 import policylib
-from policylib.facts import ClusterFacts, namespace_of
-from policylib.gang.workload import workload_api_for
-from policylib.plan import UNRECORDED_REASON, Write, plan
-from policylib.projection import project
-from policylib.scope import NAMESPACE_NAME_LABEL, Scope, closed_scope, scope_fields, scope_from_configuration
+from policylib.plan import Write, plan
+from policylib.scope import scope_fields
 from policylib.shell import kube
-from policylib.workload_api import WorkloadApi
 
-from ..discovery import WorkloadApiDiscovery
 from ..informer import Reflector, Store
-from ..workqueue import WorkQueue
 from .events import EventRecorder
 from .metrics import ControllerMetrics
+from .notices import Notices
+from .overlay import Overlay, OverlayFacts, version_of
 from .rollouts import Key, Rollouts, undone_by_admission
+from .runtime import DONE, Result
+from .scope import ScopeWatch
+from .served import ServedWorkloadApi
+from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
-#: A key that failed this many times in a row is dropped with an error in the log (client-go's
-#: ``maxRetries`` pattern); the next resync queues it again. With the per-key backoff (50 ms doubling
-#: to 60 s) that is about ten minutes of trying.
-MAX_RETRIES = 15
 #: The key that makes the worker report the scope (rule W5): queued with every key, and on its own when the
 #: webhook configuration changes; no object has it.
 SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
-#: Rule G22: while the served Workload API versions are not known (every read failed), how often a key's plan
-#: tries to read them again.
-DISCOVERY_RETRY_SECONDS = 10.0
 #: Rule S29: after admission undid a write, the key is planned again after each of these delays (the webhook's facts
 #: may lag the controller's by a moment: an HPA minimum it has not seen yet), then not until the object changes or the
 #: next resync (a webhook whose config differs would undo it forever).
 UNDONE_RETRY_SECONDS = (5.0, 20.0, 60.0)
 
 
-def version_of(obj: dict[str, Any] | None) -> str | None:
-    return ((obj or {}).get("metadata") or {}).get("resourceVersion")
-
-
-class Overlay:
-    """What the worker wrote (or re-read after a 409) that the informer's store may not show yet, by
-    (apiVersion, kind, namespace, name). An entry is read instead of the stored object only while the
-    store still holds the version it was written over; once the store moves on (our write came back
-    through the watch, or a newer change did) the entry is dropped, and a resync drops them all (a
-    plan on a store that is still behind costs one 409: every write is guarded). Only equality of
-    resourceVersions is used: the API calls them opaque. The worker alone reads and writes it (as
-    client-go's ``MutationCache``, without its integer comparison)."""
-
-    def __init__(self) -> None:
-        self._entries: dict[Key, tuple[str | None, dict[str, Any]]] = {}
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def put(self, key: Key, stored: dict[str, Any] | None, obj: dict[str, Any]) -> None:
-        """``obj`` is newer than ``stored``, what the store holds now (None: nothing)."""
-        self._entries[key] = (version_of(stored), project(obj))
-
-    def clear(self) -> None:
-        self._entries.clear()
-
-    def get(self, key: Key, stored: dict[str, Any] | None) -> dict[str, Any] | None:
-        entry = self._entries.get(key)
-        if entry is None:
-            return stored
-        if version_of(stored) == entry[0]:
-            return entry[1]
-        del self._entries[key]
-        return stored
-
-
-class OverlayFacts(ClusterFacts):
-    """The facts a plan reads, from the stores' indexes (nothing is copied per event) seen through
-    the overlay."""
-
-    def __init__(self, stores: dict[kube.Resource, Store], overlay: Overlay):
-        super().__init__()
-        self.stores, self.overlay = stores, overlay
-        self._by_kind = {(r.api_version, r.kind): s for r, s in stores.items()}
-
-    def stored(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object as its informer's store holds it."""
-        store = self._by_kind.get((api_version, kind))
-        return store.get(namespace, name) if store else None
-
-    def get(self, api_version: str, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The object as the worker knows it: the overlay's while the store has not caught up."""
-        return self.overlay.get((api_version, kind, namespace, name), self.stored(api_version, kind, namespace, name))
-
-    def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
-        store = self.stores.get(kube.HPAS)
-        return store.by_index("target", (namespace, name)) if store else []
-
-    def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return self.get(api_version, "PodGroup", namespace, name)
-
-    def native_gang_object(self, kind: str, namespace: str, name: str,
-                           api_version: str | None = None) -> dict[str, Any] | None:
-        versions = [api_version] if api_version else [r.api_version for r in kube.NATIVE_GANG if r.kind == kind]
-        return next((found for v in versions if (found := self.get(v, kind, namespace, name)) is not None), None)
-
-
 class Reconciler:
-    """The controller's built-in worker: Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
+    """The reconciler of Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
 
     ``event_keys(event type, object, old)`` says which keys a watch event touches; ``reconciled`` are
     the resources whose every object is a key (a resync queues them all)."""
@@ -135,28 +59,17 @@ class Reconciler:
         self._leading, self.dry_run = leading, dry_run
         self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
         metrics.queue_depth.set_function(self.queue.__len__)
-        self.overlay = Overlay()
+        self.overlay: Overlay[Key] = Overlay()
         self.facts = OverlayFacts(stores, self.overlay)
         self.rollouts = Rollouts(config.controller.maxConcurrentRollouts)
-        #: Rules S19, S20: what each Deployment key was last noticed for (pending note, unrecorded), with
-        #: its Event recorded once per state; the gauges count these.
-        self.notices: dict[Key, dict[str, str]] = {}
-        #: How many of ``notices`` hold each kind of notice, kept as they change (the gauges' values: a sum
-        #: over every notice per key made the initial sync quadratic in the Deployments).
-        self.notice_counts: dict[str, int] = {"pending": 0, "unrecorded": 0}
+        self.notices = Notices(metrics, recorder)
         #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
         #: until the object changes or the next resync).
         self.undone: dict[Key, str | None] = {}
         #: Rule S29: of each undone key, the retries made so far and when the next may be planned.
         self.undone_retries: dict[Key, tuple[int, float]] = {}
-        #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server serves no Workload
-        #: API version policylib writes (one Event per job, not one per resync).
-        self.unserved_told: set[tuple[Key, str]] = set()
-        #: Rule G22: what the API server serves of the Workload API (gang method workload only), read before the
-        #: first plan, on every resync and on a NotFound from a create of a Workload or PodGroup.
-        self.discovery = WorkloadApiDiscovery(api) if config.gang.enabled and config.gang.method == "workload" \
-            else None
-        self._discovery_tried: float | None = None
+        #: Rules G20, G22: what the API server serves of the Workload API.
+        self.served = ServedWorkloadApi(api, config, self.facts, metrics, recorder)
         #: The first sync (rule W8): every key queued on taking the lead planned once. ``to_plan`` keys
         #: were queued then, ``planned`` of them are done; /readyz reports both.
         self.first_sync = threading.Event()
@@ -166,18 +79,13 @@ class Reconciler:
         #: acted on: the worker notices a change before its next key and recovers its own state.
         self._resyncs = self._resyncs_seen = 0
         self._terms = self._terms_seen = 0
-        #: The scope as last built, and the webhook configuration's resourceVersion it was built from.
-        self._scope: tuple[str | None, Scope] | None = None
-        self.scope_resources = (kube.NAMESPACES, kube.webhook_configuration(webhook_configuration))
-        #: Rule W5: what the worker last reported of the scope this term (its notes), and the controller's own
-        #: Pod, whose Deployment gets the Events that say so.
-        self._reported: tuple[str, ...] | None = None
-        self.pod = pod
-        #: The worker, /readyz and the gauges read the scope from their own threads: it is built (and logged) once
-        #: per version of the configuration.
-        self._scope_lock = threading.Lock()
-        metrics.scope_closed.set_function(lambda: 1.0 if self.scope_known and self.scope().stopped else 0.0)
-        metrics.scope_skipped.set_function(lambda: float(len(self.scope().skipped)) if self.scope_known else 0.0)
+        #: Rules W5, W6: what the controller acts on.
+        self.scopes = ScopeWatch(stores, namespace, webhook_configuration, pod, recorder,
+                                 acting=lambda: not self.dry_run and self.leading)
+        self.scope_resources = (kube.NAMESPACES, self.scopes.configurations)
+        metrics.scope_closed.set_function(lambda: 1.0 if self.scope_known and self.scopes.scope().stopped else 0.0)
+        metrics.scope_skipped.set_function(
+            lambda: float(len(self.scopes.scope().skipped)) if self.scope_known else 0.0)
 
     @property
     def leading(self) -> bool:
@@ -222,9 +130,6 @@ class Reconciler:
         """Every ``controller.resyncSeconds`` (the run loop): queue every key again."""
         self.enqueue_all("resync")
 
-    def shutdown(self) -> None:
-        self.queue.shutdown()
-
     def enqueue_all(self, trigger: str) -> None:
         """Queue every Deployment and job, without planning inline."""
         self.metrics.reconciles.labels(trigger).inc()
@@ -254,41 +159,17 @@ class Reconciler:
                                     "toPlan": self.to_plan,
                                     "listed": {r.res.plural: r.listed for r in self.reflectors if r.served}}
         if self.scope_known:
-            scope = self.scope()
+            scope = self.scopes.scope()
             progress["scope"] = {"acting": not scope.stopped, "source": scope.source, "notes": scope.notes()}
         return progress
 
-    # the worker --------------------------------------------------------------------------
-    def process_next(self, timeout: float | None = None) -> bool:
-        """Reconcile the next key from the queue; False when none came within ``timeout``."""
-        key = self.queue.get(timeout)
-        if key is None:
-            return False
-        started = time.perf_counter()
-        try:
-            self.reconcile(key)
-        except Exception as e:  # noqa: BLE001 -- a bug or odd data must not stop the worker
-            self.metrics.errors.labels("reconcile").inc()
-            log.warning("reconcile failed", extra={"key": list(key), "error": str(e)[:500]})
-            self.retry(key)
-        finally:
-            self.queue.done(key)
-            self.metrics.latency.observe(time.perf_counter() - started)
-            if self.to_plan and not self.first_sync.is_set():
-                self.planned += key != SCOPE_KEY
-                if not len(self.queue):
-                    self.first_sync.set()
-        return True
-
-    def retry(self, key: Key) -> None:
-        """Queue ``key`` again after its backoff, or give it up after :data:`MAX_RETRIES` failures in a row."""
-        if self.queue.retries(key) < MAX_RETRIES:
-            self.metrics.retries.inc()
-            self.queue.add_rate_limited(key)
-            return
-        self.queue.forget(key)
-        self.metrics.gave_up.inc()
-        log.error("gave up on key until the next resync", extra={"key": list(key), "retries": MAX_RETRIES})
+    # the worker's steps (webhook.controller.runtime.Worker calls them) ---------------------
+    def worked(self, key: Key) -> None:
+        """Rule W8: a key of the first sync is done (the worker calls this once the key is off the queue)."""
+        if self.to_plan and not self.first_sync.is_set():
+            self.planned += key != SCOPE_KEY
+            if not len(self.queue):
+                self.first_sync.set()
 
     def recover(self) -> None:
         """The worker's own state after a resync or a new term, before its next key: a resync tries
@@ -299,48 +180,44 @@ class Reconciler:
             self.undone.clear()
             self.undone_retries.clear()
             self.overlay.clear()
-            self.rediscover()
-        elif self.discovery is not None and self.discovery.known is None and (
-                self._discovery_tried is None or time.monotonic() - self._discovery_tried >= DISCOVERY_RETRY_SECONDS):
-            self.rediscover()
+            self.served.rediscover()
+        elif self.served.retry_due():
+            self.served.rediscover()
         if self._terms_seen != self._terms:
             self._terms_seen = self._terms
-            self._reported = None   # a new leader says again what the scope leaves out
+            self.scopes.reported = None   # a new leader says again what the scope leaves out
             store = self.stores.get(kube.DEPLOYMENTS)
             self.rollouts.recover(store.values() if store else [])
 
-    def rediscover(self) -> WorkloadApi | None:
-        """Rule G22: read the served Workload API versions again (the worker's own state: the facts it plans
-        with); what is known after."""
-        if self.discovery is None:
-            return None
-        self._discovery_tried = time.monotonic()
-        self.facts.workload_api = self.discovery.read()
-        return self.facts.workload_api
-
-    def reconcile(self, key: Key) -> list[Write]:
-        """Plan one object and make its writes; returns the writes made. Requeues on failure."""
+    def reconcile(self, key: Key) -> Result:
+        """Plan one object and make its writes: a failed write is retried with backoff, a conflict (fresh
+        state in the overlay) or another served Workload API version planned again at once, a write
+        admission undid again later (rule S29)."""
         self.recover()
         if key == SCOPE_KEY:
-            self.queue.forget(key)
             if self.scope_known:
-                self.report_scope()
-            return []
+                self.scopes.report_scope()
+            return DONE
         obj = self.facts.get(*key)
-        if not self.observe(key, obj) or obj is None:
-            self.queue.forget(key)
-            return []
-        if not self.scope_known:
-            return []   # the scope is not known yet: the pass that follows the sync plans it
+        if not self.observe(key, obj):
+            return self.undone_wait(key)
+        if obj is None or not self.scope_known:
+            return DONE   # gone; or the scope is not known yet: the pass that follows the sync plans it
         self.metrics.reconciles.labels("key").inc()
-        made, failed = [], False
         # rules W5, W6: outside the scope nothing is planned, written or noticed
-        writes = plan([obj], self.config, planners=self.planners, facts=self.facts, only=self.in_scope)
+        writes = plan([obj], self.config, planners=self.planners, facts=self.facts, only=self.scopes.in_scope)
         if key[1] == "Deployment":
-            self.notice(key, obj, writes)
+            self.notices.notice(key, obj, writes, tell=not self.dry_run and self.leading)
+        result = self.write(key, writes)
+        self.metrics.rolling.set(self.rollouts.rolling())
+        return result
+
+    def write(self, key: Key, writes: list[Write]) -> Result:
+        """Make a plan's writes, in order; what the worker does with the key after."""
+        failed, again, later = False, False, None
         for write in writes:
-            if write.error and write.kind == "Workload" and self.unserved() is not None:
-                self.api_not_served(key, write)
+            if write.error and write.kind == "Workload" and self.served.unserved() is not None:
+                self.served.api_not_served(key, write)
                 continue
             if write.error:
                 self.metrics.errors.labels("plan").inc()
@@ -348,21 +225,23 @@ class Reconciler:
                                                   "reasons": write.reasons})
                 continue
             if write.action == "none":
-                continue   # a notice only (pending, unrecorded): recorded by notice()
+                continue   # a notice only (pending, unrecorded): recorded by the notices
             outcome = self.apply(key, write)
-            if outcome == "written":
-                made.append(write)
-            elif outcome == "failed":
+            if outcome == "failed":
                 failed = True
+            elif outcome == "undone":
+                later = self.retry_undone(key, write)
             elif outcome in ("conflict", "replan"):
-                self.queue.add(key)  # fresh state in the overlay, or another served version: plan it again
+                again = True   # fresh state in the overlay, or another served version: plan it again
                 break
         if failed:
-            self.retry(key)
-        else:
-            self.queue.forget(key)
-        self.metrics.rolling.set(self.rollouts.rolling())
-        return made
+            return Result(requeue=True)
+        return Result(requeue_after=0.0) if again else Result(requeue_after=later) if later is not None else DONE
+
+    def undone_wait(self, key: Key) -> Result:
+        """Rule S29: a key whose undone write is not due for a retry yet waits for it (none left: for a change)."""
+        retries = self.undone_retries.get(key)
+        return DONE if retries is None else Result(requeue_after=max(0.0, retries[1] - self.queue.clock()))
 
     def observe(self, key: Key, obj: dict[str, Any] | None) -> bool:
         """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
@@ -376,7 +255,7 @@ class Reconciler:
         if obj is None:
             self.undone.pop(key, None)
             self.undone_retries.pop(key, None)
-            self._set_notices(key, {})
+            self.notices.set(key, {})
             return True
         if key in self.undone and self.undone[key] == version_of(obj):
             retries = self.undone_retries.get(key)
@@ -386,7 +265,8 @@ class Reconciler:
         return True
 
     def apply(self, key: Key, write: Write) -> str:
-        """Make one write: ``written``, ``deferred`` (rollout cap), ``skipped`` (not leading),
+        """Make one write: ``written``, ``undone`` (written, and an admission webhook put the template back),
+        ``deferred`` (rollout cap), ``skipped`` (not leading),
         ``conflict`` (fresh state in the overlay), ``replan`` (the served Workload API changed), ``gone``,
         ``unserved`` or ``failed``."""
         gate_key = (write.namespace, write.name)
@@ -419,7 +299,7 @@ class Reconciler:
             return self._refresh(res, target, before)
         except kube.NotFound:
             if write.action == "create" and res in kube.NATIVE_GANG:
-                return self.native_not_found(key, write)
+                return self.served.native_not_found(key, write)
             return "gone"
         except Exception as e:  # noqa: BLE001 -- any failure of the write: logged, retried with backoff
             self.metrics.errors.labels("write").inc()
@@ -429,31 +309,34 @@ class Reconciler:
         self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
         if write.kind == "Deployment" and write.rollout:
             self.rollouts.started(gate_key)
-        if write.kind == "Deployment" and write.rollout and isinstance(body, dict) and undone_by_admission(write.patch, body):
+        undone = write.kind == "Deployment" and write.rollout and isinstance(body, dict) and \
+            undone_by_admission(write.patch, body)
+        if undone:
             # an admission webhook put the template back (its config differs from ours, for example while a
             # config change rolls out): planning again on the watch event would write again, forever
             self.undone[key] = version_of(body)
             self.metrics.errors.labels("undone").inc()
-            self.retry_undone(key, entry)
         if isinstance(body, dict) and any((r.api_version, r.kind) == target[:2] for r in self.stores):
             self.overlay.put(target, before, body)
         self.recorder.record(write, body)
-        return "written"
+        return "undone" if undone else "written"
 
-    def retry_undone(self, key: Key, entry: dict[str, Any]) -> None:
-        """Rule S29: plan an undone write again after the next of ``UNDONE_RETRY_SECONDS``; past the last, only
-        once the object changes or at the next resync."""
+    def retry_undone(self, key: Key, write: Write) -> float | None:
+        """Rule S29: the delay after which an undone write is planned again, the next of ``UNDONE_RETRY_SECONDS``;
+        past the last, None: only once the object changes or at the next resync."""
+        entry = {"kind": write.kind, "namespace": write.namespace, "object_name": write.name, "action": write.action,
+                 "rollout": write.rollout, "reasons": write.reasons}
         made = self.undone_retries.get(key, (0, 0.0))[0]
         if made >= len(UNDONE_RETRY_SECONDS):
             self.undone_retries.pop(key, None)
             log.warning("write undone by admission: not retried until the object changes or the next resync "
                         "(do the webhook and the controller share one config?)", extra=entry)
-            return
+            return None
         delay = UNDONE_RETRY_SECONDS[made]
         self.undone_retries[key] = (made + 1, self.queue.clock() + delay)
-        self.queue.add_after(key, delay)
         log.info("write undone by admission: planned again later (the webhook's facts may lag)",
                  extra=dict(entry, retry_in_seconds=delay))
+        return delay
 
     def _refresh(self, res: kube.Resource, target: Key, before: dict[str, Any] | None) -> str:
         """After a 409: read the object as it is now into the overlay, so the next plan sees it."""
@@ -468,145 +351,3 @@ class Reconciler:
         if res in self.stores:
             self.overlay.put(target, before, fresh)
         return "conflict"
-
-    def native_not_found(self, key: Key, write: Write) -> str:
-        """Rules G20, G22: a create of a Workload or PodGroup answered NotFound: the served versions are read
-        again (an upgrade may have changed them); ``replan`` when another version is served now, ``unserved``
-        (with the job's Warning Event) when none policylib writes is, ``gone`` otherwise (the namespace went)."""
-        self.rediscover()
-        api = self.unserved()
-        if api is not None:
-            self.api_not_served(key, write)
-            return "unserved"
-        now = workload_api_for(self.config.gang, self.facts)
-        return "replan" if now.api_version != write.api_version else "gone"
-
-    def unserved(self) -> WorkloadApi | None:
-        """The Workload API as discovered, when it is known that the cluster serves no version policylib writes."""
-        if self.discovery is None or self.facts.workload_api is None:
-            return None
-        api = workload_api_for(self.config.gang, self.facts)
-        return api if api.version is None else None
-
-    def api_not_served(self, key: Key, write: Write) -> None:
-        """Rule G20: a job of gang method workload on a cluster that serves no Workload API version policylib
-        writes (rule G22): an error in the log, and a Warning Event on the job naming what to enable (the flags
-        of the cluster's minor), once per job."""
-        api_version, kind, ns, name = key
-        job = self.facts.get(*key)
-        uid = ((job or {}).get("metadata") or {}).get("uid") or ""
-        found = self.unserved()
-        missing = found.missing() if found is not None else workload_api_for(self.config.gang, self.facts).missing()
-        message = f"{kind} {ns}/{name}: no Workload {write.name} made: {missing}"
-        log.error("API not served", extra={"object": f"{kind} {ns}/{name}", "error": message})
-        self.metrics.errors.labels("unserved").inc()
-        if (key, uid) in self.unserved_told:
-            return
-        self.unserved_told.add((key, uid))
-        self.recorder.record(Write(kind, ns, name, [message], False, action="none", api_version=api_version), job,
-                             reason="WorkloadAPINotServed", note=message, warning=True)
-
-    def notice(self, key: Key, obj: dict[str, Any], writes: list[Write]) -> None:
-        """Rules S19 and S20: keep the pending and unrecorded gauges, and record one Event per new state
-        (``SpreadPending``, Normal, for a rewrite held for the next rollout: the metadata write that
-        records it carries its own; ``AdmittedWithoutPolicy``, Warning, for a Deployment without our
-        record)."""
-        before = self.notices.get(key, {})
-        now: dict[str, str] = {}
-        for w in writes:
-            if w.pending:
-                now["pending"] = w.pending
-            if w.unrecorded:
-                now["unrecorded"] = (obj.get("metadata") or {}).get("uid", "") or "yes"
-        self._set_notices(key, now)
-        if "unrecorded" in now and before.get("unrecorded") != now["unrecorded"]:
-            self.metrics.unrecorded_seen.inc()
-        if self.dry_run or not self.leading:
-            return
-        for w in writes:
-            if w.pending and w.action == "none" and before.get("pending") != w.pending:
-                self.recorder.record(w, obj)
-            if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
-                self.recorder.record(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
-
-    def _set_notices(self, key: Key, now: dict[str, str]) -> None:
-        """Store ``key``'s notices and move the gauges by the change alone (constant work per key)."""
-        before = self.notices.pop(key, {})
-        if now:
-            self.notices[key] = now
-        for kind in self.notice_counts:
-            self.notice_counts[kind] += (kind in now) - (kind in before)
-        self.metrics.pending.set(self.notice_counts["pending"])
-        self.metrics.unrecorded.set(self.notice_counts["unrecorded"])
-
-    # the scope (rules W5, W6) -------------------------------------------------------------
-    def scope(self) -> Scope:
-        """Rule W5: the scope of the installed webhook configuration; closed (nothing in it) when there is
-        none or its selectors are ones the API server would refuse; never the controller's own namespace
-        (rule W6). Logged when it changes: a warning when it leaves anything out."""
-        with self._scope_lock:
-            return self._build_scope()
-
-    def _build_scope(self) -> Scope:
-        name = self.webhook_configuration
-        configuration = self.stores[self.scope_resources[1]].get("", name)
-        version = version_of(configuration) if configuration else None
-        cached = self._scope
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        if configuration is None:
-            scope = closed_scope(f"no MutatingWebhookConfiguration {name} is installed", {self.namespace})
-        else:
-            try:
-                scope = scope_from_configuration(configuration, {self.namespace})
-            except policylib.PolicylibError as e:   # a selector the API server would refuse: act on nothing
-                scope = closed_scope(f"MutatingWebhookConfiguration {name} cannot be read: {e}", {self.namespace})
-        notes = scope.notes()
-        log.log(logging.WARNING if notes else logging.INFO, "scope",
-                extra={"source": scope.source, "excluded": sorted(scope.excluded_namespaces),
-                       "acting": not scope.stopped, "notes": notes})
-        self._scope = (version, scope)
-        return scope
-
-    def report_scope(self) -> None:
-        """Rules W5, W10, the worker's step for :data:`SCOPE_KEY`: when what the scope leaves out changes (and once
-        per term when it leaves anything out), one Event on the controller's own Deployment: Warning
-        ``ScopeClosed`` naming why, Normal ``ScopeRestored`` when nothing is left out again. The log line
-        and the gauges (``policylib_controller_scope_closed``, ``_scope_skipped_webhooks``) say it on every
-        replica; /readyz too (:meth:`sync_progress`)."""
-        notes = tuple(self.scope().notes())
-        before, self._reported = self._reported, notes
-        if notes == before or (before is None and not notes) or self.dry_run or not self.leading:
-            return
-        own = self.own_deployment()
-        if own is None:
-            log.info("no Event for the scope: the controller's own Deployment is not known",
-                     extra={"pod": self.pod, "namespace": self.namespace})
-            return
-        meta = own.get("metadata") or {}
-        write = Write("Deployment", self.namespace, str(meta.get("name")), list(notes), False, action="none",
-                      api_version=kube.DEPLOYMENTS.api_version)
-        if notes:
-            self.recorder.record(write, own, reason="ScopeClosed", note="; ".join(notes), warning=True)
-        else:
-            self.recorder.record(write, own, reason="ScopeRestored",
-                                 note=f"acting on the objects {self.scope().source} sends to the webhook")
-
-    def own_deployment(self) -> dict[str, Any] | None:
-        """The Deployment of the controller's own Pod, from the Deployment store: its Pod is named
-        ``<Deployment>-<ReplicaSet hash>-<5 characters>`` (the ReplicaSet and Pod names the Deployment and
-        ReplicaSet controllers generate); None when no Deployment of its namespace fits."""
-        store = self.stores.get(kube.DEPLOYMENTS)
-        if not self.pod or store is None:
-            return None
-        names = [name for ns, name in store.keys()  # noqa: SIM118 -- Store.keys(), not a dict's
-                 if ns == self.namespace and re.fullmatch(re.escape(name) + r"-[a-z0-9]+-[a-z0-9]{5}", self.pod)]
-        return store.get(self.namespace, max(names, key=len)) if names else None
-
-    def in_scope(self, obj: dict[str, Any]) -> bool:
-        """Rules W5, W6: whether the API server sends ``obj`` to the webhook (its Namespace's labels from
-        the Namespace store; one not there has only its name label)."""
-        ns = namespace_of(obj)
-        namespace = self.stores[kube.NAMESPACES].get("", ns)
-        labels = {NAMESPACE_NAME_LABEL: ns, **(((namespace or {}).get("metadata") or {}).get("labels") or {})}
-        return self.scope().admits(obj, {ns: labels})

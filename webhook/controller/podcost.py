@@ -2,17 +2,17 @@
 on the pods of the Deployments policylib manages so that a scale-down removes pods of the fullest zone
 first, and report the Deployments whose pods break their own spread now.
 
-A :class:`webhook.controller.Component` (docs/architecture.md, "The controller"), added with
-``Controller.add`` in ``run_controller`` when ``controller.spreadAwareScaleDown`` is on, so it runs under the
-controller's Lease:
+A reconciler of the controller runtime (docs/architecture.md, "Controller runtime"), added with
+``Controller.add`` in ``run_controller`` when ``controller.spreadAwareScaleDown`` is on, so its worker runs under
+the controller's Lease:
 
 - its own informers (``Controller.informer``) of Pods, only the pods a Deployment made (label selector
   ``pod-template-hash``: the Deployment controller sets it on every pod, so no pod template is changed and
   nothing rolls out), each cut on decode to :func:`policylib.scaledown.project_pod` (name, owner, Node,
   phase, labels, the cost and who owns it), and of Nodes only their labels and taints;
-- its own :class:`webhook.workqueue.WorkQueue` of Deployment keys (``workqueue_*{name="podcost"}``): a pod's
-  event queues the key of its Deployment, a Deployment's event (``Controller.follow``) its own key; the
-  worker plans the Deployment with :func:`policylib.scaledown.cost_writes` and writes a pod only when its
+- its own queue of Deployment keys (``workqueue_*{name="podcost"}``), worked by the generic worker: a pod's
+  event queues the key of its Deployment, a Deployment's event (``Controller.follow``) its own key; it
+  plans the Deployment with :func:`policylib.scaledown.cost_writes` and writes a pod only when its
   cost must change, as a JSON merge patch with ``fieldManager=policylib-scaledown`` carrying the pod's
   resourceVersion and uid (409: the watch brings the pod as it is and the key is planned again);
 - a cost another field manager owns is never written; the Deployment gets one Warning Event
@@ -24,12 +24,12 @@ controller's Lease:
 from __future__ import annotations
 
 import logging
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from policylib.constants import APPS_API_VERSION, EVENTS_API_VERSION
+import policylib
+from policylib.constants import APPS_API_VERSION
 from policylib.result import is_opted_out
 from policylib.scaledown import (
     DELETION_COST,
@@ -46,21 +46,20 @@ from policylib.scaledown import (
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
-from .controller.events import FIELD_LIMIT, REPORTING_CONTROLLER, event_note
-from .controller.leaderelection import micro_time
-from .informer import Store
+from ..informer import Handler, Reflector, Store
+from .events import EventRecorder
+from .metrics import ControllerMetrics
+from .overlay import Overlay
+from .runtime import DONE, Result
 from .workqueue import WorkQueue
-
-if TYPE_CHECKING:
-    from .controller import Controller
 
 log = logging.getLogger(__name__)
 
 DEPLOYMENT_PODS = kube.DEPLOYMENT_PODS
 MERGE_PATCH = "application/merge-patch+json"
 Key = tuple[str, str]
-#: Failures in a row after which a key waits for the next resync (as the reconciler's).
-MAX_RETRIES = 15
+#: Makes a reflector of a resource into a store, calling a handler on every change (``Controller.informer``).
+Informer = Callable[[kube.Resource, Handler, Store], Reflector]
 
 
 def project_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -72,7 +71,14 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
             "spec": {"taints": (node.get("spec") or {}).get("taints") or []}}
 
 
+def pod_key_of(pod: dict[str, Any]) -> Key:
+    """A pod's own (namespace, name)."""
+    meta = pod.get("metadata") or {}
+    return meta.get("namespace") or "", meta.get("name") or ""
+
+
 def pod_key(pod: dict[str, Any]) -> Key | None:
+    """The (namespace, name) of the Deployment whose pod ``pod`` is."""
     name = deployment_name(pod)
     return ((pod.get("metadata") or {}).get("namespace") or "", name) if name else None
 
@@ -90,31 +96,37 @@ class PodCostMetrics:
 
 
 class PodCosts:
-    """The deletion costs of one controller replica, a :class:`webhook.controller.Component` of ``controller``
-    (whose Lease, Deployment store, scope, metrics and identity it uses)."""
+    """The deletion costs of one controller replica. ``deployments`` is the controller's Deployment store (a
+    Deployment's changes are delivered to :meth:`on_deployment`: one watch, one store); ``in_scope`` says
+    whether the controller acts on an object (rules W5, W6); ``ready`` whether the controller's own stores have
+    listed; ``leading`` whether it holds the Lease."""
 
     name = "podcost"
 
-    def __init__(self, controller: Controller):
-        self.c = controller
-        self.api = controller.api
-        self.zone_key = controller.config.zoneTopologySpread.topologyKey
+    def __init__(self, api: kube.Api, config: policylib.Config, *, deployments: Store, informer: Informer,
+                 in_scope: Callable[[dict[str, Any]], bool], ready: Callable[[], bool], leading: Callable[[], bool],
+                 dry_run: bool, metrics: ControllerMetrics, recorder: EventRecorder):
+        self.api, self.deployments, self.in_scope, self.ready = api, deployments, in_scope, ready
+        self._leading, self.dry_run, self.recorder = leading, dry_run, recorder
+        self.zone_key = config.zoneTopologySpread.topologyKey
         self.pods = Store({"deployment": lambda p: [k] if (k := pod_key(p)) else [],
                            "node": lambda p: [node_of(p)]}, project=project_pod)
         self.nodes = Store(project=project_node)
-        self.reflectors = [controller.informer(DEPLOYMENT_PODS, self._on_pod, self.pods),
-                           controller.informer(kube.NODES, self._on_node, self.nodes)]
-        self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=controller.metrics.queue)
-        self.metrics = PodCostMetrics(controller.metrics.registry)
+        self.reflectors = [informer(DEPLOYMENT_PODS, self._on_pod, self.pods),
+                           informer(kube.NODES, self._on_node, self.nodes)]
+        self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
+        self.metrics = PodCostMetrics(metrics.registry)
         self.writes, self.violated, self.foreign = self.metrics.writes, self.metrics.violated, self.metrics.foreign
         #: Per Deployment key: the violations and the foreign managers last told by an Event (once per state).
         self.violations: dict[Key, frozenset[str]] = {}
         self.foreigners: dict[Key, frozenset[str]] = {}
-        #: Pods the worker wrote that the store may not show yet: (namespace, name) -> (the resourceVersion
-        #: written over, the pod as written). Only the worker reads and writes it; an entry goes when the store
-        #: moves on or the pod is gone (few entries: the pods written since their last watch event).
-        self.written: dict[Key, tuple[str | None, dict[str, Any]]] = {}
-        controller.follow(kube.DEPLOYMENTS, self._on_deployment)
+        #: Pods the worker wrote that the store may not show yet (few entries: the pods written since their last
+        #: watch event).
+        self.written: Overlay[Key] = Overlay(project=lambda p: project_pod(dict(p, apiVersion="v1", kind="Pod")))
+
+    @property
+    def leading(self) -> bool:
+        return self._leading()
 
     @property
     def synced(self) -> bool:
@@ -126,7 +138,7 @@ class PodCosts:
         if key:
             self.queue.add(key)
 
-    def _on_deployment(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+    def on_deployment(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
         """A Deployment's change (its record, its template, its deletion) replans its pods."""
         meta = obj.get("metadata") or {}
         self.queue.add((meta.get("namespace") or "", meta.get("name") or ""))
@@ -150,27 +162,32 @@ class PodCosts:
         if deployment is None or is_opted_out(deployment):
             return False
         annotations = (deployment.get("metadata") or {}).get("annotations") or {}
-        return RECORD_REPLICAS in annotations and self.c.reconciler.in_scope(deployment)
+        return RECORD_REPLICAS in annotations and self.in_scope(deployment)
 
-    def reconcile(self, key: Key) -> int:
+    def reconcile(self, key: Key) -> Result:
+        """Plan one Deployment's pods and write their costs; a refused write is retried with backoff (raised)."""
+        self.write_costs(key)
+        return DONE
+
+    def write_costs(self, key: Key) -> int:
         """Plan one Deployment's pods; returns the cost writes made."""
         ns, name = key
-        if not (self.synced and self.c.synced):
+        if not (self.synced and self.ready()):
             # Until every store has listed, Nodes (the zones) and the scope may be missing: nothing is planned.
             # Nothing is lost: the first sync's started_leading/resync queues every Deployment again.
             return 0
-        deployment = self.c.stores[kube.DEPLOYMENTS].get(ns, name)
+        deployment = self.deployments.get(ns, name)
         if not self.managed(deployment):
             self._forget(key)
             return 0
         assert deployment is not None
-        for gone in [at for at in self.written if self.pods.get(*at) is None]:
-            del self.written[gone]
-        pods = deployment_pods(deployment, [self._as_written(p) for p in self.pods.by_index("deployment", key)])
+        self.written.prune(lambda at: self.pods.get(*at) is not None)
+        pods = deployment_pods(deployment, [self.written.get(pod_key_of(p), p) or p
+                                            for p in self.pods.by_index("deployment", key)])
         nodes = self.nodes.values()
         zone_of = {(n["metadata"].get("name") or ""): ((n["metadata"].get("labels") or {}).get(self.zone_key) or "")
                    for n in nodes}
-        if self.c.dry_run or not self.c.leading:
+        if self.dry_run or not self.leading:
             # A standby (or a dry run) neither writes nor tells: the Events' memory of what was told is the
             # leader's, so a violation that appears before a failover is told by the next leader.
             return 0
@@ -178,7 +195,7 @@ class PodCosts:
         self._tell_violations(key, deployment, spread_violations(deployment, pods, nodes))
         made, failed = 0, None
         for w in cost_writes(pods, zone_of):
-            if not self.c.leading:   # the Lease can be lost between two writes (each may take seconds)
+            if not self.leading:   # the Lease can be lost between two writes (each may take seconds)
                 break
             try:
                 written = self.api.request("PATCH", kube.PODS.path(w.namespace, w.name),
@@ -194,27 +211,11 @@ class PodCosts:
             self.writes.labels("written").inc()
             made += 1
             if isinstance(written, dict):   # until the watch brings it, plan on the pod as written
-                stored = self.pods.get(w.namespace, w.name)
-                self.written[(w.namespace, w.name)] = ((stored or {}).get("metadata", {}).get("resourceVersion"),
-                                                       project_pod(dict(written, apiVersion="v1", kind="Pod")))
+                self.written.put((w.namespace, w.name), self.pods.get(w.namespace, w.name), written)
             log.info("pod deletion cost written", extra={"namespace": w.namespace, "pod": w.name, "cost": w.cost})
         if failed is not None:   # the key is retried with backoff (the queue's rate limiter)
             raise failed
         return made
-
-    def _as_written(self, pod: dict[str, Any]) -> dict[str, Any]:
-        """``pod`` as the worker last wrote it while the store still holds the version written over (as the
-        reconciler's ``Overlay``: the informer's store has one writer, its reflector); once the store moves
-        on, the store's."""
-        meta = pod.get("metadata") or {}
-        at = (meta.get("namespace") or "", meta.get("name") or "")
-        entry = self.written.get(at)
-        if entry is None:
-            return pod
-        if entry[0] == meta.get("resourceVersion"):
-            return entry[1]
-        del self.written[at]
-        return pod
 
     def _forget(self, key: Key) -> None:
         if self.violations.pop(key, None) is not None:
@@ -250,51 +251,13 @@ class PodCosts:
             self._event(deployment, "SpreadViolated", message)
 
     def _event(self, deployment: dict[str, Any], reason: str, note: str) -> None:
-        if self.c.dry_run or not self.c.leading:
-            return
-        meta = deployment.get("metadata") or {}
-        suffix = f".{time.time_ns():x}"
-        event = {"apiVersion": EVENTS_API_VERSION, "kind": "Event",
-                 "metadata": {"name": str(meta.get("name"))[:253 - len(suffix)].rstrip("-.") + suffix,
-                              "namespace": meta.get("namespace")},
-                 "eventTime": micro_time(self.c.clock()),
-                 "reportingController": REPORTING_CONTROLLER,
-                 "reportingInstance": self.c.options.identity[:FIELD_LIMIT], "action": "ScaleDown", "reason": reason,
-                 "type": "Warning", "note": event_note([note]),
-                 "regarding": {k: v for k, v in {"apiVersion": APPS_API_VERSION, "kind": "Deployment", "name": meta.get("name"),
-                                                 "namespace": meta.get("namespace"), "uid": meta.get("uid")}.items()
-                               if v}}
-        try:
-            self.api.create(kube.EVENTS, str(meta.get("namespace")), event)
-        except Exception as e:  # noqa: BLE001 -- best effort, as the controller's other Events
-            self.c.metrics.errors.labels("event").inc()
-            log.warning("could not record event", extra={"reason": reason, "error": str(e)[:300]})
+        if not self.dry_run and self.leading:
+            self.recorder.warn(dict(deployment, apiVersion=APPS_API_VERSION, kind="Deployment"), reason, note,
+                               action="ScaleDown")
 
-    # the Component ----------------------------------------------------------------------------------
+    # the reconciler's keys ---------------------------------------------------------------------------
     def started_leading(self) -> None:
         self.enqueue_all()
 
     def resync(self) -> None:
         self.enqueue_all()
-
-    def shutdown(self) -> None:
-        self.queue.shutdown()
-
-    def process_next(self, timeout: float | None = None) -> bool:
-        """Plan the next Deployment's pods; False when no key came within ``timeout``."""
-        key = self.queue.get(timeout)
-        if key is None:
-            return False
-        try:
-            self.reconcile(key)
-            self.queue.forget(key)
-        except Exception as e:  # noqa: BLE001 -- odd data must not stop the worker
-            self.c.metrics.errors.labels("podcost").inc()
-            log.warning("pod cost reconcile failed", extra={"key": list(key), "error": str(e)[:300]})
-            if self.queue.retries(key) < MAX_RETRIES:
-                self.queue.add_rate_limited(key)
-            else:
-                self.queue.forget(key)
-        finally:
-            self.queue.done(key)
-        return True

@@ -1,5 +1,6 @@
-"""The webhook's certificates, managed by the controller's leader (the Helm chart's default,
-``certificates.mode: self``; docs/operations.md, "Certificates").
+"""The pure core of the webhook's certificates (the controller's certificate rotator, :mod:`.certrotator`;
+docs/operations.md, "Certificates"): the settings, the facts read from the three objects that hold the state,
+and :func:`plan`, which decides the one next step.
 
 Three objects hold the state, nothing else does:
 
@@ -29,34 +30,18 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-import json
-import logging
 import re
-import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
-from policylib.constants import (
-    CONTROLLER_NAME,
-    INSTALL_NAMESPACE,
-    WEBHOOK_CA_SECRET,
-    WEBHOOK_CONFIGURATION,
-    WEBHOOK_NAME,
-    WEBHOOK_SERVICE,
-    WEBHOOK_TLS_SECRET,
-)
-from policylib.shell import kube
-from policylib.shell.kube import MUTATING_WEBHOOKS
+from policylib.constants import INSTALL_NAMESPACE, WEBHOOK_CA_SECRET, WEBHOOK_CONFIGURATION, WEBHOOK_SERVICE, WEBHOOK_TLS_SECRET
 
-from .certs import key_problem, make_ca, make_serving, service_dns_names
+from ..certs import key_problem, service_dns_names
 
-log = logging.getLogger(__name__)
-
-SECRETS = kube.Resource("", "v1", "secrets", "Secret")
 TRUSTED_SINCE = "policylib.io/ca-trusted-since"
 ISSUED_AT = "policylib.io/issued-at"
 CA_CRT, CA_KEY, PREVIOUS_CA = "ca.crt", "ca.key", "previous-ca.crt"
@@ -215,7 +200,7 @@ def plan(state: State, settings: Settings, now: float) -> Step:
 
 # --- reading the objects (PEM -> facts) ---------------------------------------------------------
 
-def _b64(data: dict[str, Any], key: str) -> bytes | None:
+def data_bytes(data: dict[str, Any], key: str) -> bytes | None:
     value = (data or {}).get(key)
     if not isinstance(value, str):
         return None
@@ -282,8 +267,8 @@ def ca_pair(secret: dict[str, Any] | None) -> Any:
     """(certificate, key) of the CA Secret, or (None, why not)."""
     if secret is None:
         return None, "no CA Secret"
-    certs = load_certs(_b64(secret.get("data") or {}, CA_CRT))
-    raw_key = _b64(secret.get("data") or {}, CA_KEY)
+    certs = load_certs(data_bytes(secret.get("data") or {}, CA_CRT))
+    raw_key = data_bytes(secret.get("data") or {}, CA_KEY)
     try:
         key = serialization.load_pem_private_key(raw_key or b"", password=None)
     except (ValueError, TypeError, UnsupportedAlgorithm):
@@ -304,15 +289,15 @@ def observe(ca_secret: dict[str, Any] | None, tls_secret: dict[str, Any] | None,
     """The :class:`State` of the three objects (any may be None: not there)."""
     pair, why = ca_pair(ca_secret)
     ca = pair[0] if pair else None
-    previous = load_certs(_b64((ca_secret or {}).get("data") or {}, PREVIOUS_CA))[:1] if pair else []
+    previous = load_certs(data_bytes((ca_secret or {}).get("data") or {}, PREVIOUS_CA))[:1] if pair else []
     issuers = ([ca] if ca else []) + previous
-    serving = load_certs(_b64((tls_secret or {}).get("data") or {}, TLS_CRT))[:1]
+    serving = load_certs(data_bytes((tls_secret or {}).get("data") or {}, TLS_CRT))[:1]
     bundle = None
     if webhook_config is not None:
         hooks = webhook_config.get("webhooks") or []
         bundles = {(h.get("clientConfig") or {}).get("caBundle") or "" for h in hooks}
         if len(bundles) == 1:
-            raw = _b64({"b": bundles.pop()}, "b") or b""
+            raw = data_bytes({"b": bundles.pop()}, "b") or b""
             bundle = tuple(fingerprint(c) for c in load_certs(raw))
         else:   # no webhooks, or webhooks that disagree: a bundle none of them has, so it is written again
             bundle = ("mixed",)
@@ -323,156 +308,3 @@ def observe(ca_secret: dict[str, Any] | None, tls_secret: dict[str, Any] | None,
                  serving=cert_fact(serving[0], issuers) if serving else None,
                  issued_at=_time(((tls_secret or {}).get("metadata") or {}).get("annotations") or {}, ISSUED_AT),
                  bundle=bundle, why_no_ca=why or "")
-
-
-# --- the shell ----------------------------------------------------------------------------------
-
-def _pem(cert: x509.Certificate) -> bytes:
-    return cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _key_pem(key: Any) -> bytes:
-    pem: bytes = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                   serialization.NoEncryption())
-    return pem
-
-
-def _enc(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-class Rotator:
-    """Reads the three objects, makes :func:`plan`'s steps, and reports in ``metrics`` (optional: a
-    ``prometheus_client`` registry to register its gauges and counter in)."""
-
-    def __init__(self, api: kube.Api, settings: Settings, registry: Any = None, clock: Callable[[], float] | None = None):
-        from prometheus_client import CollectorRegistry, Counter, Gauge
-        registry = registry if registry is not None else CollectorRegistry()
-        self.api, self.settings = api, settings
-        self.clock = clock or (lambda: dt.datetime.now(dt.timezone.utc).timestamp())
-        self.steps = Counter("policylib_controller_certificate_steps", "Certificate rotator steps made, by action",
-                             ["action"], registry=registry)
-        self.not_after = Gauge("policylib_controller_certificate_not_after_seconds",
-                               "notAfter of the certificates the rotator manages, by certificate (ca, serving)",
-                               ["certificate"], registry=registry)
-        self.failures = Counter("policylib_controller_certificate_errors", "Failed certificate rotator rounds",
-                                registry=registry)
-
-    # reading --------------------------------------------------------------------------------
-    def _get(self, res: kube.Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
-        try:
-            return self.api.get(res, namespace, name)
-        except kube.NotFound:
-            return None
-
-    def read(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]:
-        s = self.settings
-        return (self._get(SECRETS, s.namespace, s.ca_secret), self._get(SECRETS, s.namespace, s.tls_secret),
-                self._get(MUTATING_WEBHOOKS, None, s.webhook_configuration))
-
-    # one round ------------------------------------------------------------------------------
-    def reconcile(self, max_steps: int = 10) -> Step:
-        """Make steps until the plan says wait (at most ``max_steps``); returns the last plan."""
-        step = Step("wait", "not run")
-        for _ in range(max_steps):
-            ca_secret, tls_secret, config = self.read()
-            state = observe(ca_secret, tls_secret, config)
-            now = self.clock()
-            if state.ca:
-                self.not_after.labels("ca").set(state.ca.not_after)
-            if state.serving:
-                self.not_after.labels("serving").set(state.serving.not_after)
-            step = plan(state, self.settings, now)
-            if step.action == "wait":
-                return step
-            log.info("certificates", extra={"action": step.action, "reason": step.reason})
-            self.make(step, ca_secret, tls_secret, config, now)
-            self.steps.labels(step.action).inc()
-        return step
-
-    def make(self, step: Step, ca_secret: Any, tls_secret: Any, config: Any, now: float) -> None:
-        s = self.settings
-        when = dt.datetime.fromtimestamp(now, dt.timezone.utc)
-        if step.action in ("create-ca", "rotate-ca"):
-            cert, key = make_ca(f"{s.service}@{int(now)}", when, lifetime=dt.timedelta(seconds=s.ca_seconds))
-            data = {CA_CRT: _enc(_pem(cert)), CA_KEY: _enc(_key_pem(key))}
-            if step.action == "rotate-ca":
-                data[PREVIOUS_CA] = (ca_secret.get("data") or {})[CA_CRT]
-            self._put_secret(ca_secret, s.ca_secret, "Opaque", data, {})
-        elif step.action == "write-bundle":
-            pair, _ = ca_pair(ca_secret)
-            previous = load_certs(_b64(ca_secret.get("data") or {}, PREVIOUS_CA))
-            trusted = [pair[0]] + [c for c in previous if c.not_valid_after_utc.timestamp() > now]
-            bundle = _enc(b"".join(_pem(c) for c in trusted))
-            body = json.loads(json.dumps(config))
-            for hook in body.get("webhooks") or []:
-                hook.setdefault("clientConfig", {})["caBundle"] = bundle
-            self.api.update(MUTATING_WEBHOOKS, None, s.webhook_configuration, body)
-        elif step.action == "mark-trusted":
-            self._annotate(ca_secret, {TRUSTED_SINCE: rfc3339(now)})
-        elif step.action == "issue-serving":
-            (ca_cert, ca_key), _ = ca_pair(ca_secret)
-            lifetime = min(s.serving_seconds, int(ca_cert.not_valid_after_utc.timestamp() - now))
-            cert, key = make_serving(ca_cert, ca_key, s.service, s.namespace, when,
-                                     lifetime=dt.timedelta(seconds=lifetime))
-            data = {TLS_CRT: _enc(_pem(cert)), TLS_KEY: _enc(_key_pem(key)), CA_CRT: _enc(_pem(ca_cert))}
-            self._put_secret(tls_secret, s.tls_secret, "kubernetes.io/tls", data, {ISSUED_AT: rfc3339(now)})
-        elif step.action == "drop-previous":
-            data = {k: v for k, v in (ca_secret.get("data") or {}).items() if k != PREVIOUS_CA}
-            since = ((ca_secret.get("metadata") or {}).get("annotations") or {}).get(TRUSTED_SINCE)
-            self._put_secret(ca_secret, s.ca_secret, "Opaque", data, {TRUSTED_SINCE: since} if since else {})
-
-    def _put_secret(self, current: dict[str, Any] | None, name: str, type_: str, data: dict[str, Any],
-                    annotations: dict[str, Any]) -> None:
-        s = self.settings
-        if current is None:
-            body = {"apiVersion": "v1", "kind": "Secret", "type": type_, "data": data,
-                    "metadata": {"name": name, "namespace": s.namespace, "annotations": annotations,
-                                 "labels": {"app.kubernetes.io/name": WEBHOOK_NAME,
-                                            "app.kubernetes.io/managed-by": CONTROLLER_NAME}}}
-            self.api.create(SECRETS, s.namespace, body)
-            return
-        body = json.loads(json.dumps(current))
-        meta = body.setdefault("metadata", {})
-        kept = {k: v for k, v in (meta.get("annotations") or {}).items() if k not in (TRUSTED_SINCE, ISSUED_AT)}
-        meta["annotations"] = {**kept, **annotations}
-        body["data"] = data
-        if body.get("type") != type_:   # type is immutable: a Secret of another type is replaced
-            self.api.request("DELETE", SECRETS.path(s.namespace, name))
-            body = {k: v for k, v in body.items() if k != "metadata"} | {
-                "metadata": {"name": name, "namespace": s.namespace, "annotations": meta["annotations"],
-                             "labels": meta.get("labels") or {}}, "type": type_}
-            self.api.create(SECRETS, s.namespace, body)
-            return
-        self.api.update(SECRETS, s.namespace, name, body)
-
-    def _annotate(self, secret: dict[str, Any], annotations: dict[str, Any]) -> None:
-        body = json.loads(json.dumps(secret))
-        meta = body.setdefault("metadata", {})
-        meta["annotations"] = {**(meta.get("annotations") or {}), **annotations}
-        self.api.update(SECRETS, self.settings.namespace, meta["name"], body)
-
-    # the loop -------------------------------------------------------------------------------
-    def run(self, leading: Callable[[], bool], stop: threading.Event, poll: float = 30.0) -> None:
-        """While ``leading()``: a round, then sleep until the plan's wake time (at most ``poll``)."""
-        while not stop.is_set():
-            delay = 1.0
-            if leading():
-                try:
-                    step = self.reconcile()
-                    if step.wake_at is not None:
-                        delay = min(poll, max(0.2, step.wake_at - self.clock()))
-                except Exception as e:  # noqa: BLE001 -- conflicts, the API away: next round reads afresh
-                    self.failures.inc()
-                    log.warning("certificate round failed", extra={"error": str(e)[:500]})
-            stop.wait(delay)
-
-
-def start(api: kube.Api, settings: Settings, leading: Callable[[], bool], stop: threading.Event,
-          registry: Any = None) -> Rotator:
-    """The controller's hook: a :class:`Rotator` on its own thread, writing only while ``leading()``."""
-    rotator = Rotator(api, settings, registry)
-    threading.Thread(target=rotator.run, args=(leading, stop), daemon=True, name="certificates").start()
-    return rotator
-
-
