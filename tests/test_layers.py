@@ -63,7 +63,8 @@ def test_every_import_keeps_the_import_contracts():
 
 def test_an_import_that_breaks_a_contract_fails_lint_imports(tmp_path: Path):
     """The contracts hold what they say: a core module importing the CLI, a module placed in no layer, the
-    shell importing the webhook and a circle inside the CLI each break one, by name."""
+    shell importing the webhook, a circle inside the CLI and the controller importing the admission server each
+    break one, by name."""
     for package in ("policylib", "webhook"):
         shutil.copytree(ROOT / package, tmp_path / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path)
@@ -74,11 +75,14 @@ def test_an_import_that_breaks_a_contract_fails_lint_imports(tmp_path: Path):
         f.write("\nimport webhook  # noqa: E402,F401\n")
     with open(tmp_path / "policylib" / "cli" / "completion.py", "a", encoding="utf-8") as f:
         f.write("\n\ndef _parser():\n    from .app import build_parser\n    return build_parser()\n")
+    with open(tmp_path / "webhook" / "controller" / "served.py", "a", encoding="utf-8") as f:
+        f.write("\n\ndef _admission():\n    from ..admission import review\n    return review\n")
     out = lint_imports(tmp_path)
     assert out.returncode == 1, out.stdout + out.stderr
     for expected in ("policylib.labels is not allowed to import policylib.cli", "- policylib.unplaced",
                      "policylib.shell.files -> webhook", "No cycles are allowed in policylib.cli.",
-                     "- .completion -> .app", "Contracts: 0 kept, 3 broken."):
+                     "- .completion -> .app", "webhook.controller is not allowed to import webhook.admission",
+                     "Contracts: 0 kept, 4 broken."):
         assert expected in out.stdout, out.stdout
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import errno
 import ssl
 import time
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any, Protocol
 
 import gevent.socket
 from gunicorn.http.errors import NoMoreData
@@ -12,8 +12,15 @@ from gunicorn.http.errors import NoMoreData
 from .connections import FIRST_REQUEST, Connection
 from .tlsqueue import tls_step
 
-if TYPE_CHECKING:
-    from .worker import TLSGeventWorker
+
+
+class ServingWorker(Protocol):
+    """What a :class:`DeadlineSocket` asks of the worker serving it (:class:`~.worker.TLSGeventWorker`)."""
+
+    alive: bool
+    first_request_timeout: float
+
+    def client_too_slow(self, stage: str) -> None: ...
 
 #: A client has this long for its TLS handshake (from the moment it connects), for each request
 #: (from its first byte to its last) and for taking each answer: a connection short of one is
@@ -53,11 +60,11 @@ class DeadlineSocket:
     worker's ``first_request_timeout``), giving up early when the worker shuts
     down or :class:`Connections` closes the connection; from those bytes on,
     every read of that request (headers and body) ends by one deadline
-    :data:`CLIENT_DEADLINE` later, however the client spreads its bytes. :meth:`TLSGeventWorker.handle_request` sets ``deadline``
+    :data:`CLIENT_DEADLINE` later, however the client spreads its bytes. :meth:`~.worker.TLSGeventWorker.handle_request` sets ``deadline``
     back to None once the answer is written. Everything else is the socket's.
     """
 
-    def __init__(self, sock: ssl.SSLSocket, worker: "TLSGeventWorker", connection: "Connection"):
+    def __init__(self, sock: ssl.SSLSocket, worker: ServingWorker, connection: "Connection"):
         self.sock = sock
         self.worker = worker
         self.connection = connection
