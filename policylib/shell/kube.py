@@ -436,10 +436,12 @@ def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, 
              project: Callable[[Any], Any] | None = None, limit: int = PAGE) -> list[dict[str, Any]]:
     """Every object the planners read, listed page by page, the next page read ahead while this one is
     decoded; resources the cluster does not serve contribute nothing. ``project`` (rule W7) is applied to
-    each object as its page is decoded, and what it keeps is held :func:`interned`, so the memory a snapshot
-    takes is what it keeps plus one page decoded and the next as the server sent it."""
+    each object as its page is decoded, and what it keeps is held once (:class:`Interner`), so the memory a
+    snapshot takes is what it keeps plus one page decoded and the next as the server sent it. The objects
+    share equal parts: read them, never change them in place (the policies mutate copies)."""
     objects: list[dict[str, Any]] = []
-    keep = (lambda obj: interned(project(obj))) if project else interned
+    hold = Interner()
+    keep = (lambda obj: hold(project(obj))) if project else hold
     with no_gc():   # decoded JSON has no cycles: the cyclic GC would pass over every object held, page after page
         for res in resources:
             count = 0
@@ -454,16 +456,36 @@ def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, 
     return objects
 
 
-def interned(value: Any) -> Any:
-    """A copy of ``value`` (its mappings and lists new) with every string in it, key or value, interned: the
-    same label value, quantity, namespace or scheduler name in 50,000 objects is then held once."""
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, dict):
-        return {sys.intern(k) if isinstance(k, str) else k: interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [interned(v) for v in value]
-    return value
+class Interner:
+    """Copies of decoded JSON in which every string (key or value) is interned and every mapping or list equal
+    to one copied before, value for value and type for type, is that one: the same label value, quantity or
+    scheduler name in 50,000 objects is held once, and so is the same container ``resources``, port list, pod
+    template spec or status (what the projection keeps of realistic Deployments is mostly such parts;
+    docs/figures.md, "check --cluster"). The table holds one hash per part kept and goes with the interner."""
+
+    def __init__(self) -> None:
+        self.held: dict[int, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return sys.intern(value)
+        if isinstance(value, dict):
+            value = {sys.intern(k) if isinstance(k, str) else k: self(v) for k, v in value.items()}
+        elif isinstance(value, list):
+            value = [self(v) for v in value]
+        else:
+            return value
+        key = _shape(value)
+        found = self.held.setdefault(hash(key), value)
+        return found if found is not value and _shape(found) == key else value
+
+
+def _shape(value: dict[str, Any] | list[Any]) -> tuple[Any, ...]:
+    """What makes two copied mappings or lists the same: their keys in order and, per item, the copied part
+    itself (already held once: the same object) or the scalar with its type (``1``, ``1.0`` and ``True``
+    compare equal in Python but not in JSON)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return (type(value), *((k, id(v)) if isinstance(v, (dict, list)) else (k, type(v), v) for k, v in items))
 
 
 def served_api_groups(api: Api) -> list[str]:
