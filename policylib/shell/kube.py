@@ -66,6 +66,9 @@ class Resource:
     field_selector: str = ""
     #: A ``labelSelector`` every list and watch carries (the controller's pod watch, rule S27).
     label_selector: str = ""
+    #: Lists ask for the objects' metadata only (``PartialObjectMetadataList``, as kubectl and controller-runtime's
+    #: metadata clients do): what is counted by name, namespace, labels and owner, never read whole.
+    metadata_only: bool = False
 
     @property
     def api_version(self) -> str:
@@ -127,6 +130,19 @@ PODS = Resource("", "v1", "pods", "Pod")
 HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
+#: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
+#: each in the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
+UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
+    (APPS_GROUP, "v1", "statefulsets", "StatefulSet"), (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
+    (APPS_GROUP, "v1", "replicasets", "ReplicaSet"), ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"), ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+    (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "paddlejobs", "PaddleJob"),
+    (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "xgboostjobs", "XGBoostJob"),
+    (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "jaxjobs", "JAXJob"), ("ray.io", "v1", "rayjobs", "RayJob"),
+    ("ray.io", "v1", "rayclusters", "RayCluster"), ("ray.io", "v1", "rayservices", "RayService")))
+#: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
@@ -299,9 +315,10 @@ class Api:
         return data
 
     def send(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: object = None,
-             content_type: str | None = None, timeout: float | tuple[float, float] | None = None) -> tuple[int, bytes]:
+             content_type: str | None = None, timeout: float | tuple[float, float] | None = None,
+             accept: str = "application/json") -> tuple[int, bytes]:
         """One call: the answer's status and its body as the server sent it (JSON, not decoded)."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         method, url, headers, body, post = self.client.param_serialize(
@@ -347,6 +364,8 @@ class Api:
         for raw in (_read_ahead(fetch) if ahead else _one_by_one(fetch)):
             body = decode(raw)
             items = [self._typed(res, item) for item in body.get("items") or []]
+            if res.metadata_only:   # each item says PartialObjectMetadata: name what it is the metadata of
+                items = [dict(item, apiVersion=res.api_version, kind=res.kind) for item in items if isinstance(item, dict)]
             yield {"items": items, "resourceVersion": (body.get("metadata") or {}).get("resourceVersion", "")}
 
     def _page(self, res: Resource, namespace: str | None, timeout: float | tuple[float, float] | None, limit: int,
@@ -357,7 +376,8 @@ class Api:
             query.append(("fieldSelector", res.field_selector))
         if res.label_selector:
             query.append(("labelSelector", res.label_selector))
-        status, raw = self.send("GET", res.path(namespace), query=query, timeout=timeout)
+        status, raw = self.send("GET", res.path(namespace), query=query, timeout=timeout,
+                                accept=METADATA_LIST if res.metadata_only else "application/json")
         if not 200 <= status < 300:
             raise error_for(status, decode(raw))
         return raw, continue_token(raw)
