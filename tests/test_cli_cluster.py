@@ -242,8 +242,9 @@ def test_the_unhandled_kinds_listed_are_the_families_unhandled_workloads():
 
 
 def test_a_snapshot_holds_equal_parts_once_and_the_rules_leave_them_unchanged(tmp_path):
-    """What ``--cluster`` holds shares every mapping or list equal to one read before (the Deployments' container
-    resources, ports, pod template specs, statuses), never one that differs in a value's type; and no rule of
+    """What ``check --cluster`` holds shares every mapping or list equal to one read before (the Deployments'
+    container resources, ports, pod template specs, statuses), never one that differs in a value's type (``plan
+    --cluster``'s snapshot interns its strings only); and no rule of
     ``check``, ``plan`` or the spread report changes a shared part in place (they change copies)."""
     import importlib
     import json
@@ -265,7 +266,10 @@ def test_a_snapshot_holds_equal_parts_once_and_the_rules_leave_them_unchanged(tm
         api.route("GET", "/apis/autoscaling/v2/horizontalpodautoscalers",
                   paged_list("HorizontalPodAutoscaler", [hpa_as_stored(i) for i in range(0, 12, 4)], 5))
         client = kube.Api(kube.api_client(None, api.kubeconfig(tmp_path / "k")))
-        objects = kube.snapshot(client, resources=(kube.DEPLOYMENTS, kube.HPAS), project=project_simulated)
+        objects = kube.snapshot(client, resources=(kube.DEPLOYMENTS, kube.HPAS), project=project_simulated, share=True)
+        unshared = kube.snapshot(client, resources=(kube.DEPLOYMENTS,), project=project_simulated)
+    assert unshared == [project_simulated(d) for d in served]
+    assert len({id(d["spec"]["template"]["spec"]) for d in unshared}) == len(served)   # plan --cluster's: copies
     deployments = [o for o in objects if o["kind"] == "Deployment"]
     assert deployments == [project_simulated(d) for d in served]
     for part in (lambda d: d["spec"]["template"]["spec"], lambda d: d["status"], lambda d: d["metadata"]):

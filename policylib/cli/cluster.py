@@ -212,10 +212,12 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
     c = cluster(args)
     page = kube.PROJECTED_PAGE
     with c.reading():
-        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=project_simulated, limit=page)
-        pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip_pod, limit=page)   # every Pod loads the Nodes
+        # the containers the replay reads make most of what is held alike: each equal part held once
+        nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=project_simulated, limit=page, share=True)
+        pods = kube.snapshot(c.api, resources=(kube.PODS,), project=strip_pod, limit=page,
+                             share=True)   # every Pod loads the Nodes
         objects = kube.snapshot(c.api, args.namespace, resources=resources, progress=show,
-                                project=project_simulated, limit=page) if workloads else []
+                                project=project_simulated, limit=page, share=True) if workloads else []
         if config.volcano.enabled:
             objects += live_hypernodes(c.api, stderr)
         version = kube.server_version(c.api)

@@ -453,14 +453,15 @@ def snapshot_resources(config: Any) -> tuple[Resource, ...]:
 
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
              progress: Callable[[str, int], None] | None = None,
-             project: Callable[[Any], Any] | None = None, limit: int = PAGE) -> list[dict[str, Any]]:
+             project: Callable[[Any], Any] | None = None, limit: int = PAGE,
+             share: bool = False) -> list[dict[str, Any]]:
     """Every object the planners read, listed page by page, the next page read ahead while this one is
     decoded; resources the cluster does not serve contribute nothing. ``project`` (rule W7) is applied to
-    each object as its page is decoded, and what it keeps is held once (:class:`Interner`), so the memory a
-    snapshot takes is what it keeps plus one page decoded and the next as the server sent it. The objects
-    share equal parts: read them, never change them in place (the policies mutate copies)."""
+    each object as its page is decoded, and what it keeps is held :class:`Interner`'s way (its strings once;
+    with ``share``, each equal part once: read such objects, never change them in place, as the policies do),
+    so the memory a snapshot takes is what it keeps plus one page decoded and the next as the server sent it."""
     objects: list[dict[str, Any]] = []
-    hold = Interner()
+    hold = Interner(share)
     keep = (lambda obj: hold(project(obj))) if project else hold
     with no_gc():   # decoded JSON has no cycles: the cyclic GC would pass over every object held, page after page
         for res in resources:
@@ -477,13 +478,16 @@ def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, 
 
 
 class Interner:
-    """Copies of decoded JSON in which every string (key or value) is interned and every mapping or list equal
-    to one copied before, value for value and type for type, is that one: the same label value, quantity or
-    scheduler name in 50,000 objects is held once, and so is the same container ``resources``, port list, pod
-    template spec or status (what the projection keeps of realistic Deployments is mostly such parts;
-    docs/figures.md, "check --cluster"). The table holds one hash per part kept and goes with the interner."""
+    """Copies of decoded JSON in which every string (key or value) is interned, and (``share``) every mapping or
+    list equal to one copied before, value for value and type for type, is that one: the same label value,
+    quantity or scheduler name in 50,000 objects is held once, and with ``share`` so is the same container
+    ``resources``, port list, pod template spec or status. What ``check --cluster`` keeps of realistic
+    Deployments is mostly such parts; what ``plan --cluster`` keeps has few, and sharing them would cost it more
+    CPU than it saves memory (docs/figures.md, "check --cluster within 300 MiB"). The table holds one hash per
+    part kept and goes with the interner."""
 
-    def __init__(self) -> None:
+    def __init__(self, share: bool = True) -> None:
+        self.share = share
         self.held: dict[int, Any] = {}
 
     def __call__(self, value: Any) -> Any:
@@ -494,6 +498,8 @@ class Interner:
         elif isinstance(value, list):
             value = [self(v) for v in value]
         else:
+            return value
+        if not self.share:
             return value
         key = _shape(value)
         found = self.held.setdefault(hash(key), value)
