@@ -203,6 +203,15 @@ class Scope:
         labels and whose ``objectSelector`` matches its own labels; never in an excluded namespace, never
         when the scope is closed. A Namespace not in ``namespace_labels`` has the one label the API server
         always sets, its name."""
+        return self._selected(obj, namespace_labels, self.hooks_for(obj))
+
+    def selects(self, obj: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]] | None = None) -> bool:
+        """Rule P9: whether a webhook acted on selects ``obj`` by its namespace and its labels, whatever its kind
+        (``check --cluster`` counts the objects of kinds no family handles, which no webhook's rules cover)."""
+        return not self.closed and self._selected(obj, namespace_labels, self.acting)
+
+    def _selected(self, obj: Mapping[str, Any], namespace_labels: Mapping[str, Mapping[str, str]] | None,
+                  hooks: Sequence[Hook]) -> bool:
         meta = obj.get("metadata") or {}
         ns = meta.get("namespace") or "default"
         if ns in self.excluded_namespaces:
@@ -211,8 +220,7 @@ class Scope:
         if labels is None:
             labels = {NAMESPACE_NAME_LABEL: ns}
         own = meta.get("labels") or {}
-        return any(_satisfied(h.requirements[0], labels) and _satisfied(h.requirements[1], own)
-                   for h in self.hooks_for(obj))
+        return any(_satisfied(h.requirements[0], labels) and _satisfied(h.requirements[1], own) for h in hooks)
 
 
 def skipped_reason(hooks: Sequence[Hook]) -> str:

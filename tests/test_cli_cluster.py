@@ -177,3 +177,113 @@ def test_a_snapshot_holds_each_string_once(tmp_path):
     assert a["metadata"]["labels"]["tier"] is b["metadata"]["labels"]["tier"]
     limits = [d["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["memory"] for d in (a, b)]
     assert limits[0] is limits[1] == "512Mi"
+
+
+def _metadata_list(items):
+    """A list as kube-apiserver answers ``as=PartialObjectMetadataList``: each item only its metadata."""
+    def handler(req):
+        assert req["headers"]["accept"] == kube.METADATA_LIST
+        return 200, {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadataList",
+                     "metadata": {"resourceVersion": "9"},
+                     "items": [{"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": m}
+                               for m in items]}
+    return handler
+
+
+def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(tmp_path):
+    """Rule P9: ``check --cluster`` lists, by their metadata only, the kinds that run pods and that no family
+    handles, and counts those whose namespace and labels the webhook configuration selects, each named, in one
+    ``info`` finding (table and JSON); an object a controller owns (a Deployment's ReplicaSet, a CronJob's Job)
+    counts as its owner, and a kind the cluster does not serve contributes nothing."""
+    import json
+
+    from tests.test_installed import NAMESPACES, install
+    owned = {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "a", "uid": "u",
+                                  "controller": True}]}
+    served = {
+        "/apis/apps/v1/statefulsets": [{"name": "db", "namespace": "ml"}, {"name": "cache", "namespace": "ml"},
+                                       {"name": "skipped", "namespace": "optout"},   # the namespace opted out
+                                       {"name": "mine", "namespace": "rel"},          # the release's own
+                                       {"name": "no", "namespace": "ml", "labels": {"policylib.io/skip": "true"}}],
+        "/apis/apps/v1/replicasets": [{"name": "a-5d8f", "namespace": "ml", **owned}],
+        "/apis/batch/v1/cronjobs": [{"name": "nightly", "namespace": "ml"}],
+        "/apis/batch/v1/jobs": [{"name": "nightly-29000", "namespace": "ml", **owned}],
+        "/apis/trainer.kubeflow.org/v1alpha1/trainjobs": [{"name": "llama", "namespace": "ml"}],
+    }
+    node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
+            "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
+    with FakeAPI() as api:
+        install(api, {"rel": ("policylib", {})}, [], NAMESPACES)
+        for path, items in served.items():
+            api.route("GET", path, _metadata_list(items))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.37.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": []}))
+        code, out, err = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"])
+        _, table, _ = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k")])
+    assert code == 0, err
+    message = ("4 workload(s) of kinds policylib does not handle, left as they are: CronJob 1 (ml/nightly); "
+               "StatefulSet 2 (ml/cache, ml/db); TrainJob 1 (ml/llama): policylib has no policy for them (it handles "
+               "Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs and gang Pods)")
+    assert [f for f in json.loads(out) if f["key"] == "unhandled"] == [
+        {"severity": "info", "key": "unhandled", "message": message}]
+    assert [line.split(None, 2) for line in table.splitlines() if " unhandled " in line] == [
+        ["info", "unhandled", message]]
+    listed = {r["path"] for r in api.requests if r["headers"].get("accept") == kube.METADATA_LIST}
+    assert listed == {r.path() for r in kube.UNHANDLED_WORKLOADS}
+
+
+def test_the_unhandled_kinds_listed_are_the_families_unhandled_workloads():
+    """Rule P9: ``check --cluster`` lists every kind the families name as running pods unhandled, and no other."""
+    from policylib.families import UNHANDLED_WORKLOADS
+    assert {(r.group, r.kind) for r in kube.UNHANDLED_WORKLOADS} == set(UNHANDLED_WORKLOADS)
+    assert len(kube.UNHANDLED_WORKLOADS) == len(UNHANDLED_WORKLOADS)
+
+
+def test_a_snapshot_holds_equal_parts_once_and_the_rules_leave_them_unchanged(tmp_path):
+    """What ``check --cluster`` holds shares every mapping or list equal to one read before (the Deployments'
+    container resources, ports, pod template specs, statuses), never one that differs in a value's type (``plan
+    --cluster``'s snapshot interns its strings only); and no rule of
+    ``check``, ``plan`` or the spread report changes a shared part in place (they change copies)."""
+    import importlib
+    import json
+
+    from bench.scale_objects import deployment_as_stored, hpa_as_stored
+    from policylib.projection import project_simulated
+    from policylib.scaledown import cluster_report
+    check = importlib.import_module("policylib.check").check
+    plan = importlib.import_module("policylib.plan").plan
+
+    hold = kube.Interner()
+    a, b, c = hold({"n": 1, "l": [1]}), hold({"n": True, "l": [1]}), hold({"n": 1, "l": [1]})
+    assert (a["n"], b["n"]) == (1, True) and b["n"] is True and a is not b and a is c and a["l"] is b["l"]
+    assert hold({"n": 1.0}) is not hold({"n": 1}) and hold({"x": {}}) is not hold({"x": []})
+
+    served = [deployment_as_stored(i) for i in range(12)]
+    with FakeAPI() as api:
+        api.route("GET", "/apis/apps/v1/deployments", paged_list("Deployment", served, 5))
+        api.route("GET", "/apis/autoscaling/v2/horizontalpodautoscalers",
+                  paged_list("HorizontalPodAutoscaler", [hpa_as_stored(i) for i in range(0, 12, 4)], 5))
+        client = kube.Api(kube.api_client(None, api.kubeconfig(tmp_path / "k")))
+        objects = kube.snapshot(client, resources=(kube.DEPLOYMENTS, kube.HPAS), project=project_simulated, share=True)
+        unshared = kube.snapshot(client, resources=(kube.DEPLOYMENTS,), project=project_simulated)
+    assert unshared == [project_simulated(d) for d in served]
+    assert len({id(d["spec"]["template"]["spec"]) for d in unshared}) == len(served)   # plan --cluster's: copies
+    deployments = [o for o in objects if o["kind"] == "Deployment"]
+    assert deployments == [project_simulated(d) for d in served]
+    for part in (lambda d: d["spec"]["template"]["spec"], lambda d: d["status"], lambda d: d["metadata"]):
+        held = {id(part(d)) for d in deployments}
+        assert len(held) == len({json.dumps(part(d)) for d in deployments})   # one per value
+    assert len({id(d["spec"]["template"]["spec"]) for d in deployments}) < len(deployments)
+    before = json.dumps(objects)
+    nodes = [{"apiVersion": "v1", "kind": "Node",
+              "metadata": {"name": f"n{i}", "labels": {"kubernetes.io/hostname": f"n{i}",
+                                                       "topology.kubernetes.io/zone": f"z{i % 2}"}},
+              "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}} for i in range(4)]
+    config = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule", "reconcileDrift": True,
+                                     "enforceForRequiredAntiAffinity": False}}
+    assert check(config, nodes, objects)   # findings were made from them
+    assert plan(objects, config)
+    cluster_report(objects, nodes)
+    assert json.dumps(objects) == before

@@ -2,13 +2,25 @@
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..documents import Document
 from ..errors import PolicyError
-from .cluster import cluster_scope, resolve_config, served_apis, stored_native, topology_kept, workload_api
+from ..families import HANDLED_SUMMARY, is_unhandled_workload
+from .cluster import (
+    cluster_scope,
+    resolve_config,
+    served_apis,
+    stored_native,
+    topology_kept,
+    unhandled_workloads,
+    workload_api,
+)
 from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
 from .inputs import nodes_and_objects
+
+if TYPE_CHECKING:
+    from ..check import Finding
 
 NAME = "check"
 EXIT_STATUS = {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
@@ -50,6 +62,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         findings += [Finding("warning", "spread-violated", v.message()) for v in cluster_report(objects, nodes)[0]]
     if args.cluster and args.namespace:   # Pods Pending now: only this namespace's workloads
         findings = [f for f in findings if f.key != "pending" or f" {args.namespace}/" in f.message.split(":")[0]]
+    unhandled = [o for o in objects if is_unhandled_workload(o)]
+    if args.cluster:   # rule P9: in the namespaces and with the labels the webhook configuration selects
+        unhandled += [o for o in unhandled_workloads(args, stderr) if args._scope_selects(o)]
+    findings += unhandled_finding(unhandled)
     if args.output == "json":
         stdout.write(json_array([f.as_dict() for f in findings]))
     elif findings:
@@ -57,3 +73,22 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     else:
         stdout.write("no findings: these settings suit these Nodes\n")
     return EXIT_PENDING if any(f.severity == "error" for f in findings) else EXIT_OK
+
+
+def unhandled_finding(objects: list[dict[str, Any]]) -> list[Finding]:
+    """Rule P9: one ``info`` finding counting the workloads of kinds no family handles, by kind, each named (up to
+    five per kind): nothing is checked or written for them, which must not read as nothing to do."""
+    from ..check import Finding
+    by_kind: dict[str, list[str]] = {}
+    for obj in objects:
+        meta = obj.get("metadata") or {}
+        by_kind.setdefault(str(obj.get("kind")), []).append(f"{meta.get('namespace') or 'default'}/{meta.get('name')}")
+    if not by_kind:
+        return []
+    kinds = "; ".join(f"{kind} {len(names)} ({_listed(sorted(names))})" for kind, names in sorted(by_kind.items()))
+    return [Finding("info", "unhandled", f"{len(objects)} workload(s) of kinds policylib does not handle, left as they "
+                                         f"are: {kinds}: policylib has no policy for them ({HANDLED_SUMMARY})")]
+
+
+def _listed(names: list[str], limit: int = 5) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -72,6 +72,9 @@ class Resource:
     field_selector: str = ""
     #: A ``labelSelector`` every list and watch carries (the controller's pod watch, rule S27).
     label_selector: str = ""
+    #: Lists ask for the objects' metadata only (``PartialObjectMetadataList``, as kubectl and controller-runtime's
+    #: metadata clients do): what is counted by name, namespace, labels and owner, never read whole.
+    metadata_only: bool = False
 
     @property
     def api_version(self) -> str:
@@ -133,6 +136,19 @@ PODS = Resource("", "v1", "pods", "Pod")
 HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
+#: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
+#: each in the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
+UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
+    (APPS_GROUP, "v1", "statefulsets", "StatefulSet"), (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
+    (APPS_GROUP, "v1", "replicasets", "ReplicaSet"), ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
+    ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"), ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
+    ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
+    (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "paddlejobs", "PaddleJob"),
+    (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "xgboostjobs", "XGBoostJob"),
+    (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "jaxjobs", "JAXJob"), ("ray.io", "v1", "rayjobs", "RayJob"),
+    ("ray.io", "v1", "rayclusters", "RayCluster"), ("ray.io", "v1", "rayservices", "RayService")))
+#: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
 SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
@@ -305,9 +321,10 @@ class Api:
         return data
 
     def send(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None, body: object = None,
-             content_type: str | None = None, timeout: float | tuple[float, float] | None = None) -> tuple[int, bytes]:
+             content_type: str | None = None, timeout: float | tuple[float, float] | None = None,
+             accept: str = "application/json") -> tuple[int, bytes]:
         """One call: the answer's status and its body as the server sent it (JSON, not decoded)."""
-        headers = {"Accept": "application/json"}
+        headers = {"Accept": accept}
         if content_type:
             headers["Content-Type"] = content_type
         method, url, headers, body, post = self.client.param_serialize(
@@ -353,6 +370,8 @@ class Api:
         for raw in (_read_ahead(fetch) if ahead else _one_by_one(fetch)):
             body = decode(raw)
             items = [self._typed(res, item) for item in body.get("items") or []]
+            if res.metadata_only:   # each item says PartialObjectMetadata: name what it is the metadata of
+                items = [dict(item, apiVersion=res.api_version, kind=res.kind) for item in items if isinstance(item, dict)]
             yield {"items": items, "resourceVersion": (body.get("metadata") or {}).get("resourceVersion", "")}
 
     def _page(self, res: Resource, namespace: str | None, timeout: float | tuple[float, float] | None, limit: int,
@@ -363,7 +382,8 @@ class Api:
             query.append(("fieldSelector", res.field_selector))
         if res.label_selector:
             query.append(("labelSelector", res.label_selector))
-        status, raw = self.send("GET", res.path(namespace), query=query, timeout=timeout)
+        status, raw = self.send("GET", res.path(namespace), query=query, timeout=timeout,
+                                accept=METADATA_LIST if res.metadata_only else "application/json")
         if not 200 <= status < 300:
             raise error_for(status, decode(raw))
         return raw, continue_token(raw)
@@ -439,13 +459,16 @@ def snapshot_resources(config: Any) -> tuple[Resource, ...]:
 
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
              progress: Callable[[str, int], None] | None = None,
-             project: Callable[[Any], Any] | None = None, limit: int = PAGE) -> list[dict[str, Any]]:
+             project: Callable[[Any], Any] | None = None, limit: int = PAGE,
+             share: bool = False) -> list[dict[str, Any]]:
     """Every object the planners read, listed page by page, the next page read ahead while this one is
     decoded; resources the cluster does not serve contribute nothing. ``project`` (rule W7) is applied to
-    each object as its page is decoded, and what it keeps is held :func:`interned`, so the memory a snapshot
-    takes is what it keeps plus one page decoded and the next as the server sent it."""
+    each object as its page is decoded, and what it keeps is held :class:`Interner`'s way (its strings once;
+    with ``share``, each equal part once: read such objects, never change them in place, as the policies do),
+    so the memory a snapshot takes is what it keeps plus one page decoded and the next as the server sent it."""
     objects: list[dict[str, Any]] = []
-    keep = (lambda obj: interned(project(obj))) if project else interned
+    hold = Interner(share)
+    keep = (lambda obj: hold(project(obj))) if project else hold
     with no_gc():   # decoded JSON has no cycles: the cyclic GC would pass over every object held, page after page
         for res in resources:
             count = 0
@@ -460,16 +483,41 @@ def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, 
     return objects
 
 
-def interned(value: Any) -> Any:
-    """A copy of ``value`` (its mappings and lists new) with every string in it, key or value, interned: the
-    same label value, quantity, namespace or scheduler name in 50,000 objects is then held once."""
-    if isinstance(value, str):
-        return sys.intern(value)
-    if isinstance(value, dict):
-        return {sys.intern(k) if isinstance(k, str) else k: interned(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [interned(v) for v in value]
-    return value
+class Interner:
+    """Copies of decoded JSON in which every string (key or value) is interned, and (``share``) every mapping or
+    list equal to one copied before, value for value and type for type, is that one: the same label value,
+    quantity or scheduler name in 50,000 objects is held once, and with ``share`` so is the same container
+    ``resources``, port list, pod template spec or status. What ``check --cluster`` keeps of realistic
+    Deployments is mostly such parts; what ``plan --cluster`` keeps has few, and sharing them would cost it more
+    CPU than it saves memory (docs/figures.md, "check --cluster within 300 MiB"). The table holds one hash per
+    part kept and goes with the interner."""
+
+    def __init__(self, share: bool = True) -> None:
+        self.share = share
+        self.held: dict[int, Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, str):
+            return sys.intern(value)
+        if isinstance(value, dict):
+            value = {sys.intern(k) if isinstance(k, str) else k: self(v) for k, v in value.items()}
+        elif isinstance(value, list):
+            value = [self(v) for v in value]
+        else:
+            return value
+        if not self.share:
+            return value
+        key = _shape(value)
+        found = self.held.setdefault(hash(key), value)
+        return found if found is not value and _shape(found) == key else value
+
+
+def _shape(value: dict[str, Any] | list[Any]) -> tuple[Any, ...]:
+    """What makes two copied mappings or lists the same: their keys in order and, per item, the copied part
+    itself (already held once: the same object) or the scalar with its type (``1``, ``1.0`` and ``True``
+    compare equal in Python but not in JSON)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return (type(value), *((k, id(v)) if isinstance(v, (dict, list)) else (k, type(v), v) for k, v in items))
 
 
 def served_api_groups(api: Api) -> list[str]:
