@@ -26,11 +26,11 @@ from .gang import (
     volcano_without_gang,
 )
 from .hypernodes import partition_bound, scheduler_hypernodes
+from .kubescheduler.plugins import eligible_nodes
 from .plan import plan, summarize
 from .simulate import NodeState, PodShape, is_bound_pod, node_states, simulate, simulate_load
 from .simulate.engine import Cluster
 from .simulate.gangs import place_gang
-from .simulate.plugins import eligible_nodes
 from .spread import (
     HOST_WEAKENED_WARNING,
     effective_replicas,

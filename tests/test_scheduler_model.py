@@ -165,8 +165,8 @@ def test_the_registry_is_the_default_profile_and_every_entry_names_its_rules_and
     import re
     from pathlib import Path
 
-    from policylib.simulate.framework import Plugin
-    from policylib.simulate.plugins import CYCLE_FILTERS, NODE_FILTERS, PLUGINS, SCORES
+    from policylib.kubescheduler.framework import Plugin
+    from policylib.kubescheduler.plugins import CYCLE_FILTERS, NODE_FILTERS, PLUGINS, SCORES
     spec = (Path(__file__).resolve().parent.parent / "docs" / "specification.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| (R\d+) \|", spec, re.MULTILINE))
     filters = [p.name for p in PLUGINS if p.node_filter is not None or p.filter is not None]
@@ -182,7 +182,7 @@ def test_the_registry_is_the_default_profile_and_every_entry_names_its_rules_and
 
 def test_every_failure_reason_comes_from_the_registry():
     """The failure messages simulate prints are the registered plugins' reason strings (kube-scheduler's)."""
-    from policylib.simulate.plugins import PLUGINS
+    from policylib.kubescheduler.plugins import PLUGINS
     patterns = [re.escape(r).replace(r"\{resource\}", ".+").replace(r"\{\{\{key\}:\ \{value\}\}\}", r"\{.*\}")
                 for p in PLUGINS for r in p.reasons]
     cordoned = node("c")

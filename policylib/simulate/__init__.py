@@ -19,22 +19,22 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..config import Config, load_config
-from ..constants import VOLCANO_JOB_API_VERSION
 from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
 from ..gang import is_kubeflow_job
+from ..kubescheduler.model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
+from ..kubescheduler.plugins.node_affinity import MSG_AFFINITY
+from ..kubescheduler.plugins.node_resources import MSG_TOO_MANY_PODS
+from ..kubescheduler.plugins.node_unschedulable import MSG_UNSCHEDULABLE
+from ..kubescheduler.plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
+from ..kubescheduler.resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 from ..spread import is_deployment
 from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
+from ..volcano import is_volcano_job
 from ..workload_api import WorkloadApi
 from .engine import Cluster
 from .gangs import simulate_kubeflow_job, simulate_volcano_job
-from .model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
 from .placement import TIE_ORDERS, Placement, order_independent, place_pods, simulate_deployment
-from .plugins.node_affinity import MSG_AFFINITY
-from .plugins.node_resources import MSG_TOO_MANY_PODS
-from .plugins.node_unschedulable import MSG_UNSCHEDULABLE
-from .plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
-from .resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
            "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
@@ -50,10 +50,6 @@ def is_bound_pod(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1" and \
         bool((obj.get("spec") or {}).get("nodeName")) and \
         (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def is_volcano_job(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == VOLCANO_JOB_API_VERSION
 
 
 def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:

@@ -7,9 +7,13 @@ from typing import Any
 from ..config import Config
 from ..facts import ClusterFacts, namespace_of
 from ..gang import KubeflowJob, job_minimum, read_job
+from ..gang.keys import SCHEDULING_GROUP_LABEL
+from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
+from ..kubescheduler.model import NodeState, PodShape
+from ..mutate import mutate
+from ..validation import unenforced_partition_tier_name
 from .engine import Cluster
-from .model import NodeState, PodShape
 from .placement import Placement, node_zones, place_pods, zones
 
 
@@ -19,8 +23,6 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
     objects in ``facts`` and label discovery's, as ``preview`` reads them); other tasks pod by pod. The Job is
     a gang: unless its minimum binds (:func:`gang_shortfall`), nothing binds and every pod stays Pending."""
     ns = namespace_of(obj)
-    from ..mutate import mutate
-    from ..validation import unenforced_partition_tier_name
     facts = facts if facts is not None else ClusterFacts()
     mutated = mutate(obj, config, namespace=ns, facts=facts).object
     hypernodes, unknown = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, raw_nodes, facts.hypernodes)
@@ -150,8 +152,6 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
     gang is placed in one domain of the level, as kube-scheduler's TopologyPlacement plugin does
     (:func:`place_in_one_domain`); on a cluster with no Workload API policylib writes, the webhook refuses the
     job's pods (rule G23) and all stay Pending."""
-    from ..gang.workload import native_gang
-    from ..mutate import mutate
     ns = namespace_of(obj)
     mutated = mutate(obj, config, namespace=ns, facts=facts).object
     job = read_job(mutated, ns)
@@ -180,7 +180,6 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
 
 def job_carries_gang(mutated: dict[str, Any], job: KubeflowJob) -> bool:
     """Whether the (mutated) job's templates carry the scheduling-group label of gang method workload."""
-    from ..gang.keys import SCHEDULING_GROUP_LABEL
     specs = (mutated.get("spec") or {}).get(job.specs_key) or {}
     return any(SCHEDULING_GROUP_LABEL in (((specs.get(t.key) or {}).get("template") or {}).get("metadata") or {}).get(
         "labels", {}) for t in job.types if t.replicas > 0)

@@ -9,6 +9,7 @@ from typing import Any
 from ..config import Config, VolcanoSettings
 from ..facts import ClusterFacts
 from ..hypernodes import PartitionBound, hypernodes_given, partition_bound, scheduler_hypernodes
+from ..kubescheduler.fit import pods_per_node
 from ..result import Outcome
 from .admission import unenforced_partition_tier_name
 
@@ -22,7 +23,7 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
     Capacity counts one pod per node unless requests and node allocatable are
     both known, then how many pods each node's allocatable holds; a node the
     scheduler's eligibility filters refuse the pod holds none
-    (:func:`policylib.simulate.fit.pods_per_node`, the registry ``simulate`` runs).
+    (:func:`policylib.kubescheduler.fit.pods_per_node`, the registry ``simulate`` runs).
     """
     bound = partition_bound(task["partitionPolicy"], hypernodes, nodes)
     if not bound.bounded:
@@ -31,7 +32,6 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
 
 
 def _capacity_verdict(task: dict[str, Any], bound: PartitionBound, nodes: list[dict[str, Any]]) -> tuple[str, bool]:
-    from ..simulate.fit import pods_per_node
     policy = task["partitionPolicy"]
     name, size, total = task.get("name"), policy["partitionSize"], policy["totalPartitions"]
     tier = bound.tier
