@@ -119,7 +119,7 @@ def test_check_and_simulate_find_the_same_eligible_nodes(case):
     taints, nodeSelector and node affinity), the nodes check counts as eligible for a Deployment are those
     simulate places its pods on (a host port keeps one pod per node, and one replica more than the nodes), and
     check's gang capacity for a job of the same pods is their number."""
-    from policylib.check import deployment_eligible_nodes
+    from policylib.check.deployments import deployment_eligible_nodes
     from policylib.facts import ClusterFacts
     from policylib.simulate import node_states
     nodes, pod = case
@@ -141,7 +141,7 @@ def test_check_and_simulate_find_the_same_eligible_nodes(case):
 def test_a_cordoned_node_is_eligible_for_check_and_simulate_when_the_pod_tolerates_it():
     """A cordoned node takes a pod that tolerates node.kubernetes.io/unschedulable, for check as for simulate
     (kube-scheduler's NodeUnschedulable); without the toleration, for neither."""
-    from policylib.check import deployment_eligible_nodes
+    from policylib.check.deployments import deployment_eligible_nodes
     from policylib.facts import ClusterFacts
     from policylib.simulate import node_states
     nodes = _generated_cluster(2, [True, False], [[], []], [None, None], ["zone-a", "zone-b"])

@@ -33,13 +33,14 @@ from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..volcano import is_volcano_job
 from ..workload_api import WorkloadApi
 from .engine import Cluster
-from .gangs import simulate_kubeflow_job, simulate_volcano_job
+from .gangs import gang_capacity, simulate_kubeflow_job, simulate_volcano_job
 from .placement import TIE_ORDERS, Placement, order_independent, place_pods, simulate_deployment
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
            "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
-           "Placement", "PodShape", "ZONE_LABEL", "fits", "is_bound_pod", "node_selector_term_matches", "node_states",
-           "order_independent", "place_pods", "pod_requests", "simulate", "simulate_load", "tolerates"]
+           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "is_bound_pod",
+           "node_selector_term_matches", "node_states", "order_independent", "place_pods", "pod_requests", "simulate",
+           "simulate_load", "tolerates"]
 
 #: Rule R14: once a tie has been broken, later workloads are also placed with the earlier ties broken the other
 #: ways (their Pending count a range over all), while Nodes x replicas stays within this budget.

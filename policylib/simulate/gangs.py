@@ -250,4 +250,17 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
     return trial, placed, count, reasons
 
 
-# --- Volcano partitions: what one node holds ------------------------------------------------------------
+def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int,
+                  topology_key: str | None = None) -> int:
+    """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``: the engine's
+    filters (the registry ``simulate`` runs) place the pods of every replica type, in the job's order, on a copy
+    of the Nodes (:func:`place_gang`): Coscheduling holds each member it has placed
+    (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot both count
+    the same free CPU. With a topology level (rule G25) the most any one domain of ``topology_key`` holds."""
+    if topology_key is None:
+        return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
+    domains: dict[str, list[NodeState]] = {}
+    for n in states:
+        if topology_key in n.labels:
+            domains.setdefault(str(n.labels[topology_key]), []).append(n.copy())
+    return max((place_gang(job, specs, Cluster(members), minimum)[1] for members in domains.values()), default=0)
