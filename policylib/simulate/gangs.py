@@ -2,17 +2,18 @@
 replica types together, rule R15) bind all their minimum or nothing, beside the other workloads of the input."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..config import Config
 from ..facts import ClusterFacts, namespace_of
-from ..gang import KubeflowJob, job_minimum, read_job
+from ..gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from ..gang.keys import SCHEDULING_GROUP_LABEL
 from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
 from ..validation import unenforced_partition_tier_name
+from ..volcano import is_volcano_job
 from .engine import Cluster
 from .placement import Placement, node_zones, place_pods, zones
 
@@ -264,3 +265,28 @@ def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeStat
         if topology_key in n.labels:
             domains.setdefault(str(n.labels[topology_key]), []).append(n.copy())
     return max((place_gang(job, specs, Cluster(members), minimum)[1] for members in domains.values()), default=0)
+
+
+#: A gang's simulator model: the job (as the webhook mutates it) placed all-or-nothing on ``nodes`` (the
+#: snapshot's states, bound there when its minimum fits), with the input's raw Nodes and facts.
+GangModel = Callable[[dict[str, Any], Config, list[NodeState], list[dict[str, Any]], ClusterFacts], Placement]
+
+
+def kubeflow_model(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
+                   facts: ClusterFacts) -> Placement:
+    """:func:`simulate_kubeflow_job` as a :data:`GangModel` (its HyperNodes are not read)."""
+    return simulate_kubeflow_job(obj, config, nodes, facts)
+
+
+#: The kinds placed as gangs, each with its model (rules V21, R15), in the order their predicates are asked: a
+#: new all-or-nothing kind adds its predicate and model here.
+GANG_MODELS: tuple[tuple[Callable[[Any], bool], GangModel], ...] = (
+    (is_volcano_job, simulate_volcano_job),
+    (is_kubeflow_job, kubeflow_model),
+)
+
+
+def gang_model(obj: Any) -> GangModel | None:
+    """The model of the first kind of :data:`GANG_MODELS` that ``obj`` is, or None."""
+    return next((model for is_kind, model in GANG_MODELS if is_kind(obj)), None)
+
