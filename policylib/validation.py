@@ -26,7 +26,8 @@ from .errors import (
 )
 from .labels import qualified_name_errors, selector_keys, validate_label_selector
 from .values import json_key
-from .volcano import admission as _volcano_admission
+from .volcano import partitions as _volcano_partitions
+from .volcano import policies as _volcano_policies
 from .volcano.admission import validate_volcano_job
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
@@ -150,13 +151,13 @@ def validate_topology_spread_constraints(constraints: Any,
 
 # Volcano's job admission rules (policylib.volcano.admission), importable from here as before: the public
 # validate_volcano_job above, and the rules the configuration's checks and the simulator read here.
-NETWORK_TOPOLOGY_MODES = _volcano_admission.NETWORK_TOPOLOGY_MODES
-VOLCANO_POLICY_EVENTS = _volcano_admission.VOLCANO_POLICY_EVENTS
-partition_tier_name_enforced = _volcano_admission.partition_tier_name_enforced
-unenforced_partition_tier_name = _volcano_admission.unenforced_partition_tier_name
-validate_network_topology = _volcano_admission.validate_network_topology
-validate_partition_topology_mode = _volcano_admission.validate_partition_topology_mode
-validate_restart_partition_events = _volcano_admission.validate_restart_partition_events
+NETWORK_TOPOLOGY_MODES = _volcano_partitions.NETWORK_TOPOLOGY_MODES
+VOLCANO_POLICY_EVENTS = _volcano_policies.VOLCANO_POLICY_EVENTS
+partition_tier_name_enforced = _volcano_partitions.partition_tier_name_enforced
+unenforced_partition_tier_name = _volcano_partitions.unenforced_partition_tier_name
+validate_network_topology = _volcano_partitions.validate_network_topology
+validate_partition_topology_mode = _volcano_partitions.validate_partition_topology_mode
+validate_restart_partition_events = _volcano_policies.validate_restart_partition_events
 
 
 #: The public names of this module (docs/library.md).
