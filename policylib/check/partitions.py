@@ -6,7 +6,7 @@ from typing import Any, Sequence
 from ..config import Config
 from ..facts import ClusterFacts
 from ..hypernodes import partition_bound, scheduler_hypernodes
-from ..volcano.topology import UNWRITTEN_TOPOLOGY, written_topology
+from ..volcano.topology import UNWRITTEN_TOPOLOGY, hypernode_capacities, written_topology
 from .finding import Finding
 
 
@@ -14,7 +14,8 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]],
                      objects: Sequence[dict[str, Any]] = ()) -> list[Finding]:
     """Rules V25 and V26 on the settings: whether ``volcano.networkTopology`` is written at all (what ``preview``
     warns per Job), and whether the HyperNodes it allows (:func:`policylib.hypernodes.partition_bound`, the
-    candidates ``preview`` and ``simulate`` use) hold a partition of ``partitionSize``."""
+    candidates ``preview`` and ``simulate`` use) hold a partition of ``partitionSize``, counted by the partition
+    verdict's capacity model (:func:`policylib.volcano.topology.hypernode_capacities`; without a pod, one per node)."""
     size = config.volcano.partitionSize
     if size is None or not config.volcano.enabled:
         return []
@@ -35,7 +36,7 @@ def check_partitions(config: Config, nodes: list[dict[str, Any]],
     bound = partition_bound({"networkTopology": topology.as_spec()}, hypernodes, nodes)
     if not bound.bounded:
         return []
-    largest = max((len(members) for _, _, members in bound.domains), default=0)
+    largest = max((pods for pods, _ in hypernode_capacities(None, bound, nodes)[0]), default=0)
     if largest < size:
         return [Finding("error", "volcano.partitionSize",
                         f"partitionSize {size} needs {size} nodes inside one HyperNode of tier <= {bound.tier}; the "

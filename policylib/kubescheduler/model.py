@@ -78,7 +78,7 @@ class BoundPod:
     labels: dict[str, Any]
     anti_terms: list["PodTerm"]
     ports: list[tuple[str, int, str]]
-    key: tuple[Any, ...] = ()        # the label set, as the cluster indexes it
+    key: tuple[Any, ...] = ()        # the label set, as the snapshot indexes it
 
     def __post_init__(self) -> None:
         if not self.key:
