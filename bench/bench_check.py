@@ -24,11 +24,12 @@ if __name__ == "__main__" and "--tree" in sys.argv:
     sys.path.insert(0, sys.argv[sys.argv.index("--tree") + 1])
 else:
     sys.path.insert(0, str(HERE.parent.parent))
-sys.path.insert(0, str(HERE.parent))
 import numpy  # noqa: E402,F401 -- the engine imports it on first use: a process start cost, like the imports here
-from bench_simulate import cluster, workloads  # noqa: E402
 
-from policylib.check import check  # noqa: E402
+from policylib.check import check  # noqa: E402  -- before bench_simulate, which puts this checkout first on sys.path
+
+sys.path.insert(0, str(HERE.parent))
+from bench_simulate import cluster, workloads  # noqa: E402
 
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
 JOBS = 4
