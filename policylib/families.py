@@ -27,7 +27,8 @@ from .gang import is_kubeflow_job, is_pod, mutate_kubeflow_job, mutate_pod
 from .planners import Planner, plan_deployment, plan_podgroups, plan_workload
 from .result import Result
 from .spread import is_deployment, mutate_deployment
-from .volcano import is_volcano_job, is_volcano_workload, mutate_other_volcano_kind, mutate_volcano_job
+from .volcano import is_volcano_job, is_volcano_workload
+from .volcano.mutation import mutate_other_volcano_kind, mutate_volcano_job
 
 
 class Predicate(Protocol):

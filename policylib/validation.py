@@ -26,7 +26,6 @@ from .errors import (
 )
 from .labels import qualified_name_errors, selector_keys, validate_label_selector
 from .values import json_key
-from .volcano import admission as _volcano_admission
 from .volcano.admission import validate_volcano_job
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
@@ -148,9 +147,6 @@ def validate_topology_spread_constraints(constraints: Any,
     return errs
 
 
-# Read here by policylib.simulate.gangs; its home is policylib.volcano.admission, where the simulator may
-# import it from directly.
-unenforced_partition_tier_name = _volcano_admission.unenforced_partition_tier_name
 
 
 #: The public names of this module (docs/library.md).

@@ -13,8 +13,8 @@ import yaml
 from policylib import simulate
 from policylib.check import check
 from policylib.cli import main
+from policylib.kubescheduler.model import NodeState
 from policylib.simulate.gangs import placement_fit_score
-from policylib.simulate.model import NodeState
 from policylib.workload_api import resolve
 
 RACK = "example.com/rack"

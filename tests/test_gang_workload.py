@@ -609,7 +609,8 @@ def test_controller_follows_an_upgrade_from_1_36_to_1_37(tmp_path):
 # --- check (rules G20, G22-G25) ------------------------------------------------------------------------------
 
 def test_check_names_the_version_served_and_what_must_be_on():
-    from policylib.check import Finding, check_workload_api
+    from policylib.check import Finding
+    from policylib.check.workload_api import check_workload_api
     config = load_config(WORKLOAD)
     assert check_workload_api(config, resolve("auto", ("v1beta1",), 37)) == [
         Finding("info", "gang.workloadAPIVersion", "scheduling.k8s.io/v1beta1 (Kubernetes 1.37: the API server serves "
@@ -623,7 +624,8 @@ def test_check_names_the_version_served_and_what_must_be_on():
 
 @pytest.mark.parametrize("minor", sorted(MINORS))
 def test_check_says_when_the_cluster_does_not_serve_the_api(minor):
-    from policylib.check import Finding, check_workload_api
+    from policylib.check import Finding
+    from policylib.check.workload_api import check_workload_api
     config = load_config(WORKLOAD)
     api = resolve("auto", (), minor)
     error = Finding("error", "gang.method", f"{api.missing()}: no job's pods would be gang-scheduled (the webhook "
@@ -638,7 +640,8 @@ def test_checks_old_keyword_still_says_the_api_is_not_served():
 
 
 def test_check_warns_before_an_upgrade_that_leaves_stored_objects_in_a_removed_version():
-    from policylib.check import Finding, check_workload_api
+    from policylib.check import Finding
+    from policylib.check.workload_api import check_workload_api
     stored = {("scheduling.k8s.io/v1alpha2", "workloads"): 2, ("scheduling.k8s.io/v1alpha2", "podgroups"): 3}
     found = check_workload_api(load_config(WORKLOAD), resolve("auto", ("v1alpha2",), 36), stored=stored)
     assert found[-1] == Finding("warning", "gang.workloadAPIVersion", (
@@ -652,7 +655,8 @@ def test_check_warns_before_an_upgrade_that_leaves_stored_objects_in_a_removed_v
 
 
 def test_check_says_which_gates_the_topology_needs_and_which_nodes_lack_its_label():
-    from policylib.check import Finding, check_workload_api
+    from policylib.check import Finding
+    from policylib.check.workload_api import check_workload_api
     nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": n, "labels": labels}}
              for n, labels in (("a", {"example.com/rack": "r1"}), ("b", {}))]
     config = load_config(TOPOLOGY)
@@ -707,7 +711,7 @@ def test_malformed_pod_metadata_is_left_alone(metadata):
 ])
 def test_check_says_what_each_scheduler_does_with_a_gang_that_cannot_fit(gang, outcome):
     """Kubernetes' own gang and Volcano's have no timeout of ours (G18, G21): check says what happens instead."""
-    from policylib.check import gang_stuck_outcome
+    from policylib.check.gangs import gang_stuck_outcome
     assert gang_stuck_outcome(load_config({"gang": {"enabled": True, **gang}}), None) == outcome
 
 

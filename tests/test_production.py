@@ -268,7 +268,7 @@ def test_check_names_the_deployments_that_lose_a_required_anti_affinity():
 
 
 def test_check_on_a_cluster_names_pending_pods_and_the_rule_that_holds_them():
-    from policylib.check import check_pending_pods
+    from policylib.check.simulated import check_pending_pods
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {
         "name": "web-5d8f-x", "namespace": "ml", "labels": {"app": "web", "pod-template-hash": "5d8f"},
         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-5d8f", "controller": True,

@@ -119,7 +119,7 @@ def test_check_and_simulate_find_the_same_eligible_nodes(case):
     taints, nodeSelector and node affinity), the nodes check counts as eligible for a Deployment are those
     simulate places its pods on (a host port keeps one pod per node, and one replica more than the nodes), and
     check's gang capacity for a job of the same pods is their number."""
-    from policylib.check import deployment_eligible_nodes
+    from policylib.check.deployments import deployment_eligible_nodes
     from policylib.facts import ClusterFacts
     from policylib.simulate import node_states
     nodes, pod = case
@@ -141,7 +141,7 @@ def test_check_and_simulate_find_the_same_eligible_nodes(case):
 def test_a_cordoned_node_is_eligible_for_check_and_simulate_when_the_pod_tolerates_it():
     """A cordoned node takes a pod that tolerates node.kubernetes.io/unschedulable, for check as for simulate
     (kube-scheduler's NodeUnschedulable); without the toleration, for neither."""
-    from policylib.check import deployment_eligible_nodes
+    from policylib.check.deployments import deployment_eligible_nodes
     from policylib.facts import ClusterFacts
     from policylib.simulate import node_states
     nodes = _generated_cluster(2, [True, False], [[], []], [None, None], ["zone-a", "zone-b"])
@@ -165,8 +165,8 @@ def test_the_registry_is_the_default_profile_and_every_entry_names_its_rules_and
     import re
     from pathlib import Path
 
-    from policylib.simulate.framework import Plugin
-    from policylib.simulate.plugins import CYCLE_FILTERS, NODE_FILTERS, PLUGINS, SCORES
+    from policylib.kubescheduler.framework import Plugin
+    from policylib.kubescheduler.plugins import CYCLE_FILTERS, NODE_FILTERS, PLUGINS, SCORES
     spec = (Path(__file__).resolve().parent.parent / "docs" / "specification.md").read_text(encoding="utf-8")
     rows = set(re.findall(r"^\| (R\d+) \|", spec, re.MULTILINE))
     filters = [p.name for p in PLUGINS if p.node_filter is not None or p.filter is not None]
@@ -182,7 +182,7 @@ def test_the_registry_is_the_default_profile_and_every_entry_names_its_rules_and
 
 def test_every_failure_reason_comes_from_the_registry():
     """The failure messages simulate prints are the registered plugins' reason strings (kube-scheduler's)."""
-    from policylib.simulate.plugins import PLUGINS
+    from policylib.kubescheduler.plugins import PLUGINS
     patterns = [re.escape(r).replace(r"\{resource\}", ".+").replace(r"\{\{\{key\}:\ \{value\}\}\}", r"\{.*\}")
                 for p in PLUGINS for r in p.reasons]
     cordoned = node("c")
@@ -221,3 +221,69 @@ def test_partition_feasibility_counts_no_pod_on_a_node_the_filters_refuse():
     r = mutate(job(tolerant), config, facts=ClusterFacts.from_objects(nodes))
     assert ("task t0: 2 partitions of 2 pods each fit in one tier-1 HyperNode (2 pods by allocatable); 4 tier-1 "
             "HyperNodes hold 8 pods") in r.reasons
+
+
+# --- one snapshot, no circle: the import graph of the scheduler model --------------------------------
+
+def _imports() -> dict[str, set[str]]:
+    """Every policylib module and the policylib modules it imports (inside functions and TYPE_CHECKING too)."""
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    out: dict[str, set[str]] = {}
+    for path in sorted((root / "policylib").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        package = parts[:-1]
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found: set[str] = set()
+        for n in ast.walk(ast.parse(path.read_text())):
+            if isinstance(n, ast.ImportFrom):
+                base = package[: len(package) - n.level + 1] if n.level else []
+                module = ".".join(base + ([n.module] if n.module else []))
+                found.add(module)
+                found.update(f"{module}.{a.name}" for a in n.names)
+            elif isinstance(n, ast.Import):
+                found.update(a.name for a in n.names)
+        out[name] = {m for m in found if m.startswith("policylib")}
+    return out
+
+
+def _under(module: str, *packages: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in packages)
+
+
+def test_the_scheduler_model_sits_below_the_policies_and_the_simulator():
+    """kube-scheduler's model (snapshot, plugins, registry) imports no policy, no simulator and no check; the
+    engine walks the registry and imports no plugin module; the admission policies never import the simulator
+    or check; check reaches the simulator through its facade only."""
+    imports = _imports()
+    model = {m: i for m, i in imports.items() if _under(m, "policylib.kubescheduler")}
+    assert len(model) >= 10
+    for module, names in model.items():
+        assert not {n for n in names if _under(n, "policylib.simulate", "policylib.check", "policylib.mutate",
+                                                "policylib.families", "policylib.spread", "policylib.gang",
+                                                "policylib.volcano", "policylib.planners")}, module
+    plugin_modules = {m for m in model if m.startswith("policylib.kubescheduler.plugins.")}
+    assert not imports["policylib.simulate.engine"] & plugin_modules
+    policies = [m for m in imports if _under(m, "policylib.families", "policylib.mutate", "policylib.volcano",
+                                              "policylib.spread", "policylib.gang", "policylib.planners",
+                                              "policylib.hypernodes")]
+    for module in policies:
+        assert not {n for n in imports[module] if _under(n, "policylib.simulate", "policylib.check")}, module
+    inside = [m for m in imports if m.startswith("policylib.simulate.")]
+    assert len(inside) >= 3
+    for module in (m for m in imports if _under(m, "policylib.check")):
+        assert not {n for n in imports[module] if _under(n, *inside)}, module
+
+
+def test_the_volcano_package_names_the_kinds_without_loading_names_on_first_use():
+    """policylib.volcano defines ``is_volcano_job`` (once in policylib) and no PEP 562 ``__getattr__``."""
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    defined = {}
+    for path in (root / "policylib").rglob("*.py"):
+        for n in ast.parse(path.read_text()).body:
+            if isinstance(n, ast.FunctionDef) and n.name in ("is_volcano_job", "__getattr__"):
+                defined.setdefault(n.name, []).append(str(path.relative_to(root)))
+    assert defined == {"is_volcano_job": ["policylib/volcano/__init__.py"]}

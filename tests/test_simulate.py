@@ -352,13 +352,13 @@ def test_sidecars_and_pod_level_resources_count_against_the_node():
 def test_check_and_simulate_share_one_fit():
     """Rule R2: check's gang capacity places through the engine's NodeResourcesFit, so a sidecar's requests
     count for both (a 1-CPU container beside a 1-CPU sidecar needs 2 CPUs)."""
-    from policylib.simulate.plugins import node_resources
+    from policylib.kubescheduler.plugins import node_resources
     spec = {"template": {"spec": {"containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": "1"}}}],
                                   "initContainers": [{"name": "s", "image": "x", "restartPolicy": "Always",
                                                       "resources": {"requests": {"cpu": "1"}}}]}}}
     job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "tf", "namespace": "ml"},
            "spec": {"tfReplicaSpecs": {"Worker": dict(spec, replicas=2)}}}
-    assert node_resources.fits is sys.modules["policylib.simulate.resources"].fits
+    assert node_resources.fits is sys.modules["policylib.kubescheduler.resources"].fits
     gang = [f.message for f in check(None, [node("a", cpu="2"), node("b", cpu="1500m")], [job])
             if f.key == "gang.method"]
     assert gang == ["TFJob ml/tf: its gang needs 2 pods at once; the Nodes can hold 1 of them now: it would wait "
@@ -451,15 +451,16 @@ def test_system_default_spread_applies_without_constraints():
 
 
 def test_balanced_allocation_scores_the_change_in_balance():
-    from policylib.simulate.engine import Cluster
-    from policylib.simulate.plugins.node_resources import balanced_allocation
+    from policylib.kubescheduler.plugins.node_resources import balanced_allocation, init
+    from policylib.kubescheduler.snapshot import Snapshot
     states = [NodeState.of(node("a", cpu="4", memory="4Gi"))]
     states[0].requested = {"cpu": 2000}
-    c = Cluster(states)
+    snapshot = Snapshot(states)
+    shared = init(snapshot)
     pod = PodShape.of_template(deploy(requests={"cpu": "1", "memory": "1Gi"})["spec"]["template"], "ml", "h")
-    assert balanced_allocation(pod, c).tolist() == [75]     # 75 before, 75 after: 50 + (50 + 0) / 2
+    assert balanced_allocation(pod, snapshot, shared).tolist() == [75]     # 75 before, 75 after: 50 + (50 + 0) / 2
     pod = PodShape.of_template(deploy(requests={"memory": "2Gi"})["spec"]["template"], "ml", "h")
-    assert balanced_allocation(pod, c).tolist() == [87]     # 75 before, 100 after: 50 + (50 + 25) / 2
+    assert balanced_allocation(pod, snapshot, shared).tolist() == [87]     # 75 before, 100 after: 50 + (50 + 25) / 2
 
 
 def test_what_is_not_modelled_is_named_and_gives_a_range():
@@ -534,7 +535,7 @@ def test_least_allocated_counts_the_incoming_pod_without_pod_level_resources():
     """1.36's NodeResourcesFit scorer is built without the PodLevelResources feature: it scores the incoming pod by
     its containers (100m/200Mi for each that requests nothing) while the Node's load counts pod-level requests.
     Found by the differential test: three placements differed until the simulator did the same."""
-    from policylib.simulate.model import least_allocated_requests, nonzero_requests
+    from policylib.kubescheduler.model import least_allocated_requests, nonzero_requests
     spec = {"containers": [{"name": "app", "resources": {"requests": {"cpu": "100m", "memory": "3Gi"}}}],
             "initContainers": [{"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "250m"}}}],
             "resources": {"requests": {"cpu": "850m"}}}

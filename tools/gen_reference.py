@@ -273,7 +273,8 @@ def metrics_page() -> str:
     from webhook.controller.certrotator import Rotator
 
     lines = [HEADER + "# Metrics reference", "",
-             "Every metric, from `webhook/admission/metrics.py`, `webhook/controller/metrics.py`, `webhook/controller/workqueue.py`, "
+             "Every metric, from `webhook/admission/metrics.py`, `webhook/controller/metrics.py`, "
+             "`webhook/controller/workqueue.py`, "
              "`webhook/controller/certrotator.py` and `webhook/controller/podcost.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",

@@ -63,8 +63,8 @@ def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs, Kubeflow jobs and
     the context it reads (Pods as load, HPAs, PodGroups)."""
     from ..gang import is_kubeflow_job
-    from ..simulate import is_volcano_job
     from ..spread import is_deployment
+    from ..volcano import is_volcano_job
     return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
                                                                 or is_kubeflow_job(o)
                                                                 or o.get("kind") in ("Pod", "Node"))]

@@ -26,7 +26,8 @@ from ..constants import (
 )
 from ..errors import INT32_MAX
 from ..validation import SCHEDULE_ANYWAY, WHEN_UNSATISFIABLE
-from ..volcano.admission import NETWORK_TOPOLOGY_MODES, VOLCANO_POLICY_EVENTS
+from ..volcano.partitions import NETWORK_TOPOLOGY_MODES
+from ..volcano.policies import VOLCANO_POLICY_EVENTS
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
 
 ANTI_AFFINITY_REMOVAL = ("own", "all")

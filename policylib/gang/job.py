@@ -144,21 +144,7 @@ def read_job(obj: dict[str, Any], namespace: str | None = None, update: bool = F
         budget_errors(_walked_metadata(specs, specs_path), budget(KUBEFLOW_ENTRIES, update), KUBEFLOW_SCOPE)
     if too_many:  # rule P7: no replica spec is read
         raise PolicyError.from_errors(ref, errs + too_many)
-    types: list[ReplicaType] = []
-    seen: dict[str, str] = {}
-    for key, rspec in specs.items():
-        path = specs_path.child(cut(str(key)))
-        if not isinstance(key, str) or not key:
-            errs.append(invalid(path, key, "a replica type must be a non-empty string such as Worker"))
-            continue
-        if key.lower() in seen:
-            errs.append(duplicate(specs_path, key, f"the same replica type as {cut(repr(seen[key.lower()]))}: "
-                                                   "training-operator matches replica types case-insensitively"))
-            continue
-        seen[key.lower()] = key
-        rtype = _replica_type(key, rspec, path, errs)
-        if rtype is not None:
-            types.append(rtype)
+    types = _replica_types(specs, specs_path, errs)
     policy_path = FieldPath("spec", "runPolicy", "schedulingPolicy")
     policy = _mapping(_mapping(spec.get("runPolicy"), FieldPath("spec", "runPolicy"), errs).get("schedulingPolicy"),
                       policy_path, errs)
@@ -180,6 +166,27 @@ def read_job(obj: dict[str, Any], namespace: str | None = None, update: bool = F
         raise_if_any(ref, [invalid(specs_path, job.total, f"the replicas add up to more than the {INT32_MAX} a "
                                                           "gang's minimum can hold (int32)")])
     return job
+
+
+def _replica_types(specs: dict[Any, Any], specs_path: FieldPath, errs: list[FieldError]) -> list[ReplicaType]:
+    """Each replica type of ``specs`` read (rule G7); a key that repeats another in a different case is an error, as
+    training-operator matches replica types case-insensitively; the errors are added to ``errs``."""
+    types: list[ReplicaType] = []
+    seen: dict[str, str] = {}
+    for key, rspec in specs.items():
+        path = specs_path.child(cut(str(key)))
+        if not isinstance(key, str) or not key:
+            errs.append(invalid(path, key, "a replica type must be a non-empty string such as Worker"))
+            continue
+        if key.lower() in seen:
+            errs.append(duplicate(specs_path, key, f"the same replica type as {cut(repr(seen[key.lower()]))}: "
+                                                   "training-operator matches replica types case-insensitively"))
+            continue
+        seen[key.lower()] = key
+        rtype = _replica_type(key, rspec, path, errs)
+        if rtype is not None:
+            types.append(rtype)
+    return types
 
 
 def has_scheduling_policy(obj: dict[str, Any]) -> bool:

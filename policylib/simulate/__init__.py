@@ -19,27 +19,26 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..config import Config, load_config
-from ..constants import VOLCANO_JOB_API_VERSION
 from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
-from ..gang import is_kubeflow_job
+from ..kubescheduler.model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
+from ..kubescheduler.plugins.node_affinity import MSG_AFFINITY
+from ..kubescheduler.plugins.node_resources import MSG_TOO_MANY_PODS
+from ..kubescheduler.plugins.node_unschedulable import MSG_UNSCHEDULABLE
+from ..kubescheduler.plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
+from ..kubescheduler.resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 from ..spread import is_deployment
 from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..workload_api import WorkloadApi
 from .engine import Cluster
-from .gangs import simulate_kubeflow_job, simulate_volcano_job
-from .model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
+from .gangs import gang_capacity, gang_model
 from .placement import TIE_ORDERS, Placement, order_independent, place_pods, simulate_deployment
-from .plugins.node_affinity import MSG_AFFINITY
-from .plugins.node_resources import MSG_TOO_MANY_PODS
-from .plugins.node_unschedulable import MSG_UNSCHEDULABLE
-from .plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
-from .resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
            "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
-           "Placement", "PodShape", "ZONE_LABEL", "fits", "is_bound_pod", "node_selector_term_matches", "node_states",
-           "order_independent", "place_pods", "pod_requests", "simulate", "simulate_load", "tolerates"]
+           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "is_bound_pod",
+           "node_selector_term_matches", "node_states", "order_independent", "place_pods", "pod_requests", "simulate",
+           "simulate_load", "tolerates"]
 
 #: Rule R14: once a tie has been broken, later workloads are also placed with the earlier ties broken the other
 #: ways (their Pending count a range over all), while Nodes x replicas stays within this budget.
@@ -50,10 +49,6 @@ def is_bound_pod(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1" and \
         bool((obj.get("spec") or {}).get("nodeName")) and \
         (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def is_volcano_job(obj: Any) -> bool:
-    return isinstance(obj, dict) and obj.get("kind") == "Job" and obj.get("apiVersion") == VOLCANO_JOB_API_VERSION
 
 
 def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:
@@ -104,30 +99,33 @@ def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], con
     worlds: list[tuple[Cluster, Any]] = []   # after a tie: the same input with ties broken the other ways
     out = []
     for obj in objects:
+        model = gang_model(obj)
         try:
             if is_deployment(obj):
-                snapshot = [n.copy() for n in cluster.states] if small and not worlds else None
-                p = simulate_deployment(obj, config, facts, cluster)
-                if worlds:
-                    others = [simulate_deployment(obj, config, facts, w, order, search=False).pending
-                              for w, order in worlds]
-                    p.pending, p.pending_max = min(p.pending, *others), max(p.pending_max, *others)
-                elif snapshot is not None and not p.deterministic:
-                    for order in TIE_ORDERS[1:]:
-                        world = Cluster([n.copy() for n in snapshot])
-                        simulate_deployment(obj, config, facts, world, order, search=False)
-                        worlds.append((world, order))
-                out.append(p)
-            elif is_volcano_job(obj) or is_kubeflow_job(obj):
-                def place(on: list[NodeState], job: dict[str, Any] = obj) -> Placement:
-                    if is_volcano_job(job):
-                        return simulate_volcano_job(job, config, on, raw_nodes, facts)
-                    return simulate_kubeflow_job(job, config, on, facts)
-                out.append(place(states))   # a gang's Pending is the main world's (the others carry on from it)
+                out.append(_deployment_in_every_world(obj, config, facts, cluster, worlds, small))
+            elif model is not None:
+                out.append(model(obj, config, states, raw_nodes, facts))   # a gang's Pending is the main world's
                 cluster = Cluster(states)
-                for i, (world, order) in enumerate(worlds):
-                    place(world.states)
+                for i, (world, order) in enumerate(worlds):    # the others carry on from it
+                    model(obj, config, world.states, raw_nodes, facts)
                     worlds[i] = (Cluster(world.states), order)
         except (TypeError, ValueError, AttributeError, KeyError) as e:
             raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
     return out, states
+
+
+def _deployment_in_every_world(obj: dict[str, Any], config: Config, facts: ClusterFacts, cluster: Cluster,
+                               worlds: list[tuple[Cluster, Any]], small: bool) -> Placement:
+    """Rule R14: one Deployment placed on ``cluster`` and on every world an earlier tie left (its Pending the
+    range over all); the first tie it breaks itself, while the input is ``small``, starts those worlds."""
+    snapshot = [n.copy() for n in cluster.states] if small and not worlds else None
+    p = simulate_deployment(obj, config, facts, cluster)
+    if worlds:
+        others = [simulate_deployment(obj, config, facts, w, order, search=False).pending for w, order in worlds]
+        p.pending, p.pending_max = min(p.pending, *others), max(p.pending_max, *others)
+    elif snapshot is not None and not p.deterministic:
+        for order in TIE_ORDERS[1:]:
+            world = Cluster([n.copy() for n in snapshot])
+            simulate_deployment(obj, config, facts, world, order, search=False)
+            worlds.append((world, order))
+    return p

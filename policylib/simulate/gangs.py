@@ -2,14 +2,19 @@
 replica types together, rule R15) bind all their minimum or nothing, beside the other workloads of the input."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..config import Config
 from ..facts import ClusterFacts, namespace_of
-from ..gang import KubeflowJob, job_minimum, read_job
+from ..gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
+from ..gang.keys import SCHEDULING_GROUP_LABEL
+from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
+from ..kubescheduler.model import NodeState, PodShape
+from ..mutate import mutate
+from ..volcano import is_volcano_job
+from ..volcano.partitions import unenforced_partition_tier_name
 from .engine import Cluster
-from .model import NodeState, PodShape
 from .placement import Placement, node_zones, place_pods, zones
 
 
@@ -19,8 +24,6 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
     objects in ``facts`` and label discovery's, as ``preview`` reads them); other tasks pod by pod. The Job is
     a gang: unless its minimum binds (:func:`gang_shortfall`), nothing binds and every pod stays Pending."""
     ns = namespace_of(obj)
-    from ..mutate import mutate
-    from ..validation import unenforced_partition_tier_name
     facts = facts if facts is not None else ClusterFacts()
     mutated = mutate(obj, config, namespace=ns, facts=facts).object
     hypernodes, unknown = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, raw_nodes, facts.hypernodes)
@@ -150,8 +153,6 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
     gang is placed in one domain of the level, as kube-scheduler's TopologyPlacement plugin does
     (:func:`place_in_one_domain`); on a cluster with no Workload API policylib writes, the webhook refuses the
     job's pods (rule G23) and all stay Pending."""
-    from ..gang.workload import native_gang
-    from ..mutate import mutate
     ns = namespace_of(obj)
     mutated = mutate(obj, config, namespace=ns, facts=facts).object
     job = read_job(mutated, ns)
@@ -180,7 +181,6 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
 
 def job_carries_gang(mutated: dict[str, Any], job: KubeflowJob) -> bool:
     """Whether the (mutated) job's templates carry the scheduling-group label of gang method workload."""
-    from ..gang.keys import SCHEDULING_GROUP_LABEL
     specs = (mutated.get("spec") or {}).get(job.specs_key) or {}
     return any(SCHEDULING_GROUP_LABEL in (((specs.get(t.key) or {}).get("template") or {}).get("metadata") or {}).get(
         "labels", {}) for t in job.types if t.replicas > 0)
@@ -251,4 +251,42 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
     return trial, placed, count, reasons
 
 
-# --- Volcano partitions: what one node holds ------------------------------------------------------------
+def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int,
+                  topology_key: str | None = None) -> int:
+    """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``: the engine's
+    filters (the registry ``simulate`` runs) place the pods of every replica type, in the job's order, on a copy
+    of the Nodes (:func:`place_gang`): Coscheduling holds each member it has placed
+    (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot both count
+    the same free CPU. With a topology level (rule G25) the most any one domain of ``topology_key`` holds."""
+    if topology_key is None:
+        return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
+    domains: dict[str, list[NodeState]] = {}
+    for n in states:
+        if topology_key in n.labels:
+            domains.setdefault(str(n.labels[topology_key]), []).append(n.copy())
+    return max((place_gang(job, specs, Cluster(members), minimum)[1] for members in domains.values()), default=0)
+
+
+#: A gang's simulator model: the job (as the webhook mutates it) placed all-or-nothing on ``nodes`` (the
+#: snapshot's states, bound there when its minimum fits), with the input's raw Nodes and facts.
+GangModel = Callable[[dict[str, Any], Config, list[NodeState], list[dict[str, Any]], ClusterFacts], Placement]
+
+
+def kubeflow_model(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
+                   facts: ClusterFacts) -> Placement:
+    """:func:`simulate_kubeflow_job` as a :data:`GangModel` (its HyperNodes are not read)."""
+    return simulate_kubeflow_job(obj, config, nodes, facts)
+
+
+#: The kinds placed as gangs, each with its model (rules V21, R15), in the order their predicates are asked: a
+#: new all-or-nothing kind adds its predicate and model here.
+GANG_MODELS: tuple[tuple[Callable[[Any], bool], GangModel], ...] = (
+    (is_volcano_job, simulate_volcano_job),
+    (is_kubeflow_job, kubeflow_model),
+)
+
+
+def gang_model(obj: Any) -> GangModel | None:
+    """The model of the first kind of :data:`GANG_MODELS` that ``obj`` is, or None."""
+    return next((model for is_kind, model in GANG_MODELS if is_kind(obj)), None)
+

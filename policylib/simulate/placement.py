@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import Config
 from ..facts import ClusterFacts, namespace_of
+from ..kubescheduler.arrays import np
+from ..kubescheduler.model import ZONE_LABEL, NodeState, PodShape
 from ..spread import effective_replicas, mutate_deployment
 from ..validation import DO_NOT_SCHEDULE
 from .engine import Cluster
-from .model import ZONE_LABEL, NodeState, PodShape
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: Tie-breaking orders tried to find the range of Pending counts: name order, reversed, two shuffles.
 TIE_ORDERS = ("name", "reverse", 1, 2)
@@ -54,7 +52,6 @@ class Placement:
 
 def tie_rank(n: int, order: Any) -> np.ndarray:
     """Which node wins a tie: name order (the nodes are sorted by name), reversed, or a seeded shuffle."""
-    import numpy as np
     if order == "reverse":
         return np.arange(n)[::-1].copy()
     if isinstance(order, int):

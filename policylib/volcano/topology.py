@@ -9,8 +9,9 @@ from typing import Any
 from ..config import Config, VolcanoSettings
 from ..facts import ClusterFacts
 from ..hypernodes import PartitionBound, hypernodes_given, partition_bound, scheduler_hypernodes
+from ..kubescheduler.fit import pods_per_node
 from ..result import Outcome
-from .admission import unenforced_partition_tier_name
+from .partitions import unenforced_partition_tier_name
 
 # --- feasibility (rule V18) -----------------------------------------------------
 
@@ -22,7 +23,7 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
     Capacity counts one pod per node unless requests and node allocatable are
     both known, then how many pods each node's allocatable holds; a node the
     scheduler's eligibility filters refuse the pod holds none
-    (:func:`policylib.simulate.fit.pods_per_node`, the registry ``simulate`` runs).
+    (:func:`policylib.kubescheduler.fit.pods_per_node`, the registry ``simulate`` runs).
     """
     bound = partition_bound(task["partitionPolicy"], hypernodes, nodes)
     if not bound.bounded:
@@ -30,18 +31,27 @@ def partition_feasibility(task: dict[str, Any], hypernodes: list[dict[str, Any]]
     return _capacity_verdict(task, bound, nodes)
 
 
-def _capacity_verdict(task: dict[str, Any], bound: PartitionBound, nodes: list[dict[str, Any]]) -> tuple[str, bool]:
-    from ..simulate.fit import pods_per_node
-    policy = task["partitionPolicy"]
-    name, size, total = task.get("name"), policy["partitionSize"], policy["totalPartitions"]
-    tier = bound.tier
+def hypernode_capacities(template: dict[str, Any] | None, bound: PartitionBound,
+                         nodes: list[dict[str, Any]]) -> tuple[list[tuple[int, int]], bool]:
+    """Rule V18: how many of a task's pods each candidate HyperNode of ``bound`` holds, with its tier, and whether
+    every figure is exact: a Node holds :func:`policylib.kubescheduler.fit.pods_per_node` of them, one where
+    that is unknown (no requests, no allocatable, a Node not in the input) or no pod ``template`` is given."""
     by_name = {n["metadata"]["name"]: n for n in nodes}
     capacities = []
     exact = True
     for _, domain_tier, members in bound.domains:
-        per_node = [pods_per_node(task.get("template") or {}, by_name[n]) if n in by_name else None for n in members]
+        per_node = [pods_per_node(template, by_name[n]) if template is not None and n in by_name else None
+                    for n in members]
         exact = exact and all(p is not None for p in per_node)
         capacities.append((sum(1 if p is None else p for p in per_node), domain_tier))
+    return capacities, exact
+
+
+def _capacity_verdict(task: dict[str, Any], bound: PartitionBound, nodes: list[dict[str, Any]]) -> tuple[str, bool]:
+    policy = task["partitionPolicy"]
+    name, size, total = task.get("name"), policy["partitionSize"], policy["totalPartitions"]
+    tier = bound.tier
+    capacities, exact = hypernode_capacities(task.get("template") or {}, bound, nodes)
     if not capacities:
         return f"task {name}: no HyperNode of tier <= {tier} exists", False
     highest = max(t for _, t in capacities)

@@ -13,7 +13,6 @@ from .connections import FIRST_REQUEST, Connection
 from .tlsqueue import tls_step
 
 
-
 class ServingWorker(Protocol):
     """What a :class:`DeadlineSocket` asks of the worker serving it (:class:`~.worker.TLSGeventWorker`)."""
 
@@ -60,8 +59,9 @@ class DeadlineSocket:
     worker's ``first_request_timeout``), giving up early when the worker shuts
     down or :class:`Connections` closes the connection; from those bytes on,
     every read of that request (headers and body) ends by one deadline
-    :data:`CLIENT_DEADLINE` later, however the client spreads its bytes. :meth:`~.worker.TLSGeventWorker.handle_request` sets ``deadline``
-    back to None once the answer is written. Everything else is the socket's.
+    :data:`CLIENT_DEADLINE` later, however the client spreads its bytes.
+    :meth:`~.worker.TLSGeventWorker.handle_request` sets ``deadline`` back to None once the answer is
+    written. Everything else is the socket's.
     """
 
     def __init__(self, sock: ssl.SSLSocket, worker: ServingWorker, connection: "Connection"):

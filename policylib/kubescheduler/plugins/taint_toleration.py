@@ -10,7 +10,7 @@ from ..model import NodeState, PodShape, tolerates
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..engine import Cycle
+    from ..framework import Cycle
 
 NAME = "TaintToleration"
 MSG_TAINT = "node(s) had untolerated taint {{{key}: {value}}}"

@@ -10,7 +10,7 @@ from ..model import NodeState, PodShape, node_selector_term_matches
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..engine import Cycle
+    from ..framework import Cycle
 
 NAME = "NodeAffinity"
 MSG_AFFINITY = "node(s) didn't match Pod's node affinity/selector"

@@ -4,10 +4,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ...constants import ANY_ADDRESS
-from ..framework import Plugin, np
+from ..arrays import np
+from ..framework import Plugin
 
 if TYPE_CHECKING:
-    from ..engine import Cycle
+    from ..framework import Cycle
 
 NAME = "NodePorts"
 MSG_PORTS = "node(s) didn't have free ports for the requested pod ports"
@@ -18,8 +19,8 @@ def ports_free(cy: Cycle) -> np.ndarray | None:
     excludes the node; None for a pod without host ports."""
     if not cy.pod.host_ports:
         return None
-    out = np.ones(len(cy.c.states), dtype=bool)
-    for i, used in enumerate(cy.c.ports):
+    out = np.ones(len(cy.snapshot.states), dtype=bool)
+    for i, used in enumerate(cy.snapshot.ports):
         for proto, port, ip in cy.pod.host_ports:
             if any(p == proto and q == port and (a == ip or ANY_ADDRESS in (a, ip)) for p, q, a in used):
                 out[i] = False

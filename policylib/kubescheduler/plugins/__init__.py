@@ -3,9 +3,9 @@ and ``apis/config/v1/default_plugins.go``), one module per plugin (or per family
 
 :data:`PLUGINS` lists the plugins in the order the framework runs their filters; a node's reason is the first
 filter it fails. Every caller walks this one list: the engine's scheduling cycle (filters, scores, binds), the
-failure messages, and ``check`` (a node's eligibility is the filters that do not change while pods bind:
-:func:`eligible_nodes`). Adding a filter or a score is adding a module with a :class:`Plugin` and its entry here
-(docs/architecture.md).
+failure messages, ``check`` and the admission policies' capacity verdict (a node's eligibility is the filters
+that do not change while pods bind: :func:`eligible_nodes`). Adding a filter or a score is adding a module with
+a :class:`Plugin` and its entry here (docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from ..framework import Failures, Mask, NodeFilter, NodeScore, Plugin, Score
 from ..model import NodeState, PodShape
+from ..snapshot import Snapshot
 from . import (
     inter_pod_affinity,
     node_affinity,
@@ -24,7 +25,7 @@ from . import (
 )
 
 if TYPE_CHECKING:
-    from ..engine import Cycle
+    from ..framework import Cycle
 
 #: Rules R3, R10: the default profile's filter and score plugins, filters in the framework's order. ImageLocality
 #: (score weight 1) is not modelled: it scores 0 on every node here (no node reports images in the input).
@@ -49,6 +50,8 @@ CYCLE_FILTERS: tuple[tuple[str, Mask, Failures], ...] = tuple(
     (p.name, p.filter, p.failures) for p in PLUGINS if p.filter is not None and p.failures is not None)
 #: The score plugins: (name, weight, score).
 SCORES: tuple[tuple[str, int, Score], ...] = tuple((p.name, p.weight, p.score) for p in PLUGINS if p.score is not None)
+#: The plugins that keep state for a snapshot's life (each built from the snapshot, as a plugin instance is).
+INITS: tuple[tuple[str, Callable[[Snapshot], Any]], ...] = tuple((p.name, p.init) for p in PLUGINS if p.init is not None)
 #: The plugins that keep per-cycle state (their PreFilter), and those that update it after a bind.
 PREFILTERS: tuple[tuple[str, Callable[[Cycle], Any]], ...] = tuple(
     (p.name, p.prefilter) for p in PLUGINS if p.prefilter is not None)

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ...labels import selector_matches
 from ...validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
-from ..framework import MAX_SCORE, Plugin, np
+from ..arrays import np
+from ..framework import MAX_SCORE, Plugin
 from ..model import HOSTNAME, ZONE_LABEL
 from .node_affinity import NAME as NODE_AFFINITY
 from .taint_toleration import NAME as TAINT_TOLERATION
 
 if TYPE_CHECKING:
-    from ..engine import Cycle
+    from ..framework import Cycle
+    from ..snapshot import Snapshot
 
 NAME = "PodTopologySpread"
 MSG_SPREAD = "node(s) didn't match pod topology spread constraints"
@@ -54,8 +56,32 @@ def domain_arrays(domain: np.ndarray) -> tuple[np.ndarray, bool, np.ndarray]:
     return has, bool(has.all()), np.where(has, domain, 0)
 
 
+@dataclass
+class Shared:
+    """What the plugin keeps for the snapshot's life: each topology key's :func:`domain_arrays`, and each
+    constraint's included nodes and eligible domains per pod signature (they read node labels and the node
+    filters' verdicts, which binds do not change)."""
+
+    domains: dict[str, tuple[np.ndarray, bool, np.ndarray]] = field(default_factory=dict)
+    inclusion: dict[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+    def arrays(self, key: str, domain: np.ndarray) -> tuple[np.ndarray, bool, np.ndarray]:
+        if key not in self.domains:
+            self.domains[key] = domain_arrays(domain)
+        return self.domains[key]
+
+
+def init(snap: Snapshot) -> Shared:
+    return Shared()
+
+
+def shared_state(cy: Cycle) -> Shared:
+    out: Shared = cy.plugins[NAME]
+    return out
+
+
 def spreads(cy: Cycle, action: str) -> list[Spread]:
-    pod, c = cy.pod, cy.c
+    pod, c, shared = cy.pod, cy.snapshot, shared_state(cy)
     n = len(c.states)
     raw = [x for x in pod.constraints if x.get("whenUnsatisfiable") == action]
     own = bool(pod.constraints)
@@ -87,20 +113,20 @@ def spreads(cy: Cycle, action: str) -> list[Spread]:
         honor_affinity = (x.get("nodeAffinityPolicy") or "Honor") == "Honor"
         honor_taints = (x.get("nodeTaintsPolicy") or "Ignore") == "Honor"
         domain, values = c.domains(key)
-        cache_key = (NAME, cy.st.sig, key, tuple(keys) if own else (), honor_affinity, honor_taints)
-        if cache_key not in c.cache:
+        cache_key = (cy.st.sig, key, tuple(keys) if own else (), honor_affinity, honor_taints)
+        if cache_key not in shared.inclusion:
             included = has_all.copy()
             if honor_affinity:
                 included &= cy.st.passes[NODE_AFFINITY]
             if honor_taints:
                 included &= cy.st.passes[TAINT_TOLERATION]
             sel = included & (domain >= 0)
-            c.cache[cache_key] = (included, np.bincount(domain[sel], minlength=max(len(values), 1)) > 0)
-        included, eligible = c.cache[cache_key]
+            shared.inclusion[cache_key] = (included, np.bincount(domain[sel], minlength=max(len(values), 1)) > 0)
+        included, eligible = shared.inclusion[cache_key]
         hard = action == DO_NOT_SCHEDULE
         s = Spread(key, int(x.get("maxSkew") or 1), hard, int(x.get("minDomains") or 1) if hard else 1,
                    selector, counts_pods, int(selector is not None and selector_matches(selector, pod.labels)),
-                   included, domain, c.domain_arrays(key))
+                   included, domain, shared.arrays(key, domain))
         s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
         s.eligible = eligible
         s.node_domains = c.node_domains(key)
@@ -239,5 +265,5 @@ def bound(cy: Cycle, i: int) -> None:
                 s.counts[s.domain[i]] += 1
 
 
-PLUGIN = Plugin(NAME, ("R4", "R5", "R9"), (MSG_SPREAD, MSG_SPREAD_LABEL), prefilter=prefilter,
-                filter=spread_filter, failures=failures, bound=bound, score=score, weight=2)
+PLUGIN = Plugin(NAME, ("R4", "R5", "R9"), (MSG_SPREAD, MSG_SPREAD_LABEL), init=init,
+                prefilter=prefilter, filter=spread_filter, failures=failures, bound=bound, score=score, weight=2)

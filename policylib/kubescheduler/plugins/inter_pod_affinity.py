@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from ..framework import MAX_SCORE, Plugin, np
+from ..arrays import np
+from ..framework import MAX_SCORE, Plugin
 from ..model import PodTerm
 
 if TYPE_CHECKING:
-    from ..engine import Cycle
+    from ..framework import Cycle
 
 NAME = "InterPodAffinity"
 MSG_POD_AFFINITY = "node(s) didn't match pod affinity rules"
@@ -18,27 +19,27 @@ MSG_EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity
 
 def term_counts(cy: Cycle, term: PodTerm) -> tuple[np.ndarray, np.ndarray]:
     """Matching pods per node's domain for ``term`` (0 without the key), and whether a node has the key."""
-    domain, values = cy.c.domains(term.key)
+    domain, values = cy.snapshot.domains(term.key)
     has = domain >= 0
-    matched = cy.c.matched(term.namespaces, term.selector)
+    matched = cy.snapshot.matched(term.namespaces, term.selector)
     per = np.bincount(domain[has], weights=matched[has], minlength=max(len(values), 1)).astype(np.int64)
     return np.where(has, per[np.where(has, domain, 0)], 0), has
 
 
 def prefilter(cy: Cycle) -> bool:
     """Whether the filter has anything to check: the pod's required terms, or a bound pod's anti-affinity."""
-    return bool(cy.pod.affinity_terms or cy.pod.anti_terms or cy.c.anti)
+    return bool(cy.pod.affinity_terms or cy.pod.anti_terms or cy.snapshot.anti)
 
 
 def masks(cy: Cycle) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Rule R6: (existing pods' anti-affinity, the pod's affinity, the pod's anti-affinity), each True where the
     node passes."""
     pod = cy.pod
-    n = len(cy.c.states)
+    n = len(cy.snapshot.states)
     existing = np.ones(n, dtype=bool)
-    for i, _ns, term in cy.c.anti:
+    for i, _ns, term in cy.snapshot.anti:
         if term.matches(pod.namespace, pod.labels):
-            domain, _ = cy.c.domains(term.key)
+            domain, _ = cy.snapshot.domains(term.key)
             if domain[i] >= 0:
                 existing &= domain != domain[i]
     affinity = np.ones(n, dtype=bool)
@@ -85,7 +86,7 @@ def score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | N
     node's domain, min-max normalised; None for a pod without preferred terms."""
     if not cy.pod.preferred_pod_terms:
         return None
-    n = len(cy.c.states)
+    n = len(cy.snapshot.states)
     raw = np.zeros(n, dtype=np.int64)
     seen = False
     for sign, term in cy.pod.preferred_pod_terms:

@@ -4,8 +4,10 @@ record per plugin.
 A :class:`Plugin` names the extension points it implements, as a kube-scheduler plugin does:
 
 - ``node_filter``: a filter whose verdict does not change while pods bind (it reads the pod's
-  :meth:`~policylib.simulate.model.PodShape.signature` and the Node, never what is bound). These decide a node's
-  *eligibility* for a pod; ``check`` asks them alone (:func:`policylib.simulate.plugins.eligible_nodes`).
+  :meth:`~policylib.kubescheduler.model.PodShape.signature` and the Node, never what is bound). These decide a node's
+  *eligibility* for a pod; ``check`` asks them alone (:func:`policylib.kubescheduler.plugins.eligible_nodes`).
+- ``init``: the plugin's own state for the life of one snapshot (what it derives from the node facts and keeps
+  across cycles, as a kube-scheduler plugin instance keeps its fields), kept in ``cycle.plugins[plugin.name]``.
 - ``prefilter``: the plugin's state for one pod's cycle (kube-scheduler's CycleState entry), kept in
   ``cycle.state[plugin.name]``; ``bound``: what a sibling's bind changes in that state.
 - ``filter``: the nodes that pass, as an array (None: every node passes, the framework's Skip); ``failures``:
@@ -15,34 +17,53 @@ A :class:`Plugin` names the extension points it implements, as a kube-scheduler 
 
 ``reasons`` are the reason strings the plugin's filter reports (``{}`` fields filled per node), and ``rules`` the
 rules of docs/specification.md that it implements. The plugins, in the framework's order, are listed once in
-:data:`policylib.simulate.plugins.PLUGINS`; the engine, the failure messages and ``check`` all iterate that list.
+:data:`policylib.kubescheduler.plugins.PLUGINS`; the engine, the failure messages and ``check`` all iterate that list.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from .arrays import np
 
 if TYPE_CHECKING:
-    import numpy as np
-
-    from .engine import Cycle
     from .model import NodeState, PodShape
-else:
-    class _Numpy:
-        """numpy, imported on first use: ``import policylib`` (the webhook, the CLI's other commands) does not
-        load it. Each attribute is looked up once and then kept on the instance."""
+    from .snapshot import Snapshot
 
-        def __getattr__(self, name: str) -> Any:
-            import numpy
-            value = getattr(numpy, name)
-            setattr(self, name, value)
-            return value
-
-    np = _Numpy()
-
-__all__ = ["MAX_SCORE", "Plugin", "default_normalize", "np"]
+__all__ = ["MAX_SCORE", "Cycle", "Plugin", "Static", "default_normalize"]
 
 MAX_SCORE = 100
+
+@dataclass
+class Static:
+    """What does not change while pods are bound, for one pod signature: each node filter's verdict
+    (``passes``, by plugin name; ``ok`` all of them; ``reasons`` each node's first failure) and each node
+    score's raw values (``raw``; ``scored``: the plugins with a non-zero one)."""
+
+    ok: np.ndarray
+    passes: dict[str, np.ndarray]
+    reasons: list[str | None]
+    raw: dict[str, np.ndarray]
+    sig: str = ""
+    scored: frozenset[str] = field(default=frozenset())
+
+    def __post_init__(self) -> None:
+        self.scored = frozenset(name for name, raw in self.raw.items() if raw.any())
+
+
+class Cycle(Protocol):
+    """What a plugin reads of one pod's scheduling cycle: the snapshot's node facts, the pod, the node filters'
+    and node scores' verdicts for its signature (``st``), every plugin's per-cycle state (``state``, the
+    framework's CycleState) and every plugin's per-snapshot state (``plugins``), by plugin name; ``incremental``:
+    whether the plugin may keep and update its arrays after each bind (else everything is recomputed)."""
+
+    snapshot: Snapshot
+    pod: PodShape
+    st: Static
+    state: dict[str, Any]
+    plugins: dict[str, Any]
+    incremental: bool
+
 
 NodeFilter = Callable[["PodShape", "NodeState"], "str | None"]
 NodeScore = Callable[["PodShape", "NodeState"], int]
@@ -59,6 +80,7 @@ class Plugin:
     rules: tuple[str, ...]
     reasons: tuple[str, ...] = ()
     node_filter: NodeFilter | None = None
+    init: Callable[["Snapshot"], Any] | None = None
     prefilter: Callable[["Cycle"], Any] | None = None
     filter: Mask | None = None
     failures: Failures | None = None

@@ -1,6 +1,6 @@
 """What the scheduler reads of Nodes and Pods: a Node as the snapshot holds it (:class:`NodeState`), one replica as
 the filters and scores read it (:class:`PodShape`), and the matching rules they share (tolerations, node selector
-terms, pod affinity terms). Plain data; the plugins (:mod:`policylib.simulate.plugins`) decide with it.
+terms, pod affinity terms). Plain data; the plugins (:mod:`policylib.kubescheduler.plugins`) decide with it.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from ..constants import ANY_ADDRESS, HOSTNAME_LABEL, POD_TEMPLATE_HASH
 from ..constants import ZONE_LABEL as ZONE_LABEL
 from ..labels import selector_matches
-from .resources import NON_MISSING, pod_requests
+from .resources import NON_MISSING, amounts, pod_requests
 
 HARD_EFFECTS = ("NoSchedule", "NoExecute")
 HOSTNAME = HOSTNAME_LABEL
@@ -78,7 +78,7 @@ class BoundPod:
     labels: dict[str, Any]
     anti_terms: list["PodTerm"]
     ports: list[tuple[str, int, str]]
-    key: tuple[Any, ...] = ()        # the label set, as the cluster indexes it
+    key: tuple[Any, ...] = ()        # the label set, as the snapshot indexes it
 
     def __post_init__(self) -> None:
         if not self.key:
@@ -102,7 +102,6 @@ class NodeState:
 
     @classmethod
     def of(cls, node: dict[str, Any]) -> "NodeState":
-        from .resources import amounts
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
         allocatable = amounts(status.get("allocatable") or status.get("capacity") or {})
         return cls(meta.get("name", ""), dict(meta.get("labels") or {}), [t for t in spec.get("taints") or []

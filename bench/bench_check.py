@@ -1,0 +1,96 @@
+"""Benchmark: ``check`` of 1,000 Deployments and 4 PyTorchJobs on 500 Nodes, with the host spread enforced.
+
+Run by hand: ``.venv/bin/python bench/bench_check.py [--runs N] [--baseline TREE]``. The Nodes and Deployments
+of ``bench_simulate.py`` (3 zones, 5 node groups; 1 to 12 replicas each, a fifth pinned to a node group) and
+four PyTorchJobs (a Master and 4 Workers each): every verdict that asks where the workloads land runs
+(``hostTopologySpread.minDomains`` with the Pending counts, the simulated outcomes, each job's gang capacity;
+the last job never fits, so both report it).
+Reports the median wall and CPU time of ``policylib.check.check`` per run, each in a fresh process.
+``--baseline TREE`` (a checkout of another commit, e.g. ``git worktree add /tmp/base HEAD~3``) runs that tree's
+``check`` too, the two alternated run by run: on a shared machine only a side-by-side run counts.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve()
+if __name__ == "__main__" and "--tree" in sys.argv:
+    sys.path.insert(0, sys.argv[sys.argv.index("--tree") + 1])
+else:
+    sys.path.insert(0, str(HERE.parent.parent))
+import numpy  # noqa: E402,F401 -- the engine imports it on first use: a process start cost, like the imports here
+
+from policylib.check import check  # noqa: E402  -- before bench_simulate, which puts this checkout first on sys.path
+
+sys.path.insert(0, str(HERE.parent))
+from bench_simulate import cluster, workloads  # noqa: E402
+
+CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
+JOBS = 4
+
+
+def pytorch_job(i: int) -> dict:
+    """A Master and 4 Workers of 8 cpu each; the last job's Workers ask more cpu than any Node has (a gang that
+    never fits: an error from the gang capacity and from the simulation)."""
+    cpu = "96" if i == JOBS - 1 else "8"
+
+    def replica(n: int) -> dict:
+        return {"replicas": n, "template": {"spec": {"containers": [
+            {"name": "pytorch", "image": "x", "resources": {"requests": {"cpu": cpu, "memory": "32Gi"}}}]}}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": f"train-{i}", "namespace": "ml"},
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(4)}}}
+
+
+def once() -> dict:
+    nodes, objs = cluster(), workloads() + [pytorch_job(i) for i in range(JOBS)]
+    t0, c0 = time.perf_counter(), time.process_time()
+    findings = check(CONFIG, nodes, objs)
+    return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
+            "findings": [f.as_dict() for f in findings]}
+
+
+def run_tree(tree: str) -> dict:
+    out = subprocess.run([sys.executable, str(HERE), "--once", "--tree", tree], capture_output=True, text=True,
+                         check=True)
+    return dict(json.loads(out.stdout))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--baseline", help="a tree (checkout) whose policylib to measure side by side")
+    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--tree", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.once:
+        print(json.dumps(once()))
+        return
+    arms = {"this tree": str(HERE.parent.parent)}
+    if args.baseline:
+        arms["baseline"] = args.baseline
+    runs: dict[str, list[dict]] = {k: [] for k in arms}
+    for _ in range(args.runs):
+        for name, tree in arms.items():
+            runs[name].append(run_tree(tree))
+    medians = {}
+    for name, results in runs.items():
+        wall = statistics.median(r["wall"] for r in results)
+        cpu = statistics.median(r["cpu"] for r in results)
+        medians[name] = wall
+        print(f"check ({name}): 1,000 Deployments and {JOBS} PyTorchJobs on 500 Nodes: median {wall:.2f} s wall, "
+              f"{cpu:.2f} s CPU over {len(results)} runs (min {min(r['wall'] for r in results):.2f}, "
+              f"max {max(r['wall'] for r in results):.2f}); {len(results[0]['findings'])} findings")
+    if args.baseline:
+        same = all(r["findings"] == runs["baseline"][0]["findings"] for rs in runs.values() for r in rs)
+        print(f"ratio this tree / baseline (median wall): {medians['this tree'] / medians['baseline']:.2f}; "
+              f"findings {'identical' if same else 'DIFFER'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""Kubeflow jobs' gangs against the Nodes as the other workloads leave them (rules G14, G21), and the gang
+schedulers a live cluster runs (rule D5)."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..config import Config
+from ..errors import PolicyError
+from ..facts import namespace_of
+from ..gang import is_kubeflow_job, job_minimum, operator_gang_reason, policylib_gangs_volcano, read_job, volcano_without_gang
+from ..gang.topology import gang_topology
+from ..kubescheduler.model import NodeState
+from ..schedulers import gang_scheduler_findings, running_gang_schedulers
+from ..simulate import gang_capacity, is_bound_pod, node_states, simulate_load
+from .finding import Finding
+
+
+def _load_beside(job: dict[str, Any], config: Config, nodes: list[dict[str, Any]],
+                 objects: list[dict[str, Any]]) -> list[NodeState]:
+    """The Nodes with what every other workload of the input takes (as ``simulate`` places them; stored
+    workloads count by their bound Pods) and the bound Pods, but the job's own (a running gang does not crowd out
+    itself)."""
+    others = [o for o in objects if o is not job and not _pod_of(o, job)
+              and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
+    try:
+        return simulate_load(others, nodes, config)
+    except PolicyError:
+        return node_states(nodes, [o for o in objects if is_bound_pod(o)])   # an unreadable object: preview names it
+
+
+#: The label training-operator and the MPI Operator put on every pod of a job: the job's name.
+JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+
+
+def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
+    """A Pod of ``job``: owned by it, or labelled with its name by its operator, in its namespace."""
+    if obj.get("kind") != "Pod" or namespace_of(obj) != namespace_of(job):
+        return False
+    meta, job_meta = obj.get("metadata") or {}, job.get("metadata") or {}
+    uid = job_meta.get("uid")
+    owned = uid and any(isinstance(r, dict) and r.get("uid") == uid for r in meta.get("ownerReferences") or [])
+    return bool(owned) or (meta.get("labels") or {}).get(JOB_NAME_LABEL) == job_meta.get("name")
+
+
+def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]]) -> list[Finding]:
+    level = gang_topology(config) if config.gang.enabled else None
+    out = []
+    for obj in objects:
+        if not is_kubeflow_job(obj):
+            continue
+        job = read_job(obj, namespace_of(obj))
+        operator = operator_gang_reason(obj, config.gang)
+        if operator:
+            out.append(Finding("warning" if volcano_without_gang(obj, config.gang) else "info", "gang.operatorGang",
+                               f"{job.kind} {job.namespace}/{job.name}: {operator}"))
+        minimum = job_minimum(job)
+        specs = (obj.get("spec") or {}).get(job.specs_key) or {}
+        key = level.key if level is not None and not operator else None
+        capacity = gang_capacity(job, specs, _load_beside(obj, config, nodes, objects), minimum, key)
+        if capacity < minimum:
+            # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
+            outcome = gang_stuck_outcome(config, operator)
+            where = f"one {key} domain can" if key else "Nodes can"
+            out.append(Finding("error", "gang.topology" if key else "gang.method",
+                               f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
+                               f"{where} hold {capacity} of them now: {outcome}"))
+    return out
+
+
+def gang_stuck_outcome(config: Config, operator: str | None) -> str:
+    """What the scheduler does with a gang whose minimum the Nodes cannot hold: Volcano's PodGroup (rule G21)
+    and Kubernetes' own (G18, whose Permit wait is fixed) have no timeout of ours; the others time out."""
+    if policylib_gangs_volcano(config.gang) and not operator:
+        return "Volcano would keep its PodGroup Unschedulable and start none of them"
+    if config.gang.method == "workload":
+        return "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"
+    return "it would wait for its scheduleTimeout and never start"
+
+
+def check_gang_schedulers(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]],
+                          served_apis: Sequence[str] | None) -> list[Finding]:
+    """Rule D5, on a live cluster only (``served_apis`` given): the gang schedulers it runs, and a warning
+    when the configured gang method targets one that is absent."""
+    if served_apis is None or not config.gang.enabled:
+        return []
+    running = running_gang_schedulers(objects, nodes, served_apis)
+    key = "gang.operatorGang" if config.gang.operatorGang != "none" else "gang.scheduler"
+    return [Finding(severity, key, message) for severity, message in gang_scheduler_findings(config, running)]
