@@ -381,6 +381,25 @@ def test_a_review_that_finds_no_room_is_503_and_counted(monkeypatch):
     assert app.post(valid()).status_code == 200 and bodies.held == 0
 
 
+def test_a_review_that_finds_no_room_is_answered_once_its_body_is_read(monkeypatch):
+    """Rule W11: the 503 goes out after the refused review's body is read and dropped (a client still sending when
+    the server answers and closes would get a reset, not the 503); so does one whose body ends early."""
+    import io
+
+    import webhook.admission.bodies
+    monkeypatch.setattr(webhook.admission.bodies, "ROOM_WAIT_SECONDS", 0)
+    app = App()
+    bodies = app.app.extensions["policylib"]["bodies"]
+    body = json.dumps(valid()).encode() + b" " * (3 * webhook.admission.bodies.DISCARD_CHUNK)
+    for declared, stream in ((len(body), io.BytesIO(body)), (len(body) + 100, io.BytesIO(body))):
+        with bodies.hold(bodies.budget):
+            response = app.client.post("/mutate", input_stream=stream, content_length=declared,
+                                       content_type="application/json")
+        assert "holds" in error_of(response, 503)
+        assert stream.tell() == len(body)
+    assert app.post(valid()).status_code == 200 and bodies.held == 0
+
+
 def test_unknown_path_is_404_json(app):
     error_of(app.client.post("/nope"), 404)
 

@@ -17,6 +17,14 @@ ORDINARY_ROOM = 64 * 1024
 ROOM_WAIT_SECONDS = 1.0
 
 
+#: What a review refused for lack of room reads of its body at a time, to discard it.
+DISCARD_CHUNK = 64 * 1024
+
+
+class NoRoom(ServiceUnavailable):
+    """Rule W11: the review found no room among the bodies its worker holds."""
+
+
 class BodyBudget:
     """Rule W11: the bytes of review bodies one worker holds at once, at most ``budget``.
 
@@ -24,7 +32,8 @@ class BodyBudget:
     worker reads and answers many connections at once (a gevent worker switches on every read and on the HPA read
     of rule W4), so its memory is bounded only if what it holds is. A review takes its declared length (the limit
     when it declares none) before its body is read, and gives it back once answered; one that would pass the
-    budget waits up to :data:`ROOM_WAIT_SECONDS` for earlier ones to finish, then is answered 503. A review alone
+    budget waits up to :data:`ROOM_WAIT_SECONDS` for earlier ones to finish, then is answered 503 (:class:`NoRoom`,
+    once :func:`discard_body` has read its body). A review alone
     always fits, and the app's budget is the largest body read and :data:`ORDINARY_ROOM` more, so ordinary reviews
     pass beside the largest one. Under gevent's monkey patching the condition is cooperative: a waiting review holds
     no thread.
@@ -43,7 +52,7 @@ class BodyBudget:
             fits = self._room.wait_for(lambda: self.held == 0 or self.held + size <= self.budget,
                                        ROOM_WAIT_SECONDS if wait is None else wait)
             if not fits:
-                raise ServiceUnavailable(f"the worker holds {self.held} bytes of reviews (at most {self.budget}): "
+                raise NoRoom(f"the worker holds {self.held} bytes of reviews (at most {self.budget}): "
                                          "try again")
             self.held += size
         try:
@@ -52,6 +61,25 @@ class BodyBudget:
             with self._room:
                 self.held -= size
                 self._room.notify_all()
+
+
+def discard_body(environ: dict[str, Any], size: int) -> None:
+    """Read and drop up to ``size`` bytes of the request body, :data:`DISCARD_CHUNK` at a time (rule W11).
+
+    A client still sending its body when the server answers and closes gets a reset instead of the answer (the
+    server's TLS close reaches it mid-write): the API server would then see a failed call, not the 503 that says
+    to try again. Reading the body first costs no memory held and at most the connection's request deadline; a
+    body that cannot be read ends the discard (the connection is closed after the answer either way)."""
+    stream = environ["wsgi.input"]
+    left = size
+    try:
+        while left > 0:
+            chunk = stream.read(min(DISCARD_CHUNK, left))
+            if not chunk:
+                return
+            left -= len(chunk)
+    except Exception:  # noqa: BLE001 -- the client gone or too slow: nothing more to read, the 503 still goes out
+        return
 
 
 def read_body(environ: dict[str, Any], limit: int) -> bytes:

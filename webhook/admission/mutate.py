@@ -21,7 +21,7 @@ from policylib.errors import MAX_NAME_CHARS, cut
 
 from ..protocols import Callers
 from . import review
-from .bodies import ORDINARY_ROOM, BodyBudget, read_body
+from .bodies import ORDINARY_ROOM, BodyBudget, NoRoom, discard_body, read_body
 from .confirm import ConfirmedHpas, decide_overlapped, for_review
 from .metrics import Metrics, kind_label
 
@@ -111,9 +111,14 @@ class Reviews:
         declared = get_content_length(environ)
         if declared is not None and declared > self.limit:
             raise RequestEntityTooLarge()
-        with self.metrics.in_flight.track_inprogress(), self.bodies.hold(self.limit if declared is None else declared):
-            req = review.parse_review(read_body(environ, self.limit))
-            answer, payload = self.decide(req)
+        size = self.limit if declared is None else declared
+        try:
+            with self.metrics.in_flight.track_inprogress(), self.bodies.hold(size):
+                req = review.parse_review(read_body(environ, self.limit))
+                answer, payload = self.decide(req)
+        except NoRoom:
+            discard_body(environ, size)
+            raise
         self.record(req, answer, time.perf_counter() - start)
         # Freed here, with the collector still paused: alive when it resumes, the review (hundreds of thousands
         # of objects, all new) would be walked whole by its first pass.
