@@ -1,4 +1,4 @@
-"""webhook.certs and ``python -m webhook certs``: what the API server's Go TLS client checks."""
+"""webhook.certs, certmake, certcheck, cabundle and ``python -m webhook certs``: what the API server's Go TLS client checks."""
 from __future__ import annotations
 
 import base64
@@ -15,7 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa, x
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from tests.helpers import REPO
-from webhook.certs import CertError, ensure_certs, key_problem, write_pair
+from webhook.certcheck import key_problem
+from webhook.certs import CertError, ensure_certs, write_pair
 
 SERVICE, NAMESPACE = "policylib-webhook", "policylib-system"
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
@@ -480,7 +481,7 @@ def shipped_configuration() -> dict:
 
 
 def test_patch_configuration_sets_the_ca_bundle_on_every_webhook_by_name_and_is_idempotent():
-    from webhook.certs import patch_configuration
+    from webhook.cabundle import patch_configuration
     shipped = shipped_configuration()
     names = [h["name"] for h in shipped["webhooks"]]
     assert len(names) == 4 and "gang-pods.policylib.io" in names
@@ -495,7 +496,7 @@ def test_patch_configuration_sets_the_ca_bundle_on_every_webhook_by_name_and_is_
 
 
 def test_patch_configuration_names_what_is_missing():
-    from webhook.certs import patch_configuration
+    from webhook.cabundle import patch_configuration
     with pytest.raises(CertError, match="mutatingwebhookconfiguration 'other' not found: apply the manifests first"):
         patch_configuration(FakeApi(shipped_configuration()), "other", "Q0E=")
     empty = {"metadata": {"name": "empty"}, "webhooks": []}

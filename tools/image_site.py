@@ -14,7 +14,7 @@
   ``.pyc`` files: valid whatever the files' modification times (the archive sets them all to 0) and never written at
   run time (a read-only root filesystem, ``PYTHONDONTWRITEBYTECODE``). Not compiled: the generated API classes and
   models of the kubernetes client (68 modules and 846, about 21 MB of bytecode), which the server never imports:
-  policylib reads the API as JSON through ``ApiClient`` (policylib/shell/kube.py). They stay importable from source.
+  policylib reads the API as JSON through ``ApiClient`` (policylib/shell/kube/). They stay importable from source.
 
     python3 image_site.py /usr/local/lib/python3.13/dist-packages
 """

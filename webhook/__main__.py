@@ -109,7 +109,7 @@ class Certs(WebhookCommand):
     def patch(s: dict[str, Any], ca_bundle: str, stderr: TextIO) -> None:
         from policylib.shell import kube
 
-        from .certs import patch_configuration
+        from .cabundle import patch_configuration
         api = kube.Api(kube.api_client(s["context"], s["kubeconfig"]))
         names, changed = patch_configuration(api, s["patch_configuration"], ca_bundle)
         done = f"set on {len(changed)} of them" if changed else "already on every one"

@@ -28,7 +28,7 @@ from policylib.constants import (
     WEBHOOK_TLS_SECRET,
 )
 
-from .certs import DEFAULT_DAYS
+from .certmake import DEFAULT_DAYS
 
 
 class SettingError(ValueError):

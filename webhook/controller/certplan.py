@@ -40,7 +40,8 @@ from cryptography.hazmat.primitives import serialization
 
 from policylib.constants import INSTALL_NAMESPACE, WEBHOOK_CA_SECRET, WEBHOOK_CONFIGURATION, WEBHOOK_SERVICE, WEBHOOK_TLS_SECRET
 
-from ..certs import key_problem, service_dns_names
+from ..certcheck import key_problem
+from ..certmake import service_dns_names
 
 TRUSTED_SINCE = "policylib.io/ca-trusted-since"
 ISSUED_AT = "policylib.io/issued-at"

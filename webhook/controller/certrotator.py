@@ -20,7 +20,7 @@ from policylib.constants import CONTROLLER_NAME, WEBHOOK_NAME
 from policylib.shell import kube
 from policylib.shell.kube import MUTATING_WEBHOOKS
 
-from ..certs import make_ca, make_serving
+from ..certmake import make_ca, make_serving
 from .certplan import (
     CA_CRT,
     CA_KEY,
