@@ -332,8 +332,10 @@ build/image-base.tar: tools/image_debian.py | image-packages
 	  --customize-hook='rm -rf "$$1"/etc/apt "$$1"/var/lib/apt "$$1"/var/cache/apt "$$1"/var/log/*' \
 	  --customize-hook='truncate -s 0 "$$1"/etc/resolv.conf "$$1"/etc/hostname' \
 	  $(DEBIAN_SUITE) $@.tmp build/image-debian.sources && mv $@.tmp $@
+# setuptools builds the wheel through build/lib, which it never empties: a module deleted from the tree would
+# stay in the wheel, so the recipe starts without it.
 $(IMAGE_ARCHIVE): $(STAMP) build/image-base.tar Dockerfile requirements/image.txt setup.cfg pyproject.toml $(shell find policylib webhook -name '*.py' -o -name '*.json') tools/image_archive.py tools/image_requirements.py tools/image_site.py
-	rm -rf build/image && mkdir -p build/image/wheel build/image/rootfs
+	rm -rf build/image build/lib build/bdist.* && mkdir -p build/image/wheel build/image/rootfs
 	$(BIN)/python -m pip wheel --quiet --disable-pip-version-check --no-deps --no-build-isolation -w build/image/wheel .
 	tar -C build/image/rootfs -xf build/image-base.tar
 	$(BIN)/python tools/image_requirements.py --install build/image/rootfs/$(IMAGE_SITE) build/image/wheel/policylib-*.whl
