@@ -27,7 +27,8 @@ from ..errors import FieldPath, PolicyError, errors_not_in, invalid, raise_if_an
 from ..facts import ClusterFacts
 from ..limits import VOLCANO_ENTRIES, budget
 from ..patch import Draft, diff_owned
-from ..result import DOMAIN, Outcome, Result, admission
+from ..request import admission
+from ..result import DOMAIN, Outcome, Result
 from .admission import validate_volcano_job
 from .partitions import unenforced_partition_tier_name, validate_partition_topology_mode
 from .policies import RESTART_PARTITION, policy_events
