@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .constants import DO_NOT_SCHEDULE, WHEN_UNSATISFIABLE
 from .errors import (
     INT32_MAX,
     FieldError,
@@ -30,9 +31,6 @@ from .volcano.admission import validate_volcano_job
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
-#: whenUnsatisfiable's two values (the API's constants, defined here once for the whole package).
-DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
-WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 _NOT_POSITIVE = "must be greater than zero"
 
 
