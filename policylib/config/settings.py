@@ -28,8 +28,8 @@ from ..constants import (
 )
 from ..errors import INT32_MAX
 from ..hypernodes import DiscoverySource
-from ..volcano.partitions import NETWORK_TOPOLOGY_MODES
-from ..volcano.policies import VOLCANO_POLICY_EVENTS
+from ..volcano_api.partitions import NETWORK_TOPOLOGY_MODES
+from ..volcano_api.policies import VOLCANO_POLICY_EVENTS
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
 
 ANTI_AFFINITY_REMOVAL = ("own", "all")

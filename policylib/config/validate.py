@@ -18,12 +18,12 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from ..constants import HOSTNAME_LABEL
 from ..errors import ErrorType, FieldError, not_supported
 from ..labels import dns1123_subdomain_errors, qualified_name_errors, tier_labels
-from ..volcano.partitions import (
+from ..volcano_api.partitions import (
     partition_tier_name_enforced,
     validate_network_topology,
     validate_partition_topology_mode,
 )
-from ..volcano.policies import validate_restart_partition_events
+from ..volcano_api.policies import validate_restart_partition_events
 from .rules import GANG_COMBINATIONS
 from .schema import config_schema
 from .settings import GangSettings, HostSpread, VolcanoSettings, ZoneSpread
