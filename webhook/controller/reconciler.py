@@ -23,7 +23,7 @@ from .metrics import ControllerMetrics
 from .notices import Notices
 from .overlay import Overlay, OverlayFacts, version_of
 from .rollouts import Key, Rollouts, undone_by_admission
-from .runtime import DONE, Result
+from .runtime import DONE, Reconciling, Result
 from .scope import ScopeWatch
 from .served import ServedWorkloadApi
 from .workqueue import WorkQueue
@@ -39,7 +39,7 @@ SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
 UNDONE_RETRY_SECONDS = (5.0, 20.0, 60.0)
 
 
-class Reconciler:
+class Reconciler(Reconciling):
     """The reconciler of Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
 
     ``event_keys(event type, object, old)`` says which keys a watch event touches; ``reconciled`` are
@@ -86,14 +86,6 @@ class Reconciler:
         metrics.scope_closed.set_function(lambda: 1.0 if self.scope_known and self.scopes.scope().stopped else 0.0)
         metrics.scope_skipped.set_function(
             lambda: float(len(self.scopes.scope().skipped)) if self.scope_known else 0.0)
-
-    @property
-    def leading(self) -> bool:
-        return self._leading()
-
-    @property
-    def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors)
 
     @property
     def scope_known(self) -> bool:
