@@ -46,7 +46,7 @@ from policylib.scaledown import (
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
-from ..informer import Handler, Reflector, Store
+from ..informer import Handler, Key, Reflector, Store
 from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .overlay import Overlay
@@ -57,7 +57,7 @@ log = logging.getLogger(__name__)
 
 DEPLOYMENT_PODS = kube.DEPLOYMENT_PODS
 MERGE_PATCH = "application/merge-patch+json"
-Key = tuple[str, str]
+
 #: Makes a reflector of a resource into a store, calling a handler on every change (``Controller.informer``).
 Informer = Callable[[kube.Resource, Handler, Store], Reflector]
 
