@@ -11,10 +11,6 @@ Reports the median wall and CPU time of ``policylib.check.check`` per run, each 
 """
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -29,7 +25,7 @@ import numpy  # noqa: E402,F401 -- the engine imports it on first use: a process
 from policylib.check import check  # noqa: E402  -- before bench_simulate, which puts this checkout first on sys.path
 
 sys.path.insert(0, str(HERE.parent))
-from bench_simulate import cluster, workloads  # noqa: E402
+from bench_simulate import cluster, ratio, side_by_side, timing, workloads  # noqa: E402
 
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
 JOBS = 4
@@ -55,41 +51,16 @@ def once() -> dict:
             "findings": [f.as_dict() for f in findings]}
 
 
-def run_tree(tree: str) -> dict:
-    out = subprocess.run([sys.executable, str(HERE), "--once", "--tree", tree], capture_output=True, text=True,
-                         check=True)
-    return dict(json.loads(out.stdout))
-
-
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--baseline", help="a tree (checkout) whose policylib to measure side by side")
-    parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--tree", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.once:
-        print(json.dumps(once()))
+    runs = side_by_side(HERE, once)
+    if runs is None:
         return
-    arms = {"this tree": str(HERE.parent.parent)}
-    if args.baseline:
-        arms["baseline"] = args.baseline
-    runs: dict[str, list[dict]] = {k: [] for k in arms}
-    for _ in range(args.runs):
-        for name, tree in arms.items():
-            runs[name].append(run_tree(tree))
-    medians = {}
     for name, results in runs.items():
-        wall = statistics.median(r["wall"] for r in results)
-        cpu = statistics.median(r["cpu"] for r in results)
-        medians[name] = wall
-        print(f"check ({name}): 1,000 Deployments and {JOBS} PyTorchJobs on 500 Nodes: median {wall:.2f} s wall, "
-              f"{cpu:.2f} s CPU over {len(results)} runs (min {min(r['wall'] for r in results):.2f}, "
-              f"max {max(r['wall'] for r in results):.2f}); {len(results[0]['findings'])} findings")
-    if args.baseline:
+        print(f"check ({name}): 1,000 Deployments and {JOBS} PyTorchJobs on 500 Nodes: {timing(results)}; "
+              f"{len(results[0]['findings'])} findings")
+    if "baseline" in runs:
         same = all(r["findings"] == runs["baseline"][0]["findings"] for rs in runs.values() for r in rs)
-        print(f"ratio this tree / baseline (median wall): {medians['this tree'] / medians['baseline']:.2f}; "
-              f"findings {'identical' if same else 'DIFFER'}")
+        print(f"{ratio(runs)}; findings {'identical' if same else 'DIFFER'}")
 
 
 if __name__ == "__main__":

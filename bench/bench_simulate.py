@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve()
 if __name__ == "__main__" and "--tree" in sys.argv:
@@ -58,13 +59,10 @@ def once() -> dict:
             "pods": sum(p.replicas for p in placements), "pending": sum(p.pending for p in placements)}
 
 
-def run_tree(tree: str) -> dict:
-    out = subprocess.run([sys.executable, str(HERE), "--once", "--tree", tree], capture_output=True, text=True,
-                         check=True)
-    return dict(json.loads(out.stdout))
-
-
-def main() -> None:
+def side_by_side(script: Path, once: Callable[[], dict]) -> dict[str, list[dict]] | None:
+    """The command line of this benchmark and of ``bench_check.py``: with ``--once`` (the child), one measurement
+    printed as JSON and None returned; else ``--runs`` measurements of this tree, and of ``--baseline``'s when
+    given, alternated run by run, each a fresh process of ``script``, by arm ("this tree", "baseline")."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", help="a tree (checkout) whose policylib to measure side by side")
@@ -73,24 +71,41 @@ def main() -> None:
     args = parser.parse_args()
     if args.once:
         print(json.dumps(once()))
-        return
-    arms = {"this tree": str(HERE.parent.parent)}
+        return None
+    arms = {"this tree": str(script.parent.parent)}
     if args.baseline:
         arms["baseline"] = args.baseline
     runs: dict[str, list[dict]] = {k: [] for k in arms}
     for _ in range(args.runs):
         for name, tree in arms.items():
-            runs[name].append(run_tree(tree))
-    medians = {}
+            out = subprocess.run([sys.executable, str(script), "--once", "--tree", tree], capture_output=True,
+                                 text=True, check=True)
+            runs[name].append(dict(json.loads(out.stdout)))
+    return runs
+
+
+def timing(results: list[dict]) -> str:
+    """The median wall and CPU time of an arm's runs, with the fastest and slowest wall time."""
+    walls = [r["wall"] for r in results]
+    return (f"median {statistics.median(walls):.2f} s wall, {statistics.median(r['cpu'] for r in results):.2f} s CPU "
+            f"over {len(results)} runs (min {min(walls):.2f}, max {max(walls):.2f})")
+
+
+def ratio(runs: dict[str, list[dict]]) -> str:
+    """This tree's median wall time over the baseline's."""
+    this, base = (statistics.median(r["wall"] for r in runs[k]) for k in ("this tree", "baseline"))
+    return f"ratio this tree / baseline (median wall): {this / base:.2f}"
+
+
+def main() -> None:
+    runs = side_by_side(HERE, once)
+    if runs is None:
+        return
     for name, results in runs.items():
-        wall = statistics.median(r["wall"] for r in results)
-        cpu = statistics.median(r["cpu"] for r in results)
-        medians[name] = wall
-        print(f"simulate ({name}): 1,000 Deployments ({results[0]['pods']:,} replicas) on 500 Nodes: median "
-              f"{wall:.2f} s wall, {cpu:.2f} s CPU over {len(results)} runs (min {min(r['wall'] for r in results):.2f}, "
-              f"max {max(r['wall'] for r in results):.2f}); {results[0]['pending']} Pending")
-    if args.baseline:
-        print(f"ratio this tree / baseline (median wall): {medians['this tree'] / medians['baseline']:.2f}")
+        print(f"simulate ({name}): 1,000 Deployments ({results[0]['pods']:,} replicas) on 500 Nodes: "
+              f"{timing(results)}; {results[0]['pending']} Pending")
+    if "baseline" in runs:
+        print(ratio(runs))
 
 
 if __name__ == "__main__":

@@ -74,6 +74,12 @@ NATIVE_GANG_VERSIONS = (NATIVE_GANG_V1BETA1, NATIVE_GANG_V1ALPHA2)
 NATIVE_GANG_API_VERSIONS = (NATIVE_GANG_V1BETA1_API_VERSION, NATIVE_GANG_V1ALPHA2_API_VERSION)
 WORKLOAD_KIND = "Workload"
 
+# --- the API's enumerations -----------------------------------------------------------------------------------
+
+#: whenUnsatisfiable's two values (k8s.io/api core/v1 ``UnsatisfiableConstraintAction``).
+DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
+WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
+
 # --- well-known label keys and taints ------------------------------------------------------------------
 
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -26,7 +26,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from .config import DiscoverySource
 from .constants import HYPERNODE_API_VERSION
 from .errors import FieldError, FieldPath, PolicyError, invalid, not_supported, object_ref, required
 from .labels import selector_matches, tier_labels
@@ -35,6 +34,20 @@ SOURCE_LABEL = "volcano.sh/network-topology-source"
 API_VERSION = HYPERNODE_API_VERSION
 # k8s.io/apimachinery/pkg/util/rand alphabet (no vowels, no confusable digits).
 _ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+@dataclass(frozen=True)
+class DiscoverySource:
+    """One entry of Volcano's ``networkTopologyDiscovery`` (its controller's default_controller_conf; rule H1).
+
+    ``topologies`` maps a topology name to its node label keys, top tier first,
+    the node level (``kubernetes.io/hostname``) last. Upstream Volcano reads
+    several topologies (its docs configure two); CCE's add-on allows only one.
+    """
+
+    source: str
+    enabled: bool = True
+    topologies: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def clean_topology_name(name: str) -> str:

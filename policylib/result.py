@@ -1,16 +1,10 @@
-"""What every policy returns (:class:`Result`), the builder every policy fills (:class:`Outcome`),
-and the preamble every policy starts with (:func:`admission`)."""
+"""What every policy returns (:class:`Result`) and the builder every policy fills (:class:`Outcome`);
+the preamble every policy starts with is :func:`policylib.request.admission`."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from .errors import object_ref
-from .facts import NO_FACTS, ClusterFacts, namespace_of
-
-if TYPE_CHECKING:
-    from .config import Config
+from typing import Any
 
 DOMAIN = "policylib.io"
 #: Label or annotation ``policylib.io/skip: "true"`` opts an object out of every policy (rule P1).
@@ -91,29 +85,3 @@ def is_opted_out(obj: dict[str, Any]) -> bool:
         if isinstance(values, dict) and SKIP_KEY in values and str(values[SKIP_KEY]).lower() == "true":
             return True
     return False
-
-
-@dataclass(frozen=True)
-class Admission:
-    """What every policy starts from: the object, the settings, the object before an UPDATE (None on
-    CREATE), the cluster facts, the namespace and the ``Kind namespace/name`` for messages."""
-
-    obj: dict[str, Any]
-    config: Config
-    old: dict[str, Any] | None
-    facts: ClusterFacts
-    namespace: str
-    ref: str
-
-
-def admission(obj: dict[str, Any], config: Config | Mapping[str, Any] | None, old: dict[str, Any] | None = None,
-              facts: ClusterFacts | None = None, namespace: str | None = None) -> tuple[Admission, Result | None]:
-    """The common preamble of every policy: settings loaded, facts defaulted, the namespace
-    (``namespace`` overrides ``metadata.namespace``) and the object's reference; with the
-    result to return at once when the object is opted out (rule P1), else None."""
-    from .config import load_config
-    ns = namespace or namespace_of(obj)
-    request = Admission(obj, load_config(config), old, facts or NO_FACTS, ns, object_ref(obj, ns))
-    if is_opted_out(obj):
-        return request, Result(obj, reasons=[f"skipped: {SKIP_KEY}=true"])
-    return request, None

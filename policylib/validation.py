@@ -3,13 +3,14 @@
 They follow kubernetes ``pkg/apis/core/validation/validation.go``: validateTopologySpreadConstraints
 and the helpers it calls (rules K1-K9 of ``docs/specification.md``). Errors are collected, never
 raised one at a time; every error carries its field path. Volcano's job admission rules live in
-:mod:`policylib.volcano.admission`; ``validate_volcano_job``, part of the public API, is also
+:mod:`policylib.volcano_api.admission`; ``validate_volcano_job``, part of the public API, is also
 importable from here.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from .constants import DO_NOT_SCHEDULE, WHEN_UNSATISFIABLE
 from .errors import (
     INT32_MAX,
     FieldError,
@@ -26,13 +27,10 @@ from .errors import (
 )
 from .labels import qualified_name_errors, selector_keys, validate_label_selector
 from .values import json_key
-from .volcano.admission import validate_volcano_job
+from .volcano_api.admission import validate_volcano_job
 
 TEMPLATE_CONSTRAINTS_PATH = "spec.template.spec.topologySpreadConstraints"
 NODE_INCLUSION_POLICIES = ("Honor", "Ignore")
-#: whenUnsatisfiable's two values (the API's constants, defined here once for the whole package).
-DO_NOT_SCHEDULE, SCHEDULE_ANYWAY = "DoNotSchedule", "ScheduleAnyway"
-WHEN_UNSATISFIABLE = (DO_NOT_SCHEDULE, SCHEDULE_ANYWAY)
 _NOT_POSITIVE = "must be greater than zero"
 
 

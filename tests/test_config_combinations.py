@@ -20,7 +20,7 @@ from policylib.config import (
     UNENFORCED_TIER_NAME_VERSION,
     config_schema,
 )
-from policylib.volcano.partitions import partition_tier_name_enforced
+from policylib.volcano_api.partitions import partition_tier_name_enforced
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = Draft202012Validator(config_schema())

@@ -177,9 +177,9 @@ def test_io_outside_the_core_and_parsers_inside_it_are_allowed(module, source):
 
 
 def test_api_constants_are_defined_once():
-    """whenUnsatisfiable's values live in policylib.validation, the int32 bound in policylib.errors;
+    """whenUnsatisfiable's values live in policylib.constants, the int32 bound in policylib.errors;
     every other module imports them (a literal elsewhere is a second definition)."""
-    homes = {"DoNotSchedule": "policylib.validation", "ScheduleAnyway": "policylib.validation",
+    homes = {"DoNotSchedule": "policylib.constants", "ScheduleAnyway": "policylib.constants",
              2**31 - 1: "policylib.errors", 2**31: "policylib.errors"}
     found = []
     for path in sources():

@@ -11,9 +11,9 @@ import yaml
 from policylib import load_config, mutate
 from policylib.errors import ConfigError, PolicyError
 from policylib.facts import ClusterFacts
-from policylib.volcano.admission import validate_volcano_job
 from policylib.volcano.mutation import PARTITION_SIZE_ANNOTATION, restart_partition_policies
-from policylib.volcano.policies import validate_volcano_policies
+from policylib.volcano_api.admission import validate_volcano_job
+from policylib.volcano_api.policies import validate_volcano_policies
 from tests.crd import assert_valid
 from tests.helpers import shared_path
 

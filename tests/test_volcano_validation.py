@@ -3,8 +3,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policylib.volcano.admission import _startable, validate_task_dependencies, validate_volcano_job
-from policylib.volcano.policies import validate_volcano_policies
+from policylib.volcano_api.admission import _startable, validate_task_dependencies, validate_volcano_job
+from policylib.volcano_api.policies import validate_volcano_policies
 
 
 def job(tasks, **spec):

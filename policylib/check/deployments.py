@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..constants import DO_NOT_SCHEDULE
 from ..errors import PolicyError
 from ..facts import ClusterFacts, namespace_of
 from ..kubescheduler.model import NodeState, PodShape
@@ -18,7 +19,6 @@ from ..spread import (
     mutate_deployment,
     replaced_required_before,
 )
-from ..validation import DO_NOT_SCHEDULE
 from .finding import Finding, names
 from .simulated import Simulations
 

@@ -6,8 +6,8 @@ import re
 from typing import Any
 
 from ..config import Config, HostSpread
+from ..constants import DO_NOT_SCHEDULE
 from ..plan import plan, summarize
-from ..validation import DO_NOT_SCHEDULE
 from .finding import Finding, names
 
 #: matchLabelKeys in topology spread: the MatchLabelKeysInPodTopologySpread gate is on by default from 1.27.

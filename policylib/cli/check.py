@@ -16,7 +16,7 @@ from .cluster import (
     unhandled_workloads,
     workload_api,
 )
-from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
+from .common import CLUSTER_SOURCE_ERROR, EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
 from .inputs import nodes_and_objects
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 NAME = "check"
 EXIT_STATUS = {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
-               EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"}
+               EXIT_ERROR: CLUSTER_SOURCE_ERROR}
 
 
 def add_parser(add: AddParser) -> argparse.ArgumentParser:

@@ -18,6 +18,8 @@ EXIT_WARNED = 4
 EXIT_UNPLANNED = 1
 #: ``simulate``: some replica would stay Pending; ``check``: a finding is an error.
 EXIT_PENDING = 3
+#: What exit 2 means for a command that reads its input from files or from ``--cluster`` (:func:`add_cluster_source`).
+CLUSTER_SOURCE_ERROR = "bad input or config, or (--cluster) the cluster cannot be read"
 
 #: ``sub.add_parser`` of the top-level parser's subcommands: ``add(name, help=..., description=...)``.
 AddParser = Callable[..., argparse.ArgumentParser]

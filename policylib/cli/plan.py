@@ -9,6 +9,7 @@ from ..plan import PLANNERS, Write, plan, summarize
 from ..shell.files import read_documents
 from .cluster import cluster_scope, deployment_pods_and_nodes, planned_objects, resolve_config, workload_api
 from .common import (
+    CLUSTER_SOURCE_ERROR,
     CONFIG_HELP,
     DIR_HELP,
     EXIT_ERROR,
@@ -24,7 +25,7 @@ from .common import (
 
 NAME = "plan"
 EXIT_STATUS = {EXIT_OK: "success (the planned writes are printed, none is made)",
-               EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"}
+               EXIT_ERROR: CLUSTER_SOURCE_ERROR}
 
 
 def add_parser(add: AddParser) -> argparse.ArgumentParser:

@@ -262,7 +262,7 @@ def scheduler_admission_errors(obj: dict[str, Any], config: Config) -> list[str]
     """What the scheduler's own admission would still deny in an object policylib returns (Volcano Jobs:
     the ported job admission rules, for ``volcano.version``)."""
     from ..volcano import is_volcano_job
-    from ..volcano.admission import validate_volcano_job
+    from ..volcano_api.admission import validate_volcano_job
     if not isinstance(obj, dict) or not is_volcano_job(obj):
         return []
     return [str(e) for e in validate_volcano_job(obj, config.volcano.version)]

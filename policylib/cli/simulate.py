@@ -8,12 +8,12 @@ from ..documents import Document
 from ..errors import InputError, PolicyError, object_ref
 from ..facts import is_fact
 from .cluster import resolve_config, workload_api
-from .common import EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
+from .common import CLUSTER_SOURCE_ERROR, EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
 from .inputs import nodes_and_objects
 
 NAME = "simulate"
 EXIT_STATUS = {EXIT_OK: "every replica is placed", EXIT_PENDING: "some replica would stay Pending",
-               EXIT_ERROR: "bad input or config, or (--cluster) the cluster cannot be read"}
+               EXIT_ERROR: CLUSTER_SOURCE_ERROR}
 
 
 def add_parser(add: AddParser) -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ The names below are the package's; importing them from ``policylib.config`` stay
 from __future__ import annotations
 
 from ..errors import ConfigError
+from ..hypernodes import DiscoverySource
 from .load import (
     CHART_CONTROLLER_KEYS,
     CHART_VALUES_KEYS,
@@ -48,7 +49,6 @@ from .settings import (
     REWRITE_MODES,
     Config,
     ControllerSettings,
-    DiscoverySource,
     GangSettings,
     HostSpread,
     NetworkTopology,

@@ -21,13 +21,15 @@ from ..constants import (
     NATIVE_GANG_GROUP,
     NATIVE_GANG_VERSIONS,
     POD_TEMPLATE_HASH,
+    SCHEDULE_ANYWAY,
     VOLCANO_VERSION,
+    WHEN_UNSATISFIABLE,
     ZONE_LABEL,
 )
 from ..errors import INT32_MAX
-from ..validation import SCHEDULE_ANYWAY, WHEN_UNSATISFIABLE
-from ..volcano.partitions import NETWORK_TOPOLOGY_MODES
-from ..volcano.policies import VOLCANO_POLICY_EVENTS
+from ..hypernodes import DiscoverySource
+from ..volcano_api.partitions import NETWORK_TOPOLOGY_MODES
+from ..volcano_api.policies import VOLCANO_POLICY_EVENTS
 from .declare import choice, choice_schema, count, flag, is_section, section, setting
 
 ANTI_AFFINITY_REMOVAL = ("own", "all")
@@ -149,20 +151,6 @@ def _network_topology_value(value: Any) -> NetworkTopology | None:
         return None
     return NetworkTopology(value.get("mode", NetworkTopology.mode), value.get("highestTierAllowed"),
                            value.get("highestTierName"))
-
-
-@dataclass(frozen=True)
-class DiscoverySource:
-    """One entry of Volcano's ``networkTopologyDiscovery`` (its controller's default_controller_conf; rule H1).
-
-    ``topologies`` maps a topology name to its node label keys, top tier first,
-    the node level (``kubernetes.io/hostname``) last. Upstream Volcano reads
-    several topologies (its docs configure two); CCE's add-on allows only one.
-    """
-
-    source: str
-    enabled: bool = True
-    topologies: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 def _discovery_value(value: Any) -> tuple[DiscoverySource, ...]:

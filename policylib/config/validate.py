@@ -17,13 +17,13 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
 from ..constants import HOSTNAME_LABEL
 from ..errors import ErrorType, FieldError, not_supported
-from ..labels import dns1123_subdomain_errors, qualified_name_errors
-from ..volcano.partitions import (
+from ..labels import dns1123_subdomain_errors, qualified_name_errors, tier_labels
+from ..volcano_api.partitions import (
     partition_tier_name_enforced,
     validate_network_topology,
     validate_partition_topology_mode,
 )
-from ..volcano.policies import validate_restart_partition_events
+from ..volcano_api.policies import validate_restart_partition_events
 from .rules import GANG_COMBINATIONS
 from .schema import config_schema
 from .settings import GangSettings, HostSpread, VolcanoSettings, ZoneSpread
@@ -237,8 +237,51 @@ def cross_errors(sections: Mapping[str, Any]) -> list[FieldError]:
     if "gang" in sections:
         errs += gang_combination_errors(sections["gang"])
     if "gang" in sections and "volcano" in sections:
-        from ..gang.topology import topology_errors  # rule G25: the level the configuration declares
         errs += topology_errors(sections["gang"], sections["volcano"])
     if "zoneTopologySpread" in sections and "hostTopologySpread" in sections:
         errs += spread_key_errors(sections["zoneTopologySpread"], sections["hostTopologySpread"])
     return errs
+
+
+#: A ``gang.topology`` that names a tier by its number (rule G25).
+TIER = re.compile(r"tier-([1-9][0-9]*)")
+
+
+def label_tiers(volcano: Any) -> list[tuple[str, list[str]]]:
+    """(topology name, its tier label keys, tier 1 first) of every enabled label topology of the discovery."""
+    return [(name, tier_labels(keys)) for source in volcano.networkTopologyDiscovery
+            if source.source == "label" and source.enabled for name, keys in source.topologies]
+
+
+def topology_errors(gang: Any, volcano: Any) -> list[FieldError]:
+    """Rule G25: a ``gang.topology`` the configuration does not declare: a tier that no enabled label topology of
+    ``volcano.networkTopologyDiscovery`` has, a tier number whose topologies name different keys, a label key
+    listed as no tier."""
+    value = gang.topology
+    if value in ("none", "zone"):
+        return []
+    tiers = label_tiers(volcano)
+    if not tiers:
+        return [FieldError(ErrorType.INVALID, "gang.topology", value,
+                           "names a tier, but volcano.networkTopologyDiscovery declares no enabled label topology: "
+                           f"list the node labels of the tiers there (top tier first, {HOSTNAME_LABEL} last), "
+                           "or use zone")]
+    match = TIER.fullmatch(value)
+    if match:
+        n = int(match.group(1))
+        keys = sorted({keys[n - 1] for _, keys in tiers if n <= len(keys)})
+        if not keys:
+            deepest = max(len(keys) for _, keys in tiers)
+            return [FieldError(ErrorType.INVALID, "gang.topology", value,
+                               f"volcano.networkTopologyDiscovery's label topologies have at most {deepest} tier(s)")]
+        if len(keys) > 1:
+            return [FieldError(ErrorType.INVALID, "gang.topology", value,
+                               f"tier {n} is a different node label in each label topology ({', '.join(keys)}): "
+                               "name the tier by its label key")]
+        return []
+    listed = sorted({k for _, keys in tiers for k in keys})
+    if value not in listed:
+        return [FieldError(ErrorType.INVALID, "gang.topology", value,
+                           f"is not a tier of volcano.networkTopologyDiscovery (its tiers' node labels: "
+                           f"{', '.join(listed)}); use none, zone, tier-N or one of those")]
+    return []

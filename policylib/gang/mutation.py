@@ -5,7 +5,8 @@ from typing import Any
 
 from ..config import Config
 from ..facts import ClusterFacts
-from ..result import Outcome, Result, admission
+from ..request import admission
+from ..result import Outcome, Result
 from .gangs import plan_gangs
 from .job import has_scheduling_policy, read_job
 from .metadata import current_metadata, desired_metadata, has_gang

@@ -32,7 +32,8 @@ from ..constants import KUBEFLOW_GROUP, NATIVE_GANG_V1ALPHA2
 from ..facts import ClusterFacts
 from ..labels import dns1123_subdomain_errors
 from ..patch import Draft, diff_owned
-from ..result import Outcome, Result, admission
+from ..request import admission
+from ..result import Outcome, Result
 from ..workload_api import WorkloadApi, resolve
 from .gangs import GangPlan
 from .job import KubeflowJob

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
+from ..kubescheduler.model import HARD_EFFECTS, tolerates
 from ..labels import selector_matches
 from .pods import is_active, metadata_of, node_of
 
@@ -89,13 +90,7 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
 
 
 def _tolerated(node: Mapping[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    """Every NoSchedule and NoExecute taint of the Node is tolerated (nodeTaintsPolicy Honor)."""
-    for taint in (node.get("spec") or {}).get("taints") or ():
-        if not isinstance(taint, dict) or taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            continue
-        if not any((not t.get("effect") or t.get("effect") == taint.get("effect"))
-                   and (not t.get("key") or t.get("key") == taint.get("key"))
-                   and (t.get("operator") == "Exists" or t.get("value", "") == taint.get("value", ""))
-                   and (t.get("key") or t.get("operator") == "Exists") for t in tolerations):
-            return False
-    return True
+    """Every NoSchedule and NoExecute taint of the Node is tolerated (nodeTaintsPolicy Honor), by the scheduler
+    model's toleration matcher."""
+    return all(tolerates(tolerations, taint) for taint in (node.get("spec") or {}).get("taints") or ()
+               if isinstance(taint, dict) and taint.get("effect") in HARD_EFFECTS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ..config import Config, load_config
+from ..constants import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
 from ..kubescheduler.model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
@@ -28,7 +29,6 @@ from ..kubescheduler.plugins.node_unschedulable import MSG_UNSCHEDULABLE
 from ..kubescheduler.plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
 from ..kubescheduler.resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 from ..spread import is_deployment
-from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..workload_api import WorkloadApi
 from .engine import Cluster
 from .gangs import gang_capacity, gang_model

@@ -13,7 +13,7 @@ from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
 from ..volcano import is_volcano_job
-from ..volcano.partitions import unenforced_partition_tier_name
+from ..volcano_api.partitions import unenforced_partition_tier_name
 from .engine import Cluster
 from .placement import Placement, node_zones, place_pods, zones
 

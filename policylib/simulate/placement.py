@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Config
+from ..constants import DO_NOT_SCHEDULE
 from ..facts import ClusterFacts, namespace_of
 from ..kubescheduler.arrays import np
 from ..kubescheduler.model import ZONE_LABEL, NodeState, PodShape
 from ..spread import effective_replicas, mutate_deployment
-from ..validation import DO_NOT_SCHEDULE
 from .engine import Cluster
 
 #: Tie-breaking orders tried to find the range of Pending counts: name order, reversed, two shuffles.

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..config import Config
+from ..constants import DO_NOT_SCHEDULE
 from ..labels import selector_matches
-from ..validation import DO_NOT_SCHEDULE
 from ..values import json_key
 from .model import (
     ANTI_AFFINITY_TERMS,

@@ -5,8 +5,8 @@ import math
 from typing import Any
 
 from ..config import Config, HostSpread, ZoneSpread
+from ..constants import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..labels import without_keys
-from ..validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 
 
 def spread_label_selector(deployment_selector: dict[str, Any], match_label_keys: tuple[str, ...]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ from typing import Any
 from ..config import Config
 from ..facts import ClusterFacts
 from ..patch import Draft
-from ..result import Outcome, admission
+from ..request import admission
+from ..result import Outcome
 from .model import (
     AFFINITY,
     constraints_of,

@@ -9,7 +9,8 @@ from ..errors import (
 )
 from ..facts import ClusterFacts
 from ..patch import Draft, diff_owned
-from ..result import Outcome, Result, admission
+from ..request import admission
+from ..result import Outcome, Result
 from .effective import Effective, effective_replicas
 from .model import (
     ANNOTATIONS,

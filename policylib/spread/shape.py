@@ -18,7 +18,7 @@ from ..errors import (
 )
 from ..labels import selector_plainly_valid, validate_label_selector
 from ..limits import SPREAD_ENTRIES, budget, budget_errors
-from ..result import Admission
+from ..request import Admission
 from .effective import Effective, effective_replicas
 from .model import (
     CONSTRAINTS_PATH,

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..constants import DO_NOT_SCHEDULE
 from ..patch import Draft
 from ..result import SKIP_KEY, Outcome
-from ..validation import DO_NOT_SCHEDULE
 from ..values import json_key
 from .anti_affinity import (
     managed_anti_affinity,

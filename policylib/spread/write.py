@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..constants import DO_NOT_SCHEDULE
 from ..patch import Draft, diff_owned
 from ..result import Outcome
-from ..validation import DO_NOT_SCHEDULE, validate_topology_spread_constraints
+from ..validation import validate_topology_spread_constraints
 from .anti_affinity import (
     managed_anti_affinity,
     remove_pod_anti_affinity,

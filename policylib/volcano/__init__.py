@@ -1,14 +1,12 @@
-"""Volcano: its job admission rules and the policy that writes partitions and RestartPartition.
+"""Volcano: the policy that writes partitions and RestartPartition on Volcano Jobs, above the configuration it
+reads; Volcano's own API rules (its job admission among them) are :mod:`policylib.volcano_api`, below it.
 
-- :mod:`policylib.volcano.admission`: what Volcano's job admission denies (rules V1-V12, V20, V22, V23),
-  ported, with field paths; the mutation never returns a Job it would deny.
 - :mod:`policylib.volcano.mutation`: the Volcano Job policy (rules V13-V17) and the other Volcano kinds (V19).
 - :mod:`policylib.volcano.topology`: the network topology it writes (V25) and the partitions' fit inside one
   HyperNode (V18, V26).
 
-This package's face names the kinds and nothing of the mutation: the configuration's checks read the admission
-rules (through :mod:`policylib.validation`) and the mutation reads the configuration, so the mutation is imported
-from its own module (:mod:`policylib.volcano.mutation`) by the family registry.
+This package's face names the kinds and nothing of the mutation, which the family registry imports from its
+own module (:mod:`policylib.volcano.mutation`).
 """
 from __future__ import annotations
 

@@ -27,11 +27,12 @@ from ..errors import FieldPath, PolicyError, errors_not_in, invalid, raise_if_an
 from ..facts import ClusterFacts
 from ..limits import VOLCANO_ENTRIES, budget
 from ..patch import Draft, diff_owned
-from ..result import DOMAIN, Outcome, Result, admission
-from .admission import validate_volcano_job
-from .partitions import unenforced_partition_tier_name, validate_partition_topology_mode
-from .policies import RESTART_PARTITION, policy_events
-from .shape import validate_volcano_job_shape
+from ..request import admission
+from ..result import DOMAIN, Outcome, Result
+from ..volcano_api.admission import validate_volcano_job
+from ..volcano_api.partitions import unenforced_partition_tier_name, validate_partition_topology_mode
+from ..volcano_api.policies import RESTART_PARTITION, policy_events
+from ..volcano_api.shape import validate_volcano_job_shape
 from .topology import (
     UNWRITTEN_TOPOLOGY,
     feasibility_notes,
@@ -126,7 +127,7 @@ def restart_partition_policies(policies: list[Any], events: tuple[str, ...]) -> 
 # --- the mutation ------------------------------------------------------------------
 
 def _checked_tasks(job: dict[str, Any], ref: str, update: bool = False) -> list[dict[str, Any]]:
-    """The tasks, after :func:`~policylib.volcano.shape.validate_volcano_job_shape` found nothing (with an
+    """The tasks, after :func:`~policylib.volcano_api.shape.validate_volcano_job_shape` found nothing (with an
     UPDATE's budget when ``update``: rule P7)."""
     raise_if_any(ref, validate_volcano_job_shape(job, budget(VOLCANO_ENTRIES, update)))
     tasks: list[dict[str, Any]] = job["spec"]["tasks"]

@@ -11,7 +11,7 @@ from ..facts import ClusterFacts
 from ..hypernodes import PartitionBound, hypernodes_given, partition_bound, scheduler_hypernodes
 from ..kubescheduler.fit import pods_per_node
 from ..result import Outcome
-from .partitions import unenforced_partition_tier_name
+from ..volcano_api.partitions import unenforced_partition_tier_name
 
 # --- feasibility (rule V18) -----------------------------------------------------
 

@@ -27,12 +27,12 @@ from .leaderelection import LeaderElector, lease_decision, lease_record, lease_s
 from .metrics import ControllerMetrics, memory_limit_bytes, resident_bytes
 from .overlay import Overlay
 from .reconciler import Reconciler
-from .rollouts import Key, RolloutGate, Rollouts, rollout_complete, undone_by_admission
+from .rollouts import ObjectKey, RolloutGate, Rollouts, rollout_complete, undone_by_admission
 from .runtime import DONE, MAX_RETRIES, KeyReconciler, Manager, Result, Runnable, Task, Worker
 
 __all__ = [
     "DEPLOYMENT", "DONE", "EVENT_ACTION", "FIELD_LIMIT", "MAX_RETRIES", "NOTE_LIMIT", "REPORTING_CONTROLLER",
-    "Controller", "ControllerMetrics", "EventRecorder", "Key", "KeyReconciler", "LeaderElector", "Manager", "Options",
+    "Controller", "ControllerMetrics", "EventRecorder", "ObjectKey", "KeyReconciler", "LeaderElector", "Manager", "Options",
     "Overlay", "Reconciler", "Result", "RolloutGate", "Rollouts", "Runnable", "Task", "Worker", "controller_owners",
     "event_for", "event_keys", "event_note", "event_reason", "is_kubeflow_kind", "lease_decision", "lease_record",
     "lease_spec", "memory_limit_bytes", "micro_time", "new_store", "reconciled_resources", "released_spec",

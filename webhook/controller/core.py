@@ -47,7 +47,7 @@ from .leaderelection import LeaderElector
 from .metrics import ControllerMetrics
 from .podcost import PodCosts
 from .reconciler import Reconciler
-from .rollouts import Key
+from .rollouts import ObjectKey
 from .runtime import KeyReconciler, Manager, Task, Worker
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ def new_store(res: kube.Resource) -> Store:
     return Store(project=project)
 
 
-def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[Key]:
+def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[ObjectKey]:
     """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
     forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job."""
     kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")

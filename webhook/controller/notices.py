@@ -8,7 +8,7 @@ from policylib.plan import UNRECORDED_REASON, Write
 
 from .events import EventRecorder
 from .metrics import ControllerMetrics
-from .rollouts import Key
+from .rollouts import ObjectKey
 
 
 class Notices:
@@ -17,12 +17,12 @@ class Notices:
 
     def __init__(self, metrics: ControllerMetrics, recorder: EventRecorder):
         self.metrics, self.recorder = metrics, recorder
-        self.notices: dict[Key, dict[str, str]] = {}
+        self.notices: dict[ObjectKey, dict[str, str]] = {}
         #: How many of ``notices`` hold each kind of notice, kept as they change (the gauges' values: a sum
         #: over every notice per key would make the initial sync quadratic in the Deployments).
         self.counts: dict[str, int] = {"pending": 0, "unrecorded": 0}
 
-    def notice(self, key: Key, obj: dict[str, Any], writes: list[Write], tell: bool) -> None:
+    def notice(self, key: ObjectKey, obj: dict[str, Any], writes: list[Write], tell: bool) -> None:
         """Keep the pending and unrecorded gauges and, when ``tell`` (leading, not a dry run), record one Event
         per new state (``SpreadPending``, Normal, for a rewrite held for the next rollout: the metadata write
         that records it carries its own; ``AdmittedWithoutPolicy``, Warning, for a Deployment without our
@@ -45,7 +45,7 @@ class Notices:
             if w.unrecorded and before.get("unrecorded") != now["unrecorded"]:
                 self.recorder.record(w, obj, reason="AdmittedWithoutPolicy", note=UNRECORDED_REASON, warning=True)
 
-    def set(self, key: Key, now: dict[str, str]) -> None:
+    def set(self, key: ObjectKey, now: dict[str, str]) -> None:
         """Store ``key``'s notices and move the gauges by the change alone (constant work per key)."""
         before = self.notices.pop(key, {})
         if now:

@@ -46,18 +46,18 @@ from policylib.scaledown import (
 from policylib.shell import kube
 from policylib.spread import RECORD_REPLICAS
 
-from ..informer import Handler, Reflector, Store
+from ..informer import Handler, Key, Reflector, Store
 from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .overlay import Overlay
-from .runtime import DONE, Result
+from .runtime import DONE, Reconciling, Result
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 
 DEPLOYMENT_PODS = kube.DEPLOYMENT_PODS
 MERGE_PATCH = "application/merge-patch+json"
-Key = tuple[str, str]
+
 #: Makes a reflector of a resource into a store, calling a handler on every change (``Controller.informer``).
 Informer = Callable[[kube.Resource, Handler, Store], Reflector]
 
@@ -95,7 +95,7 @@ class PodCostMetrics:
                              "deletion cost another field manager owns (left alone).", registry=registry)
 
 
-class PodCosts:
+class PodCosts(Reconciling):
     """The deletion costs of one controller replica. ``deployments`` is the controller's Deployment store (a
     Deployment's changes are delivered to :meth:`on_deployment`: one watch, one store); ``in_scope`` says
     whether the controller acts on an object (rules W5, W6); ``ready`` whether the controller's own stores have
@@ -123,14 +123,6 @@ class PodCosts:
         #: Pods the worker wrote that the store may not show yet (few entries: the pods written since their last
         #: watch event).
         self.written: Overlay[Key] = Overlay(project=lambda p: project_pod(dict(p, apiVersion="v1", kind="Pod")))
-
-    @property
-    def leading(self) -> bool:
-        return self._leading()
-
-    @property
-    def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors)
 
     # events -> keys (reflector threads) ----------------------------------------------------------------
     def _on_pod(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:

@@ -22,8 +22,8 @@ from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .notices import Notices
 from .overlay import Overlay, OverlayFacts, version_of
-from .rollouts import Key, Rollouts, undone_by_admission
-from .runtime import DONE, Result
+from .rollouts import ObjectKey, Rollouts, undone_by_admission
+from .runtime import DONE, Reconciling, Result
 from .scope import ScopeWatch
 from .served import ServedWorkloadApi
 from .workqueue import WorkQueue
@@ -32,14 +32,14 @@ log = logging.getLogger(__name__)
 
 #: The key that makes the worker report the scope (rule W5): queued with every key, and on its own when the
 #: webhook configuration changes; no object has it.
-SCOPE_KEY: Key = ("policylib.io/v1", "Scope", "", "")
+SCOPE_KEY: ObjectKey = ("policylib.io/v1", "Scope", "", "")
 #: Rule S29: after admission undid a write, the key is planned again after each of these delays (the webhook's facts
 #: may lag the controller's by a moment: an HPA minimum it has not seen yet), then not until the object changes or the
 #: next resync (a webhook whose config differs would undo it forever).
 UNDONE_RETRY_SECONDS = (5.0, 20.0, 60.0)
 
 
-class Reconciler:
+class Reconciler(Reconciling):
     """The reconciler of Deployments and gang jobs, planned by :func:`policylib.plan.plan`.
 
     ``event_keys(event type, object, old)`` says which keys a watch event touches; ``reconciled`` are
@@ -49,7 +49,7 @@ class Reconciler:
 
     def __init__(self, api: kube.Api, config: policylib.Config, *, namespace: str, webhook_configuration: str,
                  stores: dict[kube.Resource, Store], reflectors: list[Reflector], reconciled: tuple[kube.Resource, ...],
-                 event_keys: Callable[[str, dict[str, Any], dict[str, Any] | None], list[Key]],
+                 event_keys: Callable[[str, dict[str, Any], dict[str, Any] | None], list[ObjectKey]],
                  planners: tuple[Any, ...], metrics: ControllerMetrics, recorder: EventRecorder,
                  leading: Callable[[], bool], dry_run: bool, pod: str = ""):
         self.api, self.config, self.namespace = api, config, namespace
@@ -57,17 +57,17 @@ class Reconciler:
         self.stores, self.reflectors, self.reconciled = stores, reflectors, reconciled
         self.event_keys, self.planners, self.metrics, self.recorder = event_keys, planners, metrics, recorder
         self._leading, self.dry_run = leading, dry_run
-        self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
+        self.queue: WorkQueue[ObjectKey] = WorkQueue(self.name, metrics=metrics.queue)
         metrics.queue_depth.set_function(self.queue.__len__)
-        self.overlay: Overlay[Key] = Overlay()
+        self.overlay: Overlay[ObjectKey] = Overlay()
         self.facts = OverlayFacts(stores, self.overlay)
         self.rollouts = Rollouts(config.controller.maxConcurrentRollouts)
         self.notices = Notices(metrics, recorder)
         #: Keys whose last write an admission webhook undid, with the resourceVersion it left (not retried
         #: until the object changes or the next resync).
-        self.undone: dict[Key, str | None] = {}
+        self.undone: dict[ObjectKey, str | None] = {}
         #: Rule S29: of each undone key, the retries made so far and when the next may be planned.
-        self.undone_retries: dict[Key, tuple[int, float]] = {}
+        self.undone_retries: dict[ObjectKey, tuple[int, float]] = {}
         #: Rules G20, G22: what the API server serves of the Workload API.
         self.served = ServedWorkloadApi(api, config, self.facts, metrics, recorder)
         #: The first sync (rule W8): every key queued on taking the lead planned once. ``to_plan`` keys
@@ -86,14 +86,6 @@ class Reconciler:
         metrics.scope_closed.set_function(lambda: 1.0 if self.scope_known and self.scopes.scope().stopped else 0.0)
         metrics.scope_skipped.set_function(
             lambda: float(len(self.scopes.scope().skipped)) if self.scope_known else 0.0)
-
-    @property
-    def leading(self) -> bool:
-        return self._leading()
-
-    @property
-    def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors)
 
     @property
     def scope_known(self) -> bool:
@@ -164,7 +156,7 @@ class Reconciler:
         return progress
 
     # the worker's steps (webhook.controller.runtime.Worker calls them) ---------------------
-    def worked(self, key: Key) -> None:
+    def worked(self, key: ObjectKey) -> None:
         """Rule W8: a key of the first sync is done (the worker calls this once the key is off the queue)."""
         if self.to_plan and not self.first_sync.is_set():
             self.planned += key != SCOPE_KEY
@@ -189,7 +181,7 @@ class Reconciler:
             store = self.stores.get(kube.DEPLOYMENTS)
             self.rollouts.recover(store.values() if store else [])
 
-    def reconcile(self, key: Key) -> Result:
+    def reconcile(self, key: ObjectKey) -> Result:
         """Plan one object and make its writes: a failed write is retried with backoff, a conflict (fresh
         state in the overlay) or another served Workload API version planned again at once, a write
         admission undid again later (rule S29)."""
@@ -212,7 +204,7 @@ class Reconciler:
         self.metrics.rolling.set(self.rollouts.rolling())
         return result
 
-    def write(self, key: Key, writes: list[Write]) -> Result:
+    def write(self, key: ObjectKey, writes: list[Write]) -> Result:
         """Make a plan's writes, in order; what the worker does with the key after."""
         failed, again, later = False, False, None
         for write in writes:
@@ -238,12 +230,12 @@ class Reconciler:
             return Result(requeue=True)
         return Result(requeue_after=0.0) if again else Result(requeue_after=later) if later is not None else DONE
 
-    def undone_wait(self, key: Key) -> Result:
+    def undone_wait(self, key: ObjectKey) -> Result:
         """Rule S29: a key whose undone write is not due for a retry yet waits for it (none left: for a change)."""
         retries = self.undone_retries.get(key)
         return DONE if retries is None else Result(requeue_after=max(0.0, retries[1] - self.queue.clock()))
 
-    def observe(self, key: Key, obj: dict[str, Any] | None) -> bool:
+    def observe(self, key: ObjectKey, obj: dict[str, Any] | None) -> bool:
         """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
         a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again;
         a Deployment that went drops its notices (rules S19, S20). False when the key is not to be
@@ -264,7 +256,7 @@ class Reconciler:
         self.undone_retries.pop(key, None)
         return True
 
-    def apply(self, key: Key, write: Write) -> str:
+    def apply(self, key: ObjectKey, write: Write) -> str:
         """Make one write: ``written``, ``undone`` (written, and an admission webhook put the template back),
         ``deferred`` (rollout cap), ``skipped`` (not leading),
         ``conflict`` (fresh state in the overlay), ``replan`` (the served Workload API changed), ``gone``,
@@ -282,7 +274,7 @@ class Reconciler:
         if not self.leading:
             return "skipped"  # the Lease ran out: another replica may lead now
         res = kube.resource_for(write.api_version, write.kind)
-        target: Key = (write.api_version, write.kind, write.namespace, write.name)
+        target: ObjectKey = (write.api_version, write.kind, write.namespace, write.name)
         before = self.facts.stored(*target)
         try:
             if write.action == "create":
@@ -321,7 +313,7 @@ class Reconciler:
         self.recorder.record(write, body)
         return "undone" if undone else "written"
 
-    def retry_undone(self, key: Key, write: Write) -> float | None:
+    def retry_undone(self, key: ObjectKey, write: Write) -> float | None:
         """Rule S29: the delay after which an undone write is planned again, the next of ``UNDONE_RETRY_SECONDS``;
         past the last, None: only once the object changes or at the next resync."""
         entry = {"kind": write.kind, "namespace": write.namespace, "object_name": write.name, "action": write.action,
@@ -338,7 +330,7 @@ class Reconciler:
                  extra=dict(entry, retry_in_seconds=delay))
         return delay
 
-    def _refresh(self, res: kube.Resource, target: Key, before: dict[str, Any] | None) -> str:
+    def _refresh(self, res: kube.Resource, target: ObjectKey, before: dict[str, Any] | None) -> str:
         """After a 409: read the object as it is now into the overlay, so the next plan sees it."""
         try:
             fresh = self.api.get(res, target[2], target[3])

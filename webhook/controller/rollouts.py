@@ -11,7 +11,7 @@ from typing import Any
 from policylib.facts import namespace_of
 from policylib.spread import RECORD_REPLICAS
 
-Key = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
+ObjectKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
 
 
 def rollout_complete(deployment: dict[str, Any]) -> bool:
@@ -62,10 +62,10 @@ class Rollouts:
 
     def __init__(self, limit: int) -> None:
         self.gate = RolloutGate(limit)
-        self.deferred: set[Key] = set()
+        self.deferred: set[ObjectKey] = set()
         self._lock = threading.Lock()
 
-    def observe(self, key: Key, deployment: dict[str, Any] | None) -> list[Key]:
+    def observe(self, key: ObjectKey, deployment: dict[str, Any] | None) -> list[ObjectKey]:
         """The worker saw ``deployment`` (None: deleted) for ``key``: returns the deferred keys to queue
         again when that freed a slot."""
         gate_key = (key[2], key[3])
@@ -84,7 +84,7 @@ class Rollouts:
             self.deferred.clear()
             return keys
 
-    def admit(self, key: Key, gate_key: tuple[str, str]) -> bool:
+    def admit(self, key: ObjectKey, gate_key: tuple[str, str]) -> bool:
         """Whether ``key`` may start a rollout now; if not, it is deferred until a slot frees."""
         with self._lock:
             if self.gate.admit(gate_key):

@@ -70,6 +70,23 @@ class KeyReconciler(Protocol[K]):
     def reconcile(self, key: K) -> Result: ...
 
 
+class Reconciling:
+    """What a reconciler answers of itself the same way in each one: whether this replica holds the Lease
+    (``leading``, asked of the elector each time through the ``_leading`` it was given) and whether its
+    informers have listed (``synced``)."""
+
+    _leading: Callable[[], bool]
+    reflectors: list[Reflector]
+
+    @property
+    def leading(self) -> bool:
+        return self._leading()
+
+    @property
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors)
+
+
 class Runnable(Protocol):
     """A component the manager runs on a thread of its own: :meth:`start` returns once ``stop`` is set."""
 

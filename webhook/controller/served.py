@@ -17,7 +17,7 @@ from ..discovery import WorkloadApiDiscovery
 from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .overlay import OverlayFacts
-from .rollouts import Key
+from .rollouts import ObjectKey
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class ServedWorkloadApi:
         self._tried: float | None = None
         #: Rule G20: the jobs (key, uid) already told by a Warning Event that the API server serves no Workload
         #: API version policylib writes (one Event per job, not one per resync).
-        self.told: set[tuple[Key, str]] = set()
+        self.told: set[tuple[ObjectKey, str]] = set()
 
     def retry_due(self) -> bool:
         """No read has succeeded yet, and the last was :data:`DISCOVERY_RETRY_SECONDS` ago or more."""
@@ -52,7 +52,7 @@ class ServedWorkloadApi:
         self.facts.workload_api = self.discovery.read()
         return self.facts.workload_api
 
-    def native_not_found(self, key: Key, write: Write) -> str:
+    def native_not_found(self, key: ObjectKey, write: Write) -> str:
         """Rules G20, G22: a create of a Workload or PodGroup answered NotFound: the served versions are read
         again (an upgrade may have changed them); ``replan`` when another version is served now, ``unserved``
         (with the job's Warning Event) when none policylib writes is, ``gone`` otherwise (the namespace went)."""
@@ -71,7 +71,7 @@ class ServedWorkloadApi:
         api = workload_api_for(self.config.gang, self.facts)
         return api if api.version is None else None
 
-    def api_not_served(self, key: Key, write: Write) -> None:
+    def api_not_served(self, key: ObjectKey, write: Write) -> None:
         """Rule G20: a job of gang method workload on a cluster that serves no Workload API version policylib
         writes (rule G22): an error in the log, and a Warning Event on the job naming what to enable (the flags
         of the cluster's minor), once per job."""

@@ -6,8 +6,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from ...constants import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ...labels import selector_matches
-from ...validation import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..arrays import np
 from ..framework import MAX_SCORE, Plugin
 from ..model import HOSTNAME, ZONE_LABEL
