@@ -400,6 +400,32 @@ def test_a_review_that_finds_no_room_is_answered_once_its_body_is_read(monkeypat
     assert app.post(valid()).status_code == 200 and bodies.held == 0
 
 
+def test_the_time_a_review_waits_for_room_is_not_taken_from_its_clients_deadline(monkeypatch):
+    """Rules W11 and W12: a review refused after waiting for room has that wait moved off its connection's deadline
+    (``gunicorn.socket``) before its body is read and dropped, so a client that sent at once is not cut off as too
+    slow because the server queued it."""
+    import webhook.admission.bodies
+    monkeypatch.setattr(webhook.admission.bodies, "ROOM_WAIT_SECONDS", 0.2)
+
+    class Connection:
+        moved: list[float] = []
+
+        def not_the_clients_time(self, seconds: float) -> None:
+            self.moved.append(seconds)
+
+    app = App()
+    bodies = app.app.extensions["policylib"]["bodies"]
+    with bodies.hold(bodies.budget):
+        response = app.client.post("/mutate", data=json.dumps(valid()), content_type="application/json",
+                                   environ_base={"gunicorn.socket": Connection()})
+    assert "holds" in error_of(response, 503)
+    assert len(Connection.moved) == 1 and 0.2 <= Connection.moved[0] < 30
+    Connection.moved.clear()
+    response = app.client.post("/mutate", data=json.dumps(valid()), content_type="application/json",
+                               environ_base={"gunicorn.socket": Connection()})
+    assert response.status_code == 200 and len(Connection.moved) == 1 and 0 <= Connection.moved[0] < 0.2
+
+
 def test_unknown_path_is_404_json(app):
     error_of(app.client.post("/nope"), 404)
 

@@ -32,6 +32,7 @@ from webhook.admission.connections import Connections
 from webhook.admission.deadline import CLIENT_DEADLINE
 
 SMALL_LIMIT = 65536
+REQUEST_HEAD = f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
 
 #: Every test here waits on a server; none may hang the run.
 pytestmark = pytest.mark.timeout(180)
@@ -234,30 +235,65 @@ def test_bad_input_gets_400_405_and_the_server_stays_up(server):
     assert server.review(sample("deployment-create.json"))["allowed"] is True
 
 
+def answer_while_writing(tls: ssl.SSLSocket, head: bytes, size: int, timeout: float = 60) -> tuple[int, bytes]:
+    """Write ``head`` and a body of ``size`` spaces while reading the answer, as Go's client does, on one thread
+    (an SSL object is not safe to read on one thread while another writes it): the answer's status and body once
+    complete. A write the server refuses (it has answered and closed) ends the writing."""
+    tls.sendall(head)
+    tls.setblocking(False)
+    left, received = size, b""
+    deadline = time.monotonic() + timeout
+    while True:
+        end = received.find(b"\r\n\r\n")
+        if end >= 0:
+            length = int(re.search(rb"(?im)^content-length:\s*(\d+)", received[:end]).group(1))
+            if len(received) >= end + 4 + length:
+                return int(received.split(b" ", 2)[1]), received[end + 4:end + 4 + length]
+        assert time.monotonic() < deadline, f"no whole answer within {timeout} s: {received[:200]!r}"
+        readable, writable, _ = select.select([tls], [tls] if left else [], [], 1)
+        if readable or tls.pending():
+            try:
+                chunk = tls.recv(65536)
+            except ssl.SSLWantReadError:
+                continue
+            assert chunk, f"closed before a whole answer: {received[:200]!r}"
+            received += chunk
+        if writable and left:
+            try:
+                left -= tls.send(b" " * min(4096, left))
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                pass
+            except OSError:
+                left = 0
+
+
 def test_body_over_the_limit_gets_an_early_413_while_the_client_is_still_writing(server):
-    """gunicorn answers before reading the body and then closes: read while writing, as Go does."""
+    """gunicorn answers before reading the body: a client that reads while it writes, as Go's does, has the 413
+    while it is still writing."""
     size = 16 * SMALL_LIMIT
-    head = (f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {size}\r\n\r\n").encode()
+    head = f"{REQUEST_HEAD}Content-Length: {size}\r\n\r\n".encode()
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
         tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
-        tls.sendall(head)
+        status, body = answer_while_writing(tls, head, size)
+    assert (status, json.loads(body)["code"]) == (413, 413)
 
-        def write_body():
-            try:
-                for _ in range(size // 4096):
-                    tls.sendall(b" " * 4096)
-            except OSError:
-                pass  # the server closed after answering 413
 
-        writer = threading.Thread(target=write_body, daemon=True)
-        writer.start()
+def test_a_connection_closed_with_a_body_unread_is_closed_in_stages(server):
+    """Rule W17: a client that writes its whole body before it reads (curl, Python's http.client) and asked for
+    ``Connection: close`` gets the early 413, not a reset: the server shuts its side, then reads and drops what
+    the client still sends. The client writes its 4 MiB only once the answer has arrived, when the server has
+    answered and is closing."""
+    size = 64 * SMALL_LIMIT
+    head = f"{REQUEST_HEAD}Connection: close\r\nContent-Length: {size}\r\n\r\n".encode()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw:
+        tls = server.context.wrap_socket(raw, server_hostname=SVC_HOST)
+        tls.sendall(head + b" " * 4096)
+        assert select.select([tls], [], [], 30)[0], "no answer within 30 s"
+        tls.sendall(b" " * (size - 4096))   # a reset here: the server closed with the body unread
         response = http.client.HTTPResponse(tls)
         response.begin()
-        body = json.loads(response.read())
-        writer.join(10)
-    assert response.status == 413
-    assert body["code"] == 413
+        assert (response.status, json.loads(response.read())["code"]) == (413, 413)
+        assert tls.recv(1) == b""   # then the server's end: it closed
 
 
 def test_idle_tls_connections_do_not_stall_the_workers(server):
@@ -469,7 +505,6 @@ def test_run_local_prints_a_curl_command_that_gets_a_patched_review(tmp_path):
 # --- slow and stalled clients ----------------------------------------------------------
 
 STALLED = 12  # more than a thread-per-connection server of 2 workers x 4 threads could hold
-REQUEST_HEAD = f"POST /mutate HTTP/1.1\r\nHost: {SVC_HOST}\r\nContent-Type: application/json\r\n"
 
 
 def stalled_connection(server: Server, stage: str) -> socket.socket:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +23,11 @@ DISCARD_CHUNK = 64 * 1024
 
 
 class NoRoom(ServiceUnavailable):
-    """Rule W11: the review found no room among the bodies its worker holds."""
+    """Rule W11: the review found no room among the bodies its worker holds, after waiting ``waited`` seconds."""
+
+    def __init__(self, description: str, waited: float):
+        super().__init__(description)
+        self.waited = waited
 
 
 class BodyBudget:
@@ -45,22 +50,32 @@ class BodyBudget:
         self._room = threading.Condition()
 
     @contextmanager
-    def hold(self, size: int, wait: float | None = None) -> Iterator[None]:
-        """Room for ``size`` bytes while the block runs, waiting at most ``wait`` seconds (default
-        :data:`ROOM_WAIT_SECONDS`) for it; else :class:`~werkzeug.exceptions.ServiceUnavailable`."""
+    def hold(self, size: int, wait: float | None = None) -> Iterator[float]:
+        """Room for ``size`` bytes while the block runs (given the seconds it waited for room), waiting at most
+        ``wait`` seconds (default :data:`ROOM_WAIT_SECONDS`) for it; else :class:`NoRoom`."""
+        start = time.monotonic()
         with self._room:
             fits = self._room.wait_for(lambda: self.held == 0 or self.held + size <= self.budget,
                                        ROOM_WAIT_SECONDS if wait is None else wait)
             if not fits:
-                raise NoRoom(f"the worker holds {self.held} bytes of reviews (at most {self.budget}): "
-                                         "try again")
+                raise NoRoom(f"the worker holds {self.held} bytes of reviews (at most {self.budget}): try again",
+                             time.monotonic() - start)
             self.held += size
         try:
-            yield
+            yield time.monotonic() - start
         finally:
             with self._room:
                 self.held -= size
                 self._room.notify_all()
+
+
+def not_the_clients_time(environ: dict[str, Any], seconds: float) -> None:
+    """The ``seconds`` a review waited for room (rule W11) are taken off its client's deadline for sending it
+    (rule W12), through the connection gunicorn serves it on (``gunicorn.socket``, a
+    :class:`~.deadline.DeadlineSocket`); nothing where the app is served otherwise."""
+    move = getattr(environ.get("gunicorn.socket"), "not_the_clients_time", None)
+    if move is not None:
+        move(seconds)
 
 
 def discard_body(environ: dict[str, Any], size: int) -> None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import errno
+import socket
 import ssl
 import time
 from typing import IO, Any, Protocol
@@ -37,6 +38,14 @@ IDLE_CHECK_SECONDS = 0.5
 SHUTDOWN_IDLE_SECONDS = 10.0
 #: An answer's writes are gathered up to this many bytes, then written (an answer is usually a few KiB).
 HOLD_BYTES = 256 * 1024
+#: A connection closed with a request's bytes unread after an answer reads and drops what its client still sends
+#: for up to this long (rule W17)...
+LINGER_SECONDS = CLIENT_DEADLINE
+#: ... and at most this many bytes: more than the rest of the largest review the API server sends (an UPDATE of a
+#: 3 MiB object over a 3 MiB old one), few enough that a client streaming on costs the worker little.
+LINGER_BYTES = 8 * 2**20
+#: What a lingering close reads at a time.
+LINGER_CHUNK = 64 * 1024
 
 
 class ClientTooSlow(NoMoreData, TimeoutError):  # type: ignore[misc]  # gunicorn has no type hints
@@ -69,6 +78,8 @@ class DeadlineSocket:
         self.worker = worker
         self.connection = connection
         self.deadline: float | None = None
+        self.answered = False
+        self.idle_closed = False
         self.too_slow = False
         self.holding = False
         self._held: list[bytes] = []
@@ -80,6 +91,7 @@ class DeadlineSocket:
     def recv(self, size: int) -> bytes:
         if self.deadline is None:
             if not self._request_begins():
+                self.idle_closed = True
                 return b""  # keep-alive timeout, shutdown or closed to make room: gunicorn closes quietly
             self.connection.busy()
             self.deadline = time.monotonic() + CLIENT_DEADLINE
@@ -116,11 +128,27 @@ class DeadlineSocket:
                 continue
         return False
 
+    def not_the_clients_time(self, seconds: float) -> None:
+        """The request's deadline moves by ``seconds`` the server spent not reading it (a review waiting for room
+        among its worker's bodies, rule W11): the client's 2 s are for sending, not for the server's queue."""
+        if self.deadline is not None:
+            self.deadline += seconds
+
     def _give_up(self) -> ClientTooSlow:
         if not self.too_slow:
             self.too_slow = True
             self.worker.client_too_slow("request")
         return ClientTooSlow()
+
+    def close(self) -> None:
+        """Rule W17: a connection closed after it has answered a request is closed in stages
+        (:func:`close_in_stages`): its client may still be sending that request's body, or the next request's;
+        one closed while idle (the keep-alive timeout, the worker's shutdown, closed to make room) or that never
+        answered at once."""
+        if self.answered and not self.idle_closed and not self.connection.evicted:
+            close_in_stages(self.sock, LINGER_SECONDS, LINGER_BYTES)
+        else:
+            self.sock.close()
 
     def send(self, data: bytes) -> int:
         return self._write(data)
@@ -174,3 +202,30 @@ class DeadlineSocket:
             return tls_step(self.sock, lambda: self.sock.write(data), time.monotonic() + CLIENT_DEADLINE)
         except TimeoutError:
             raise BrokenPipeError(errno.EPIPE, f"client did not take the answer within {CLIENT_DEADLINE:g} s") from None
+
+
+def close_in_stages(sock: socket.socket, seconds: float, most: int) -> None:
+    """Rule W17 (RFC 9112 section 9.6): shut the connection's write side (the client reads the answer, then the
+    end), read and drop what the client still sends until it closes, ``seconds`` have passed with nothing waiting,
+    or ``most`` bytes are dropped; then close.
+
+    A socket closed with bytes unread makes the kernel reset the connection: a client still writing its request
+    (one that writes the whole body before it reads, or a Go client whose reading and writing race) then fails
+    with a reset instead of reading the answer that was sent. The dropped bytes are read as they arrive, TLS
+    records undecrypted (the TLS socket reads its raw socket once its write side is shut); what is already waiting
+    when the time is up is still read, so a worker whose loop was busy past the time does not reset a client that
+    kept sending."""
+    try:
+        sock.shutdown(socket.SHUT_WR)
+        until = time.monotonic() + seconds
+        dropped = 0
+        while dropped < most:
+            sock.settimeout(max(0.0, until - time.monotonic()))
+            chunk = sock.recv(min(LINGER_CHUNK, most - dropped))
+            if not chunk:
+                break
+            dropped += len(chunk)
+    except OSError:
+        pass  # the time is up (a timeout), nothing waits (a non-blocking read) or the client reset: close now
+    finally:
+        sock.close()

@@ -21,7 +21,7 @@ from policylib.errors import MAX_NAME_CHARS, cut
 
 from ..protocols import Callers
 from . import review
-from .bodies import ORDINARY_ROOM, BodyBudget, NoRoom, discard_body, read_body
+from .bodies import ORDINARY_ROOM, BodyBudget, NoRoom, discard_body, not_the_clients_time, read_body
 from .confirm import ConfirmedHpas, decide_overlapped, for_review
 from .metrics import Metrics, kind_label
 
@@ -113,10 +113,12 @@ class Reviews:
             raise RequestEntityTooLarge()
         size = self.limit if declared is None else declared
         try:
-            with self.metrics.in_flight.track_inprogress(), self.bodies.hold(size):
+            with self.metrics.in_flight.track_inprogress(), self.bodies.hold(size) as waited:
+                not_the_clients_time(environ, waited)
                 req = review.parse_review(read_body(environ, self.limit))
                 answer, payload = self.decide(req)
-        except NoRoom:
+        except NoRoom as e:
+            not_the_clients_time(environ, e.waited)
             discard_body(environ, size)
             raise
         self.record(req, answer, time.perf_counter() - start)

@@ -127,6 +127,7 @@ class TLSGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn has no ty
             return super().handle_request(listener_name, req, sock, addr)
         finally:
             sock.holding = False
+            sock.answered = True
             sock.deadline = None  # answered: the keep-alive timeout applies until the next request
             sock.connection.waiting(KEEP_ALIVE)
             sock.release()
