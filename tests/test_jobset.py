@@ -279,3 +279,45 @@ def test_preview_shows_the_written_metadata_and_why(tmp_path):
                          "# method podgroup, scheduler scheduler-plugins: gang train (min-available 4 of 4 pods: "
                          "workers)"]
     assert err.getvalue().splitlines() == [f"policylib: {src}: JobSet ml/train: {line[2:]}" for line in text[-2:]]
+
+
+def node(name, cpu, rack):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "example.com/rack": rack,
+                                                  "topology.kubernetes.io/zone": "z1"}},
+            "status": {"allocatable": {"cpu": str(cpu), "memory": "16Gi", "pods": "110"}}}
+
+
+CPU = {"containers": [{"name": "c", "image": "trainer", "resources": {"requests": {"cpu": "1"}}}]}
+WAVES = jobset(rjob("workers", replicas=2, parallelism=2, pod_spec=CPU),
+               rjob("launcher", depends_on=["workers"], pod_spec=CPU))
+
+
+@pytest.mark.parametrize("cpus,placed,reasons", [
+    (5, {"n1": 5}, []),
+    (4, {"n1": 4}, ["wave 2: launcher: 0/1 nodes are available: 1 Insufficient cpu."]),
+    (3, {}, ["wave 1: workers: 0/1 nodes are available: 1 Insufficient cpu.",
+             "wave 1 (workers): gang train: 3 of its minimum 4 pods placeable at once: the gang binds nothing",
+             "wave 2 (launcher): not started: wave 1 did not start"]),
+])
+def test_simulate_places_each_wave_as_jobset_starts_it(cpus, placed, reasons):
+    """Rule J7: the workers' gang binds all four or none; the launcher starts only once they are placed."""
+    from policylib.simulate import simulate
+    [p] = simulate([WAVES], [node("n1", cpus, "r1")], {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}})
+    assert (p.kind, p.name, p.replicas, p.placed, p.pending, p.reasons) == ("JobSet", "train", 5, placed,
+                                                                            5 - sum(placed.values()), reasons)
+
+
+def test_simulate_keeps_a_native_gang_in_one_rack():
+    """Rules J7 and G25: with gang.topology the workers' gang goes to the one rack that holds all four."""
+    from policylib.simulate import simulate
+    config = {**RACKS, "gang": {"method": "workload", "scheduler": "kube-scheduler", "topology": "tier-1"}}
+    nodes = [node("a1", 2, "ra"), node("a2", 1, "ra"), node("b1", 2, "rb"), node("b2", 2, "rb")]
+    [p] = simulate([jobset(rjob("workers", replicas=2, parallelism=2, pod_spec=CPU))], nodes, config)
+    assert (p.placed, p.pending) == ({"b1": 2, "b2": 2}, 0)
+    assert p.reasons == ["wave 1: topology example.com/rack: placed in example.com/rack=rb (1 of 2 domains hold the "
+                         "gang; placement score 151)"]
+    [stuck] = simulate([jobset(rjob("workers", replicas=3, parallelism=2, pod_spec=CPU))], nodes, config)
+    assert (stuck.placed, stuck.pending) == ({}, 6)
+    assert stuck.reasons[-1] == ("wave 1 (workers): gang train: 0 of its minimum 6 pods placeable at once: the gang "
+                                 "binds nothing")
