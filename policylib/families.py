@@ -21,7 +21,7 @@ from .constants import (
     KUBEFLOW_API_VERSION,
     KUBEFLOW_GROUP,
     MPI_V2_API_VERSION,
-    TRAINER_GROUP,
+    TRAINER_API_VERSION,
     VOLCANO_JOB_API_VERSION,
 )
 from .facts import ClusterFacts
@@ -30,6 +30,7 @@ from .jobset import is_jobset, mutate_jobset
 from .planners import Planner, plan_deployment, plan_podgroups, plan_workload
 from .result import Result
 from .spread import is_deployment, mutate_deployment
+from .trainer import is_trainjob, mutate_trainjob
 from .volcano import is_volcano_job, is_volcano_workload
 from .volcano.mutation import mutate_other_volcano_kind, mutate_volcano_job
 
@@ -85,6 +86,11 @@ def _jobset(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, 
     return mutate_jobset(obj, config, old=old, namespace=namespace, facts=facts)
 
 
+def _trainjob(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
+              namespace: str | None) -> Result:
+    return mutate_trainjob(obj, config, old=old, namespace=namespace, facts=facts)
+
+
 def _is_volcano(obj: object) -> bool:
     return is_volcano_job(obj) or is_volcano_workload(obj)
 
@@ -102,7 +108,8 @@ def _pod(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, fac
 
 
 #: Every workload family, in the order an object is matched: Deployments (the spread, rules S1-S22),
-#: Kubeflow jobs (gangs, rules G1-G21), JobSets (gangs per start wave, rules J1-J6), Volcano Jobs and the other
+#: Kubeflow jobs (gangs, rules G1-G21), JobSets (gangs per start wave, rules J1-J6), TrainJobs (rules T1-T4),
+#: Volcano Jobs and the other
 #: Volcano kinds (rules V1-V20), and pods (only those labelled for gang method workload change, rule G17).
 FAMILIES: tuple[Family, ...] = (
     Family("Deployment", is_deployment, _deployment, kinds=(f"{APPS_API_VERSION} Deployment",), planners=(plan_deployment,)),
@@ -112,6 +119,8 @@ FAMILIES: tuple[Family, ...] = (
            enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
     Family("JobSet", is_jobset, _jobset, kinds=(f"{JOBSET_API_VERSION} JobSet",), enabled="gang.enabled",
            planners=(plan_podgroups, plan_workload)),
+    Family("TrainJob", is_trainjob, _trainjob, kinds=(f"{TRAINER_API_VERSION} TrainJob",), enabled="gang.enabled",
+           planners=(plan_podgroups, plan_workload)),
     Family("Volcano", _is_volcano, _volcano, kinds=(f"{VOLCANO_JOB_API_VERSION} Job",), enabled="volcano.enabled"),
     Family("Pod", is_pod, _pod, kinds=("v1 Pod",)),
 )
@@ -120,15 +129,14 @@ FAMILIES: tuple[Family, ...] = (
 HANDLED_KINDS: tuple[str, ...] = tuple(kind for family in FAMILIES for kind in family.kinds)
 
 #: The handled kinds in one phrase, for the unhandled-kind reason.
-HANDLED_SUMMARY = ("it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, Volcano Jobs and gang "
-                   "Pods")
+HANDLED_SUMMARY = ("it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, Volcano Jobs "
+                   "and gang Pods")
 
 #: Kinds that run pods and that no family handles: ``preview`` notes each one it reads and ``check --cluster``
 #: counts those in scope (rule P9), so "not handled" never looks like "nothing to do". Matched by API group
 #: and kind, whatever the version.
 UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
     (APPS_GROUP, "StatefulSet"), (APPS_GROUP, "DaemonSet"), (APPS_GROUP, "ReplicaSet"), ("batch", "Job"), ("batch", "CronJob"),
-    (TRAINER_GROUP, "TrainJob"),
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), (KUBEFLOW_GROUP, "PaddleJob"), (KUBEFLOW_GROUP, "XGBoostJob"),
     (KUBEFLOW_GROUP, "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
 })

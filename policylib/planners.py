@@ -24,6 +24,7 @@ from .spread import (
     recorded_replicas,
     spread_drift,
 )
+from .trainer import is_trainjob, mutate_trainjob
 
 
 @dataclass
@@ -164,12 +165,14 @@ def owned_by(obj: dict[str, Any], job: dict[str, Any]) -> bool:
 
 
 def gang_policy(job: dict[str, Any]) -> Callable[..., Any] | None:
-    """Rule J3: the gang policy of a job whose PodGroups or Workloads the controller makes: a Kubeflow job's or a
-    JobSet's; None for any other object."""
+    """Rules J3, T3: the gang policy of a job whose PodGroups or Workloads the controller makes: a Kubeflow job's,
+    a JobSet's or a TrainJob's (with its runtime among the facts); None for any other object."""
     if is_kubeflow_job(job):
         return mutate_kubeflow_job
     if is_jobset(job):
         return mutate_jobset
+    if is_trainjob(job):
+        return mutate_trainjob
     return None
 
 
@@ -187,7 +190,7 @@ def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> 
     if not config.gang.enabled or config.gang.method != "podgroup" or policy is None:
         return None
     ns = namespace_of(job)
-    result = policy(job, config, namespace=ns)
+    result = policy(job, config, namespace=ns, facts=facts)   # facts: a TrainJob's runtime (rule T1)
     if result.patch or result.denial or not result.extra_objects:
         return None
     writes = []

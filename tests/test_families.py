@@ -38,8 +38,8 @@ def test_each_kind_has_exactly_its_family(obj, name):
 def test_plan_runs_every_familys_planners_in_table_order():
     assert PLANNERS == PLAN_PLANNERS == tuple(dict.fromkeys(p for f in FAMILIES for p in f.planners))
     assert [p.__name__ for p in PLANNERS] == ["plan_deployment", "plan_podgroups", "plan_workload"]
-    # Kubeflow jobs and JobSets share the gang planners: each runs once per object, on both families' objects
-    assert [f.name for f in FAMILIES if f.planners == FAMILIES[1].planners] == ["gang", "JobSet"]
+    # Kubeflow jobs, JobSets and TrainJobs share the gang planners: each runs once per object, on each family's objects
+    assert [f.name for f in FAMILIES if f.planners == FAMILIES[1].planners] == ["gang", "JobSet", "TrainJob"]
 
 
 @pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (JOBSET, "gang.enabled"), (VCJOB, "volcano.enabled"),
@@ -95,13 +95,13 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
 
     from policylib.cli import main
     from policylib.families import HANDLED_KINDS, HANDLED_SUMMARY, UNHANDLED_WORKLOADS, is_unhandled_workload
-    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"trainer": {"numNodes": 4}}}
+    trainjob = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"replicas": 4}}
     result = mutate(trainjob, None)
     assert (result.object, result.patch, result.changed) == (trainjob, [], False)
-    assert result.unhandled == ("not handled: policylib has no policy for trainer.kubeflow.org/v1alpha1 TrainJob "
-                                "(it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, Volcano "
-                                "Jobs and gang Pods)")
+    assert result.unhandled == ("not handled: policylib has no policy for leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
+                                "(it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
+                                "Volcano Jobs and gang Pods)")
     assert result.reasons == [result.unhandled]
     # a handled kind with nothing to do is not "unhandled"
     assert mutate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}, None).unhandled is None
@@ -113,5 +113,6 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
                                                    "metadata": {"name": "c", "namespace": "ml"}}]))
     out, err = io.StringIO(), io.StringIO()
     assert main(["preview", "-f", str(path), "-o", "diff"], stdout=out, stderr=err) == 0
-    assert out.getvalue().splitlines()[0::2] == ["= TrainJob ml/llama: not handled", "= ConfigMap ml/c: not handled"]
-    assert err.getvalue() == f"policylib: note: {path}: TrainJob ml/llama: {result.unhandled}\n"
+    assert out.getvalue().splitlines()[0::2] == ["= LeaderWorkerSet ml/llama: not handled",
+                                                 "= ConfigMap ml/c: not handled"]
+    assert err.getvalue() == f"policylib: note: {path}: LeaderWorkerSet ml/llama: {result.unhandled}\n"

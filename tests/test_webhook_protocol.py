@@ -117,7 +117,7 @@ def test_unknown_kind_is_allowed_without_patch_and_the_audit_log_says_it_is_not_
         "uid": "uid-1", "allowed": True,
         "auditAnnotations": {"reasons": "not handled: policylib has no policy for v1 ConfigMap (it handles "
                                         "Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
-                                        "Volcano Jobs and gang Pods)"}}
+                                        "TrainJobs, Volcano Jobs and gang Pods)"}}
 
 
 @pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])

@@ -23,8 +23,6 @@ from ...constants import (
     NATIVE_GANG_VERSIONS,
     POD_TEMPLATE_HASH,
     SIGS_GROUP,
-    TRAINER_GROUP,
-    TRAINER_VERSION,
     VOLCANO_PODGROUP_VERSION,
     VOLCANO_SCHEDULING_GROUP,
     X_K8S_GROUP,
@@ -125,7 +123,6 @@ DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_
 UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
     (APPS_GROUP, "v1", "statefulsets", "StatefulSet"), (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
     (APPS_GROUP, "v1", "replicasets", "ReplicaSet"), ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
-    (TRAINER_GROUP, TRAINER_VERSION, "trainjobs", "TrainJob"),
     ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "paddlejobs", "PaddleJob"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "xgboostjobs", "XGBoostJob"),
