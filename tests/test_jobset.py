@@ -179,6 +179,9 @@ def test_an_update_keeps_the_stored_gang_metadata():
     reapplied = mutate(WORKERS, config, old=stored)
     assert reapplied.object == stored
     assert mutate(stored, config, old=stored).patch == []
+    exclusive = mutate(jobset(rjob("w", replicas=4)), {**RACKS, "gang": {**config["gang"],
+                                                                        "jobSetExclusiveTopology": "tier-1"}}).object
+    assert mutate(jobset(rjob("w", replicas=4)), config, old=exclusive).object == exclusive
     # admitted before policylib was installed: an UPDATE adds nothing the validator would refuse
     later = mutate(WORKERS, config, old=WORKERS)
     assert later.patch == [] and later.extra_objects == []
@@ -321,3 +324,43 @@ def test_simulate_keeps_a_native_gang_in_one_rack():
     assert (stuck.placed, stuck.pending) == ({}, 6)
     assert stuck.reasons[-1] == ("wave 1 (workers): gang train: 0 of its minimum 6 pods placeable at once: the gang "
                                  "binds nothing")
+
+
+def test_a_volcano_queue_and_group_by_role():
+    """Rule J3: a JobSet's annotation scheduling.volcano.sh/queue-name is its Volcano PodGroup's queue (as Trainer
+    reads it on a JobSet template); gang.groupByRole does not split a JobSet (its gangs are its waves), and says so."""
+    queued = jobset(rjob("workers", replicas=2, parallelism=2, pod_spec={"schedulerName": "volcano"}),
+                    meta={"annotations": {"scheduling.volcano.sh/queue-name": "research"}})
+    result = mutate(queued, {"gang": {"method": "podgroup", "scheduler": "volcano"}})
+    assert [o["spec"] for o in result.extra_objects] == [{"minMember": 4, "queue": "research"}]
+    assert result.warnings == []
+    split = mutate(WORKERS, {"gang": {"method": "labels", "groupByRole": True}})
+    assert "gang.groupByRole is for Kubeflow jobs' replica types: a JobSet's gangs are its start waves" in split.reasons
+    assert pod_metadata(split.object)["labels"]["pod-group.scheduling.sigs.k8s.io/min-available"] == "4"
+
+
+def test_the_controller_creates_the_workload_and_podgroup_of_a_native_jobset_gang():
+    """Rule J3 with rule G18: method workload, the Workload and PodGroup owned by the JobSet, in the served version."""
+    config = load_config({"gang": {"method": "workload", "scheduler": "kube-scheduler"}})
+    stored = mutate(WORKERS, config).object
+    stored["metadata"]["uid"] = "js-uid"
+    writes = plan([stored], config, planners=PLANNERS)
+    assert [(w.kind, w.action, w.name, w.api_version) for w in writes] == [
+        ("Workload", "create", "train", "scheduling.k8s.io/v1beta1"),
+        ("PodGroup", "create", "train", "scheduling.k8s.io/v1beta1")]
+    assert writes[0].object["spec"]["controllerRef"] == {"apiGroup": "jobset.x-k8s.io", "kind": "JobSet",
+                                                         "name": "train"}
+    assert all(w.object["metadata"]["ownerReferences"][0]["uid"] == "js-uid" for w in writes)
+
+
+def test_simulate_names_no_jobset_as_not_simulated(tmp_path):
+    """The CLI's "not simulated" note asks the gang models: a JobSet is placed, and not named."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump(node("n1", 8, "r1")))
+    src = tmp_path / "js.yaml"
+    src.write_text(yaml.safe_dump(WAVES))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["simulate", "-f", str(src), "--nodes", str(nodes), "-o", "json"], stdout=out, stderr=err) == 0
+    assert err.getvalue() == ""
+    assert [(p["kind"], p["placed"], p["pending"]) for p in yaml.safe_load(out.getvalue())] == [
+        ("JobSet", {"n1": 5}, 0)]

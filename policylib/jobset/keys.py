@@ -11,6 +11,9 @@ KIND = "JobSet"
 #: annotations, copied to each Job and pod; JobSet's pod webhooks then put each Job alone in one domain of the
 #: node label it names (the index-0 pod gets affinity and anti-affinity, the others wait for it to bind).
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+#: The Volcano queue of a JobSet's PodGroup (gang scheduler volcano, rule J3), from the JobSet's annotation: the key
+#: Volcano reads on pods and Trainer on a JobSet template (Trainer v2.3.0 pkg/runtime/framework/plugins/volcano).
+VOLCANO_QUEUE = "scheduling.volcano.sh/queue-name"
 #: ``spec.startupPolicy.startupPolicyOrder``'s value that starts each ReplicatedJob after the previous is ready.
 IN_ORDER = "InOrder"
 

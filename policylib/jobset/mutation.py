@@ -208,6 +208,8 @@ def mutate_jobset(obj: dict[str, Any], config: Config | None = None, *, old: dic
     jobset = read_jobset(obj, req.namespace)
     plan = plan_jobset_gangs(jobset)
     out.reason(waves_reason(jobset, plan))
+    if settings.groupByRole and plan is not None:
+        out.reason("gang.groupByRole is for Kubeflow jobs' replica types: a JobSet's gangs are its start waves")
     job = jobset.gang_view()
     current = current_gang_keys(obj)
     desired: Current = desired_metadata(job, plan, settings) if plan else {j.name: ({}, {}) for j in jobset.jobs}

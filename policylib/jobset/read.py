@@ -26,7 +26,7 @@ from ..facts import namespace_of
 from ..gang import Gang, GangPlan, KubeflowJob, ReplicaType, gang_name, role_gang_name
 from ..labels import dns1123_label_errors
 from ..limits import MAX_REPLICATED_JOBS
-from .keys import IN_ORDER, KIND
+from .keys import IN_ORDER, KIND, VOLCANO_QUEUE
 
 #: Where a JobSet keeps its ReplicatedJobs.
 REPLICATED_JOBS = ("spec", "replicatedJobs")
@@ -58,6 +58,8 @@ class JobSet:
     namespace: str
     jobs: tuple[ReplicatedJob, ...]
     in_order: bool
+    #: The annotation ``scheduling.volcano.sh/queue-name``: the queue of a Volcano PodGroup (rule J3).
+    queue: str | None = None
 
     @property
     def total(self) -> int:
@@ -82,7 +84,7 @@ class JobSet:
         ReplicatedJob, its pods as replicas."""
         types = tuple(ReplicaType(j.name, j.pods, j.priority_class, str(template_path(j.index)), j.scheduler_name)
                       for j in self.jobs)
-        return KubeflowJob(KIND, self.name, self.namespace, "replicatedJobs", types, None, None,
+        return KubeflowJob(KIND, self.name, self.namespace, "replicatedJobs", types, None, None, self.queue,
                            api_group=JOBSET_GROUP)
 
 
@@ -211,9 +213,12 @@ def read_jobset(obj: dict[str, Any], namespace: str | None = None) -> JobSet:
     if in_order and any(j.depends_on for j in jobs):
         errs.append(forbidden(FieldPath("spec", "startupPolicy"), "StartupPolicy and DependsOn APIs are mutually "
                                                                   "exclusive (JobSet's validation)"))
+    annotations = _mapping(meta.get("annotations"), FieldPath("metadata", "annotations"), errs)
+    queue = _optional_string(annotations.get(VOLCANO_QUEUE), FieldPath("metadata", "annotations").key(VOLCANO_QUEUE),
+                             errs)
     raise_if_any(ref, errs)
     assert isinstance(name, str)
-    jobset = JobSet(name, namespace, tuple(jobs), in_order)
+    jobset = JobSet(name, namespace, tuple(jobs), in_order, queue)
     if jobset.total > INT32_MAX:
         raise_if_any(ref, [invalid(jobs_path, jobset.total, f"the pods add up to more than the {INT32_MAX} a gang's "
                                                            "minimum can hold (int32)")])

@@ -163,8 +163,12 @@ def runtime_jobset(trainjob: TrainJob, runtime: dict[str, Any]) -> JobSet:
     rspec = runtime.get("spec")
     template = rspec.get("template") if isinstance(rspec, dict) else None
     spec = template.get("spec") if isinstance(template, dict) else None
-    as_jobset = {"apiVersion": "", "kind": "JobSet", "metadata": {"name": trainjob.name, "namespace": trainjob.namespace},
-                 "spec": spec if isinstance(spec, dict) else None}
+    template_meta = template.get("metadata") if isinstance(template, dict) else None
+    annotations = template_meta.get("annotations") if isinstance(template_meta, dict) else None
+    as_jobset = {"apiVersion": "", "kind": "JobSet", "metadata": {
+        "name": trainjob.name, "namespace": trainjob.namespace,   # the runtime's JobSet annotations: a Volcano queue
+        **({"annotations": annotations} if isinstance(annotations, dict) else {})},
+        "spec": spec if isinstance(spec, dict) else None}
     try:
         read = read_jobset(as_jobset, trainjob.namespace)
     except PolicyError as e:
@@ -174,4 +178,4 @@ def runtime_jobset(trainjob: TrainJob, runtime: dict[str, Any]) -> JobSet:
     counts = node_counts(trainjob, runtime, read.jobs)
     jobs = tuple(ReplicatedJob(j.name, j.index, j.replicas, counts[j.name], j.depends_on, j.scheduler_name,
                                j.priority_class) for j in read.jobs)
-    return JobSet(trainjob.name, trainjob.namespace, jobs, read.in_order)
+    return JobSet(trainjob.name, trainjob.namespace, jobs, read.in_order, read.queue)
