@@ -364,3 +364,11 @@ def test_simulate_names_no_jobset_as_not_simulated(tmp_path):
     assert err.getvalue() == ""
     assert [(p["kind"], p["placed"], p["pending"]) for p in yaml.safe_load(out.getvalue())] == [
         ("JobSet", {"n1": 5}, 0)]
+
+
+def test_an_update_keeps_stored_keys_policylib_would_not_write():
+    """Rule J4: stored gang keys are kept as they are, even a gang name policylib would refuse to write (rule G8)."""
+    odd = {"labels": {"pod-group.scheduling.sigs.k8s.io/name": "Odd_Name"}}
+    stored = jobset(rjob("w", parallelism=2, pod_meta=odd))
+    result = mutate(jobset(rjob("w", parallelism=2)), {"gang": {"method": "labels"}}, old=stored)
+    assert result.object == stored and result.denial is None
