@@ -22,6 +22,7 @@ from .constants import (
     KUBEFLOW_GROUP,
     MPI_V2_API_VERSION,
     TRAINER_API_VERSION,
+    TRAINER_GROUP,
     VOLCANO_JOB_API_VERSION,
 )
 from .facts import ClusterFacts
@@ -141,6 +142,11 @@ UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
     (KUBEFLOW_GROUP, "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
 })
 
+#: Kinds a family handles that no webhook entry sends (rule P10): a TrainJob's gang is computed from its runtime,
+#: which the webhook and the controller do not read yet, so in a cluster it is left as it is; ``check --cluster``
+#: counts those in scope, so that does not look like "nothing to do". Matched by API group and kind.
+NOT_ADMITTED: frozenset[tuple[str, str]] = frozenset({(TRAINER_GROUP, "TrainJob")})
+
 #: Every planner, once, in table order: what ``policylib plan`` prints and the controller writes (a planner two
 #: families list, such as the PodGroups' of Kubeflow jobs and JobSets, runs on the objects of both).
 PLANNERS: tuple[Planner, ...] = tuple(dict.fromkeys(p for family in FAMILIES for p in family.planners))
@@ -163,6 +169,13 @@ def is_unhandled_workload(obj: object) -> bool:
     api_version: str = obj["apiVersion"]
     group = api_version.rpartition("/")[0]
     return family_of(obj) is None and (group, obj.get("kind")) in UNHANDLED_WORKLOADS
+
+
+def is_not_admitted(obj: object) -> bool:
+    """Rule P10: an object of a kind a family handles that no webhook entry sends (:data:`NOT_ADMITTED`)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str):
+        return False
+    return (obj["apiVersion"].rpartition("/")[0], obj.get("kind")) in NOT_ADMITTED
 
 
 def unhandled_reason(obj: dict[str, Any]) -> str:

@@ -23,6 +23,8 @@ from ...constants import (
     NATIVE_GANG_VERSIONS,
     POD_TEMPLATE_HASH,
     SIGS_GROUP,
+    TRAINER_GROUP,
+    TRAINER_VERSION,
     VOLCANO_PODGROUP_VERSION,
     VOLCANO_SCHEDULING_GROUP,
     X_K8S_GROUP,
@@ -128,6 +130,9 @@ UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "xgboostjobs", "XGBoostJob"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "jaxjobs", "JAXJob"), ("ray.io", "v1", "rayjobs", "RayJob"),
     ("ray.io", "v1", "rayclusters", "RayCluster"), ("ray.io", "v1", "rayservices", "RayService")))
+#: Rule P10: the kinds a family handles that no webhook entry sends (:data:`policylib.families.NOT_ADMITTED`), each in
+#: the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
+NOT_ADMITTED_WORKLOADS = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", "TrainJob", metadata_only=True),)
 #: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
