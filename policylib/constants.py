@@ -35,6 +35,17 @@ KUBEFLOW_API_VERSION = f"{KUBEFLOW_GROUP}/{KUBEFLOW_VERSION}"
 MPI_V2_VERSION = "v2beta1"
 MPI_V2_API_VERSION = f"{KUBEFLOW_GROUP}/{MPI_V2_VERSION}"
 
+# --- JobSet and Kubeflow Trainer v2 ---------------------------------------------------------------------------
+
+#: JobSet (sigs.k8s.io/jobset v0.12.0): a group of batch Jobs, each ReplicatedJob a template of Jobs.
+JOBSET_GROUP = "jobset.x-k8s.io"
+JOBSET_VERSION = "v1alpha2"
+JOBSET_API_VERSION = f"{JOBSET_GROUP}/{JOBSET_VERSION}"
+#: Kubeflow Trainer v2 (v2.3.0): TrainJob, TrainingRuntime, ClusterTrainingRuntime; a TrainJob becomes one JobSet.
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+TRAINER_API_VERSION = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
+
 # --- Volcano -----------------------------------------------------------------------------------------------
 
 #: Every Volcano API group ends with this (batch.volcano.sh, scheduling.volcano.sh, topology.volcano.sh, ...).

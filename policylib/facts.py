@@ -14,6 +14,7 @@ from .constants import (
     HYPERNODE_API_VERSION,
     NATIVE_GANG_API_VERSIONS,
     SIGS_PODGROUP_API_VERSION,
+    TRAINER_API_VERSION,
     VOLCANO_PODGROUP_API_VERSION,
     X_K8S_PODGROUP_API_VERSION,
 )
@@ -65,6 +66,16 @@ def is_podgroup(obj: object) -> bool:
 
 
 
+#: Kubeflow Trainer's two runtime kinds: a TrainJob's ``spec.runtimeRef`` names one (rule T1).
+TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME = "TrainingRuntime", "ClusterTrainingRuntime"
+
+
+def is_training_runtime(obj: object) -> bool:
+    """A ``trainer.kubeflow.org/v1alpha1`` TrainingRuntime or ClusterTrainingRuntime."""
+    return isinstance(obj, dict) and obj.get("apiVersion") == TRAINER_API_VERSION and \
+        obj.get("kind") in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
+
+
 def is_hypernode(obj: object) -> bool:
     """A Volcano ``topology.volcano.sh/v1alpha1`` HyperNode (rule V26)."""
     return isinstance(obj, dict) and obj.get("kind") == "HyperNode" and obj.get("apiVersion") == HYPERNODE_API_VERSION
@@ -94,6 +105,9 @@ class ClusterFacts:
     workload_api: WorkloadApi | None = None
     #: Volcano HyperNode objects of the input or the cluster (rule V26).
     hypernodes: list[dict[str, Any]] = field(default_factory=list)
+    #: Kubeflow Trainer's TrainingRuntimes and ClusterTrainingRuntimes by (kind, namespace ("" for a cluster one),
+    #: name): what a TrainJob's gang is computed from (rule T1).
+    runtimes: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def from_objects(cls, objects: Iterable[dict[str, Any]]) -> "ClusterFacts":
@@ -123,7 +137,16 @@ class ClusterFacts:
             key = (obj["apiVersion"], obj["kind"], namespace_of(obj), (obj.get("metadata") or {}).get("name", ""))
             self.native[key] = obj
             return True
+        if is_training_runtime(obj):
+            meta = obj.get("metadata") or {}
+            ns = "" if obj["kind"] == CLUSTER_TRAINING_RUNTIME else str(meta.get("namespace") or "default")
+            self.runtimes[(obj["kind"], ns, str(meta.get("name", "")))] = obj
+            return True
         return False
+
+    def runtime(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """Rule T1: the TrainingRuntime ``namespace/name`` or the ClusterTrainingRuntime ``name``, or None."""
+        return self.runtimes.get((kind, "" if kind == CLUSTER_TRAINING_RUNTIME else namespace, name))
 
     def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.hpas.get((namespace, name), [])
@@ -145,5 +168,5 @@ NO_FACTS = ClusterFacts()
 
 def is_fact(obj: object) -> bool:
     """Objects that inform policies and are not themselves mutated or printed."""
-    return is_hpa(obj) or is_podgroup(obj) or is_native_gang_object(obj) or is_hypernode(obj) or \
+    return is_hpa(obj) or is_podgroup(obj) or is_native_gang_object(obj) or is_hypernode(obj) or is_training_runtime(obj) or \
         (isinstance(obj, dict) and obj.get("kind") == "Node" and obj.get("apiVersion") == "v1")

@@ -17,16 +17,21 @@ from .config import Config
 from .constants import (
     APPS_API_VERSION,
     APPS_GROUP,
+    JOBSET_API_VERSION,
     KUBEFLOW_API_VERSION,
     KUBEFLOW_GROUP,
     MPI_V2_API_VERSION,
+    TRAINER_API_VERSION,
+    TRAINER_GROUP,
     VOLCANO_JOB_API_VERSION,
 )
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, is_pod, mutate_kubeflow_job, mutate_pod
+from .jobset import is_jobset, mutate_jobset
 from .planners import Planner, plan_deployment, plan_podgroups, plan_workload
 from .result import Result
 from .spread import is_deployment, mutate_deployment
+from .trainer import is_trainjob, mutate_trainjob
 from .volcano import is_volcano_job, is_volcano_workload
 from .volcano.mutation import mutate_other_volcano_kind, mutate_volcano_job
 
@@ -77,6 +82,16 @@ def _kubeflow_job(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | 
     return mutate_kubeflow_job(obj, config, old=old, namespace=namespace, facts=facts)
 
 
+def _jobset(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
+            namespace: str | None) -> Result:
+    return mutate_jobset(obj, config, old=old, namespace=namespace, facts=facts)
+
+
+def _trainjob(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
+              namespace: str | None) -> Result:
+    return mutate_trainjob(obj, config, old=old, namespace=namespace, facts=facts)
+
+
 def _is_volcano(obj: object) -> bool:
     return is_volcano_job(obj) or is_volcano_workload(obj)
 
@@ -94,14 +109,19 @@ def _pod(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, fac
 
 
 #: Every workload family, in the order an object is matched: Deployments (the spread, rules S1-S22),
-#: Kubeflow jobs (gangs, rules G1-G21), Volcano Jobs and the other Volcano kinds (rules V1-V20), and
-#: pods (only those labelled for gang method workload change, rule G17).
+#: Kubeflow jobs (gangs, rules G1-G21), JobSets (gangs per start wave, rules J1-J6), TrainJobs (rules T1-T4),
+#: Volcano Jobs and the other
+#: Volcano kinds (rules V1-V20), and pods (only those labelled for gang method workload change, rule G17).
 FAMILIES: tuple[Family, ...] = (
     Family("Deployment", is_deployment, _deployment, kinds=(f"{APPS_API_VERSION} Deployment",), planners=(plan_deployment,)),
     Family("gang", is_kubeflow_job, _kubeflow_job,
            kinds=(f"{KUBEFLOW_API_VERSION} TFJob", f"{KUBEFLOW_API_VERSION} PyTorchJob",
                   f"{KUBEFLOW_API_VERSION} MPIJob", f"{MPI_V2_API_VERSION} MPIJob"),
            enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
+    Family("JobSet", is_jobset, _jobset, kinds=(f"{JOBSET_API_VERSION} JobSet",), enabled="gang.enabled",
+           planners=(plan_podgroups, plan_workload)),
+    Family("TrainJob", is_trainjob, _trainjob, kinds=(f"{TRAINER_API_VERSION} TrainJob",), enabled="gang.enabled",
+           planners=(plan_podgroups, plan_workload)),
     Family("Volcano", _is_volcano, _volcano, kinds=(f"{VOLCANO_JOB_API_VERSION} Job",), enabled="volcano.enabled"),
     Family("Pod", is_pod, _pod, kinds=("v1 Pod",)),
 )
@@ -110,20 +130,26 @@ FAMILIES: tuple[Family, ...] = (
 HANDLED_KINDS: tuple[str, ...] = tuple(kind for family in FAMILIES for kind in family.kinds)
 
 #: The handled kinds in one phrase, for the unhandled-kind reason.
-HANDLED_SUMMARY = "it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs and gang Pods"
+HANDLED_SUMMARY = ("it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, Volcano Jobs "
+                   "and gang Pods")
 
 #: Kinds that run pods and that no family handles: ``preview`` notes each one it reads and ``check --cluster``
 #: counts those in scope (rule P9), so "not handled" never looks like "nothing to do". Matched by API group
 #: and kind, whatever the version.
 UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
     (APPS_GROUP, "StatefulSet"), (APPS_GROUP, "DaemonSet"), (APPS_GROUP, "ReplicaSet"), ("batch", "Job"), ("batch", "CronJob"),
-    ("trainer.kubeflow.org", "TrainJob"), ("jobset.x-k8s.io", "JobSet"),
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), (KUBEFLOW_GROUP, "PaddleJob"), (KUBEFLOW_GROUP, "XGBoostJob"),
     (KUBEFLOW_GROUP, "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
 })
 
-#: Every planner, in table order: what ``policylib plan`` prints and the controller writes.
-PLANNERS: tuple[Planner, ...] = tuple(p for family in FAMILIES for p in family.planners)
+#: Kinds a family handles that no webhook entry sends (rule P10): a TrainJob's gang is computed from its runtime,
+#: which the webhook and the controller do not read yet, so in a cluster it is left as it is; ``check --cluster``
+#: counts those in scope, so that does not look like "nothing to do". Matched by API group and kind.
+NOT_ADMITTED: frozenset[tuple[str, str]] = frozenset({(TRAINER_GROUP, "TrainJob")})
+
+#: Every planner, once, in table order: what ``policylib plan`` prints and the controller writes (a planner two
+#: families list, such as the PodGroups' of Kubeflow jobs and JobSets, runs on the objects of both).
+PLANNERS: tuple[Planner, ...] = tuple(dict.fromkeys(p for family in FAMILIES for p in family.planners))
 
 
 def family_of(obj: object) -> Family | None:
@@ -131,9 +157,9 @@ def family_of(obj: object) -> Family | None:
     return next((f for f in FAMILIES if f.matches(obj)), None)
 
 
-def planner_family(planner: Planner) -> Family | None:
-    """The family a planner belongs to; None for a planner of no family (a caller's own runs on every object)."""
-    return next((f for f in FAMILIES if planner in f.planners), None)
+def planner_families(planner: Planner) -> tuple[Family, ...]:
+    """The families that list a planner; none for a planner of no family (a caller's own runs on every object)."""
+    return tuple(f for f in FAMILIES if planner in f.planners)
 
 
 def is_unhandled_workload(obj: object) -> bool:
@@ -143,6 +169,13 @@ def is_unhandled_workload(obj: object) -> bool:
     api_version: str = obj["apiVersion"]
     group = api_version.rpartition("/")[0]
     return family_of(obj) is None and (group, obj.get("kind")) in UNHANDLED_WORKLOADS
+
+
+def is_not_admitted(obj: object) -> bool:
+    """Rule P10: an object of a kind a family handles that no webhook entry sends (:data:`NOT_ADMITTED`)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str):
+        return False
+    return (obj["apiVersion"].rpartition("/")[0], obj.get("kind")) in NOT_ADMITTED
 
 
 def unhandled_reason(obj: dict[str, Any]) -> str:

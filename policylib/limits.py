@@ -38,6 +38,9 @@ UPDATE_FACTOR = 5
 #: Chief, Master, PS, Worker, Evaluator; PyTorchJob and MPIJob two) and refuses others; Kubernetes' own gang
 #: API holds at most 8 pod groups per Workload (``WorkloadMaxPodGroups``).
 MAX_REPLICA_TYPES = 8
+#: A JobSet's ReplicatedJobs (rule J2): a role each (a leader, workers, a launcher, initializers); Kueue admits at
+#: most 8 PodSets per workload (``MaxPodSets``), the most a JobSet it manages can have.
+MAX_REPLICATED_JOBS = 8
 
 
 def budget(entries: int, update: bool) -> int:

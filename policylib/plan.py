@@ -15,7 +15,7 @@ from .config import Config, load_config
 from .errors import PolicyError, object_ref
 from .facts import ClusterFacts, is_fact
 from .families import PLANNERS as PLANNERS
-from .families import family_of, planner_family
+from .families import family_of, planner_families
 from .planners import UNRECORDED_REASON as UNRECORDED_REASON
 from .planners import UNWATCHED_NAMESPACES as UNWATCHED_NAMESPACES
 from .planners import Planner, Write, plan_deployment
@@ -47,8 +47,8 @@ def plan(objects: Iterable[dict[str, Any]], config: Config | dict[str, Any] | No
             continue
         family = family_of(obj)
         for planner in planners:
-            owner = planner_family(planner)
-            if owner is not None and owner is not family:   # a family's planners read its own objects only
+            owners = planner_families(planner)
+            if owners and family not in owners:   # a family's planners read its own objects only
                 continue
             try:
                 out = planner(obj, config, facts)

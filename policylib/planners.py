@@ -13,6 +13,7 @@ from .constants import APPS_API_VERSION, INSTALL_NAMESPACE, NATIVE_GANG_V1ALPHA2
 from .facts import ClusterFacts, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .gang.workload import min_count, native_gang, topology_keys
+from .jobset import is_jobset, mutate_jobset
 from .result import is_opted_out
 from .spread import (
     RECORD_ANNOTATIONS,
@@ -23,6 +24,7 @@ from .spread import (
     recorded_replicas,
     spread_drift,
 )
+from .trainer import is_trainjob, mutate_trainjob
 
 
 @dataclass
@@ -162,9 +164,21 @@ def owned_by(obj: dict[str, Any], job: dict[str, Any]) -> bool:
                and r.get("kind") == job.get("kind") for r in (obj.get("metadata") or {}).get("ownerReferences") or [])
 
 
+def gang_policy(job: dict[str, Any]) -> Callable[..., Any] | None:
+    """Rules J3, T3: the gang policy of a job whose PodGroups or Workloads the controller makes: a Kubeflow job's,
+    a JobSet's or a TrainJob's (with its runtime among the facts); None for any other object."""
+    if is_kubeflow_job(job):
+        return mutate_kubeflow_job
+    if is_jobset(job):
+        return mutate_jobset
+    if is_trainjob(job):
+        return mutate_trainjob
+    return None
+
+
 def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
-    """Gang ``method: podgroup`` (rule G5): the job's PodGroups must exist,
-    owned by the job, before its pods are scheduled.
+    """Gang ``method: podgroup`` (rules G5, J3): the job's PodGroups must exist,
+    owned by the job, before its pods are scheduled (a Kubeflow job or a JobSet).
 
     Only jobs that carry our pod-group metadata as the gang policy writes it
     get PodGroups (the webhook wrote it, so the policy has nothing to change);
@@ -172,10 +186,11 @@ def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> 
     whose ``minMember`` differs from the job's minimum is patched; one owned by
     someone else (training-operator's own gang mode) is left alone.
     """
-    if not config.gang.enabled or config.gang.method != "podgroup" or not is_kubeflow_job(job):
+    policy = gang_policy(job)
+    if not config.gang.enabled or config.gang.method != "podgroup" or policy is None:
         return None
     ns = namespace_of(job)
-    result = mutate_kubeflow_job(job, config, namespace=ns)
+    result = policy(job, config, namespace=ns, facts=facts)   # facts: a TrainJob's runtime (rule T1)
     if result.patch or result.denial or not result.extra_objects:
         return None
     writes = []
@@ -210,9 +225,9 @@ def create_owned(job: dict[str, Any], obj: dict[str, Any], reason: str) -> Write
 
 
 def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
-    """Gang ``method: workload`` (rules G19, G22-G25): the job's ``scheduling.k8s.io`` Workload, then its
-    PodGroup, must exist in the version the cluster serves, owned by the job (garbage collection deletes them
-    with it).
+    """Gang ``method: workload`` (rules G19, G22-G25, J3): the job's (a Kubeflow job's or a JobSet's)
+    ``scheduling.k8s.io`` Workload, then its PodGroup, must exist in the version the cluster serves, owned by the
+    job (garbage collection deletes them with it).
 
     Only a job that carries our scheduling-group label as the gang policy writes it gets them. A missing
     one is created with a controller ownerReference. One the job owns whose ``minCount`` differs from the
@@ -222,20 +237,21 @@ def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> l
     both (immutable); one owned by someone else is left alone. When the cluster serves no version policylib
     writes, one error entry says which API to enable (rule G23).
     """
-    if not config.gang.enabled or config.gang.method != "workload" or not is_kubeflow_job(job):
+    policy = gang_policy(job)
+    if not config.gang.enabled or config.gang.method != "workload" or policy is None:
         return None
     ns = namespace_of(job)
     native = native_gang(config, facts)
     ref = f"{job['kind']} {ns}/{(job.get('metadata') or {}).get('name')}"
     if native is not None and native.api.version is None:
-        wanted = mutate_kubeflow_job(job, config, namespace=ns)   # the gang the job carries, were an API served
+        wanted = policy(job, config, namespace=ns)   # the gang the job carries, were an API served
         if wanted.patch or wanted.denial or not wanted.extra_objects:
             return None
         name = wanted.extra_objects[0]["metadata"]["name"]
         return [Write("Workload", ns, name, [f"{ref} carries gang {name}: no Workload or PodGroup can be made: "
                                              f"{native.api.missing()}"], False, action="none",
                       api_version=wanted.extra_objects[0]["apiVersion"], error=True)]
-    result = mutate_kubeflow_job(job, config, namespace=ns, facts=facts)
+    result = policy(job, config, namespace=ns, facts=facts)
     if result.patch or result.denial or not result.extra_objects:
         return None
     writes = []

@@ -133,7 +133,8 @@ def test_defaults():
     o = by_kind_name(objs)
     hooks = webhooks(objs)
     assert [h["name"] for h in hooks] == ["deployments.policylib.io", "volcano-jobs.policylib.io",
-                                          "kubeflow-jobs.policylib.io", "gang-pods.policylib.io"]
+                                          "kubeflow-jobs.policylib.io", "jobsets.policylib.io",
+                                          "gang-pods.policylib.io"]
     assert all("caBundle" not in h["clientConfig"] for h in hooks)  # the controller writes it
     controller = o[("Deployment", "policylib-controller")]["spec"]["template"]["spec"]["containers"][0]
     assert controller["args"] == ["controller", "--config=/etc/policylib/config/config.yaml", "--port=8081",
@@ -158,7 +159,8 @@ def test_opt_in_mode_selects_only_labelled_namespaces():
 def test_every_family_off_leaves_no_webhook_configuration():
     kinds = {o["kind"] for o in render(MATRIX["families-off"])}
     assert "MutatingWebhookConfiguration" not in kinds and "Deployment" in kinds
-    one = render({"webhook": {"families": {"volcanoJobs": False, "kubeflowJobs": False, "gangPods": False}}})
+    one = render({"webhook": {"families": {"volcanoJobs": False, "kubeflowJobs": False, "jobSets": False,
+                                           "gangPods": False}}})
     assert [h["name"] for h in webhooks(one)] == ["deployments.policylib.io"]
 
 

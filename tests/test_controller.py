@@ -240,8 +240,10 @@ def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
 def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
     from webhook.controller import watched_resources
     assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers"]
-    assert len(watched_resources(load_config({"gang": {"method": "podgroup"}}))) == 8   # MPIJob v1 and v2beta1
-    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 7
+    podgroup = [r.plural for r in watched_resources(load_config({"gang": {"method": "podgroup"}}))]
+    assert podgroup == ["deployments", "horizontalpodautoscalers", "tfjobs", "pytorchjobs", "mpijobs", "mpijobs",
+                        "jobsets", "podgroups", "podgroups"]   # MPIJob v1 and v2beta1; x-k8s.io and sigs.k8s.io
+    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 8
 
 
 def test_compliant_cluster_sees_zero_writes(tmp_path):

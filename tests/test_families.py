@@ -20,12 +20,15 @@ TFJOB = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": 
 VCJOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "v", "namespace": "ml"},
          "spec": {"tasks": [{"name": "w", "replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}]}}
 HYPERJOB = {"apiVersion": "training.volcano.sh/v1alpha1", "kind": "HyperJob", "metadata": {"name": "h"}}
+JOBSET = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "j", "namespace": "ml"},
+          "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"parallelism": 2, "template": {
+              "spec": {"containers": [{"name": "c"}]}}}}}]}}
 POD = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}, "spec": {"containers": []}}
 CONFIGMAP = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
 
 
-@pytest.mark.parametrize("obj,name", [(deployment(), "Deployment"), (TFJOB, "gang"), (VCJOB, "Volcano"),
-                                      (HYPERJOB, "Volcano"), (POD, "Pod"), (CONFIGMAP, None)])
+@pytest.mark.parametrize("obj,name", [(deployment(), "Deployment"), (TFJOB, "gang"), (JOBSET, "JobSet"),
+                                      (VCJOB, "Volcano"), (HYPERJOB, "Volcano"), (POD, "Pod"), (CONFIGMAP, None)])
 def test_each_kind_has_exactly_its_family(obj, name):
     found = [f.name for f in FAMILIES if f.matches(obj)]
     assert found == ([name] if name else [])
@@ -33,11 +36,13 @@ def test_each_kind_has_exactly_its_family(obj, name):
 
 
 def test_plan_runs_every_familys_planners_in_table_order():
-    assert PLANNERS == PLAN_PLANNERS == tuple(p for f in FAMILIES for p in f.planners)
+    assert PLANNERS == PLAN_PLANNERS == tuple(dict.fromkeys(p for f in FAMILIES for p in f.planners))
     assert [p.__name__ for p in PLANNERS] == ["plan_deployment", "plan_podgroups", "plan_workload"]
+    # Kubeflow jobs, JobSets and TrainJobs share the gang planners: each runs once per object, on each family's objects
+    assert [f.name for f in FAMILIES if f.planners == FAMILIES[1].planners] == ["gang", "JobSet", "TrainJob"]
 
 
-@pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (VCJOB, "volcano.enabled"),
+@pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (JOBSET, "gang.enabled"), (VCJOB, "volcano.enabled"),
                                          (HYPERJOB, "volcano.enabled")])
 def test_a_family_switched_off_by_its_setting_is_left_unchanged_naming_the_setting(obj, setting):
     section, key = setting.split(".")
@@ -90,13 +95,13 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
 
     from policylib.cli import main
     from policylib.families import HANDLED_KINDS, HANDLED_SUMMARY, UNHANDLED_WORKLOADS, is_unhandled_workload
-    trainjob = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"trainer": {"numNodes": 4}}}
+    trainjob = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"replicas": 4}}
     result = mutate(trainjob, None)
     assert (result.object, result.patch, result.changed) == (trainjob, [], False)
-    assert result.unhandled == ("not handled: policylib has no policy for trainer.kubeflow.org/v1alpha1 TrainJob "
-                                "(it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs "
-                                "and gang Pods)")
+    assert result.unhandled == ("not handled: policylib has no policy for leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
+                                "(it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
+                                "Volcano Jobs and gang Pods)")
     assert result.reasons == [result.unhandled]
     # a handled kind with nothing to do is not "unhandled"
     assert mutate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}, None).unhandled is None
@@ -108,5 +113,6 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
                                                    "metadata": {"name": "c", "namespace": "ml"}}]))
     out, err = io.StringIO(), io.StringIO()
     assert main(["preview", "-f", str(path), "-o", "diff"], stdout=out, stderr=err) == 0
-    assert out.getvalue().splitlines()[0::2] == ["= TrainJob ml/llama: not handled", "= ConfigMap ml/c: not handled"]
-    assert err.getvalue() == f"policylib: note: {path}: TrainJob ml/llama: {result.unhandled}\n"
+    assert out.getvalue().splitlines()[0::2] == ["= LeaderWorkerSet ml/llama: not handled",
+                                                 "= ConfigMap ml/c: not handled"]
+    assert err.getvalue() == f"policylib: note: {path}: LeaderWorkerSet ml/llama: {result.unhandled}\n"

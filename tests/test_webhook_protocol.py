@@ -116,8 +116,8 @@ def test_unknown_kind_is_allowed_without_patch_and_the_audit_log_says_it_is_not_
     assert app.answer(review_of(config_map)) == {
         "uid": "uid-1", "allowed": True,
         "auditAnnotations": {"reasons": "not handled: policylib has no policy for v1 ConfigMap (it handles "
-                                        "Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, Volcano Jobs "
-                                        "and gang Pods)"}}
+                                        "Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
+                                        "TrainJobs, Volcano Jobs and gang Pods)"}}
 
 
 @pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
@@ -621,9 +621,9 @@ def test_random_kinds_share_one_metric_series(app):
     for name in SAMPLE_NAMES:
         app.answer(sample(name))
     text = app.client.get("/metrics").get_data(as_text=True)
-    # (HyperJob: policy_failures starts at 0 for every kind with a policy.)
+    # (HyperJob, JobSet: policy_failures starts at 0 for every kind with a policy.)
     assert set(re.findall(r'kind="([^"]*)"', text)) == {"other", "Deployment", "Job", "TFJob", "PyTorchJob", "MPIJob",
-                                                       "HyperJob", "Pod"}
+                                                       "JobSet", "HyperJob", "Pod"}
     assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="unchanged"}') == 50
     assert app.metric('policylib_webhook_review_duration_seconds_count{kind="other",operation="CREATE"}') == 50
 

@@ -238,7 +238,8 @@ def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
 
 
 def unhandled_workloads(args: argparse.Namespace, stderr: TextIO) -> list[dict[str, Any]]:
-    """Rule P9, ``check --cluster``: the objects of the kinds that run pods and that no family handles, as their
+    """Rules P9 and P10, ``check --cluster``: the objects of the kinds that run pods and that no family handles (and
+    of those no webhook entry sends), as their
     metadata (name, namespace, labels), where the cluster serves the kind; an object a controller owns (a
     Deployment's ReplicaSets, a JobSet's Jobs) is counted as its owner. A kind the user may not list is named in
     a warning and left out of the count."""
@@ -246,7 +247,7 @@ def unhandled_workloads(args: argparse.Namespace, stderr: TextIO) -> list[dict[s
     c = cluster(args)
     found: list[dict[str, Any]] = []
     with c.reading():
-        for res in kube.UNHANDLED_WORKLOADS:
+        for res in kube.UNHANDLED_WORKLOADS + kube.NOT_ADMITTED_WORKLOADS:   # rules P9, P10
             try:
                 items = kube.snapshot(c.api, args.namespace, resources=(res,), project=_counted, limit=kube.PAGE)
             except kube.Forbidden as e:

@@ -47,9 +47,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         raise locate(e, docs) from None
     for obj in not_simulated(objects):
         stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
-                     "Deployments, Volcano Jobs and Kubeflow jobs)\n")
+                     "Deployments, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
     if not placements:
-        raise InputError(f"no Deployment, Volcano Job or Kubeflow job in {', '.join(args.filename)}")
+        raise InputError(f"no Deployment, Volcano Job, Kubeflow job, JobSet or TrainJob in {', '.join(args.filename)}")
     if args.output == "json":
         stdout.write(json_array([p.as_dict() for p in placements]))
     elif args.output == "svg":
@@ -60,11 +60,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
 
 def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The workloads ``simulate`` does not place: anything but Deployments, Volcano Jobs, Kubeflow jobs and
-    the context it reads (Pods as load, HPAs, PodGroups)."""
-    from ..gang import is_kubeflow_job
+    """The workloads ``simulate`` does not place: anything but Deployments, the gang kinds of
+    :data:`~policylib.simulate.gangs.GANG_MODELS` (Volcano Jobs, Kubeflow jobs, JobSets, TrainJobs) and the context
+    it reads (Pods as load, HPAs, PodGroups, runtimes)."""
+    from ..simulate.gangs import gang_model
     from ..spread import is_deployment
-    from ..volcano import is_volcano_job
-    return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or is_volcano_job(o) or is_fact(o)
-                                                                or is_kubeflow_job(o)
-                                                                or o.get("kind") in ("Pod", "Node"))]
+    return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or gang_model(o) is not None
+                                                                or is_fact(o) or o.get("kind") in ("Pod", "Node"))]

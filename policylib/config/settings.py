@@ -283,6 +283,13 @@ class GangSettings:
                             "volcano.networkTopologyDiscovery's label topologies, for example a rack); or a tier's "
                             "node label key listed there.", "G25", format="gang-topology",
                             invalid="must be none, zone, tier-N or a tier's node label key")
+    jobSetExclusiveTopology: str = setting("string", NO_TOPOLOGY, "JobSets: the topology level each of a JobSet's "
+                                           "Jobs gets a domain of to itself (JobSet's annotation "
+                                           "alpha.jobset.sigs.k8s.io/exclusive-topology, enforced by JobSet's pod "
+                                           "webhooks), written only where it cannot deadlock the gang (every Job "
+                                           "one pod, or no gang): none, zone, tier-N or a tier's node label key, "
+                                           "as gang.topology.", "J5", format="gang-topology",
+                                           invalid="must be none, zone, tier-N or a tier's node label key")
 
 
 @dataclass(frozen=True)

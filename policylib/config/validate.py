@@ -254,15 +254,20 @@ def label_tiers(volcano: Any) -> list[tuple[str, list[str]]]:
 
 
 def topology_errors(gang: Any, volcano: Any) -> list[FieldError]:
-    """Rule G25: a ``gang.topology`` the configuration does not declare: a tier that no enabled label topology of
-    ``volcano.networkTopologyDiscovery`` has, a tier number whose topologies name different keys, a label key
-    listed as no tier."""
-    value = gang.topology
+    """Rules G25 and J5: a ``gang.topology`` or ``gang.jobSetExclusiveTopology`` the configuration does not
+    declare: a tier that no enabled label topology of ``volcano.networkTopologyDiscovery`` has, a tier number
+    whose topologies name different keys, a label key listed as no tier."""
+    return (level_errors("gang.topology", gang.topology, volcano)
+            + level_errors("gang.jobSetExclusiveTopology", gang.jobSetExclusiveTopology, volcano))
+
+
+def level_errors(key: str, value: str, volcano: Any) -> list[FieldError]:
+    """Rules G25 and J5: the errors of one setting that names a topology level (``key``, its ``value``)."""
     if value in ("none", "zone"):
         return []
     tiers = label_tiers(volcano)
     if not tiers:
-        return [FieldError(ErrorType.INVALID, "gang.topology", value,
+        return [FieldError(ErrorType.INVALID, key, value,
                            "names a tier, but volcano.networkTopologyDiscovery declares no enabled label topology: "
                            f"list the node labels of the tiers there (top tier first, {HOSTNAME_LABEL} last), "
                            "or use zone")]
@@ -272,16 +277,16 @@ def topology_errors(gang: Any, volcano: Any) -> list[FieldError]:
         keys = sorted({keys[n - 1] for _, keys in tiers if n <= len(keys)})
         if not keys:
             deepest = max(len(keys) for _, keys in tiers)
-            return [FieldError(ErrorType.INVALID, "gang.topology", value,
+            return [FieldError(ErrorType.INVALID, key, value,
                                f"volcano.networkTopologyDiscovery's label topologies have at most {deepest} tier(s)")]
         if len(keys) > 1:
-            return [FieldError(ErrorType.INVALID, "gang.topology", value,
+            return [FieldError(ErrorType.INVALID, key, value,
                                f"tier {n} is a different node label in each label topology ({', '.join(keys)}): "
                                "name the tier by its label key")]
         return []
     listed = sorted({k for _, keys in tiers for k in keys})
     if value not in listed:
-        return [FieldError(ErrorType.INVALID, "gang.topology", value,
+        return [FieldError(ErrorType.INVALID, key, value,
                            f"is not a tier of volcano.networkTopologyDiscovery (its tiers' node labels: "
                            f"{', '.join(listed)}); use none, zone, tier-N or one of those")]
     return []

@@ -5,6 +5,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..constants import KUBEFLOW_GROUP
 from ..errors import (
     INT32_MAX,
     FieldError,
@@ -39,7 +40,8 @@ class ReplicaType:
 
 @dataclass(frozen=True)
 class KubeflowJob:
-    """What the gang depends on, read from a job and checked."""
+    """What the gang depends on, read from a job and checked (a JobSet is read into one too:
+    :meth:`policylib.jobset.read.JobSet.gang_view`)."""
 
     kind: str
     name: str
@@ -50,6 +52,8 @@ class KubeflowJob:
     schedule_timeout: int | None
     #: ``runPolicy.schedulingPolicy.queue``: the Volcano queue of its PodGroup (rule G21).
     queue: str | None = None
+    #: The job's API group (the Workload's ``controllerRef``, rule G18).
+    api_group: str = KUBEFLOW_GROUP
 
     @property
     def total(self) -> int:

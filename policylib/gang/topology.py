@@ -26,20 +26,27 @@ class TopologyLevel:
 def gang_topology(config: Any) -> TopologyLevel | None:
     """Rule G25: the level ``gang.topology`` names for a native gang, or None (``none``, another method, or a
     level the configuration does not declare: loading refuses that, see :func:`policylib.config.validate.topology_errors`)."""
-    gang = config.gang
-    value = gang.topology
-    if value == "none" or gang.method != "workload":
+    if config.gang.method != "workload":
+        return None
+    return topology_level(config, "gang.topology", config.gang.topology)
+
+
+def topology_level(config: Any, setting: str, value: str) -> TopologyLevel | None:
+    """Rules G25 and J5: the Node label key a level setting (``setting``, its ``value``) names: ``zone`` the
+    zone spread's key, ``tier-N`` or a label key a tier of ``volcano.networkTopologyDiscovery``'s label
+    topologies; None for ``none`` (or a level the configuration does not declare, which loading refuses)."""
+    if value == "none":
         return None
     if value == "zone":
         return TopologyLevel(config.zoneTopologySpread.topologyKey,
-                             f"gang.topology zone: zoneTopologySpread.topologyKey {config.zoneTopologySpread.topologyKey}")
+                             f"{setting} zone: zoneTopologySpread.topologyKey {config.zoneTopologySpread.topologyKey}")
     match = TIER.fullmatch(value)
     for name, keys in label_tiers(config.volcano):
         if match and int(match.group(1)) <= len(keys):
             key = keys[int(match.group(1)) - 1]
-            return TopologyLevel(key, f"gang.topology {value}: tier {match.group(1)} of volcano.networkTopologyDiscovery "
+            return TopologyLevel(key, f"{setting} {value}: tier {match.group(1)} of volcano.networkTopologyDiscovery "
                                       f"topology {name!r}, node label {key}")
         if not match and value in keys:
-            return TopologyLevel(value, f"gang.topology {value}: tier {keys.index(value) + 1} of "
+            return TopologyLevel(value, f"{setting} {value}: tier {keys.index(value) + 1} of "
                                         f"volcano.networkTopologyDiscovery topology {name!r}")
     return None

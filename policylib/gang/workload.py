@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..config import Config, GangSettings
-from ..constants import KUBEFLOW_GROUP, NATIVE_GANG_V1ALPHA2
+from ..constants import NATIVE_GANG_V1ALPHA2
 from ..facts import ClusterFacts
 from ..labels import dns1123_subdomain_errors
 from ..patch import Draft, diff_owned
@@ -108,7 +108,7 @@ def workload_objects(job: KubeflowJob, plan: GangPlan, native: NativeGang | None
         template = {"name": TEMPLATE_NAME, "schedulingPolicy": gang_policy(gang.min_available),
                     **scheduling_constraints(native.topology)}
         out.append({"apiVersion": api_version, "kind": "Workload", "metadata": dict(meta),
-                    "spec": {"controllerRef": {"apiGroup": KUBEFLOW_GROUP, "kind": job.kind, "name": job.name},
+                    "spec": {"controllerRef": {"apiGroup": job.api_group, "kind": job.kind, "name": job.name},
                              "podGroupTemplates": [template]}})
         out.append({"apiVersion": api_version, "kind": "PodGroup", "metadata": dict(meta),
                     "spec": podgroup_spec(version, gang.name, gang.min_available, native.topology)})
@@ -135,13 +135,14 @@ def native_notes(native: NativeGang | None, out: Outcome) -> None:
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
-def other_scheduler_warning(obj: dict[str, Any], settings: GangSettings) -> str | None:
-    """Rule G16: with method workload, a warning when replica templates name a scheduler other than the
-    default one: the gang is kube-scheduler's (its GangScheduling plugin); another scheduler ignores
-    ``spec.schedulingGroup`` (a kube-scheduler profile of that name with the plugin would not)."""
+def other_scheduler_warning(obj: dict[str, Any], settings: GangSettings, names: set[str] | None = None) -> str | None:
+    """Rule G16: with method workload, a warning when replica templates (or ``names``, the schedulers a JobSet's
+    pod templates name) name a scheduler other than the default one: the gang is kube-scheduler's (its
+    GangScheduling plugin); another scheduler ignores ``spec.schedulingGroup`` (a kube-scheduler profile of that
+    name with the plugin would not)."""
     if settings.method != "workload":
         return None
-    others = sorted(n for n in template_scheduler_names(obj) if n != DEFAULT_SCHEDULER)
+    others = sorted(n for n in (template_scheduler_names(obj) if names is None else names) if n != DEFAULT_SCHEDULER)
     if not others:
         return None
     return (f"gang.method workload: replica templates are scheduled by {', '.join(repr(n) for n in others)}: only "

@@ -2,16 +2,24 @@
 replica types together, rule R15) bind all their minimum or nothing, beside the other workloads of the input."""
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
 from typing import Any, Callable
 
 from ..config import Config
+from ..constants import JOBSET_API_VERSION
 from ..facts import ClusterFacts, namespace_of
 from ..gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from ..gang.keys import SCHEDULING_GROUP_LABEL
 from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
+from ..jobset import is_jobset, plan_jobset_gangs, read_jobset
+from ..jobset.keys import EXCLUSIVE_TOPOLOGY
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
+from ..trainer import is_trainjob, read_trainjob, runtime_jobset
+from ..trainer.patch import entry_pod_metadata
+from ..trainer.runtime import pod_group_policy
 from ..volcano import is_volcano_job
 from ..volcano_api.partitions import unenforced_partition_tier_name
 from .engine import Cluster
@@ -267,6 +275,121 @@ def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeStat
     return max((place_gang(job, specs, Cluster(members), minimum)[1] for members in domains.values()), default=0)
 
 
+def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
+                    facts: ClusterFacts) -> Placement:
+    """Rule J7: a JobSet (after policylib's mutation) placed wave by wave beside the other workloads, as JobSet
+    starts it (rule J1): a wave that is a gang binds its minimum at once or nothing (rule R15; in one domain for a
+    native gang with ``gang.topology``, rule G25), a wave of one pod goes pod by pod; a wave starts only once every
+    pod of the waves before it is placed (``dependsOn`` Ready, ``startupPolicy InOrder``), so after a wave that
+    does not fit every later pod stays Pending, with the reason. JobSet's exclusive placement is not modelled (a
+    reason says so)."""
+    ns = namespace_of(obj)
+    mutated = mutate(obj, config, namespace=ns, facts=facts).object
+    jobset = read_jobset(mutated, ns)
+    plan = plan_jobset_gangs(jobset) if config.gang.enabled else None
+    gang_of = {t: g for g in (plan.gangs if plan else ()) for t in g.replica_types}
+    view = jobset.gang_view()
+    specs = {j.name: {"template": (((mutated["spec"]["replicatedJobs"][j.index].get("template") or {}).get("spec")
+                                   or {}).get("template") or {})} for j in jobset.jobs}
+    native = native_gang(config, facts) if plan else None
+    placed: dict[str, int] = {}
+    count, reasons = 0, []
+    by_name = {n.name: n for n in nodes}
+    blocked: str | None = None
+    for n, wave in enumerate(jobset.waves(), 1):
+        wave_pods = sum(j.pods for j in wave)
+        names = ", ".join(j.name for j in wave)
+        if blocked is not None:
+            reasons.append(f"wave {n} ({names}): not started: {blocked}")
+            continue
+        job = replace(view, types=tuple(t for t in view.types if t.key in {j.name for j in wave}))
+        gang = next((gang_of[j.name] for j in wave if j.name in gang_of), None)
+        carries = native is not None and job_carries_gang_in(specs, job)
+        if native is not None and native.api.version is None and carries:
+            reasons.append(f"wave {n} ({names}): the webhook refuses its pods (rule G23): {native.api.missing()}")
+            blocked = f"wave {n} has no pods"
+            continue
+        if gang is not None and native is not None and native.topology is not None and carries:
+            trial, got, bound, why = place_in_one_domain(job, specs, nodes, native.topology.key, gang.min_available)
+        else:
+            trial = [s.copy() for s in nodes]
+            got, bound, why = place_gang(job, specs, Cluster(trial))
+        reasons += [f"wave {n}: {w}" for w in why]
+        if gang is not None and bound < gang.min_available:
+            reasons.append(f"wave {n} ({names}): gang {gang.name}: {bound} of its minimum {gang.min_available} pods "
+                           "placeable at once: the gang binds nothing")
+            blocked = f"wave {n} did not start"
+            continue
+        commit(nodes, trial)
+        by_name = {s.name: s for s in nodes}
+        for k, v in got.items():
+            placed[k] = placed.get(k, 0) + v
+        count += bound
+        if bound < wave_pods:
+            blocked = f"wave {n} has {wave_pods - bound} Pending pod(s)"
+    exclusive = ((mutated.get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)
+    if exclusive:
+        reasons.append(f"{EXCLUSIVE_TOPOLOGY} {exclusive}: JobSet's exclusive placement is not simulated")
+    pending = jobset.total - count
+    return Placement("JobSet", ns, jobset.name, jobset.total, dict(sorted(placed.items())), zones(placed, by_name),
+                     pending, pending, reasons, node_zones(placed, by_name))
+
+
+def job_carries_gang_in(specs: dict[str, Any], job: KubeflowJob) -> bool:
+    """Whether the pod templates in ``specs`` of ``job``'s types carry the scheduling-group label (method workload)."""
+    return any(SCHEDULING_GROUP_LABEL in (((specs.get(t.key) or {}).get("template") or {}).get("metadata") or {}).get(
+        "labels", {}) for t in job.types if t.replicas > 0)
+
+
+def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
+    """Rule T5: the JobSet Trainer makes of a (mutated) TrainJob, as far as placement goes: the runtime's JobSet
+    template with each Job's ``parallelism = completions`` the pods Trainer gives it (rule T1), every runtime
+    patch's pod labels and annotations merged in list order, named after the TrainJob and owned by it."""
+    trainjob = read_trainjob(mutated)
+    counts = {j.name: j.pods_per_job for j in runtime_jobset(trainjob, runtime).jobs}
+    spec = copy.deepcopy(((runtime.get("spec") or {}).get("template") or {}).get("spec") or {})
+    by_name = {r.get("name"): r for r in spec.get("replicatedJobs") or [] if isinstance(r, dict)}
+    for name, rjob in by_name.items():
+        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        job_spec["parallelism"] = job_spec["completions"] = counts.get(str(name), 1)
+    for patch in trainjob.patches:
+        for name, meta in entry_pod_metadata(patch):
+            pod = by_name.get(name, {}).get("template", {}).get("spec", {}).setdefault("template", {})
+            target = pod.setdefault("metadata", {})
+            for part in ("labels", "annotations"):
+                if meta.get(part):
+                    target[part] = {**(target.get(part) or {}), **meta[part]}
+    return {"apiVersion": JOBSET_API_VERSION,
+            "kind": "JobSet", "metadata": {"name": trainjob.name, "namespace": trainjob.namespace, "ownerReferences": [
+                {"apiVersion": mutated["apiVersion"], "kind": "TrainJob", "name": trainjob.name, "controller": True}]},
+            "spec": spec}
+
+
+def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
+                      facts: ClusterFacts) -> Placement:
+    """Rule T5: a TrainJob whose runtime is in the input placed as the JobSet Trainer makes of it
+    (:func:`trainjob_as_jobset`) is placed (rule J7): each start wave a gang, as policylib's runtime patch says; a
+    runtime with ``podGroupPolicy`` gangs every pod in Trainer's one PodGroup, which never fills when the runtime
+    starts in waves (all Pending, named). A TrainJob whose runtime is not in the input is not placed (a reason)."""
+    ns = namespace_of(obj)
+    mutated = mutate(obj, config, namespace=ns, facts=facts).object
+    trainjob = read_trainjob(mutated, ns)
+    runtime = facts.runtime(trainjob.runtime_kind, ns, trainjob.runtime_name)
+    if runtime is None:
+        return Placement("TrainJob", ns, trainjob.name, 0, {}, {}, 0, 0, [
+            f"not simulated: runtime {trainjob.runtime_ref} is not in the input"])
+    jobset = trainjob_as_jobset(mutated, runtime)
+    waves = read_jobset(jobset, ns).waves()
+    own = pod_group_policy(runtime)
+    if own is not None and len(waves) > 1:
+        total = read_jobset(jobset, ns).total
+        return Placement("TrainJob", ns, trainjob.name, total, {}, {}, total, total, [
+            f"runtime {trainjob.runtime_ref} has podGroupPolicy.{own}: Trainer's PodGroup counts the pods of all "
+            f"{len(waves)} start waves, which never exist together: nothing binds"])
+    placement = simulate_jobset(jobset, config, nodes, raw_nodes, facts)
+    return replace(placement, kind="TrainJob")
+
+
 #: A gang's simulator model: the job (as the webhook mutates it) placed all-or-nothing on ``nodes`` (the
 #: snapshot's states, bound there when its minimum fits), with the input's raw Nodes and facts.
 GangModel = Callable[[dict[str, Any], Config, list[NodeState], list[dict[str, Any]], ClusterFacts], Placement]
@@ -278,11 +401,13 @@ def kubeflow_model(obj: dict[str, Any], config: Config, nodes: list[NodeState], 
     return simulate_kubeflow_job(obj, config, nodes, facts)
 
 
-#: The kinds placed as gangs, each with its model (rules V21, R15), in the order their predicates are asked: a
+#: The kinds placed as gangs, each with its model (rules V21, R15, J7, T5), in the order their predicates are asked: a
 #: new all-or-nothing kind adds its predicate and model here.
 GANG_MODELS: tuple[tuple[Callable[[Any], bool], GangModel], ...] = (
     (is_volcano_job, simulate_volcano_job),
     (is_kubeflow_job, kubeflow_model),
+    (is_jobset, simulate_jobset),
+    (is_trainjob, simulate_trainjob),
 )
 
 

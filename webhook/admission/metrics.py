@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
-from policylib.constants import APPS_GROUP, KUBEFLOW_GROUP, VOLCANO_BATCH_GROUP, VOLCANO_DOMAIN
+from policylib.constants import APPS_GROUP, JOBSET_GROUP, KUBEFLOW_GROUP, VOLCANO_BATCH_GROUP, VOLCANO_DOMAIN
 
 from .metricsdir import multiprocess_dir
 
@@ -28,6 +28,7 @@ POLICY_KINDS = {
     APPS_GROUP: frozenset({"Deployment"}),
     VOLCANO_BATCH_GROUP: frozenset({"Job"}),
     KUBEFLOW_GROUP: frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
+    JOBSET_GROUP: frozenset({"JobSet"}),
     "": frozenset({"Pod"}),   # gang method workload: labelled Pods only (rule G17)
 }
 #: Volcano's HyperJob, in whichever ``*volcano.sh`` group (as policylib matches it).

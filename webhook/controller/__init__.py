@@ -6,7 +6,7 @@ from .core import (
     Options,
     controller_owners,
     event_keys,
-    is_kubeflow_kind,
+    is_gang_kind,
     new_store,
     reconciled_resources,
     run_controller,
@@ -34,7 +34,7 @@ __all__ = [
     "DEPLOYMENT", "DONE", "EVENT_ACTION", "FIELD_LIMIT", "MAX_RETRIES", "NOTE_LIMIT", "REPORTING_CONTROLLER",
     "Controller", "ControllerMetrics", "EventRecorder", "ObjectKey", "KeyReconciler", "LeaderElector", "Manager", "Options",
     "Overlay", "Reconciler", "Result", "RolloutGate", "Rollouts", "Runnable", "Task", "Worker", "controller_owners",
-    "event_for", "event_keys", "event_note", "event_reason", "is_kubeflow_kind", "lease_decision", "lease_record",
+    "event_for", "event_keys", "event_note", "event_reason", "is_gang_kind", "lease_decision", "lease_record",
     "lease_spec", "memory_limit_bytes", "micro_time", "new_store", "reconciled_resources", "released_spec",
     "resident_bytes", "rollout_complete", "run_controller", "serve_health", "undone_by_admission", "watched_resources",
 ]

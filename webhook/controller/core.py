@@ -51,26 +51,28 @@ from .rollouts import ObjectKey
 from .runtime import KeyReconciler, Manager, Task, Worker
 
 log = logging.getLogger(__name__)
-KUBEFLOW_KINDS = frozenset(r.kind for r in kube.KUBEFLOW_JOBS)
+GANG_KINDS = frozenset(r.kind for r in kube.GANG_JOBS)
 DEPLOYMENT = kube.DEPLOYMENTS.api_version
 
 
-def is_kubeflow_kind(kind: object) -> bool:
-    return kind in KUBEFLOW_KINDS
+def is_gang_kind(kind: object) -> bool:
+    """A kind whose gangs the controller keeps: a Kubeflow job or a JobSet."""
+    return kind in GANG_KINDS
 
 
 # --- what is watched, and the keys an event touches (pure) -------------------------------------------
 
 def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
-    """Deployments and HPAs always; Kubeflow jobs and PodGroups only for gang method podgroup
-    (most clusters serve neither, and there is nothing to write for them otherwise)."""
+    """Deployments and HPAs always; Kubeflow jobs, JobSets and PodGroups only for gang method podgroup (most
+    clusters serve neither, and there is nothing to write for them otherwise), and with Kubernetes' own Workload
+    and PodGroup for method workload."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
     if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
-        return base + kube.KUBEFLOW_JOBS + kube.NATIVE_GANG
+        return base + kube.GANG_JOBS + kube.NATIVE_GANG
     if podgroups and config.gang.scheduler == "volcano":   # rule G21
-        return base + kube.KUBEFLOW_JOBS + (kube.VOLCANO_PODGROUPS,)
-    return base + kube.KUBEFLOW_JOBS + kube.PODGROUPS if podgroups else base
+        return base + kube.GANG_JOBS + (kube.VOLCANO_PODGROUPS,)
+    return base + kube.GANG_JOBS + kube.PODGROUPS if podgroups else base
 
 
 def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -92,7 +94,7 @@ def new_store(res: kube.Resource) -> Store:
 
 def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[ObjectKey]:
     """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
-    forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job."""
+    forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job or a JobSet."""
     kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
     if kind == "Deployment":
         return [(DEPLOYMENT, "Deployment", ns, name)]
@@ -100,14 +102,15 @@ def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None)
         return [(DEPLOYMENT, "Deployment", *t) for hpa in (obj, old) for t in hpa_targets(hpa or {})]
     if kind in ("PodGroup", "Workload"):
         return controller_owners(obj) + controller_owners(old or {})
-    if is_kubeflow_kind(kind) and event_type != "DELETED":
+    if is_gang_kind(kind) and event_type != "DELETED":
         return [(str(obj.get("apiVersion")), str(kind), ns, name)]
     return []
 
 
 def reconciled_resources(resources: tuple[kube.Resource, ...]) -> tuple[kube.Resource, ...]:
-    """The watched resources whose every object is a key of the reconciler: Deployments and Kubeflow jobs."""
-    return tuple(r for r in resources if r.kind == "Deployment" or is_kubeflow_kind(r.kind))
+    """The watched resources whose every object is a key of the reconciler: Deployments, Kubeflow jobs and
+    JobSets."""
+    return tuple(r for r in resources if r.kind == "Deployment" or is_gang_kind(r.kind))
 
 
 def chain(first: Handler, then: Handler) -> Handler:

@@ -12,6 +12,8 @@ from ...constants import (
     COORDINATION_GROUP,
     EVENTS_GROUP,
     HYPERNODE_GROUP,
+    JOBSET_GROUP,
+    JOBSET_VERSION,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
@@ -21,6 +23,8 @@ from ...constants import (
     NATIVE_GANG_VERSIONS,
     POD_TEMPLATE_HASH,
     SIGS_GROUP,
+    TRAINER_GROUP,
+    TRAINER_VERSION,
     VOLCANO_PODGROUP_VERSION,
     VOLCANO_SCHEDULING_GROUP,
     X_K8S_GROUP,
@@ -73,6 +77,9 @@ MPIJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "mpijobs", "MPIJob")
 #: The MPI Operator's API; a cluster serves mpijobs.kubeflow.org from one operator or the other.
 MPIJOBS_V2 = Resource(KUBEFLOW_GROUP, MPI_V2_VERSION, "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
+JOBSETS = Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets", "JobSet")
+#: The kinds whose gangs policylib writes and whose PodGroups (or Workloads) the controller makes (rules G5, G18, J3).
+GANG_JOBS = KUBEFLOW_JOBS + (JOBSETS,)
 PODGROUPS = (Resource(X_K8S_GROUP, "v1alpha1", "podgroups", "PodGroup"),
              Resource(SIGS_GROUP, "v1alpha1", "podgroups", "PodGroup"))
 
@@ -118,21 +125,23 @@ DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_
 UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
     (APPS_GROUP, "v1", "statefulsets", "StatefulSet"), (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
     (APPS_GROUP, "v1", "replicasets", "ReplicaSet"), ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
-    ("trainer.kubeflow.org", "v1alpha1", "trainjobs", "TrainJob"), ("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"),
     ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "paddlejobs", "PaddleJob"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "xgboostjobs", "XGBoostJob"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "jaxjobs", "JAXJob"), ("ray.io", "v1", "rayjobs", "RayJob"),
     ("ray.io", "v1", "rayclusters", "RayCluster"), ("ray.io", "v1", "rayservices", "RayService")))
+#: Rule P10: the kinds a family handles that no webhook entry sends (:data:`policylib.families.NOT_ADMITTED`), each in
+#: the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
+NOT_ADMITTED_WORKLOADS = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", "TrainJob", metadata_only=True),)
 #: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
     for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
-    + KUBEFLOW_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
+    + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
 
