@@ -10,8 +10,9 @@ from ..facts import namespace_of
 from ..gang import is_kubeflow_job, job_minimum, operator_gang_reason, policylib_gangs_volcano, read_job, volcano_without_gang
 from ..gang.topology import gang_topology
 from ..kubescheduler.model import NodeState
+from ..kubescheduler.snapshot import node_states
 from ..schedulers import gang_scheduler_findings, running_gang_schedulers
-from ..simulate import gang_capacity, is_bound_pod, node_states, simulate_load
+from ..simulate import gang_capacity, is_bound_pod, simulate_load
 from .finding import Finding
 
 

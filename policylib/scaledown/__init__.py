@@ -15,8 +15,8 @@ from .pods import DELETION_COST, FIELD_MANAGER, cost_owner, deployment_name, dep
 from .ranking import pods_to_delete
 from .report import cluster_report, scale_report
 from .scale import scale_down
-from .skew import skew_of, spread_violations
+from .skew import SpreadNodes, skew_of, spread_violations
 
-__all__ = ["DELETION_COST", "FIELD_MANAGER", "cluster_report", "cost_owner", "cost_writes", "deployment_name",
+__all__ = ["DELETION_COST", "FIELD_MANAGER", "SpreadNodes", "cluster_report", "cost_owner", "cost_writes", "deployment_name",
            "deployment_pods", "desired_costs", "foreign_cost", "node_of", "pods_to_delete", "project_pod", "scale_down",
            "scale_report", "skew_of", "spread_violations"]

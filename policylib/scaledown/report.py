@@ -11,7 +11,7 @@ from ..result import is_opted_out
 from ..spread import RECORD_REPLICAS, is_deployment
 from .pods import DELETION_COST, cost_owner, deployment_pods, foreign_cost, metadata_of
 from .scale import ScaleDown, scale_down
-from .skew import Violation, skew_of, spread_violations
+from .skew import SpreadNodes, Violation, skew_of, spread_violations
 
 
 def is_managed(deployment: Mapping[str, Any]) -> bool:
@@ -29,11 +29,12 @@ def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping
     pods = [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
     violations: list[Violation] = []
     notes: list[str] = []
+    on = SpreadNodes(nodes)
     for d in objects:
         if not is_managed(d):
             continue
         mine = deployment_pods(d, pods)
-        violations += spread_violations(d, mine, nodes)
+        violations += spread_violations(d, mine, on)
         foreign = sorted({cost_owner(p) or "(unknown)" for p in mine if foreign_cost(p)})
         if foreign:
             count = sum(1 for p in mine if foreign_cost(p))
