@@ -125,7 +125,11 @@ def bind_pods(states: list[NodeState], pods: Iterable[dict[str, Any]]) -> list[N
     for pod in pods:
         state = index.get(pod["spec"]["nodeName"])
         if state is not None:
-            shape = PodShape.of_template({"metadata": pod.get("metadata") or {}, "spec": pod.get("spec") or {}},
-                                         namespace_of(pod), "")
-            state.bind(shape)
+            state.bind(bound_pod_shape(pod))
     return states
+
+
+def bound_pod_shape(pod: dict[str, Any]) -> PodShape:
+    """A bound Pod as its node holds it (what :meth:`NodeState.unbind` takes off again)."""
+    return PodShape.of_template({"metadata": pod.get("metadata") or {}, "spec": pod.get("spec") or {}},
+                                namespace_of(pod), "")

@@ -32,14 +32,14 @@ from ..kubescheduler.snapshot import node_states
 from ..spread import is_deployment
 from ..workload_api import WorkloadApi
 from .engine import Cluster
-from .gangs import gang_capacity, gang_model
+from .gangs import gang_capacity, gang_model, gang_owner
 from .placement import TIE_ORDERS, Placement, order_independent, place_pods, simulate_deployment
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
            "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
-           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "is_bound_pod",
+           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "gang_owner", "is_bound_pod",
            "node_selector_term_matches", "order_independent", "place_pods", "pod_requests", "simulate",
-           "simulate_load", "tolerates"]
+           "simulate_with_load", "tolerates"]
 
 #: Rule R14: once a tie has been broken, later workloads are also placed with the earlier ties broken the other
 #: ways (their Pending count a range over all), while Nodes x replicas stays within this budget.
@@ -68,11 +68,13 @@ def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
     return _run(objects, nodes, config, workload_api)[0]
 
 
-def simulate_load(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
-                  config: Config | dict[str, Any] | None = None, workload_api: WorkloadApi | None = None) -> list[NodeState]:
-    """The Nodes as :func:`simulate` leaves them (ties broken in name order): what every workload of ``objects``
-    and their bound Pods take, for a question asked beside them (``check``'s gang capacity)."""
-    return _run(objects, nodes, config, workload_api)[1]
+def simulate_with_load(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
+                       config: Config | dict[str, Any] | None = None, *,
+                       workload_api: WorkloadApi | None = None) -> tuple[list[Placement], list[NodeState]]:
+    """:func:`simulate`'s placements, and the Nodes as that one run leaves them (ties broken in name order): what
+    every workload of ``objects`` and the bound Pods take, each gang's pods owned by it (``gang_owner``), for the
+    questions ``check`` asks beside them (a gang's capacity, rule G14)."""
+    return _run(objects, nodes, config, workload_api)
 
 
 def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], config: Config | dict[str, Any] | None,
