@@ -29,11 +29,12 @@ def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping
     pods = [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
     violations: list[Violation] = []
     notes: list[str] = []
-    on = SpreadNodes(nodes)
+    on: SpreadNodes | None = None      # the Nodes read once, for the first managed Deployment
     for d in objects:
         if not is_managed(d):
             continue
         mine = deployment_pods(d, pods)
+        on = on or SpreadNodes(nodes)
         violations += spread_violations(d, mine, on)
         foreign = sorted({cost_owner(p) or "(unknown)" for p in mine if foreign_cost(p)})
         if foreign:
