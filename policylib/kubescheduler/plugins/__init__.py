@@ -4,7 +4,8 @@ and ``apis/config/v1/default_plugins.go``), one module per plugin (or per family
 :data:`PLUGINS` lists the plugins in the order the framework runs their filters; a node's reason is the first
 filter it fails. Every caller walks this one list: the engine's scheduling cycle (filters, scores, binds), the
 failure messages, ``check`` and the admission policies' capacity verdict (a node's eligibility is the filters
-that do not change while pods bind: :func:`eligible_nodes`). Adding a filter or a score is adding a module with
+that do not change while pods bind: :func:`eligible_nodes`), and the skew a Deployment's pods have now (rule S28:
+:func:`skews_now`, PodTopologySpread's own counting). Adding a filter or a score is adding a module with
 a :class:`Plugin` and its entry here (docs/architecture.md).
 """
 from __future__ import annotations

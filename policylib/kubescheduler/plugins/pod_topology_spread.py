@@ -1,5 +1,6 @@
 """PodTopologySpread (``pkg/scheduler/framework/plugins/podtopologyspread``): DoNotSchedule constraints filter
-(``filtering.go``), ScheduleAnyway constraints (or the System defaults) score (``scoring.go``)."""
+(``filtering.go``), ScheduleAnyway constraints (or the System defaults) score (``scoring.go``); the same PreFilter
+counts answer the skew a workload's pods have now (rule S28, :func:`skews_now`)."""
 from __future__ import annotations
 
 import math
