@@ -344,6 +344,23 @@ def test_cluster_report_lists_violations_and_foreign_costs_of_managed_deployment
     assert cluster_report([deployment([zone_constraint()]), *pods], NODES) == ([], [])
 
 
+def test_cluster_report_reads_each_deployment_s_pods_by_namespace_and_selector():
+    from policylib.scaledown import cluster_report
+
+    def managed(ns: str, selector: dict[str, Any] | None = None) -> dict[str, Any]:
+        d = deployment([zone_constraint()])
+        d["metadata"].update(namespace=ns, annotations={"policylib.io/spread-effective-replicas": "3"})
+        d["spec"]["selector"] = selector or d["spec"]["selector"]
+        return d
+    balanced = [pod("p1", "a1"), pod("p2", "b1"), pod("p3", "c1")]
+    skewed = [pod(f"q{i}", n, ns=ns) for ns in ("other", "third") for i, n in enumerate(("a1", "a2", "c1"))]
+    expressions = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}
+    violations, _ = cluster_report([managed("default"), managed("other"), managed("third", expressions),
+                                    *balanced, *skewed], NODES)
+    assert [(v.namespace, v.skew, v.counts) for v in violations] == [("other", 2, {"a": 2, "b": 0, "c": 1}),
+                                                                     ("third", 2, {"a": 2, "b": 0, "c": 1})]
+
+
 def test_violations_count_only_the_nodes_the_inclusion_policies_admit():
     host = dict(zone_constraint(), topologyKey=HOST, nodeTaintsPolicy="Honor")
     tainted = node("cp", "a")
