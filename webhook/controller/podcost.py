@@ -72,6 +72,11 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
             "spec": {"taints": (node.get("spec") or {}).get("taints") or []}}
 
 
+def skew_facts(node: dict[str, Any]) -> tuple[Any, Any]:
+    """What rule S28's skew reads of a Node: its labels (domains, node affinity) and taints (nodeTaintsPolicy)."""
+    return (node.get("metadata") or {}).get("labels"), (node.get("spec") or {}).get("taints") or []
+
+
 def pod_key_of(pod: dict[str, Any]) -> Key:
     """A pod's own (namespace, name)."""
     meta = pod.get("metadata") or {}
@@ -113,7 +118,8 @@ class PodCosts(Reconciling):
         self.pods = Store({"deployment": lambda p: [k] if (k := pod_key(p)) else [],
                            "node": lambda p: [node_of(p)]}, project=project_pod)
         self.nodes = Store(project=project_node)
-        #: Node events seen (the Node reflector's thread counts them), and the Nodes as read for rule S28 then.
+        #: Node events that change what rule S28 reads (:func:`skew_facts`; counted on the Node reflector's thread),
+        #: and the Nodes as read for rule S28 after the last of them.
         self.node_events = 0
         self._spread_nodes: tuple[int, SpreadNodes] | None = None
         self.reflectors = [informer(DEPLOYMENT_PODS, self._on_pod, self.pods),
@@ -140,7 +146,8 @@ class PodCosts(Reconciling):
         self.queue.add((meta.get("namespace") or "", meta.get("name") or ""))
 
     def _on_node(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        self.node_events += 1
+        if old is None or event_type != "MODIFIED" or skew_facts(old) != skew_facts(obj):
+            self.node_events += 1
         if old is not None and event_type == "MODIFIED" and \
                 (old.get("metadata") or {}).get("labels") == (obj.get("metadata") or {}).get("labels"):
             return
