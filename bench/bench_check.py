@@ -1,16 +1,17 @@
 """Benchmark: ``check`` of 1,000 Deployments and 4 PyTorchJobs on 500 Nodes, with the host spread enforced.
 
-Run by hand: ``.venv/bin/python bench/bench_check.py [--runs N] [--baseline TREE]``. The Nodes and Deployments
-of ``bench_simulate.py`` (3 zones, 5 node groups; 1 to 12 replicas each, a fifth pinned to a node group) and
-four PyTorchJobs (a Master and 4 Workers each): every verdict that asks where the workloads land runs
-(``hostTopologySpread.minDomains`` with the Pending counts, the simulated outcomes, each job's gang capacity;
-the last job never fits, so both report it).
+Run by hand: ``.venv/bin/python bench/bench_check.py [--runs N] [--baseline TREE] [--jobs N]``. The Nodes and
+Deployments of ``bench_simulate.py`` (3 zones, 5 node groups; 1 to 12 replicas each, a fifth pinned to a node
+group) and ``--jobs`` PyTorchJobs (default 4; a Master and 4 Workers each): every verdict that asks where the
+workloads land runs (``hostTopologySpread.minDomains`` with the Pending counts, the simulated outcomes, each
+job's gang capacity; the last job never fits, so both report it).
 Reports the median wall and CPU time of ``policylib.check.check`` per run, each in a fresh process.
 ``--baseline TREE`` (a checkout of another commit, e.g. ``git worktree add /tmp/base HEAD~3``) runs that tree's
 ``check`` too, the two alternated run by run: on a shared machine only a side-by-side run counts.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,9 @@ sys.path.insert(0, str(HERE.parent))
 from bench_simulate import cluster, ratio, side_by_side, timing, workloads  # noqa: E402
 
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
-JOBS = 4
+_jobs = argparse.ArgumentParser(add_help=False)
+_jobs.add_argument("--jobs", type=int, default=4)
+JOBS = _jobs.parse_known_args()[0].jobs
 
 
 def pytorch_job(i: int) -> dict:

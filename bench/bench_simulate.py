@@ -62,13 +62,14 @@ def once() -> dict:
 def side_by_side(script: Path, once: Callable[[], dict]) -> dict[str, list[dict]] | None:
     """The command line of this benchmark and of ``bench_check.py``: with ``--once`` (the child), one measurement
     printed as JSON and None returned; else ``--runs`` measurements of this tree, and of ``--baseline``'s when
-    given, alternated run by run, each a fresh process of ``script``, by arm ("this tree", "baseline")."""
+    given, alternated run by run, each a fresh process of ``script``, by arm ("this tree", "baseline"). Flags
+    this parser does not know are the script's own, passed on to each run."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", help="a tree (checkout) whose policylib to measure side by side")
     parser.add_argument("--once", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tree", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args, own = parser.parse_known_args()
     if args.once:
         print(json.dumps(once()))
         return None
@@ -78,7 +79,7 @@ def side_by_side(script: Path, once: Callable[[], dict]) -> dict[str, list[dict]
     runs: dict[str, list[dict]] = {k: [] for k in arms}
     for _ in range(args.runs):
         for name, tree in arms.items():
-            out = subprocess.run([sys.executable, str(script), "--once", "--tree", tree], capture_output=True,
+            out = subprocess.run([sys.executable, str(script), "--once", "--tree", tree, *own], capture_output=True,
                                  text=True, check=True)
             runs[name].append(dict(json.loads(out.stdout)))
     return runs

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import FieldError, FieldPath, Path, forbidden, invalid, required
 
@@ -46,11 +46,16 @@ def dns1123_label_errors(value: str) -> list[str]:
 _CHECKED_STRINGS = 4096
 
 
-def qualified_name_errors(value: object) -> list[str]:
-    """IsQualifiedName: ``[prefix/]name``, the syntax of label and annotation keys."""
+def _string_errors(value: object, check: Callable[[str], tuple[str, ...]]) -> list[str]:
+    """A syntax check's messages for ``value``; a value that is not a string has only the one."""
     if not isinstance(value, str):
         return [f"must be a string, got {type(value).__name__}"]
-    return list(_qualified_name_errors(value))
+    return list(check(value))
+
+
+def qualified_name_errors(value: object) -> list[str]:
+    """IsQualifiedName: ``[prefix/]name``, the syntax of label and annotation keys."""
+    return _string_errors(value, _qualified_name_errors)
 
 
 @lru_cache(maxsize=_CHECKED_STRINGS)
@@ -84,9 +89,7 @@ def _qualified_name_check(value: str) -> list[str]:
 
 def label_value_errors(value: object) -> list[str]:
     """IsValidLabelValue: empty, or at most 63 characters of the qualified-name alphabet."""
-    if not isinstance(value, str):
-        return [f"must be a string, got {type(value).__name__}"]
-    return list(_label_value_errors(value))
+    return _string_errors(value, _label_value_errors)
 
 
 @lru_cache(maxsize=_CHECKED_STRINGS)

@@ -13,7 +13,7 @@ from policylib import load_config
 from policylib.scaledown import DELETION_COST, FIELD_MANAGER
 from policylib.shell import kube
 from tests.fakeapi import FakeAPI, paged_list
-from tests.test_scaledown import NODES, deployment, pod, twelve, zone_constraint
+from tests.test_scaledown import NODES, deployment, node, pod, twelve, zone_constraint
 from webhook.controller import ControllerMetrics, EventRecorder, Worker
 from webhook.controller.podcost import PodCosts
 from webhook.informer import Reflector, Store
@@ -148,6 +148,28 @@ def test_a_violation_sets_the_gauge_and_records_one_spread_violated_event(tmp_pa
         api.requests.clear()
         sync(costs)
         assert [r for r in api.requests if r["method"] == "POST"] == []
+
+
+def test_the_skew_is_counted_on_the_nodes_as_the_last_node_event_left_them(tmp_path):
+    """Rule S28: the Nodes are read once for every Deployment, and again after a Node event (a new zone is a
+    new empty domain)."""
+    pods = [pod("p1", "a1"), pod("p2", "a2"), pod("p3", "b1"), pod("p4", "c1")]
+    with FakeAPI() as api:
+        costs, _ = costs_of(api, tmp_path, pods, [managed()])
+        assert costs.violated._value.get() == 0                       # a=2, b=1, c=1
+        read = costs.spread_nodes()
+        status = dict(NODES[0], status={"conditions": [{"type": "Ready", "status": "True"}]})
+        costs._on_node("MODIFIED", status, NODES[0])          # neither labels nor taints: the same read
+        assert costs.spread_nodes() is read
+        zone_d = node("d1", "d")
+        costs.nodes.apply("ADDED", zone_d)
+        costs._on_node("ADDED", zone_d, None)
+        costs.resync()
+        while worker(costs).process_next(timeout=0):
+            pass
+        assert costs.violated._value.get() == 1
+        events = [r["body"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/events")]
+        assert "pods per domain: a=2, b=1, c=1, d=0" in events[-1]["note"]
 
 
 def test_it_is_a_reconciler_of_the_controller_its_informers_queue_and_a_deployments_change_queue_its_key(tmp_path):

@@ -344,6 +344,23 @@ def test_cluster_report_lists_violations_and_foreign_costs_of_managed_deployment
     assert cluster_report([deployment([zone_constraint()]), *pods], NODES) == ([], [])
 
 
+def test_cluster_report_reads_each_deployment_s_pods_by_namespace_and_selector():
+    from policylib.scaledown import cluster_report
+
+    def managed(ns: str, selector: dict[str, Any] | None = None) -> dict[str, Any]:
+        d = deployment([zone_constraint()])
+        d["metadata"].update(namespace=ns, annotations={"policylib.io/spread-effective-replicas": "3"})
+        d["spec"]["selector"] = selector or d["spec"]["selector"]
+        return d
+    balanced = [pod("p1", "a1"), pod("p2", "b1"), pod("p3", "c1")]
+    skewed = [pod(f"q{i}", n, ns=ns) for ns in ("other", "third") for i, n in enumerate(("a1", "a2", "c1"))]
+    expressions = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web"]}]}
+    violations, _ = cluster_report([managed("default"), managed("other"), managed("third", expressions),
+                                    *balanced, *skewed], NODES)
+    assert [(v.namespace, v.skew, v.counts) for v in violations] == [("other", 2, {"a": 2, "b": 0, "c": 1}),
+                                                                     ("third", 2, {"a": 2, "b": 0, "c": 1})]
+
+
 def test_violations_count_only_the_nodes_the_inclusion_policies_admit():
     host = dict(zone_constraint(), topologyKey=HOST, nodeTaintsPolicy="Honor")
     tainted = node("cp", "a")
@@ -364,6 +381,31 @@ def test_violations_count_only_the_nodes_the_inclusion_policies_admit():
     finally:
         for n in NODES:
             del n["metadata"]["labels"]["pool"]
+
+
+def test_violations_count_the_domains_the_scheduler_s_plugin_counts():
+    """Rule S28 through the registry's PodTopologySpread: required node affinity is an inclusion policy too
+    (nodeAffinityPolicy Honor), and a node without the key of another of the template's constraints is no
+    domain of any of them."""
+    pods = [pod("p1", "a1"), pod("p2", "a2"), pod("p3", "b1")]
+    d = deployment([zone_constraint()])
+    (v,) = spread_violations(d, pods, NODES)
+    assert (v.skew, v.counts) == (2, {"a": 2, "b": 1, "c": 0})
+    not_c = {"matchExpressions": [{"key": ZONE, "operator": "NotIn", "values": ["c"]}]}
+    d["spec"]["template"]["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [not_c]}}}
+    assert spread_violations(d, pods, NODES) == []                      # zone c admits no pod: a=2, b=1
+    d["spec"]["template"]["spec"]["topologySpreadConstraints"][0]["nodeAffinityPolicy"] = "Ignore"
+    assert [v.counts for v in spread_violations(d, pods, NODES)] == [{"a": 2, "b": 1, "c": 0}]
+    del d["spec"]["template"]["spec"]["affinity"]
+    rack = dict(zone_constraint(max_skew=5), topologyKey="rack")
+    nodes = [dict(n, metadata=dict(n["metadata"], labels=dict(n["metadata"]["labels"], rack="r"))) for n in NODES
+             if n["metadata"]["name"] != "c1"]
+    d["spec"]["template"]["spec"]["topologySpreadConstraints"] = [zone_constraint(), rack]
+    (v,) = spread_violations(d, pods, nodes + [next(n for n in NODES if n["metadata"]["name"] == "c1")])
+    assert v.counts == {"a": 2, "b": 1, "c": 0} and v.topology_key == ZONE      # c2 carries the rack: zone c counts
+    nodes = [n for n in nodes if n["metadata"]["name"] != "c2"]
+    assert spread_violations(d, pods, nodes + [n for n in NODES if n["metadata"]["name"] in ("c1", "c2")]) == []
 
 
 def test_the_cli_s_live_pods_keep_whose_cost_it_is():

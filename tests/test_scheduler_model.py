@@ -121,7 +121,7 @@ def test_check_and_simulate_find_the_same_eligible_nodes(case):
     check's gang capacity for a job of the same pods is their number."""
     from policylib.check.deployments import deployment_eligible_nodes
     from policylib.facts import ClusterFacts
-    from policylib.simulate import node_states
+    from policylib.kubescheduler.snapshot import node_states
     nodes, pod = case
     ports = [{"containerPort": 80, "hostPort": 8080}]
     d = deploy("web", len(nodes) + 1, **pod)
@@ -143,7 +143,7 @@ def test_a_cordoned_node_is_eligible_for_check_and_simulate_when_the_pod_tolerat
     (kube-scheduler's NodeUnschedulable); without the toleration, for neither."""
     from policylib.check.deployments import deployment_eligible_nodes
     from policylib.facts import ClusterFacts
-    from policylib.simulate import node_states
+    from policylib.kubescheduler.snapshot import node_states
     nodes = _generated_cluster(2, [True, False], [[], []], [None, None], ["zone-a", "zone-b"])
     for tolerations, expected in (([UNSCHEDULABLE], {"n0", "n1"}), ([], {"n1"})):
         d = deploy("web", 2, tolerations=tolerations)

@@ -255,6 +255,47 @@ def test_check_gang_replica_types_share_the_nodes():
     assert [f for f in check(None, four, [_tf_ps_workers("1", 4)]) if f.key == "gang.method"] == []
 
 
+def _tf_workers(name: str, workers: int) -> dict:
+    job = _tf_ps_workers("1")
+    job["metadata"]["name"] = name
+    del job["spec"]["tfReplicaSpecs"]["PS"]
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = workers
+    return job
+
+
+def test_check_reads_one_simulation_for_every_kubeflow_job(monkeypatch):
+    """Rules G14, R15: every gang's capacity is asked of the one simulation of the input, not of a simulation
+    per job."""
+    from policylib.check import simulated
+    runs = []
+    real = simulated.simulate_with_load
+    monkeypatch.setattr(simulated, "simulate_with_load", lambda *a, **k: runs.append(a) or real(*a, **k))
+    jobs = [_tf_workers(f"tf-{i}", 2) for i in range(3)]
+    found = check(None, [node("a", cpu="4"), node("b", cpu="2")], [*jobs, deploy(replicas=1, requests={"cpu": "1"})])
+    assert len(runs) == 1
+    assert [f.message for f in found if f.key == "gang.method"] == []
+    found = check(None, [node("a", cpu="4")], jobs)
+    assert len(runs) == 2
+    # tf-0 and tf-1 take the node, as simulate places them; tf-2 alone does not fit beside them
+    assert [f.message for f in found if f.key in ("gang.method", "simulate")] == [
+        "TFJob ml/tf-2: its gang needs 2 pods at once; the Nodes can hold 0 of them now: it would wait for its "
+        "scheduleTimeout and never start"]
+
+
+def test_check_gang_capacity_is_the_simulation_s_with_the_job_s_own_pods_released():
+    """Rule G14 on the one simulation: a job ``simulate`` places is no gang error, even where the workloads after
+    it take what it would need without it (it went first: they were placed around it)."""
+    nodes = [node("a", cpu="2"), node("b", cpu="2")]
+    found = check(None, nodes, [_tf_workers("tf", 3), deploy(replicas=2, requests={"cpu": "1"})])
+    assert [(f.key, f.message) for f in found if f.severity == "error"] == [
+        ("simulate", "Deployment ml/web: 1 of its 2 replicas would stay Pending: 0/2 nodes are available: "
+                     "2 Insufficient cpu.")]
+    # the Deployment first: it takes 2 CPUs, and the job's 3 do not fit in what is left
+    found = check(None, nodes, [deploy(replicas=2, requests={"cpu": "1"}), _tf_workers("tf", 3)])
+    assert [f.key for f in found if f.severity == "error"] == ["gang.method"]
+    assert "needs 3 pods at once; the Nodes can hold 2 of them now" in found[0].message
+
+
 # --- the commands ----------------------------------------------------------------------------------
 
 def run(*args, cwd):

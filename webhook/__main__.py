@@ -72,6 +72,10 @@ class WebhookCommand:
         return options.values(self.OPTIONS, args)
 
     def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+        return self.start(self.settings(args), stdout, stderr)
+
+    def start(self, s: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
+        """The command, given its settings (:meth:`settings`)."""
         raise NotImplementedError
 
 
@@ -90,8 +94,7 @@ class Certs(WebhookCommand):
     HELP = "make or renew the CA and serving certificate; prints the caBundle"
     OPTIONS = options.CERTS
 
-    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-        s = self.settings(args)
+    def start(self, s: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         state = ensure_certs(s["out"], s["service"], s["namespace"], days=s["days"], renew=s["renew"],
                              local=s["local"])
         if state.replaced_ca:
@@ -142,11 +145,10 @@ class Serve(WebhookCommand):
     HELP = "serve the webhook over TLS with gunicorn"
     OPTIONS = options.SERVE
 
-    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
-        settings = self.settings(args)
+    def start(self, s: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         cooperative()
         from .admission.server import serve
-        serve(serve_options(settings))
+        serve(serve_options(s))
         return EXIT_OK
 
 
@@ -155,9 +157,8 @@ class Controller(WebhookCommand):
     HELP = "keep existing objects right: apply policylib's plan (leader-elected)"
     OPTIONS = options.CONTROLLER
 
-    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    def start(self, s: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         from .controller import run_controller
-        s = self.settings(args)
         return run_controller(s["config"], dry_run=s["dry_run"], namespace=s["namespace"],
                               kubeconfig=s["kubeconfig"], context=s["context"], host=s["host"], port=s["port"],
                               certificates=certificate_settings(s), webhook_configuration=s["webhook_configuration"])
@@ -243,9 +244,8 @@ class RunLocal(WebhookCommand):
     HELP = "certificates if missing, a curl to try, and serve with the defaults"
     OPTIONS = options.RUN_LOCAL
 
-    def run(self, args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO) -> int:
+    def start(self, s: dict[str, Any], stdout: TextIO, stderr: TextIO) -> int:
         import policylib
-        s = self.settings(args)
         policylib.load_config(s["config"])   # a bad --config is one clear error before anything starts
         state = ensure_certs(s["cert_dir"], WEBHOOK_SERVICE, INSTALL_NAMESPACE, local=True)
         print(run_local_certs_line(s["cert_dir"], state), file=stderr)

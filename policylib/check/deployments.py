@@ -10,7 +10,8 @@ from ..errors import PolicyError
 from ..facts import ClusterFacts, namespace_of
 from ..kubescheduler.model import NodeState, PodShape
 from ..kubescheduler.plugins import eligible_nodes
-from ..simulate import is_bound_pod, node_states
+from ..kubescheduler.snapshot import node_states
+from ..simulate import is_bound_pod
 from ..spread import (
     HOST_WEAKENED_WARNING,
     effective_replicas,

@@ -1,31 +1,32 @@
-"""Kubeflow jobs' gangs against the Nodes as the other workloads leave them (rules G14, G21), and the gang
-schedulers a live cluster runs (rule D5)."""
+"""Kubeflow jobs' gangs against the Nodes as the one simulation of the input leaves them, the job's own pods
+released (rules G14, G21), and the gang schedulers a live cluster runs (rule D5)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ..config import Config
-from ..errors import PolicyError
 from ..facts import namespace_of
 from ..gang import is_kubeflow_job, job_minimum, operator_gang_reason, policylib_gangs_volcano, read_job, volcano_without_gang
 from ..gang.topology import gang_topology
 from ..kubescheduler.model import NodeState
+from ..kubescheduler.snapshot import bound_pod_shape
 from ..schedulers import gang_scheduler_findings, running_gang_schedulers
-from ..simulate import gang_capacity, is_bound_pod, node_states, simulate_load
+from ..simulate import gang_capacity, gang_owner, is_bound_pod
 from .finding import Finding
+from .simulated import Simulations
 
 
-def _load_beside(job: dict[str, Any], config: Config, nodes: list[dict[str, Any]],
-                 objects: list[dict[str, Any]]) -> list[NodeState]:
-    """The Nodes with what every other workload of the input takes (as ``simulate`` places them; stored
-    workloads count by their bound Pods) and the bound Pods, but the job's own (a running gang does not crowd out
-    itself)."""
-    others = [o for o in objects if o is not job and not _pod_of(o, job)
-              and (not (o.get("metadata") or {}).get("uid") or is_bound_pod(o))]
-    try:
-        return simulate_load(others, nodes, config)
-    except PolicyError:
-        return node_states(nodes, [o for o in objects if is_bound_pod(o)])   # an unreadable object: preview names it
+def _released(job: dict[str, Any], owner: str, load: list[NodeState], objects: list[dict[str, Any]]) -> list[NodeState]:
+    """Rule G14: ``load`` (the Nodes as the one simulation leaves them) with the job's own pods released: those
+    the simulation placed (``owner``'s) and the job's bound Pods (a gang does not crowd out itself)."""
+    states = [n.copy() for n in load]
+    by_name = {n.name: n for n in states}
+    for n in states:
+        n.release(owner)
+    for pod in objects:
+        if is_bound_pod(pod) and _pod_of(pod, job) and pod["spec"]["nodeName"] in by_name:
+            by_name[pod["spec"]["nodeName"]].unbind(bound_pod_shape(pod))
+    return states
 
 
 #: The label training-operator and the MPI Operator put on every pod of a job: the job's name.
@@ -42,8 +43,11 @@ def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
     return bool(owned) or (meta.get("labels") or {}).get(JOB_NAME_LABEL) == job_meta.get("name")
 
 
-def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[str, Any]]) -> list[Finding]:
+def check_gangs(config: Config, objects: list[dict[str, Any]], simulations: Simulations) -> list[Finding]:
+    """Rules G14, G21: each Kubeflow job whose gang minimum the Nodes cannot hold at once, on the Nodes as the one
+    simulation of the input leaves them with the job's own pods released (:func:`_released`)."""
     level = gang_topology(config) if config.gang.enabled else None
+    load: list[NodeState] | None = None
     out = []
     for obj in objects:
         if not is_kubeflow_job(obj):
@@ -56,7 +60,8 @@ def check_gangs(config: Config, nodes: list[dict[str, Any]], objects: list[dict[
         minimum = job_minimum(job)
         specs = (obj.get("spec") or {}).get(job.specs_key) or {}
         key = level.key if level is not None and not operator else None
-        capacity = gang_capacity(job, specs, _load_beside(obj, config, nodes, objects), minimum, key)
+        load = simulations.load(objects) if load is None else load
+        capacity = gang_capacity(job, specs, _released(obj, gang_owner(job), load, objects), minimum, key)
         if capacity < minimum:
             # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
             outcome = gang_stuck_outcome(config, operator)

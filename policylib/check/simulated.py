@@ -1,5 +1,6 @@
 """One simulation for every verdict of ``check`` that asks where the workloads land: what ``policylib simulate``
-reports for the same inputs (:class:`Simulation`), and what the cluster's Pending Pods say."""
+reports for the same inputs (:class:`Simulation`), the Nodes as that run leaves them (a gang's capacity beside
+the other workloads, rule G14), and what the cluster's Pending Pods say."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,18 +10,21 @@ from ..config import Config
 from ..constants import POD_TEMPLATE_HASH
 from ..errors import PolicyError
 from ..facts import namespace_of
-from ..simulate import Placement, is_bound_pod, simulate
+from ..kubescheduler.model import NodeState
+from ..kubescheduler.snapshot import node_states
+from ..simulate import Placement, is_bound_pod, simulate_with_load
 from ..workload_api import WorkloadApi
 from .finding import Finding
 
 
 @dataclass
 class Simulation:
-    """One run of ``policylib simulate``: its placements, or the error that stopped it (an unreadable object:
-    preview and simulate name it)."""
+    """One run of ``policylib simulate``: its placements and the Nodes as it leaves them, or the error that
+    stopped it (an unreadable object: preview and simulate name it)."""
 
     placements: list[Placement]
     error: PolicyError | None = None
+    load: list[NodeState] | None = None
 
 
 class Simulations:
@@ -36,7 +40,8 @@ class Simulations:
         key = (tuple(id(o) for o in objects), id(workload_api))
         if key not in self._runs:
             try:
-                self._runs[key] = Simulation(simulate(objects, self.nodes, self.config, workload_api=workload_api))
+                placements, load = simulate_with_load(objects, self.nodes, self.config, workload_api=workload_api)
+                self._runs[key] = Simulation(placements, load=load)
             except PolicyError as e:
                 self._runs[key] = Simulation([], e)
         return self._runs[key]
@@ -49,6 +54,15 @@ class Simulations:
         if not self.nodes or not any(not is_bound_pod(o) for o in manifests):
             return None
         return self.of(manifests, self.workload_api)
+
+    def load(self, objects: list[dict[str, Any]]) -> list[NodeState]:
+        """The Nodes as the one simulation of the input's manifests (:meth:`manifests`) leaves them: what every
+        workload it places and the bound Pods take. Shared by every caller: copy before binding. Where nothing
+        is simulated, or an unreadable object stopped the run (preview names it), the bound Pods alone."""
+        run = self.manifests(objects)
+        if run is not None and run.load is not None:
+            return run.load
+        return node_states(self.nodes, [o for o in objects if is_bound_pod(o)])
 
 
 def check_simulated(objects: list[dict[str, Any]], simulations: Simulations, found: list[Finding]) -> list[Finding]:

@@ -31,20 +31,9 @@ scope), :mod:`~policylib.cli.inputs` (files, ``-k`` overlays, Nodes).
 """
 from __future__ import annotations
 
-from .app import (
-    COMMANDS,
-    EXIT_STATUS,
-    build_parser,
-    completion_script,
-    kubectl_argv,
-    kubectl_plugin,
-    main,
-    pre_commit,
-    pre_commit_argv,
-)
-from .cluster import require_cluster_client
+from .app import EXIT_STATUS, build_parser, completion_script, kubectl_argv, kubectl_plugin, main, pre_commit, pre_commit_argv
 from .common import EXIT_CHANGED, EXIT_DENIED, EXIT_ERROR, EXIT_OK, EXIT_PENDING, EXIT_UNPLANNED, EXIT_WARNED
 
-__all__ = ["COMMANDS", "EXIT_CHANGED", "EXIT_DENIED", "EXIT_ERROR", "EXIT_OK", "EXIT_PENDING", "EXIT_STATUS",
-           "EXIT_UNPLANNED", "EXIT_WARNED", "build_parser", "completion_script", "kubectl_argv", "kubectl_plugin",
-           "main", "pre_commit", "pre_commit_argv", "require_cluster_client"]
+__all__ = ["EXIT_CHANGED", "EXIT_DENIED", "EXIT_ERROR", "EXIT_OK", "EXIT_PENDING", "EXIT_STATUS", "EXIT_UNPLANNED",
+           "EXIT_WARNED", "build_parser", "completion_script", "kubectl_argv", "kubectl_plugin", "main", "pre_commit",
+           "pre_commit_argv"]

@@ -16,15 +16,14 @@ from .cluster import (
     unhandled_workloads,
     workload_api,
 )
-from .common import CLUSTER_SOURCE_ERROR, EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
+from .common import EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, cluster_source_exit_status, json_array, locate
 from .inputs import nodes_and_objects
 
 if TYPE_CHECKING:
     from ..check import Finding
 
 NAME = "check"
-EXIT_STATUS = {EXIT_OK: "no finding is an error", EXIT_PENDING: "a finding is an error",
-               EXIT_ERROR: CLUSTER_SOURCE_ERROR}
+EXIT_STATUS = cluster_source_exit_status("no finding is an error", pending="a finding is an error")
 
 
 def add_parser(add: AddParser) -> argparse.ArgumentParser:

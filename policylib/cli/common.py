@@ -21,6 +21,13 @@ EXIT_PENDING = 3
 #: What exit 2 means for a command that reads its input from files or from ``--cluster`` (:func:`add_cluster_source`).
 CLUSTER_SOURCE_ERROR = "bad input or config, or (--cluster) the cluster cannot be read"
 
+
+def cluster_source_exit_status(ok: str, pending: str | None = None) -> dict[int, str]:
+    """The ``EXIT_STATUS`` of a command that reads files or ``--cluster``: what exit 0 means, what
+    :data:`EXIT_PENDING` means where the command has a verdict, and :data:`CLUSTER_SOURCE_ERROR`."""
+    status = {EXIT_OK: ok} if pending is None else {EXIT_OK: ok, EXIT_PENDING: pending}
+    return {**status, EXIT_ERROR: CLUSTER_SOURCE_ERROR}
+
 #: ``sub.add_parser`` of the top-level parser's subcommands: ``add(name, help=..., description=...)``.
 AddParser = Callable[..., argparse.ArgumentParser]
 

@@ -9,23 +9,21 @@ from ..plan import PLANNERS, Write, plan, summarize
 from ..shell.files import read_documents
 from .cluster import cluster_scope, deployment_pods_and_nodes, planned_objects, resolve_config, workload_api
 from .common import (
-    CLUSTER_SOURCE_ERROR,
     CONFIG_HELP,
     DIR_HELP,
-    EXIT_ERROR,
     EXIT_OK,
     EXIT_UNPLANNED,
     AddParser,
     add_installed,
     add_kube_version,
     add_recursive,
+    cluster_source_exit_status,
     progress,
     write_json_array,
 )
 
 NAME = "plan"
-EXIT_STATUS = {EXIT_OK: "success (the planned writes are printed, none is made)",
-               EXIT_ERROR: CLUSTER_SOURCE_ERROR}
+EXIT_STATUS = cluster_source_exit_status("success (the planned writes are printed, none is made)")
 
 
 def add_parser(add: AddParser) -> argparse.ArgumentParser:

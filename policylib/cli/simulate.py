@@ -8,12 +8,11 @@ from ..documents import Document
 from ..errors import InputError, PolicyError, object_ref
 from ..facts import is_fact
 from .cluster import resolve_config, workload_api
-from .common import CLUSTER_SOURCE_ERROR, EXIT_ERROR, EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, json_array, locate
+from .common import EXIT_OK, EXIT_PENDING, AddParser, add_cluster_source, cluster_source_exit_status, json_array, locate
 from .inputs import nodes_and_objects
 
 NAME = "simulate"
-EXIT_STATUS = {EXIT_OK: "every replica is placed", EXIT_PENDING: "some replica would stay Pending",
-               EXIT_ERROR: CLUSTER_SOURCE_ERROR}
+EXIT_STATUS = cluster_source_exit_status("every replica is placed", pending="some replica would stay Pending")
 
 
 def add_parser(add: AddParser) -> argparse.ArgumentParser:

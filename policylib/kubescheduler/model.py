@@ -99,6 +99,7 @@ class NodeState:
     bound: dict[str, Any] = field(default_factory=dict)       # namespace -> label sets of the pods bound here
     nonzero: dict[str, int] = field(default_factory=dict)     # cpu and memory as scoring counts them
     pod_list: list[BoundPod] = field(default_factory=list)
+    owned: dict[str, list["PodShape"]] = field(default_factory=dict)   # owner -> the pods it bound here
 
     @classmethod
     def of(cls, node: dict[str, Any]) -> "NodeState":
@@ -111,7 +112,7 @@ class NodeState:
     def copy(self) -> "NodeState":
         return NodeState(self.name, self.labels, self.taints, self.unschedulable, self.allocatable,
                          dict(self.requested), self.pods, {ns: list(v) for ns, v in self.bound.items()},
-                         dict(self.nonzero), list(self.pod_list))
+                         dict(self.nonzero), list(self.pod_list), {o: list(v) for o, v in self.owned.items()})
 
     def bind(self, pod: "PodShape") -> None:
         for k, v in pod.requests.items():
@@ -121,6 +122,26 @@ class NodeState:
         self.pods += 1
         self.bound.setdefault(pod.namespace, []).append(pod.labels)
         self.pod_list.append(pod.bound_as)
+        if pod.owner:
+            self.owned.setdefault(pod.owner, []).append(pod)
+
+    def unbind(self, pod: "PodShape") -> None:
+        """What :meth:`bind` did for ``pod`` (or for a bound pod with the same facts) undone."""
+        for k, v in pod.requests.items():
+            self.requested[k] = self.requested.get(k, 0) - v
+        for k, v in pod.nonzero.items():
+            self.nonzero[k] = self.nonzero.get(k, 0) - v
+        self.pods -= 1
+        self.bound[pod.namespace].remove(pod.labels)
+        self.pod_list.remove(pod.bound_as)
+        if pod.owner:
+            self.owned[pod.owner].remove(pod)
+
+    def release(self, owner: str) -> None:
+        """Every pod ``owner`` bound here unbound (a gang's pods, rule G14: the gang does not crowd out itself)."""
+        for pod in list(self.owned.get(owner, ())):
+            self.unbind(pod)
+        self.owned.pop(owner, None)
 
 
 @dataclass
@@ -198,10 +219,11 @@ class PodShape:
     default_selector: dict[str, Any] | None = None     # the owning ReplicaSet's selector (default spreading)
     unmodelled: list[str] = field(default_factory=list)
     fit_score: dict[str, int] = field(default_factory=dict)   # what LeastAllocated counts the pod as
+    owner: str = ""          # whose pod it is, where a caller releases them later (NodeState.release)
 
     @classmethod
     def of_template(cls, template: dict[str, Any], namespace: str, revision: str,
-                    owner_selector: dict[str, Any] | None = None) -> "PodShape":
+                    owner_selector: dict[str, Any] | None = None, owner: str = "") -> "PodShape":
         meta, spec = template.get("metadata") or {}, template.get("spec") or {}
         affinity = spec.get("affinity") or {}
         node_affinity = affinity.get("nodeAffinity") or {}
@@ -228,7 +250,7 @@ class PodShape:
                    nonzero_requests(spec),
                    _pod_terms(pod_aff.get(key), namespace, labels, False, unmodelled),
                    _pod_terms(pod_anti.get(key), namespace, labels, False, unmodelled),
-                   preferred, _host_ports(spec), default_selector, unmodelled, least_allocated_requests(spec))
+                   preferred, _host_ports(spec), default_selector, unmodelled, least_allocated_requests(spec), owner)
 
     def __post_init__(self) -> None:
         self.bound_as = BoundPod(self.namespace, self.labels, self.anti_terms, self.host_ports)

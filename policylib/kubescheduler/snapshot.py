@@ -9,8 +9,9 @@ per-cycle state, :attr:`~policylib.kubescheduler.framework.Plugin.prefilter`).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
+from ..facts import namespace_of
 from ..labels import selector_matches
 from .arrays import np
 from .model import BoundPod, NodeState, PodShape, PodTerm
@@ -110,3 +111,25 @@ class Snapshot:
         self.pods[i] += 1
         self._index_pod(i, s.pod_list[-1])
         self.bind_log.append(i)
+
+
+def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:
+    """Nodes with the bound pods' requests and labels on them, sorted by name."""
+    states = {n.name: n for n in (NodeState.of(node) for node in nodes) if n.name}
+    return bind_pods([states[k] for k in sorted(states)], pods)
+
+
+def bind_pods(states: list[NodeState], pods: Iterable[dict[str, Any]]) -> list[NodeState]:
+    """``states`` with each bound pod (``spec.nodeName``) on its node; a pod of another node is left out."""
+    index = {s.name: s for s in states}
+    for pod in pods:
+        state = index.get(pod["spec"]["nodeName"])
+        if state is not None:
+            state.bind(bound_pod_shape(pod))
+    return states
+
+
+def bound_pod_shape(pod: dict[str, Any]) -> PodShape:
+    """A bound Pod as its node holds it (what :meth:`NodeState.unbind` takes off again)."""
+    return PodShape.of_template({"metadata": pod.get("metadata") or {}, "spec": pod.get("spec") or {}},
+                                namespace_of(pod), "")

@@ -10,29 +10,13 @@ names the CLI, the controller and the tests use are exported here, as :mod:`poli
 """
 from __future__ import annotations
 
-from .costs import CostWrite, cost_writes, costs_as_they_are, desired_costs, zone_levels
-from .pods import (
-    DELETION_COST,
-    FIELD_MANAGER,
-    POD_FIELDS,
-    cost_owner,
-    current_cost,
-    deployment_name,
-    deployment_pods,
-    foreign_cost,
-    is_active,
-    node_of,
-    owner_uid,
-    parse_cost,
-    project_pod,
-)
-from .ranking import pods_to_delete, rank_less
-from .report import cluster_report, is_managed, scale_report, scale_table
-from .scale import ScaleDown, scale_down
-from .skew import Violation, skew_of, spread_violations
+from .costs import cost_writes, desired_costs
+from .pods import DELETION_COST, FIELD_MANAGER, cost_owner, deployment_name, deployment_pods, foreign_cost, node_of, project_pod
+from .ranking import pods_to_delete
+from .report import cluster_report, scale_report
+from .scale import scale_down
+from .skew import SpreadNodes, skew_of, spread_violations
 
-__all__ = ["DELETION_COST", "FIELD_MANAGER", "POD_FIELDS", "CostWrite", "ScaleDown", "Violation", "cluster_report",
-           "cost_owner", "cost_writes", "costs_as_they_are", "current_cost", "deployment_name", "deployment_pods",
-           "desired_costs", "foreign_cost", "is_active", "is_managed", "node_of", "owner_uid",
-           "parse_cost", "pods_to_delete", "project_pod", "rank_less", "scale_down", "scale_report", "scale_table",
-           "skew_of", "spread_violations", "zone_levels"]
+__all__ = ["DELETION_COST", "FIELD_MANAGER", "SpreadNodes", "cluster_report", "cost_owner", "cost_writes", "deployment_name",
+           "deployment_pods", "desired_costs", "foreign_cost", "node_of", "pods_to_delete", "project_pod", "scale_down",
+           "scale_report", "skew_of", "spread_violations"]

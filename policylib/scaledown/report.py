@@ -11,7 +11,7 @@ from ..result import is_opted_out
 from ..spread import RECORD_REPLICAS, is_deployment
 from .pods import DELETION_COST, cost_owner, deployment_pods, foreign_cost, metadata_of
 from .scale import ScaleDown, scale_down
-from .skew import Violation, skew_of, spread_violations
+from .skew import SpreadNodes, Violation, skew_of, spread_violations
 
 
 def is_managed(deployment: Mapping[str, Any]) -> bool:
@@ -27,13 +27,16 @@ def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping
     manager owns (policylib leaves those alone)."""
     objects = list(objects)
     pods = [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
+    managed = [d for d in objects if is_managed(d)]
+    candidates = _by_first_label(managed, pods)
     violations: list[Violation] = []
     notes: list[str] = []
-    for d in objects:
-        if not is_managed(d):
-            continue
-        mine = deployment_pods(d, pods)
-        violations += spread_violations(d, mine, nodes)
+    on: SpreadNodes | None = None      # the Nodes read once, for the first managed Deployment
+    for d in managed:
+        pair = _first_label(d)
+        mine = deployment_pods(d, pods if pair is None else candidates[pair])
+        on = on or SpreadNodes(nodes)
+        violations += spread_violations(d, mine, on)
         foreign = sorted({cost_owner(p) or "(unknown)" for p in mine if foreign_cost(p)})
         if foreign:
             count = sum(1 for p in mine if foreign_cost(p))
@@ -42,6 +45,35 @@ def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping
                          f"{DELETION_COST} set by {', '.join(foreign)}; policylib leaves their cost alone, so a "
                          "scale-down may not keep the zone spread")
     return violations, notes
+
+
+def _first_label(deployment: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """(namespace, key, value) of the first ``matchLabels`` pair of the Deployment's selector: every pod the
+    selector matches carries it. None without one."""
+    selector = (deployment.get("spec") or {}).get("selector")
+    labels = selector.get("matchLabels") if isinstance(selector, dict) else None
+    first = next(iter(labels.items()), None) if isinstance(labels, dict) else None
+    if first is None or not isinstance(first[1], str):
+        return None
+    return str(metadata_of(deployment).get("namespace") or "default"), str(first[0]), first[1]
+
+
+def _by_first_label(deployments: Sequence[Mapping[str, Any]], pods: Sequence[Mapping[str, Any]]) \
+        -> dict[tuple[str, str, str], list[Mapping[str, Any]]]:
+    """The pods that carry each Deployment's :func:`_first_label`, in their order: what its selector is asked of,
+    instead of every pod of the input for every Deployment."""
+    out: dict[tuple[str, str, str], list[Mapping[str, Any]]] = {}
+    for d in deployments:
+        pair = _first_label(d)
+        if pair is not None:
+            out[pair] = []
+    for p in pods:
+        ns = str(metadata_of(p).get("namespace") or "default")
+        for k, v in (metadata_of(p).get("labels") or {}).items():
+            found = out.get((ns, k, v)) if isinstance(v, str) else None
+            if found is not None:
+                found.append(p)
+    return out
 
 
 def scale_table(results: Sequence[ScaleDown]) -> str:

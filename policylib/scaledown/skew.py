@@ -1,12 +1,19 @@
-"""The zone and host skew a Deployment's pods have now (rule S28)."""
+"""The zone and host skew a Deployment's pods have now (rule S28), as kube-scheduler's PodTopologySpread
+counts it: the registry's plugin decides which domains are eligible and what the skew is
+(:func:`policylib.kubescheduler.plugins.skews_now`); this module groups the pods and names the violations."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ..kubescheduler.model import HARD_EFFECTS, tolerates
-from ..labels import selector_matches
+from ..kubescheduler.framework import Static
+from ..kubescheduler.model import PodShape
+from ..kubescheduler.plugins import node_verdicts, skews_now
+from ..kubescheduler.plugins.pod_topology_spread import skew_of
+from ..kubescheduler.snapshot import Snapshot, bind_pods, node_states
 from .pods import is_active, metadata_of, node_of
+
+__all__ = ["SpreadNodes", "Violation", "skew_of", "spread_violations"]
 
 
 @dataclass(frozen=True)
@@ -38,59 +45,65 @@ class Violation:
                 "counts": dict(sorted(self.counts.items())), "group": self.group}
 
 
-def skew_of(counts: Mapping[str, int], min_domains: int = 1) -> int:
-    """The scheduler's skew of a placement: most pods in a domain less the fewest (0 when there are fewer
-    eligible domains than ``minDomains``)."""
-    if not counts:
-        return 0
-    least = 0 if len(counts) < min_domains else min(counts.values())
-    return max(counts.values()) - least
+class SpreadNodes:
+    """The Nodes the skew is counted on, read once for any number of Deployments: the scheduler model's node
+    states with no pod bound, and the registry's node verdicts per pod signature (they read the Nodes and the
+    pod template only)."""
+
+    def __init__(self, nodes: Iterable[Mapping[str, Any]]):
+        self.states = node_states([dict(n) for n in nodes])
+        self._verdicts: dict[str, Static] = {}
+
+    def snapshot(self, pods: Iterable[Mapping[str, Any]]) -> Snapshot:
+        """The Nodes with ``pods`` (bound) and no other pod on them (a node a pod binds to is copied first)."""
+        bound = [dict(p) for p in pods]
+        hosts = {node_of(p) for p in bound}
+        return Snapshot(bind_pods([s.copy() if s.name in hosts else s for s in self.states], bound))
+
+    def verdicts(self, pod: PodShape) -> Static:
+        sig = pod.signature()
+        if sig not in self._verdicts:
+            self._verdicts[sig] = node_verdicts(pod, self.states)
+        return self._verdicts[sig]
 
 
 def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str, Any]],
-                      nodes: Iterable[Mapping[str, Any]]) -> list[Violation]:
+                      nodes: Iterable[Mapping[str, Any]] | SpreadNodes) -> list[Violation]:
     """Rule S28: for each topology spread constraint of the Deployment's pod template, the skew its active
-    bound pods in the Deployment's namespace that match the constraint's selector have now, over every
-    Node with the key (each domain counted, empty ones too), per value of its ``matchLabelKeys``; the
-    constraints whose skew exceeds their maxSkew."""
+    bound pods in the Deployment's namespace have now as PodTopologySpread counts it for one more of its pods
+    (per value of the constraint's ``matchLabelKeys`` among them: the pods of that value): every domain of a
+    Node that carries every key of the template's constraints and that the constraint's inclusion policies
+    admit, empty ones counted, minDomains applied; the constraints whose skew exceeds their maxSkew."""
     meta = metadata_of(deployment)
     ns, name = str(meta.get("namespace") or "default"), str(meta.get("name") or "")
-    spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
-    selector: Mapping[str, Any] = spec.get("nodeSelector") or {}
-    tolerations = [t for t in spec.get("tolerations") or () if isinstance(t, dict)]
-    nodes = list(nodes)
+    template = (deployment.get("spec") or {}).get("template") or {}
+    spec = template.get("spec") or {}
+    constraints = [c for c in spec.get("topologySpreadConstraints") or () if isinstance(c, dict)]
+    if not constraints:
+        return []
     mine = [p for p in pods if is_active(p) and node_of(p) and str(metadata_of(p).get("namespace") or "default") == ns]
-    out: list[Violation] = []
-    for c in spec.get("topologySpreadConstraints") or ():
-        if not isinstance(c, dict) or not isinstance(c.get("topologyKey"), str):
-            continue
-        key = c["topologyKey"]
-        node_labels = {str(metadata_of(n).get("name") or ""): (metadata_of(n).get("labels") or {}) for n in nodes
-                       if (c.get("nodeAffinityPolicy") == "Ignore"
-                           or all((metadata_of(n).get("labels") or {}).get(k) == v for k, v in selector.items()))
-                       and (c.get("nodeTaintsPolicy") != "Honor" or _tolerated(n, tolerations))}
-        domains = {labels[key] for labels in node_labels.values() if key in labels}
-        keys = [k for k in c.get("matchLabelKeys") or () if isinstance(k, str)]
-        groups: dict[tuple[str, ...], dict[str, int]] = {}
-        for pod in mine:
-            labels = metadata_of(pod).get("labels") or {}
-            domain = node_labels.get(node_of(pod), {}).get(key)
-            if domain is None or not selector_matches(c.get("labelSelector"), labels):
-                continue
-            counts = groups.setdefault(tuple(str(labels.get(k, "")) for k in keys), dict.fromkeys(domains, 0))
-            counts[domain] += 1
-        max_skew = int(c.get("maxSkew") or 1)
-        for values, counts in sorted(groups.items()):
-            skew = skew_of(counts, int(c.get("minDomains") or 1))
-            if skew > max_skew:
-                group = ", ".join(f"{k}={v}" for k, v in zip(keys, values, strict=True))
-                out.append(Violation(ns, name, key, str(c.get("whenUnsatisfiable") or ""), max_skew, skew,
-                                     counts, group))
-    return out
+    on = nodes if isinstance(nodes, SpreadNodes) else SpreadNodes(nodes)
+    snapshot = on.snapshot(mine)
+    keys = sorted({str(k) for c in constraints for k in c.get("matchLabelKeys") or () if isinstance(k, str)})
+    labels = dict((template.get("metadata") or {}).get("labels") or {})
+    found: dict[tuple[int, tuple[str, ...]], Violation] = {}
+    for values in sorted(_label_values(mine, keys)):
+        pod = PodShape.of_template({"metadata": {"labels": {**labels, **dict(values)}}, "spec": spec}, ns, "")
+        for now in skews_now(snapshot, pod, on.verdicts(pod)):
+            c = now.constraint
+            max_skew = int(c.get("maxSkew") or 1)
+            group = dict(values)
+            own = tuple(f"{k}={group[k]}" for k in c.get("matchLabelKeys") or () if k in group)
+            if now.skew > max_skew:
+                found.setdefault((constraints.index(c), own), Violation(
+                    ns, name, str(c.get("topologyKey")), str(c.get("whenUnsatisfiable") or ""), max_skew, now.skew,
+                    now.counts, ", ".join(own)))
+    return [found[k] for k in sorted(found)]
 
 
-def _tolerated(node: Mapping[str, Any], tolerations: list[dict[str, Any]]) -> bool:
-    """Every NoSchedule and NoExecute taint of the Node is tolerated (nodeTaintsPolicy Honor), by the scheduler
-    model's toleration matcher."""
-    return all(tolerates(tolerations, taint) for taint in (node.get("spec") or {}).get("taints") or ()
-               if isinstance(taint, dict) and taint.get("effect") in HARD_EFFECTS)
+def _label_values(pods: Iterable[Mapping[str, Any]], keys: list[str]) -> set[tuple[tuple[str, str], ...]]:
+    """The values the pods carry of the constraints' ``matchLabelKeys`` (a pod without a key adds nothing to
+    the selector for it, as for an incoming pod); one empty group when no constraint has such keys."""
+    out = {tuple((k, str(v)) for k in keys if (v := (metadata_of(p).get("labels") or {}).get(k)) is not None)
+           for p in pods}
+    return out or {()}

@@ -21,24 +21,25 @@ from typing import Any, Iterable
 from ..config import Config, load_config
 from ..constants import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ..errors import PolicyError, object_ref
-from ..facts import ClusterFacts, namespace_of
+from ..facts import ClusterFacts
 from ..kubescheduler.model import ZONE_LABEL, NodeState, PodShape, node_selector_term_matches, tolerates
 from ..kubescheduler.plugins.node_affinity import MSG_AFFINITY
 from ..kubescheduler.plugins.node_resources import MSG_TOO_MANY_PODS
 from ..kubescheduler.plugins.node_unschedulable import MSG_UNSCHEDULABLE
 from ..kubescheduler.plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
 from ..kubescheduler.resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
+from ..kubescheduler.snapshot import node_states
 from ..spread import is_deployment
 from ..workload_api import WorkloadApi
 from .engine import Cluster
-from .gangs import gang_capacity, gang_model
+from .gangs import gang_capacity, gang_model, gang_owner
 from .placement import TIE_ORDERS, Placement, order_independent, place_pods, simulate_deployment
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
            "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
-           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "is_bound_pod",
-           "node_selector_term_matches", "node_states", "order_independent", "place_pods", "pod_requests", "simulate",
-           "simulate_load", "tolerates"]
+           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "gang_owner", "is_bound_pod",
+           "node_selector_term_matches", "order_independent", "place_pods", "pod_requests", "simulate",
+           "simulate_with_load", "tolerates"]
 
 #: Rule R14: once a tie has been broken, later workloads are also placed with the earlier ties broken the other
 #: ways (their Pending count a range over all), while Nodes x replicas stays within this budget.
@@ -49,18 +50,6 @@ def is_bound_pod(obj: Any) -> bool:
     return isinstance(obj, dict) and obj.get("kind") == "Pod" and obj.get("apiVersion") == "v1" and \
         bool((obj.get("spec") or {}).get("nodeName")) and \
         (obj.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
-
-
-def node_states(nodes: Iterable[dict[str, Any]], pods: Iterable[dict[str, Any]] = ()) -> list[NodeState]:
-    """Nodes with the bound pods' requests and labels on them, sorted by name."""
-    states = {n.name: n for n in (NodeState.of(node) for node in nodes) if n.name}
-    for pod in pods:
-        state = states.get(pod["spec"]["nodeName"])
-        if state is not None:
-            shape = PodShape.of_template({"metadata": pod.get("metadata") or {}, "spec": pod.get("spec") or {}},
-                                         namespace_of(pod), "")
-            state.bind(shape)
-    return [states[k] for k in sorted(states)]
 
 
 def _replicas(obj: dict[str, Any]) -> int:
@@ -79,11 +68,13 @@ def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
     return _run(objects, nodes, config, workload_api)[0]
 
 
-def simulate_load(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
-                  config: Config | dict[str, Any] | None = None, workload_api: WorkloadApi | None = None) -> list[NodeState]:
-    """The Nodes as :func:`simulate` leaves them (ties broken in name order): what every workload of ``objects``
-    and their bound Pods take, for a question asked beside them (``check``'s gang capacity)."""
-    return _run(objects, nodes, config, workload_api)[1]
+def simulate_with_load(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
+                       config: Config | dict[str, Any] | None = None, *,
+                       workload_api: WorkloadApi | None = None) -> tuple[list[Placement], list[NodeState]]:
+    """:func:`simulate`'s placements, and the Nodes as that one run leaves them (ties broken in name order): what
+    every workload of ``objects`` and the bound Pods take, each gang's pods owned by it (``gang_owner``), for the
+    questions ``check`` asks beside them (a gang's capacity, rule G14)."""
+    return _run(objects, nodes, config, workload_api)
 
 
 def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], config: Config | dict[str, Any] | None,

@@ -19,7 +19,7 @@ from typing import Any
 from ..kubescheduler.arrays import np
 from ..kubescheduler.framework import Static
 from ..kubescheduler.model import NodeState, PodShape
-from ..kubescheduler.plugins import BINDS, CYCLE_FILTERS, INITS, NODE_FILTERS, NODE_SCORES, PREFILTERS, SCORES
+from ..kubescheduler.plugins import BINDS, CYCLE_FILTERS, INITS, PREFILTERS, SCORES, node_verdicts
 from ..kubescheduler.snapshot import Snapshot
 
 
@@ -42,20 +42,7 @@ class Cluster:
         """The node filters and node scores of the registry for ``pod`` on every node, once per pod signature."""
         sig = pod.signature()
         if sig not in self._static:
-            n = len(self.states)
-            passes = {name: np.ones(n, dtype=bool) for name, _ in NODE_FILTERS}
-            raw = {name: np.zeros(n, dtype=np.int64) for name, _ in NODE_SCORES}
-            reasons: list[str | None] = [None] * n
-            for i, s in enumerate(self.states):
-                for name, node_filter in NODE_FILTERS:
-                    why = node_filter(pod, s)
-                    if why is not None:
-                        passes[name][i] = False
-                        reasons[i] = reasons[i] or why
-                for name, node_score in NODE_SCORES:
-                    raw[name][i] = node_score(pod, s)
-            ok = np.array([r is None for r in reasons], dtype=bool)
-            self._static[sig] = Static(ok, passes, reasons, raw, sig)
+            self._static[sig] = node_verdicts(pod, self.states)
         return self._static[sig]
 
     # --- one workload ---

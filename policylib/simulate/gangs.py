@@ -127,10 +127,15 @@ def commit(nodes: list[NodeState], trial: list[NodeState]) -> None:
     """What a gang bound on copies of ``nodes`` (``trial``, in the same order), bound on ``nodes`` themselves."""
     for node, state in zip(nodes, trial, strict=True):
         node.requested, node.pods, node.bound = state.requested, state.pods, state.bound
-        node.nonzero, node.pod_list = state.nonzero, state.pod_list
+        node.nonzero, node.pod_list, node.owned = state.nonzero, state.pod_list, state.owned
 
 
 # --- Kubeflow jobs: every replica type together ----------------------------------------------------------
+
+def gang_owner(job: KubeflowJob) -> str:
+    """Whose the job's placed pods are on the Nodes (:meth:`NodeState.release` takes them off again)."""
+    return f"{job.kind} {job.namespace}/{job.name}"
+
 
 def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster,
                limit: int | None = None) -> tuple[dict[str, int], int, list[str]]:
@@ -144,7 +149,8 @@ def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster,
         want = t.replicas if limit is None else min(t.replicas, limit - count)
         if want <= 0:
             continue
-        pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "")
+        pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "",
+                                   owner=gang_owner(job))
         got, left, why, _ = cluster.place(pod, want)
         for k, v in got.items():
             placed[k] = placed.get(k, 0) + v

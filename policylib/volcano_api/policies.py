@@ -5,19 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import (
-    FieldError,
-    Path,
-    as_path,
-    cut,
-    duplicate,
-    forbidden,
-    invalid,
-    is_int,
-    not_supported,
-    object_items,
-    required,
-)
+from ..errors import FieldError, Path, as_path, cut, duplicate, forbidden, invalid, is_int, not_supported, object_items, required
 
 #: The events a Volcano lifecycle policy may name (util.go policyEventMap).
 VOLCANO_POLICY_EVENTS = ("*", "PodFailed", "PodEvicted", "PodPending", "Unknown", "TaskCompleted", "TaskFailed",

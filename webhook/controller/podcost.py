@@ -34,6 +34,7 @@ from policylib.result import is_opted_out
 from policylib.scaledown import (
     DELETION_COST,
     FIELD_MANAGER,
+    SpreadNodes,
     cost_owner,
     cost_writes,
     deployment_name,
@@ -69,6 +70,11 @@ def project_node(node: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Node",
             "metadata": {k: meta[k] for k in ("name", "resourceVersion", "labels") if k in meta},
             "spec": {"taints": (node.get("spec") or {}).get("taints") or []}}
+
+
+def skew_facts(node: dict[str, Any]) -> tuple[Any, Any]:
+    """What rule S28's skew reads of a Node: its labels (domains, node affinity) and taints (nodeTaintsPolicy)."""
+    return (node.get("metadata") or {}).get("labels"), (node.get("spec") or {}).get("taints") or []
 
 
 def pod_key_of(pod: dict[str, Any]) -> Key:
@@ -112,6 +118,10 @@ class PodCosts(Reconciling):
         self.pods = Store({"deployment": lambda p: [k] if (k := pod_key(p)) else [],
                            "node": lambda p: [node_of(p)]}, project=project_pod)
         self.nodes = Store(project=project_node)
+        #: Node events that change what rule S28 reads (:func:`skew_facts`; counted on the Node reflector's thread),
+        #: and the Nodes as read for rule S28 after the last of them.
+        self.node_events = 0
+        self._spread_nodes: tuple[int, SpreadNodes] | None = None
         self.reflectors = [informer(DEPLOYMENT_PODS, self._on_pod, self.pods),
                            informer(kube.NODES, self._on_node, self.nodes)]
         self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
@@ -136,6 +146,8 @@ class PodCosts(Reconciling):
         self.queue.add((meta.get("namespace") or "", meta.get("name") or ""))
 
     def _on_node(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
+        if old is None or event_type != "MODIFIED" or skew_facts(old) != skew_facts(obj):
+            self.node_events += 1
         if old is not None and event_type == "MODIFIED" and \
                 (old.get("metadata") or {}).get("labels") == (obj.get("metadata") or {}).get("labels"):
             return
@@ -143,6 +155,13 @@ class PodCosts(Reconciling):
             key = pod_key(pod)
             if key:
                 self.queue.add(key)
+
+    def spread_nodes(self) -> SpreadNodes:
+        """The Nodes as rule S28 counts on them, read again only after a Node event."""
+        seen = self.node_events
+        if self._spread_nodes is None or self._spread_nodes[0] != seen:
+            self._spread_nodes = (seen, SpreadNodes(self.nodes.values()))
+        return self._spread_nodes[1]
 
     def enqueue_all(self) -> None:
         for key in {k for p in self.pods.values() if (k := pod_key(p))}:
@@ -184,7 +203,7 @@ class PodCosts(Reconciling):
             # leader's, so a violation that appears before a failover is told by the next leader.
             return 0
         self._tell_foreign(key, deployment, pods)
-        self._tell_violations(key, deployment, spread_violations(deployment, pods, nodes))
+        self._tell_violations(key, deployment, spread_violations(deployment, pods, self.spread_nodes()))
         made, failed = 0, None
         for w in cost_writes(pods, zone_of):
             if not self.leading:   # the Lease can be lost between two writes (each may take seconds)

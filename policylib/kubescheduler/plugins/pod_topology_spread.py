@@ -1,10 +1,11 @@
 """PodTopologySpread (``pkg/scheduler/framework/plugins/podtopologyspread``): DoNotSchedule constraints filter
-(``filtering.go``), ScheduleAnyway constraints (or the System defaults) score (``scoring.go``)."""
+(``filtering.go``), ScheduleAnyway constraints (or the System defaults) score (``scoring.go``); the same PreFilter
+counts answer the skew a workload's pods have now (rule S28, :func:`skews_now`)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from ...constants import DO_NOT_SCHEDULE, SCHEDULE_ANYWAY
 from ...labels import selector_matches
@@ -45,6 +46,7 @@ class Spread:
     domains: int = 0                                                                      # how many
     any_matched: bool = False                                                             # a pod counted
     node_domains: bool = False          # domain i is node i, on every node (counts are per node)
+    constraint: dict[str, Any] = field(default_factory=dict)   # the pod's constraint (empty: a System default)
 
     def __post_init__(self) -> None:
         self.has, self.every_node, self.dom0 = self.arrays or domain_arrays(self.domain)
@@ -127,6 +129,7 @@ def spreads(cy: Cycle, action: str) -> list[Spread]:
         s = Spread(key, int(x.get("maxSkew") or 1), hard, int(x.get("minDomains") or 1) if hard else 1,
                    selector, counts_pods, int(selector is not None and selector_matches(selector, pod.labels)),
                    included, domain, shared.arrays(key, domain))
+        s.constraint = x if own else {}
         s.matched = c.matched(frozenset([pod.namespace]), selector) if counts_pods else np.zeros(n, dtype=np.int64)
         s.eligible = eligible
         s.node_domains = c.node_domains(key)
@@ -140,15 +143,58 @@ def spreads(cy: Cycle, action: str) -> list[Spread]:
         out.append(s)
     return out
 
+
+def global_minimum(counts: Sequence[int] | np.ndarray, min_domains: int) -> int:
+    """filtering.go's minMatchNum: the fewest matching pods in an eligible domain (``counts``: one entry per
+    eligible domain, empty ones too), 0 where there are fewer eligible domains than minDomains."""
+    return 0 if len(counts) < min_domains or not len(counts) else int(np.min(counts))
+
+
+def skew_of(counts: Mapping[str, int] | Sequence[int] | np.ndarray, min_domains: int = 1) -> int:
+    """The skew of matching pods per eligible domain (by domain, or one entry each; empty domains included):
+    the most in one domain less the global minimum (:func:`global_minimum`); 0 without a domain."""
+    values = list(counts.values()) if isinstance(counts, Mapping) else counts
+    return int(np.max(values)) - global_minimum(values, min_domains) if len(values) else 0
+
+
+def eligible_counts(s: Spread) -> np.ndarray:
+    """Matching pods per eligible domain of the constraint (a domain with a node its inclusion policies admit)."""
+    return s.counts if s.domains == len(s.counts) else s.counts[s.eligible]
+
+
 def spread_ok(s: Spread) -> np.ndarray:
     """Rule R4: PodTopologySpread's filter for one DoNotSchedule constraint."""
     if not s.any_matched and s.max_skew >= s.self_match:
         return s.has                  # no pod counted yet: every domain at 0, every node with the key passes
     counts = s.counts
-    low = 0 if s.domains < s.min_domains or s.domains == 0 else \
-        int((counts if s.domains == len(counts) else counts[s.eligible]).min())
+    low = global_minimum(eligible_counts(s), s.min_domains)
     ok: np.ndarray = (counts if s.node_domains else counts[s.dom0]) <= s.max_skew + low - s.self_match
     return ok if s.every_node else ok & s.has
+
+
+@dataclass(frozen=True)
+class SkewNow:
+    """One of the pod's own constraints as PodTopologySpread counts it now: matching pods per eligible domain
+    (empty ones too) and their skew."""
+
+    constraint: dict[str, Any]
+    counts: dict[str, int]
+    skew: int
+
+
+def skews_now(cy: Cycle) -> list[SkewNow]:
+    """Rule S28: each of the pod's own topology spread constraints, in the pod's order, as the PreFilter counts
+    it (:func:`spreads`: the pods of the pod's namespace that its selector, with the pod's ``matchLabelKeys``
+    values, matches, on the nodes that carry every key of the pod's constraints and that its inclusion policies
+    admit) and its skew (:func:`skew_of`, minDomains for DoNotSchedule)."""
+    st = prefilter(cy)
+    out = []
+    own = [s for s in st.hard + st.soft if s.constraint]
+    for s in sorted(own, key=lambda s: cy.pod.constraints.index(s.constraint)):
+        names = cy.snapshot.domains(s.key)[1]
+        counts = {names[d]: int(s.counts[d]) for d in np.flatnonzero(s.eligible)}
+        out.append(SkewNow(s.constraint, counts, skew_of(eligible_counts(s), s.min_domains)))
+    return out
 
 def score(cy: Cycle, feasible: np.ndarray, chosen: np.ndarray) -> np.ndarray | None:
     """Rule R5: PodTopologySpread's score for the ScheduleAnyway constraints (or the System defaults): per
