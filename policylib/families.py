@@ -72,26 +72,6 @@ class Family:
         return Result(obj, reasons=[f"{self.name} policies are off ({self.enabled}: false): left unchanged"])
 
 
-def _deployment(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
-                namespace: str | None) -> Result:
-    return mutate_deployment(obj, config, old=old, facts=facts, namespace=namespace)
-
-
-def _kubeflow_job(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
-                  namespace: str | None) -> Result:
-    return mutate_kubeflow_job(obj, config, old=old, namespace=namespace, facts=facts)
-
-
-def _jobset(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
-            namespace: str | None) -> Result:
-    return mutate_jobset(obj, config, old=old, namespace=namespace, facts=facts)
-
-
-def _trainjob(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
-              namespace: str | None) -> Result:
-    return mutate_trainjob(obj, config, old=old, namespace=namespace, facts=facts)
-
-
 def _is_volcano(obj: object) -> bool:
     return is_volcano_job(obj) or is_volcano_workload(obj)
 
@@ -103,27 +83,23 @@ def _volcano(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None,
     return mutate_other_volcano_kind(obj)
 
 
-def _pod(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
-         namespace: str | None) -> Result:
-    return mutate_pod(obj, config, old=old, namespace=namespace, facts=facts)
-
-
 #: Every workload family, in the order an object is matched: Deployments (the spread, rules S1-S22),
 #: Kubeflow jobs (gangs, rules G1-G21), JobSets (gangs per start wave, rules J1-J6), TrainJobs (rules T1-T4),
 #: Volcano Jobs and the other
 #: Volcano kinds (rules V1-V20), and pods (only those labelled for gang method workload change, rule G17).
 FAMILIES: tuple[Family, ...] = (
-    Family("Deployment", is_deployment, _deployment, kinds=(f"{APPS_API_VERSION} Deployment",), planners=(plan_deployment,)),
-    Family("gang", is_kubeflow_job, _kubeflow_job,
+    Family("Deployment", is_deployment, mutate_deployment, kinds=(f"{APPS_API_VERSION} Deployment",),
+           planners=(plan_deployment,)),
+    Family("gang", is_kubeflow_job, mutate_kubeflow_job,
            kinds=(f"{KUBEFLOW_API_VERSION} TFJob", f"{KUBEFLOW_API_VERSION} PyTorchJob",
                   f"{KUBEFLOW_API_VERSION} MPIJob", f"{MPI_V2_API_VERSION} MPIJob"),
            enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
-    Family("JobSet", is_jobset, _jobset, kinds=(f"{JOBSET_API_VERSION} JobSet",), enabled="gang.enabled",
+    Family("JobSet", is_jobset, mutate_jobset, kinds=(f"{JOBSET_API_VERSION} JobSet",), enabled="gang.enabled",
            planners=(plan_podgroups, plan_workload)),
-    Family("TrainJob", is_trainjob, _trainjob, kinds=(f"{TRAINER_API_VERSION} TrainJob",), enabled="gang.enabled",
+    Family("TrainJob", is_trainjob, mutate_trainjob, kinds=(f"{TRAINER_API_VERSION} TrainJob",), enabled="gang.enabled",
            planners=(plan_podgroups, plan_workload)),
     Family("Volcano", _is_volcano, _volcano, kinds=(f"{VOLCANO_JOB_API_VERSION} Job",), enabled="volcano.enabled"),
-    Family("Pod", is_pod, _pod, kinds=("v1 Pod",)),
+    Family("Pod", is_pod, mutate_pod, kinds=("v1 Pod",)),
 )
 
 #: Every kind a family handles, in table order (rule P9; docs/library.md lists them).

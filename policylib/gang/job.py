@@ -73,6 +73,35 @@ def _mapping(value: Any, path: Path, errs: list[FieldError]) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def read_gang_object(obj: dict[str, Any], namespace: str | None, what: str,
+                     errs: list[FieldError]) -> tuple[str, str, dict[str, Any], Any, dict[str, Any]]:
+    """What reading every gang object starts with (rule G7): its namespace, reference, metadata, name and spec.
+    A missing name is an error added to ``errs`` (the gang is named after the ``what``, and a name from
+    generateName is not known at admission); an object without a spec raises at once, with ``errs``."""
+    namespace = namespace or namespace_of(obj)
+    ref = object_ref(obj, namespace)
+    meta = _mapping(obj.get("metadata"), FieldPath("metadata"), errs)
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        errs.append(required("metadata.name", f"the gang is named after the {what}, and a name from generateName "
+                                              "is not known at admission"))
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        raise PolicyError.from_errors(ref, errs + [required("spec", f"a {obj.get('kind')} needs a spec")])
+    return namespace, ref, meta, name, spec
+
+
+def named_by_generate_name_only(obj: dict[str, Any]) -> bool:
+    """The object has a generateName and no name: its gang, named after it, cannot be named at admission."""
+    meta = obj.get("metadata")
+    return isinstance(meta, dict) and not meta.get("name") and bool(meta.get("generateName"))
+
+
+#: The warning for :func:`named_by_generate_name_only`, of a ``what``.
+GENERATE_NAME_WARNING = ("the {what} has only generateName: its gang is named after the {what}, whose name is not "
+                         "known at admission, so no gang metadata was written (set metadata.name)")
+
+
 def replica_count(spec: dict[str, Any], path: FieldPath, errs: list[FieldError]) -> int:
     """``replicas`` of a replica spec; absent means 1 (training-operator setDefaultReplicas)."""
     value = spec.get("replicas")
@@ -127,19 +156,10 @@ def read_job(obj: dict[str, Any], namespace: str | None = None, update: bool = F
     when it applies its defaults after admission, so ``Worker`` and ``worker``
     in one job are one type written twice.
     """
-    namespace = namespace or namespace_of(obj)
-    ref = object_ref(obj, namespace)
     errs: list[FieldError] = []
-    meta = _mapping(obj.get("metadata"), FieldPath("metadata"), errs)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        errs.append(required("metadata.name", "the gang is named after the job, and a name from generateName "
-                                              "is not known at admission"))
+    namespace, ref, _, name, spec = read_gang_object(obj, namespace, "job", errs)
     specs_key = REPLICA_SPECS[obj["kind"]]
     specs_path = FieldPath("spec", specs_key)
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        raise PolicyError.from_errors(ref, errs + [required("spec", f"a {obj['kind']} needs a spec")])
     specs = spec.get(specs_key)
     if not isinstance(specs, dict):
         errs.append(required(specs_path, "a mapping of replica type to replica spec"))

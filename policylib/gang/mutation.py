@@ -8,7 +8,7 @@ from ..facts import ClusterFacts
 from ..request import admission
 from ..result import Outcome, Result
 from .gangs import plan_gangs
-from .job import has_scheduling_policy, read_job
+from .job import GENERATE_NAME_WARNING, has_scheduling_policy, named_by_generate_name_only, read_job
 from .metadata import current_metadata, desired_metadata, has_gang
 from .operator import operator_gang_reason, volcano_without_gang
 from .podgroup import build_podgroups
@@ -34,11 +34,8 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
     if settings.trainingOperatorGang:
         out.reason(training_operator_reason(obj))
         return out.result(obj)
-    meta = obj.get("metadata")
-    meta = meta if isinstance(meta, dict) else {}
-    if not meta.get("name") and meta.get("generateName"):
-        out.warn("the job has only generateName: its gang is named after the job, whose name is not "
-                            "known at admission, so no gang metadata was written (set metadata.name)")
+    if named_by_generate_name_only(obj):
+        out.warn(GENERATE_NAME_WARNING.format(what="job"))
         return out.result(obj)
     job = read_job(obj, namespace, update=old is not None)
     operator = operator_gang_reason(obj, settings)

@@ -21,6 +21,7 @@ from ..gang import (
     priority_violation,
     validate_gang_labels,
 )
+from ..gang.job import GENERATE_NAME_WARNING, named_by_generate_name_only
 from ..gang.topology import TopologyLevel, topology_level
 from ..gang.workload import native_gang, native_notes, other_scheduler_warning, workload_objects
 from ..patch import Draft, OwnedPath, diff_owned
@@ -200,10 +201,8 @@ def mutate_jobset(obj: dict[str, Any], config: Config | None = None, *, old: dic
         out.reason(f"controlled by TrainJob {owner}: its pods are the TrainJob's gang, written on the TrainJob "
                    "(rule J6): left unchanged")
         return out.result(obj)
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and not meta.get("name") and meta.get("generateName"):
-        out.warn("the JobSet has only generateName: its gang is named after it, whose name is not known at "
-                 "admission, so no gang metadata was written (set metadata.name)")
+    if named_by_generate_name_only(obj):
+        out.warn(GENERATE_NAME_WARNING.format(what="JobSet"))
         return out.result(obj)
     jobset = read_jobset(obj, req.namespace)
     plan = plan_jobset_gangs(jobset)

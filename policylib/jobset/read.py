@@ -17,13 +17,12 @@ from ..errors import (
     invalid,
     map_errors,
     not_supported,
-    object_ref,
     raise_if_any,
     required,
     too_many,
 )
-from ..facts import namespace_of
 from ..gang import Gang, GangPlan, KubeflowJob, ReplicaType, gang_name, role_gang_name
+from ..gang.job import read_gang_object
 from ..labels import dns1123_label_errors
 from ..limits import MAX_REPLICATED_JOBS
 from .keys import IN_ORDER, KIND, VOLCANO_QUEUE
@@ -184,17 +183,8 @@ def read_jobset(obj: dict[str, Any], namespace: str | None = None) -> JobSet:
     """Rule J2: read and check what a JobSet's gangs depend on; bad input raises one :class:`PolicyError` listing
     every error with its field path (the name, each ReplicatedJob's name, replicas, parallelism, completions, pod
     template and dependsOn, ``startupPolicy``, and JobSet's own rule that InOrder and dependsOn exclude each other)."""
-    namespace = namespace or namespace_of(obj)
-    ref = object_ref(obj, namespace)
     errs: list[FieldError] = []
-    meta = _mapping(obj.get("metadata"), FieldPath("metadata"), errs)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        errs.append(required("metadata.name", "the gang is named after the JobSet, and a name from generateName "
-                                              "is not known at admission"))
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        raise PolicyError.from_errors(ref, errs + [required("spec", "a JobSet needs a spec")])
+    namespace, ref, meta, name, spec = read_gang_object(obj, namespace, "JobSet", errs)
     raw_jobs = spec.get("replicatedJobs")
     jobs_path = FieldPath(*REPLICATED_JOBS)
     if not isinstance(raw_jobs, list) or not raw_jobs:

@@ -18,6 +18,7 @@ from ..gang import (
     priority_violation,
     validate_gang_labels,
 )
+from ..gang.job import GENERATE_NAME_WARNING, named_by_generate_name_only
 from ..gang.workload import native_gang, native_notes, other_scheduler_warning, workload_objects
 from ..jobset.mutation import current_gang_keys, waves_reason
 from ..jobset.read import plan_jobset_gangs
@@ -100,10 +101,8 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
     if skipped:
         return skipped
     settings, out = req.config.gang, Outcome()
-    meta = obj.get("metadata")
-    if isinstance(meta, dict) and not meta.get("name") and meta.get("generateName"):
-        out.warn("the TrainJob has only generateName: its gang is named after it, whose name is not known at "
-                 "admission, so no gang metadata was written (set metadata.name)")
+    if named_by_generate_name_only(obj):
+        out.warn(GENERATE_NAME_WARNING.format(what="TrainJob"))
         return out.result(obj)
     trainjob = read_trainjob(obj, req.namespace)
     if old is not None and isinstance(old.get("spec"), dict):

@@ -12,12 +12,12 @@ from ..errors import (
     invalid,
     map_errors,
     not_supported,
-    object_ref,
     raise_if_any,
     required,
     too_many,
 )
-from ..facts import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, namespace_of
+from ..facts import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
+from ..gang.job import read_gang_object
 from ..jobset.read import JobSet, ReplicatedJob, read_jobset
 from ..labels import qualified_name_errors
 from .keys import ANCESTOR_LABEL, MAX_RUNTIME_PATCHES, TRAINER_STEP
@@ -79,17 +79,8 @@ def read_trainjob(obj: dict[str, Any], namespace: str | None = None) -> TrainJob
     """Rule T2: read and check what a TrainJob's gang depends on, every error at once with its field path: the
     name, ``spec.runtimeRef`` (a name; kind ClusterTrainingRuntime, the default, or TrainingRuntime),
     ``spec.trainer.numNodes`` (int32, at least 1) and ``spec.runtimePatches`` (Trainer's rules)."""
-    namespace = namespace or namespace_of(obj)
-    ref = object_ref(obj, namespace)
     errs: list[FieldError] = []
-    meta = _mapping(obj.get("metadata"), FieldPath("metadata"), errs)
-    name = meta.get("name")
-    if not isinstance(name, str) or not name:
-        errs.append(required("metadata.name", "the gang is named after the TrainJob, and a name from generateName "
-                                              "is not known at admission"))
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        raise PolicyError.from_errors(ref, errs + [required("spec", "a TrainJob needs a spec")])
+    namespace, ref, meta, name, spec = read_gang_object(obj, namespace, "TrainJob", errs)
     runtime_ref = _mapping(spec.get("runtimeRef"), FieldPath("spec", "runtimeRef"), errs)
     runtime_name = runtime_ref.get("name")
     if not isinstance(runtime_name, str) or not runtime_name:
