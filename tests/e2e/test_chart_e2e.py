@@ -91,7 +91,7 @@ def test_default_render_installs_what_kustomize_installs(harness_built):
                       "resourceNames": ["policylib-webhook"], "verbs": ["get", "update"]}] \
                 if key == ("ClusterRole", "policylib-controller", None) else []
             # the chart grants the gang methods' rules only with those settings (docs/rbac.md); manifests/ always
-            gang = ("kubeflow.org", "scheduling.x-k8s.io", "scheduling.k8s.io")
+            gang = ("kubeflow.org", "jobset.x-k8s.io", "scheduling.x-k8s.io", "scheduling.k8s.io")
             assert c["rules"] == [r for r in k["rules"] if r["apiGroups"][0] not in gang] + extra, key
         elif k["kind"] in ("RoleBinding", "ClusterRoleBinding"):
             assert (c["roleRef"], c["subjects"]) == (k["roleRef"], k["subjects"]), key
@@ -176,7 +176,7 @@ def test_install_upgrade_uninstall(cluster, tmp_path):
             wait_for(f"{app} rolled", lambda a=app: len(replica_sets(cluster, a)) == 2, timeout=60)
             assert revision(cluster, app) == "2"
         hooks = cluster.get("mutatingwebhookconfiguration", "policylib-webhook")["webhooks"]
-        assert [h["clientConfig"].get("caBundle") for h in hooks] == [bundle] * 4   # gang-pods too
+        assert [h["clientConfig"].get("caBundle") for h in hooks] == [bundle] * 5   # jobsets and gang-pods too
         assert hooks[0]["namespaceSelector"]["matchExpressions"][0]["key"] == "policylib.io/enabled"
 
         # The same values again: nothing rolls.
