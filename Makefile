@@ -106,7 +106,7 @@ clean:
 K8S_MINORS := 1.36
 HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm testcluster-coscheduling \
 	testcluster-volcano testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
-	cert-manager $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
+	cert-manager jobset-crd $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
 .PHONY: harness
 harness: $(HARNESS)
 
@@ -216,6 +216,16 @@ e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,
 	    --set crds.enabled=true $$(cd $$d && printf -- '--show-only %s ' templates/crd-*.yaml) \
 	    > ../bin/cert-manager/crd/cert-manager.crds.yaml
 	touch e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector
+
+# JobSet's CRD (jobset.x-k8s.io/v1alpha2) from the sigs.k8s.io/jobset module at JOBSET_VERSION (its
+# config/components/crd/bases), for the tests that send a JobSet through the API server; no JobSet controller is
+# built. A module download, no build: under a second warm.
+JOBSET_VERSION := v0.12.0
+.PHONY: jobset-crd
+jobset-crd: e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml
+e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml: $(GO_BIN) Makefile
+	d=$$($(GO) mod download -json sigs.k8s.io/jobset@$(JOBSET_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
+	  test -n "$$d" && mkdir -p $(@D) && install -m 644 $$d/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $@
 
 e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

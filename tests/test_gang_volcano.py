@@ -158,6 +158,7 @@ def test_cluster_reads_list_only_the_podgroups_the_settings_use(gang, extra):
     from policylib.shell.kube import snapshot_resources
     always = {"apps/v1 Deployment", "autoscaling/v2 HorizontalPodAutoscaler", "kubeflow.org/v1 TFJob",
               "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob", "kubeflow.org/v2beta1 MPIJob",
-              "jobset.x-k8s.io/v1alpha2 JobSet", "scheduling.x-k8s.io/v1alpha1 PodGroup", "scheduling.sigs.k8s.io/v1alpha1 PodGroup"}
+              "jobset.x-k8s.io/v1alpha2 JobSet", "scheduling.x-k8s.io/v1alpha1 PodGroup",
+              "scheduling.sigs.k8s.io/v1alpha1 PodGroup"}
     listed = {f"{r.api_version} {r.kind}" for r in snapshot_resources(load_config({"gang": gang}))}
     assert listed == always | extra

@@ -132,6 +132,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     **{f"testcluster-real-node-{m}": (f"{m}/kubelet", "pause") for m in MINORS[1:]},
     "descheduler": ("descheduler",),
     "cert-manager": ("cert-manager/controller", "cert-manager/cainjector", "cert-manager/crd/cert-manager.crds.yaml"),
+    "jobset-crd": ("jobset/crd/jobset.x-k8s.io_jobsets.yaml",),
 }
 
 
@@ -238,6 +239,17 @@ class Cluster:
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(SHARED / path))
         names = [yaml.safe_load((SHARED / path).read_text())["metadata"]["name"] for path in paths]
+        self.kubectl("wait", "--for=condition=Established", *[f"crd/{n}" for n in names], "--timeout=120s")
+        return names
+
+    def install_built_crds(self, target: str) -> list[str]:
+        """Apply the CRDs ``make target`` put under e2e/bin (read from an upstream module, as JobSet's) and wait
+        until they are served; returns their names. Fails when the target was not built."""
+        require_built(target)
+        paths = [E2E / "bin" / name for name in BUILT_BY[target]]
+        for path in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+        names = [yaml.safe_load(path.read_text())["metadata"]["name"] for path in paths]
         self.kubectl("wait", "--for=condition=Established", *[f"crd/{n}" for n in names], "--timeout=120s")
         return names
 

@@ -43,6 +43,14 @@ EXAMPLES = (("volcano/job-basic.yaml", "volcano-jobs.policylib.io"),
             ("kubeflow/mpijob-v1-tensorflow-mnist.yaml", "kubeflow-jobs.policylib.io"))
 
 
+def jobset(namespace: str) -> dict:
+    """A JobSet of two ReplicatedJobs' worth of pods (jobset.x-k8s.io/v1alpha2, the CRD of ``make jobset-crd``)."""
+    pod = {"spec": {"restartPolicy": "Never", "containers": [{"name": "worker", "image": "registry.k8s.io/pause:3.10"}]}}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "train", "namespace": namespace},
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 2,
+                                         "template": {"spec": {"parallelism": 2, "completions": 2, "template": pod}}}]}}
+
+
 def gang_pod(namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "gang-member", "namespace": namespace,
@@ -55,6 +63,7 @@ def installed(cluster, tmp_path_factory):
     if not SHARED.is_dir():
         pytest.skip("../shared/ (upstream CRDs and examples) is not beside the project")
     cluster.install_crds(*CRDS)
+    cluster.install_built_crds("jobset-crd")
     work = tmp_path_factory.mktemp("install-steps")
     # The paths the steps name, relative to a checkout: a copy of the manifests, the project's environment.
     shutil.copytree(ROOT / "manifests", work / "manifests")
@@ -132,6 +141,7 @@ def test_an_object_of_every_kind_each_webhook_matches_is_admitted_through_the_do
             obj = yaml.safe_load((SHARED / "examples" / path).read_text())
             obj["metadata"]["namespace"] = ns
             objects.append((obj, hook))
+        objects.append((jobset(ns), "jobsets.policylib.io"))
         objects.append((gang_pod(ns), "gang-pods.policylib.io"))
         assert {hook for _, hook in objects} == {h["name"] for h in hooks}, "a webhook without an object here"
         refused = []
