@@ -22,7 +22,6 @@ from .constants import (
     KUBEFLOW_GROUP,
     MPI_V2_API_VERSION,
     TRAINER_API_VERSION,
-    TRAINER_GROUP,
     VOLCANO_JOB_API_VERSION,
 )
 from .facts import ClusterFacts
@@ -118,10 +117,10 @@ UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
     (KUBEFLOW_GROUP, "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
 })
 
-#: Kinds a family handles that no webhook entry sends (rule P10): a TrainJob's gang is computed from its runtime,
-#: which the webhook and the controller do not read yet, so in a cluster it is left as it is; ``check --cluster``
-#: counts those in scope, so that does not look like "nothing to do". Matched by API group and kind.
-NOT_ADMITTED: frozenset[tuple[str, str]] = frozenset({(TRAINER_GROUP, "TrainJob")})
+#: Kinds a family handles that no webhook entry sends (rule P10): in a cluster they are left as they are, and
+#: ``check --cluster`` counts those in scope, so that does not look like "nothing to do". Matched by API group and
+#: kind. None today: every family's kinds have a webhook entry (TrainJobs: ``trainjobs.policylib.io``, rule T6).
+NOT_ADMITTED: frozenset[tuple[str, str]] = frozenset()
 
 #: Every planner, once, in table order: what ``policylib plan`` prints and the controller writes (a planner two
 #: families list, such as the PodGroups' of Kubeflow jobs and JobSets, runs on the objects of both).

@@ -105,9 +105,9 @@ def test_a_runtime_with_podgroup_policy_or_unknown_gets_no_entry_and_says_why():
     unknown = mutate(trainjob("elsewhere", kind="TrainingRuntime"), PODGROUP)
     assert (unknown.patch, unknown.unhandled) == ([], None)
     assert unknown.warnings == [
-        "runtime TrainingRuntime elsewhere is not known here (not in the input, not read from the cluster): its "
-        "replicated jobs, its node count and whether it has podGroupPolicy decide the gang, so none was written "
-        "(give the runtime with -f, or use --cluster)"]
+        "runtime TrainingRuntime elsewhere not found (not in the input or the cluster): no gang written (its "
+        "replicated jobs, its node count and whether it has podGroupPolicy decide the gang: give it with -f "
+        "or use --cluster; in a cluster, create it before its TrainJobs)"]
     # a namespaced runtime is found in the TrainJob's namespace only
     local = dict(TORCH, kind="TrainingRuntime", metadata={"name": "mine", "namespace": "ml"})
     found = mutate(trainjob("mine", kind="TrainingRuntime"), PODGROUP, facts=ClusterFacts.from_objects([local]))

@@ -116,7 +116,11 @@ def test_lists_pages_then_applies_watch_events(api, tmp_path):
         # this fake serves no scheduling.k8s.io group and no /version: no Workload API (rule G22)
         assert cache.status() == {"facts": "watch", "source": cache.source, "synced": True,
                                   "horizontalPodAutoscalers": 3, "lastError": None,
-                                  "workloadApi": {"served": [], "minor": None, "lastError": None}}
+                                  "workloadApi": {"served": [], "minor": None, "lastError": None},
+                                  # nor trainer.kubeflow.org: no runtime is watched (rule T6)
+                                  "trainerRuntimes": {"served": [], "watched": [], "synced": True,
+                                                      "trainingRuntimes": 0, "clusterTrainingRuntimes": 0,
+                                                      "lastError": None}}
     finally:
         cache.stop()
         script.done.set()

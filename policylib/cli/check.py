@@ -94,14 +94,14 @@ def unhandled_finding(objects: list[dict[str, Any]]) -> list[Finding]:
 
 def not_admitted_finding(objects: list[dict[str, Any]]) -> list[Finding]:
     """Rule P10: one ``info`` finding counting the cluster's workloads of kinds policylib has a policy for that no
-    webhook entry sends (TrainJobs: their runtime is not read in the cluster yet), by kind, each named."""
+    webhook entry sends, by kind, each named."""
     from ..check import Finding
     if not objects:
         return []
     return [Finding("info", "not-admitted", f"{len(objects)} workload(s) the webhook does not receive, left as they "
-                                            f"are: {_by_kind(objects)}: policylib computes a TrainJob's gang from its "
-                                            "runtime, which the webhook does not read yet (preview, simulate and check "
-                                            "with the runtime among -f show what it would write)")]
+                                            f"are: {_by_kind(objects)}: policylib has a policy for them, but no entry of "
+                                            "the webhook configuration sends them (preview, simulate and check show what "
+                                            "it would write)")]
 
 
 def _by_kind(objects: list[dict[str, Any]]) -> str:

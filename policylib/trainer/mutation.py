@@ -109,9 +109,9 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
         return kept_on_update(obj, old, out)
     runtime = req.facts.runtime(trainjob.runtime_kind, trainjob.namespace, trainjob.runtime_name)
     if runtime is None:
-        out.warn(f"runtime {trainjob.runtime_ref} is not known here (not in the input, not read from the cluster): "
-                 "its replicated jobs, its node count and whether it has podGroupPolicy decide the gang, so none "
-                 "was written (give the runtime with -f, or use --cluster)")
+        out.warn(f"runtime {trainjob.runtime_ref} not found (not in the input or the cluster): no gang written (its "
+                 "replicated jobs, its node count and whether it has podGroupPolicy decide the gang: give it with -f "
+                 "or use --cluster; in a cluster, create it before its TrainJobs)")
         return out.result(obj)
     jobset = runtime_jobset(trainjob, runtime)
     plan = plan_jobset_gangs(jobset)

@@ -31,9 +31,10 @@ class ConfirmedHpas(ClusterFacts):
     :meth:`start` sends the read before the policy runs, so the API server answers it while the
     policy works (:func:`decide_overlapped`); :meth:`hpas_for` then waits for that answer."""
 
-    def __init__(self, cache: "HpaCache", counted: Callable[[str], None]):
+    def __init__(self, cache: "HpaCache", counted: Callable[[str], None],
+                 runtime_counted: Callable[[str], None] = lambda result: None):
         super().__init__()
-        self.cache, self.counted = cache, counted
+        self.cache, self.counted, self.runtime_counted = cache, counted, runtime_counted
         self.workload_api = cache.workload_api   # rule G22: the cache's discovery
         self._pending: dict[tuple[str, str], Callable[[], list[dict[str, Any]] | None]] = {}
 
@@ -54,6 +55,10 @@ class ConfirmedHpas(ClusterFacts):
                 answer = failed_read(e)
             # collected once, by whichever asks first (functools.cache of a call without arguments)
             self._pending[(namespace, name)] = functools.cache(lambda: self._confirm(namespace, name, answer))
+
+    def runtime(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """Rule T6: the cache's runtime, else the API server's (read once)."""
+        return self.cache.runtime(kind, namespace, name, self.runtime_counted)
 
     def found(self, namespace: str, name: str) -> bool:
         """Whether the read :meth:`start` sent found an HPA the cache did not have (waits for it)."""
@@ -107,9 +112,10 @@ def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespac
     return decide(facts) if facts.found(namespace, name) else first
 
 
-def for_review(facts: ClusterFacts, operation: str, counted: Callable[[str], None]) -> ClusterFacts:
-    """The facts a review reads: :class:`ConfirmedHpas` over a watch cache for a CREATE (rule W4),
+def for_review(facts: ClusterFacts, operation: str, counted: Callable[[str], None],
+               runtime_counted: Callable[[str], None] = lambda result: None) -> ClusterFacts:
+    """The facts a review reads: :class:`ConfirmedHpas` over a watch cache for a CREATE (rules W4, T6),
     else ``facts`` itself."""
     if operation == "CREATE" and isinstance(facts, HpaCache):
-        return ConfirmedHpas(facts, counted)
+        return ConfirmedHpas(facts, counted, runtime_counted)
     return facts

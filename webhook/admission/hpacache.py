@@ -1,4 +1,5 @@
-"""The HPAs policies read, listed then watched in a background thread.
+"""The HPAs policies read, listed then watched in a background thread; with them, Kubeflow Trainer's runtimes
+(:mod:`.runtimes`, rule T6) where the cluster serves them.
 
 The thread lists every HorizontalPodAutoscaler (``autoscaling/v2``) once, then
 watches for changes, with the controller's :class:`~webhook.informer.Reflector`
@@ -11,7 +12,7 @@ server once.
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterable, cast
+from typing import Any, Callable, Iterable, cast
 
 from policylib.constants import AUTOSCALING_API_VERSION
 from policylib.facts import ClusterFacts, hpa_targets
@@ -21,6 +22,7 @@ from policylib.shell import kube
 from ..discovery import WorkloadApiDiscovery
 from ..informer import Reflector, Store
 from .hparead import HpaRead
+from .runtimes import RuntimeWatch
 
 WATCH = "watch"
 HPA_API_VERSION = AUTOSCALING_API_VERSION
@@ -61,9 +63,9 @@ class HpaCache(ClusterFacts):
     """List-then-watch HPAs in a daemon thread with the controller's
     :class:`~webhook.informer.Reflector`; ``ready`` once the first list is in.
 
-    A :class:`~policylib.ClusterFacts` whose ``hpas_for`` reads the live index;
-    Nodes are not watched (the webhook's RBAC covers HPAs only), so ``nodes``
-    stays empty.
+    A :class:`~policylib.ClusterFacts` whose ``hpas_for`` reads the live index and whose ``runtime`` reads
+    Trainer's runtimes (rule T6: watched where served, read through on a miss); Nodes are not watched (the
+    webhook's RBAC covers HPAs and runtimes only), so ``nodes`` stays empty.
     """
 
     mode = WATCH
@@ -79,17 +81,21 @@ class HpaCache(ClusterFacts):
         #: Rule G22: what the API server serves of the Workload API, read again every REFRESH_SECONDS (the
         #: gang-pods entry refuses a pod whose PodGroup cannot be made, rule G23).
         self.discovery = WorkloadApiDiscovery(self.api, self._workload_api_changed)
+        #: Rule T6: Kubeflow Trainer's runtimes, what a TrainJob's gang is computed from.
+        self.runtimes_watch = RuntimeWatch(self.api, self.read, WATCH_SECONDS, MAX_BACKOFF)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._discovery_thread: threading.Thread | None = None
+        self._runtimes_thread: threading.Thread | None = None
 
     def _workload_api_changed(self, api: Any) -> None:
         self.workload_api = api
 
     @property
     def ready(self) -> bool:
-        """The HPAs are listed and the served Workload API versions were asked for once (rule G22)."""
-        return self.reflector.synced.is_set() and self.discovery.attempted.is_set()
+        """The HPAs are listed, the served Workload API versions were asked for once (rule G22), and so were
+        Trainer's runtimes, listed where served (rule T6)."""
+        return self.reflector.synced.is_set() and self.discovery.attempted.is_set() and self.runtimes_watch.ready
 
     @property
     def last_error(self) -> str | None:
@@ -98,10 +104,16 @@ class HpaCache(ClusterFacts):
     def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         return self.index.hpas_for(namespace, name)
 
+    def runtime(self, kind: str, namespace: str, name: str,
+                counted: Callable[[str], None] = lambda result: None) -> dict[str, Any] | None:
+        """Rule T6: the runtime from the watch, else read once from the API server (``counted`` with the read's
+        result)."""
+        return self.runtimes_watch.runtime(kind, namespace, name, counted)
+
     def status(self) -> dict[str, Any]:
         return {"facts": self.mode, "source": self.source, "synced": self.ready,
                 "horizontalPodAutoscalers": len(self.index), "lastError": self.last_error,
-                "workloadApi": self.discovery.status()}
+                "workloadApi": self.discovery.status(), "trainerRuntimes": self.runtimes_watch.status()}
 
     def start(self) -> "HpaCache":
         self._thread = threading.Thread(target=self.reflector.run, args=(self._stop,), name="hpa-watch", daemon=True)
@@ -109,6 +121,9 @@ class HpaCache(ClusterFacts):
         self._discovery_thread = threading.Thread(target=self.discovery.run, args=(self._stop,),
                                                   name="workload-api-discovery", daemon=True)
         self._discovery_thread.start()
+        self._runtimes_thread = threading.Thread(target=self.runtimes_watch.run, args=(self._stop,),
+                                                 name="trainer-runtime-discovery", daemon=True)
+        self._runtimes_thread.start()
         return self
 
     def stop(self) -> None:

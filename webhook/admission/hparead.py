@@ -113,8 +113,19 @@ class HpaRead:
         answer = self.connections.send(request)
         return lambda: self._page(*answer())
 
+    def get_path(self, path: str) -> dict[str, Any]:
+        """One ``GET`` of ``path`` (a path and query under the server's URL) with this read's timeouts, waited for;
+        raises as :meth:`__call__` does (rule T6: a runtime the watch has not brought)."""
+        headers = self.headers()
+        if self.proxied:
+            return self._proxied_path(path, headers)
+        return self.send_path(path, headers)()
+
     def _proxied(self, namespace: str, headers: dict[str, str]) -> dict[str, Any]:
-        response = self.pool.request("GET", f"{self.configuration.host}{hpa_page_path(namespace)}",
+        return self._proxied_path(hpa_page_path(namespace), headers)
+
+    def _proxied_path(self, path: str, headers: dict[str, str]) -> dict[str, Any]:
+        response = self.pool.request("GET", f"{self.configuration.host}{path}",
                                      headers=headers, retries=False, timeout=CONFIRM_TIMEOUT[1])
         return self._page(response.status, response.data)
 

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, multiprocess
 
-from policylib.constants import APPS_GROUP, JOBSET_GROUP, KUBEFLOW_GROUP, VOLCANO_BATCH_GROUP, VOLCANO_DOMAIN
+from policylib.constants import (
+    APPS_GROUP,
+    JOBSET_GROUP,
+    KUBEFLOW_GROUP,
+    TRAINER_GROUP,
+    VOLCANO_BATCH_GROUP,
+    VOLCANO_DOMAIN,
+)
 
 from .metricsdir import multiprocess_dir
 
@@ -29,6 +36,7 @@ POLICY_KINDS = {
     VOLCANO_BATCH_GROUP: frozenset({"Job"}),
     KUBEFLOW_GROUP: frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
     JOBSET_GROUP: frozenset({"JobSet"}),
+    TRAINER_GROUP: frozenset({"TrainJob"}),
     "": frozenset({"Pod"}),   # gang method workload: labelled Pods only (rule G17)
 }
 #: Volcano's HyperJob, in whichever ``*volcano.sh`` group (as policylib matches it).
@@ -85,6 +93,10 @@ class Metrics:
                                  "watch cache had no HPA, so the namespace's HPAs were read from the API "
                                  "server (rule W4), by result (found: the watch had not caught up; none; "
                                  "error: the cache's answer was used).", ["result"], registry=r)
+        self.runtime_reads = Counter(f"{PREFIX}_trainer_runtime_reads", "TrainJob reviews whose Trainer runtime "
+                                     "the watch cache did not hold, so it was read from the API server (rule T6), "
+                                     "by result (found: the watch had not caught up; none: no such runtime; "
+                                     "error: the runtime stayed unknown).", ["result"], registry=r)
         self.in_flight = Gauge(f"{PREFIX}_in_flight_requests", "Admission reviews being answered.",
                                multiprocess_mode="livesum", registry=r)
         self.cert_not_after = Gauge(f"{PREFIX}_certificate_not_after_seconds", "notAfter of the serving "
@@ -101,6 +113,7 @@ class Metrics:
             self.connection_limit.labels(stage)
         for result in ("found", "none", "error"):
             self.hpa_reads.labels(result)
+            self.runtime_reads.labels(result)
 
     def review(self, kind: str, operation: str, outcome: str, seconds: float, patch_ops: int) -> None:
         """Count one answered review; the labelled children are looked up once per label set.

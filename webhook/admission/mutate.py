@@ -130,12 +130,15 @@ class Reviews:
     def count_hpa_read(self, result: str) -> None:
         self.metrics.hpa_reads.labels(result).inc()
 
+    def count_runtime_read(self, result: str) -> None:
+        self.metrics.runtime_reads.labels(result).inc()
+
     def decide(self, req: review.ReviewRequest) -> tuple[review.Answer, bytes]:
         """Rule W4 unless ``webhook.readHpasOnCreate`` is false, its read overlapped with the policy (and with
         encoding its answer: the answer is ready when the read finds no HPA, the common case)."""
         if not self.config.webhook.readHpasOnCreate:
             return self.encoded(req, review.decide(req, self.config, self.facts))
-        reviewed = for_review(self.facts, req.operation, self.count_hpa_read)
+        reviewed = for_review(self.facts, req.operation, self.count_hpa_read, self.count_runtime_read)
         if isinstance(reviewed, ConfirmedHpas):
             return decide_overlapped(lambda f: self.encoded(req, review.decide(req, self.config, f)), reviewed,
                                      req.namespace, req.obj)

@@ -78,8 +78,16 @@ MPIJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "mpijobs", "MPIJob")
 MPIJOBS_V2 = Resource(KUBEFLOW_GROUP, MPI_V2_VERSION, "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
 JOBSETS = Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets", "JobSet")
-#: The kinds whose gangs policylib writes and whose PodGroups (or Workloads) the controller makes (rules G5, G18, J3).
-GANG_JOBS = KUBEFLOW_JOBS + (JOBSETS,)
+TRAINJOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", "TrainJob")
+#: Kubeflow Trainer's runtimes, what a TrainJob's gang is computed from (rule T1): the admission server's facts and
+#: the controller watch both kinds, ``plan --cluster`` reads them.
+TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", "TrainingRuntime")
+CLUSTER_TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "clustertrainingruntimes",
+                                     "ClusterTrainingRuntime", namespaced=False)
+RUNTIMES = (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
+#: The kinds whose gangs policylib writes and whose PodGroups (or Workloads) the controller makes (rules G5, G18, J3,
+#: T3).
+GANG_JOBS = KUBEFLOW_JOBS + (JOBSETS, TRAINJOBS)
 PODGROUPS = (Resource(X_K8S_GROUP, "v1alpha1", "podgroups", "PodGroup"),
              Resource(SIGS_GROUP, "v1alpha1", "podgroups", "PodGroup"))
 
@@ -131,17 +139,17 @@ UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "jaxjobs", "JAXJob"), ("ray.io", "v1", "rayjobs", "RayJob"),
     ("ray.io", "v1", "rayclusters", "RayCluster"), ("ray.io", "v1", "rayservices", "RayService")))
 #: Rule P10: the kinds a family handles that no webhook entry sends (:data:`policylib.families.NOT_ADMITTED`), each in
-#: the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
-NOT_ADMITTED_WORKLOADS = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", "TrainJob", metadata_only=True),)
+#: the version its project serves now; ``check --cluster`` counts those in scope by their metadata. None today.
+NOT_ADMITTED_WORKLOADS: tuple[Resource, ...] = ()
 #: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + RUNTIMES + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
     for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
-    + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
+    + GANG_JOBS + RUNTIMES + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
 

@@ -1,0 +1,202 @@
+"""TrainJobs in a cluster (rules T6, T7): the admission server's facts watch Kubeflow Trainer's runtimes where the
+cluster serves them and read a missing one through; the webhook answers a TrainJob review with policylib's runtime
+patch; the controller makes the TrainJob's PodGroup from its own watch of the runtimes."""
+from __future__ import annotations
+
+import copy
+import threading
+
+import pytest
+
+import webhook
+from tests.fakeapi import FakeAPI, paged_list
+from tests.test_trainjob import PODGROUP, TORCH, entry, trainjob
+from tests.test_webhook_cache import cache_for, wait_for
+from tests.webhook_support import patch_of as webhook_patch
+from tests.webhook_support import review_of
+
+HPA_PATH = "/apis/autoscaling/v2/horizontalpodautoscalers"
+TRAINER_API = "/apis/trainer.kubeflow.org/v1alpha1"
+CLUSTER_RUNTIMES = f"{TRAINER_API}/clustertrainingruntimes"
+RUNTIMES = f"{TRAINER_API}/trainingruntimes"
+#: Trainer v2.3.0's discovery document of trainer.kubeflow.org/v1alpha1 (its three CRDs).
+DISCOVERY = {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "trainer.kubeflow.org/v1alpha1",
+             "resources": [{"name": "clustertrainingruntimes", "namespaced": False, "kind": "ClusterTrainingRuntime"},
+                           {"name": "trainingruntimes", "namespaced": True, "kind": "TrainingRuntime"},
+                           {"name": "trainjobs", "namespaced": True, "kind": "TrainJob"},
+                           {"name": "trainjobs/status", "namespaced": True, "kind": "TrainJob"}]}
+
+
+def versioned(obj: dict, rv: str, uid: str = "u-1") -> dict:
+    return {**obj, "metadata": {**obj["metadata"], "resourceVersion": rv, "uid": uid,
+                                "managedFields": [{"manager": "kubectl"}]}}
+
+
+def namespaced(name: str = "team-torch", namespace: str = "ml") -> dict:
+    runtime = copy.deepcopy(TORCH)
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"] = {"name": name, "namespace": namespace}
+    return runtime
+
+
+class OpenWatch:
+    """A list of ``items``, then watches that stay open until the test ends (no event)."""
+
+    def __init__(self, kind: str, items: list[dict]):
+        self.kind, self.items, self.done = kind, items, threading.Event()
+
+    def __call__(self, req: dict) -> tuple:
+        if req["query"].get("watch") != "true":
+            return paged_list(self.kind, self.items, 500)(req)
+        self.done.wait(10)
+        return 200, b""
+
+
+@pytest.fixture
+def api():
+    with FakeAPI() as fake:
+        hpas = OpenWatch("HorizontalPodAutoscaler", [])
+        fake.route("GET", HPA_PATH, hpas)
+        yield fake
+        hpas.done.set()
+
+
+def serve_trainer(api: FakeAPI, cluster: list[dict], namespaced_: list[dict]) -> list[OpenWatch]:
+    api.route("GET", TRAINER_API, (200, DISCOVERY))
+    watches = [OpenWatch("ClusterTrainingRuntime", cluster), OpenWatch("TrainingRuntime", namespaced_)]
+    api.route("GET", CLUSTER_RUNTIMES, watches[0])
+    api.route("GET", RUNTIMES, watches[1])
+    return watches
+
+
+def test_the_facts_cache_watches_the_runtimes_where_trainer_is_served_and_hands_them_to_the_policy(api, tmp_path):
+    """Rule T6: discovery finds both runtime resources, each is listed then watched, projected (no managedFields),
+    and ``runtime`` answers from the cache without an API call; the status says what is watched."""
+    watches = serve_trainer(api, [versioned(TORCH, "5")], [versioned(namespaced(), "6", "u-2")])
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready and len(cache.runtimes_watch.reflectors) == 2)
+        before = len(api.requests)
+        found = cache.runtime("ClusterTrainingRuntime", "ml", "torch-distributed")
+        assert found == {**TORCH, "metadata": {"name": "torch-distributed", "resourceVersion": "5", "uid": "u-1"}}
+        assert cache.runtime("TrainingRuntime", "ml", "team-torch")["metadata"]["uid"] == "u-2"
+        assert len(api.requests) == before
+        assert cache.status()["trainerRuntimes"] == {
+            "served": ["trainingruntimes", "clustertrainingruntimes"],
+            "watched": ["trainingruntimes", "clustertrainingruntimes"], "synced": True,
+            "trainingRuntimes": 1, "clusterTrainingRuntimes": 1, "lastError": None}
+        # through the real app: /readyz (loopback) says what is watched
+        ready = webhook.create_app(None, facts=cache).test_client().get("/readyz").get_json()
+        assert (ready["ready"], ready["trainerRuntimes"]["watched"]) == (True, ["trainingruntimes",
+                                                                                "clustertrainingruntimes"])
+    finally:
+        cache.stop()
+        for w in watches:
+            w.done.set()
+
+
+def test_a_cluster_without_trainer_is_ready_and_watches_no_runtime(api, tmp_path):
+    """Rule T6: the group not served (404 on its discovery document): no list, no watch, ready as without it."""
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready)
+        assert cache.status()["trainerRuntimes"] == {
+            "served": [], "watched": [], "synced": True, "trainingRuntimes": 0, "clusterTrainingRuntimes": 0,
+            "lastError": None}
+        assert not [r for r in api.requests if r["path"] in (RUNTIMES, CLUSTER_RUNTIMES)]
+    finally:
+        cache.stop()
+
+
+def trainjob_review(obj: dict, operation: str = "CREATE", old: dict | None = None) -> dict:
+    return review_of(obj, operation=operation, old=old)
+
+
+def patch_of(answer: dict) -> list:
+    return webhook_patch(answer["response"])
+
+
+def test_the_webhook_answers_a_trainjob_with_its_runtime_patch_from_the_cache(api, tmp_path):
+    """Rules T3, T6: a TrainJob CREATE through the real app gets policylib's runtimePatch entry, its runtime read from
+    the watch (no API call during the review)."""
+    watches = serve_trainer(api, [versioned(TORCH, "5")], [])
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready and len(cache.runtimes_watch.reflectors) == 2)
+        app = webhook.create_app(PODGROUP, facts=cache, review_log=lambda line: None).test_client()
+        before = len(api.requests)
+        answer = app.post("/mutate", json=trainjob_review(trainjob())).get_json()
+        assert len(api.requests) == before
+        assert answer["response"]["allowed"] is True
+        assert patch_of(answer) == [{"op": "add", "path": "/spec/runtimePatches",
+                                     "value": [entry({"scheduling.x-k8s.io/pod-group": "llama"})]}]
+        metrics = app.get("/metrics").get_data(as_text=True)
+        assert 'policylib_webhook_reviews_total{kind="TrainJob",operation="CREATE",outcome="mutated"} 1.0' in metrics
+    finally:
+        cache.stop()
+        for w in watches:
+            w.done.set()
+
+
+def test_a_runtime_the_watch_has_not_brought_is_read_through_once(api, tmp_path):
+    """Rule T6: the runtime is not in the cache (created just before the TrainJob): one GET of it, then the entry;
+    a runtime the API server does not have either: one GET, the policy's warning, nothing written, allowed; a read
+    that fails: the same, counted as an error."""
+    watches = serve_trainer(api, [], [])
+    fresh = versioned(namespaced("fresh"), "9")
+    api.route("GET", f"{TRAINER_API}/namespaces/ml/trainingruntimes/fresh", (200, fresh))
+    api.route("GET", f"{TRAINER_API}/namespaces/ml/trainingruntimes/broken",
+              (500, {"kind": "Status", "code": 500, "message": "etcd timeout"}))
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready and len(cache.runtimes_watch.reflectors) == 2)
+        app = webhook.create_app(PODGROUP, facts=cache, review_log=lambda line: None).test_client()
+
+        def review(runtime: str) -> tuple[dict, list[str]]:
+            before = len(api.requests)
+            answer = app.post("/mutate", json=trainjob_review(trainjob(runtime, kind="TrainingRuntime"))).get_json()
+            return answer, [r["path"] for r in api.requests[before:] if r["query"].get("watch") != "true"]
+
+        answer, calls = review("fresh")
+        assert calls == [f"{TRAINER_API}/namespaces/ml/trainingruntimes/fresh"]
+        assert patch_of(answer) == [{"op": "add", "path": "/spec/runtimePatches",
+                                     "value": [entry({"scheduling.x-k8s.io/pod-group": "llama"})]}]
+
+        answer, calls = review("missing")
+        assert calls == [f"{TRAINER_API}/namespaces/ml/trainingruntimes/missing"]
+        assert answer["response"]["allowed"] is True and patch_of(answer) == []
+        assert answer["response"]["warnings"] == [
+            "runtime TrainingRuntime missing not found (not in the input or the cluster): no gang written (its "
+            "replicated jobs..."]
+
+        answer, calls = review("broken")
+        assert calls == [f"{TRAINER_API}/namespaces/ml/trainingruntimes/broken"]
+        assert answer["response"]["allowed"] is True and patch_of(answer) == []
+        metrics = app.get("/metrics").get_data(as_text=True)
+        for result, count in (("found", 1), ("none", 1), ("error", 1)):
+            assert f'policylib_webhook_trainer_runtime_reads_total{{result="{result}"}} {count}.0' in metrics
+    finally:
+        cache.stop()
+        for w in watches:
+            w.done.set()
+
+
+def test_an_update_reads_no_runtime(api, tmp_path):
+    """Rule T4: an UPDATE keeps the stored entry; it needs no runtime, so none is read."""
+    watches = serve_trainer(api, [], [])
+    cache = cache_for(api, tmp_path).start()
+    try:
+        wait_for(lambda: cache.ready and len(cache.runtimes_watch.reflectors) == 2)
+        app = webhook.create_app(PODGROUP, facts=cache, review_log=lambda line: None).test_client()
+        stored = trainjob(patches=[{**entry({"scheduling.x-k8s.io/pod-group": "llama"}),
+                                    "time": "2026-12-07T10:00:00Z"}])
+        review = trainjob_review(trainjob(), operation="UPDATE", old=stored)
+        before = len(api.requests)
+        answer = app.post("/mutate", json=review).get_json()
+        assert len(api.requests) == before
+        assert patch_of(answer) == [{"op": "add", "path": "/spec/runtimePatches", "value": stored["spec"]["runtimePatches"]}]
+    finally:
+        cache.stop()
+        for w in watches:
+            w.done.set()
+
