@@ -94,7 +94,7 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
     config = one(base, "MutatingWebhookConfiguration")
     hooks = {w["name"]: w for w in config["webhooks"]}
     assert set(hooks) == {"deployments.policylib.io", "volcano-jobs.policylib.io", "kubeflow-jobs.policylib.io",
-                          "jobsets.policylib.io", "gang-pods.policylib.io"}
+                          "jobsets.policylib.io", "gang-pods.policylib.io", "trainjobs.policylib.io"}
     gang_pods = hooks.pop("gang-pods.policylib.io")
     # Rule G17: only Pods labelled policylib.io/scheduling-group reach it, on CREATE; it fails closed (a gang
     # pod admitted without its immutable schedulingGroup would be scheduled alone), which can block no other pod.
@@ -128,12 +128,16 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
         "kubeflow-jobs.policylib.io": [(["kubeflow.org"], ["v1", "v2beta1"], ["tfjobs", "pytorchjobs", "mpijobs"],
                                         ["CREATE", "UPDATE"])],
         "jobsets.policylib.io": [(["jobset.x-k8s.io"], ["v1alpha2"], ["jobsets"], ["CREATE", "UPDATE"])],
+        "trainjobs.policylib.io": [(["trainer.kubeflow.org"], ["v1alpha1"], ["trainjobs"], ["CREATE", "UPDATE"])],
     }
 
 
 def test_rbac_is_least_privilege(base):
     assert one(base, "ClusterRole", SERVICE)["rules"] == [
-        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]}]
+        {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
+        # rule T6: Trainer's runtimes watched, and one the watch has not brought read by name
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainingruntimes", "clustertrainingruntimes"],
+         "verbs": ["get", "list", "watch"]}]
     binding = one(base, "ClusterRoleBinding", SERVICE)
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": SERVICE}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": SERVICE, "namespace": NAMESPACE}]
@@ -148,6 +152,8 @@ def test_controller_rbac_is_exactly_the_verbs_it_uses(base):
         {"apiGroups": ["autoscaling"], "resources": ["horizontalpodautoscalers"], "verbs": ["list", "watch"]},
         {"apiGroups": ["kubeflow.org"], "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "verbs": ["list", "watch"]},
         {"apiGroups": ["jobset.x-k8s.io"], "resources": ["jobsets"], "verbs": ["list", "watch"]},
+        {"apiGroups": ["trainer.kubeflow.org"], "resources": ["trainjobs", "trainingruntimes", "clustertrainingruntimes"],
+         "verbs": ["list", "watch"]},
         {"apiGroups": ["scheduling.x-k8s.io", "scheduling.sigs.k8s.io", "scheduling.volcano.sh"], "resources": ["podgroups"],
          "verbs": ["get", "list", "watch", "create", "patch"]},
         # gang method workload (rules G18, G19): Kubernetes' own Workload and PodGroup, created; in v1beta1 a changed
