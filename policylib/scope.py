@@ -22,9 +22,11 @@ from typing import Any, Mapping, Sequence
 from .constants import (
     APPS_GROUP,
     INSTALL_NAMESPACE,
+    JOBSET_GROUP,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
+    TRAINER_GROUP,
     VOLCANO_BATCH_GROUP,
     VOLCANO_JOB_VERSION,
     WEBHOOK_CONFIGURATION,
@@ -43,6 +45,8 @@ RESOURCES = {
     (KUBEFLOW_GROUP, "TFJob"): "tfjobs",
     (KUBEFLOW_GROUP, "PyTorchJob"): "pytorchjobs",
     (KUBEFLOW_GROUP, "MPIJob"): "mpijobs",
+    (JOBSET_GROUP, "JobSet"): "jobsets",
+    (TRAINER_GROUP, "TrainJob"): "trainjobs",
     ("", "Pod"): "pods",
 }
 

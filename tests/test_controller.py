@@ -242,8 +242,9 @@ def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
     assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers"]
     podgroup = [r.plural for r in watched_resources(load_config({"gang": {"method": "podgroup"}}))]
     assert podgroup == ["deployments", "horizontalpodautoscalers", "tfjobs", "pytorchjobs", "mpijobs", "mpijobs",
-                        "jobsets", "podgroups", "podgroups"]   # MPIJob v1 and v2beta1; x-k8s.io and sigs.k8s.io
-    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 8
+                        "jobsets", "trainjobs", "trainingruntimes", "clustertrainingruntimes", "podgroups",
+                        "podgroups"]   # MPIJob v1 and v2beta1; Trainer's runtimes (rule T7); x-k8s.io and sigs.k8s.io
+    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 11
 
 
 def test_compliant_cluster_sees_zero_writes(tmp_path):

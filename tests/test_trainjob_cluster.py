@@ -8,8 +8,11 @@ import threading
 
 import pytest
 
+import policylib
 import webhook
+from tests.controller_driver import deliver, sync
 from tests.fakeapi import FakeAPI, paged_list
+from tests.test_controller import Cluster, controller, strip_type
 from tests.test_trainjob import PODGROUP, TORCH, entry, trainjob
 from tests.test_webhook_cache import cache_for, wait_for
 from tests.webhook_support import patch_of as webhook_patch
@@ -200,3 +203,79 @@ def test_an_update_reads_no_runtime(api, tmp_path):
         for w in watches:
             w.done.set()
 
+
+
+# --- the controller (rule T7) ---------------------------------------------------------------------------------
+
+def admitted(runtime_kind: str | None = None, name: str = "torch-distributed") -> dict:
+    """A TrainJob as the API server stores it after the webhook wrote policylib's entry (rule T3)."""
+    job = policylib.mutate(trainjob(name, kind=runtime_kind), PODGROUP,
+                           facts=policylib.ClusterFacts.from_objects([TORCH, namespaced()])).object
+    job["metadata"].update(uid="tj-uid", resourceVersion="8")
+    return job
+
+
+def serve_controller_cluster(api: FakeAPI, trainjobs: list[dict], cluster: list[dict]) -> list[dict]:
+    """The controller's cluster: the TrainJobs, the runtimes, and scheduler-plugins' PodGroups (created ones
+    listed)."""
+    Cluster(api, [])
+    api.route("GET", f"{TRAINER_API}/trainjobs", paged_list("TrainJob", strip_type(trainjobs), 500))
+    api.route("GET", CLUSTER_RUNTIMES, paged_list("ClusterTrainingRuntime", strip_type(cluster), 500))
+    api.route("GET", RUNTIMES, paged_list("TrainingRuntime", [], 500))
+    created: list[dict] = []
+    api.route("POST", "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/ml/podgroups",
+              lambda req: (created.append(dict(req["body"], metadata=dict(req["body"]["metadata"],
+                                                                           resourceVersion="9"))) or
+                           (201, created[-1])))
+    api.route("GET", "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+              lambda req: paged_list("PodGroup", strip_type(created), 500)(req))
+    return created
+
+
+def podgroup_posts(api: FakeAPI) -> list[dict]:
+    return [r["body"] for r in api.requests if r["method"] == "POST" and r["path"].endswith("/podgroups")]
+
+
+def test_the_controller_makes_a_trainjobs_podgroup_owned_by_it_from_its_own_watch_of_the_runtime(tmp_path):
+    """Rule T7: TrainJobs and runtimes are watched with gang method podgroup; a TrainJob carrying policylib's entry
+    gets its PodGroup (named after it, minMember from its runtime), owned by it (its uid); once listed, nothing more."""
+    with FakeAPI() as api:
+        created = serve_controller_cluster(api, [admitted()], [versioned(TORCH, "5")])
+        c = controller(api, tmp_path, PODGROUP)
+        assert {r.res.plural for r in c.reflectors} >= {"trainjobs", "trainingruntimes", "clustertrainingruntimes"}
+        c.elector.try_lead()
+        sync(c)
+        assert podgroup_posts(api) == [{
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": "llama", "namespace": "ml", "ownerReferences": [{
+                "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "llama", "uid": "tj-uid",
+                "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"scheduleTimeoutSeconds": 10, "minMember": 4}}]
+        sync(c)   # the API now lists the created PodGroup: nothing more to do
+        assert len(podgroup_posts(api)) == len(created) == 1
+
+
+def test_a_runtime_the_controllers_watch_brings_late_replans_the_trainjobs_that_name_it(tmp_path):
+    """Rule T7: the runtime not listed yet: nothing planned for the TrainJob; its ADDED event queues the TrainJobs
+    that name it (the TrainJob store's runtime index), and the PodGroup is made."""
+    with FakeAPI() as api:
+        serve_controller_cluster(api, [admitted()], [])
+        c = controller(api, tmp_path, PODGROUP)
+        c.elector.try_lead()
+        sync(c)
+        assert podgroup_posts(api) == []
+        deliver(c, api, "ADDED", versioned(TORCH, "11"))
+        assert [(p["metadata"]["name"], p["spec"]["minMember"]) for p in podgroup_posts(api)] == [("llama", 4)]
+
+
+def test_the_controller_steps_aside_when_the_runtime_makes_its_own_podgroup(tmp_path):
+    """Rule T3: a runtime with podGroupPolicy: Trainer makes the PodGroup; the controller makes none (the TrainJob
+    carries no entry of policylib's, and one that does is not its to gang)."""
+    own = copy.deepcopy(TORCH)
+    own["spec"]["podGroupPolicy"] = {"coscheduling": {"scheduleTimeoutSeconds": 60}}
+    with FakeAPI() as api:
+        serve_controller_cluster(api, [admitted()], [versioned(own, "5")])
+        c = controller(api, tmp_path, PODGROUP)
+        c.elector.try_lead()
+        sync(c)
+        assert podgroup_posts(api) == []

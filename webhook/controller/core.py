@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 import policylib
 from policylib.constants import ANY_ADDRESS, CONTROLLER_PORT, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
-from policylib.facts import hpa_targets, namespace_of
+from policylib.facts import CLUSTER_TRAINING_RUNTIME, hpa_targets, namespace_of
 from policylib.plan import PLANNERS
 from policylib.projection import project
 from policylib.shell import kube
@@ -52,27 +52,46 @@ from .runtime import KeyReconciler, Manager, Task, Worker
 
 log = logging.getLogger(__name__)
 GANG_KINDS = frozenset(r.kind for r in kube.GANG_JOBS)
+RUNTIME_KINDS = frozenset(r.kind for r in kube.RUNTIMES)
 DEPLOYMENT = kube.DEPLOYMENTS.api_version
 
 
 def is_gang_kind(kind: object) -> bool:
-    """A kind whose gangs the controller keeps: a Kubeflow job or a JobSet."""
+    """A kind whose gangs the controller keeps: a Kubeflow job, a JobSet or a TrainJob."""
     return kind in GANG_KINDS
+
+
+def trainjob_runtime(obj: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """Rule T7: the runtime a TrainJob names, as ``(kind, namespace, name)`` (namespace ``""`` for a
+    ClusterTrainingRuntime, Trainer's default kind): the TrainJob store's index, which a runtime's event reads."""
+    ref = (obj.get("spec") or {}).get("runtimeRef")
+    if not isinstance(ref, dict) or not isinstance(ref.get("name"), str):
+        return []
+    kind = ref.get("kind") or CLUSTER_TRAINING_RUNTIME
+    return [(str(kind), "" if kind == CLUSTER_TRAINING_RUNTIME else namespace_of(obj), ref["name"])]
+
+
+def runtime_key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """A runtime's own ``(kind, namespace, name)``, as :func:`trainjob_runtime` names it."""
+    meta = obj.get("metadata") or {}
+    kind = str(obj.get("kind"))
+    return kind, "" if kind == CLUSTER_TRAINING_RUNTIME else str(meta.get("namespace") or ""), str(meta.get("name"))
 
 
 # --- what is watched, and the keys an event touches (pure) -------------------------------------------
 
 def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
-    """Deployments and HPAs always; Kubeflow jobs, JobSets and PodGroups only for gang method podgroup (most
-    clusters serve neither, and there is nothing to write for them otherwise), and with Kubernetes' own Workload
-    and PodGroup for method workload."""
+    """Deployments and HPAs always; Kubeflow jobs, JobSets, TrainJobs with Trainer's runtimes (rule T7) and
+    PodGroups only for gang method podgroup (most clusters serve neither, and there is nothing to write for them
+    otherwise), and with Kubernetes' own Workload and PodGroup for method workload."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
+    jobs = kube.GANG_JOBS + kube.RUNTIMES
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
     if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
-        return base + kube.GANG_JOBS + kube.NATIVE_GANG
+        return base + jobs + kube.NATIVE_GANG
     if podgroups and config.gang.scheduler == "volcano":   # rule G21
-        return base + kube.GANG_JOBS + (kube.VOLCANO_PODGROUPS,)
-    return base + kube.GANG_JOBS + kube.PODGROUPS if podgroups else base
+        return base + jobs + (kube.VOLCANO_PODGROUPS,)
+    return base + jobs + kube.PODGROUPS if podgroups else base
 
 
 def controller_owners(obj: dict[str, Any]) -> list[tuple[str, str, str, str]]:
@@ -89,6 +108,8 @@ def new_store(res: kube.Resource) -> Store:
         return Store({"target": hpa_targets}, project=project)
     if res.kind in ("PodGroup", "Workload"):
         return Store({"owner": controller_owners}, project=project)
+    if res == kube.TRAINJOBS:   # rule T7: a runtime's change replans the TrainJobs that name it
+        return Store({"runtime": trainjob_runtime}, project=project)
     return Store(project=project)
 
 
@@ -107,9 +128,24 @@ def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None)
     return []
 
 
+def runtime_event_keys(trainjobs: Store | None) -> Callable[[str, dict[str, Any], dict[str, Any] | None],
+                                                             list[ObjectKey]]:
+    """:func:`event_keys`, and for a Trainer runtime's event the TrainJobs that name it (rule T7: read from the
+    TrainJob store's index; a TrainJob admitted before the controller's watch brought its runtime gets its PodGroup
+    once it does)."""
+    def keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[ObjectKey]:
+        if obj.get("kind") not in RUNTIME_KINDS or obj.get("apiVersion") != kube.TRAINJOBS.api_version:
+            return event_keys(event_type, obj, old)
+        if trainjobs is None or event_type == "DELETED":
+            return []
+        return [(kube.TRAINJOBS.api_version, kube.TRAINJOBS.kind, namespace_of(j), j["metadata"]["name"])
+                for j in trainjobs.by_index("runtime", runtime_key(obj))]
+    return keys
+
+
 def reconciled_resources(resources: tuple[kube.Resource, ...]) -> tuple[kube.Resource, ...]:
-    """The watched resources whose every object is a key of the reconciler: Deployments, Kubeflow jobs and
-    JobSets."""
+    """The watched resources whose every object is a key of the reconciler: Deployments, Kubeflow jobs, JobSets
+    and TrainJobs."""
     return tuple(r for r in resources if r.kind == "Deployment" or is_gang_kind(r.kind))
 
 
@@ -158,7 +194,7 @@ class Controller:
         self.reconciler = Reconciler(
             api, self.config, namespace=options.namespace, webhook_configuration=options.webhook_configuration,
             stores=self.stores, reflectors=[], reconciled=reconciled_resources(self.resources),
-            event_keys=event_keys, planners=options.planners or PLANNERS, metrics=self.metrics,
+            event_keys=runtime_event_keys(self.stores.get(kube.TRAINJOBS)), planners=options.planners or PLANNERS, metrics=self.metrics,
             recorder=self.recorder, leading=lambda: self.leading, dry_run=self.dry_run, pod=options.pod)
         self.reconciler.reflectors.extend(self.informer(res, self.reconciler.on_event)
                                           for res in self.resources + scope_resources)

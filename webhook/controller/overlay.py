@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Generic, Hashable, TypeVar
 
-from policylib.facts import ClusterFacts
+from policylib.facts import CLUSTER_TRAINING_RUNTIME, ClusterFacts
 from policylib.projection import project
 from policylib.shell import kube
 
@@ -75,6 +75,12 @@ class OverlayFacts(ClusterFacts):
     def hpas_for(self, namespace: str, name: str) -> list[dict[str, Any]]:
         store = self.stores.get(kube.HPAS)
         return store.by_index("target", (namespace, name)) if store else []
+
+    def runtime(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """Rule T7: the Trainer runtime from the controller's own watch (a ClusterTrainingRuntime is stored under the
+        namespace ``""``)."""
+        return self.stored(kube.TRAINING_RUNTIMES.api_version, kind, "" if kind == CLUSTER_TRAINING_RUNTIME else namespace,
+                           name)
 
     def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self.get(api_version, "PodGroup", namespace, name)
