@@ -279,3 +279,25 @@ def test_the_controller_steps_aside_when_the_runtime_makes_its_own_podgroup(tmp_
         c.elector.try_lead()
         sync(c)
         assert podgroup_posts(api) == []
+
+
+def test_plan_cluster_shows_the_podgroup_of_a_trainjob_from_the_clusters_runtime(tmp_path):
+    """Rule T7: ``plan --cluster`` reads TrainJobs and Trainer's runtimes: the TrainJob's PodGroup, owned by it."""
+    import io
+
+    import yaml
+
+    from policylib.cli import main
+    from tests.test_installed import NAMESPACES, install
+    with FakeAPI() as api:
+        install(api, {"rel": ("policylib", PODGROUP)}, [], NAMESPACES)
+        api.route("GET", f"{TRAINER_API}/trainjobs", paged_list("TrainJob", strip_type([admitted()]), 500))
+        api.route("GET", CLUSTER_RUNTIMES, paged_list("ClusterTrainingRuntime", strip_type([versioned(TORCH, "5")]),
+                                                      500))
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["plan", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"],
+                    io.StringIO(), out, err)
+    assert code == 0, err.getvalue()
+    assert [(w["kind"], w["namespace"], w["name"], w["action"], w["reasons"]) for w in yaml.safe_load(out.getvalue())] \
+        == [("PodGroup", "ml", "llama", "create", ["TrainJob ml/llama carries gang llama and has no PodGroup "
+                                                  "(minMember 4)"])]
