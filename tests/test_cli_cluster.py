@@ -233,6 +233,14 @@ def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(
         ["info", "unhandled", message]]
     # rule P10: every kind a family handles has a webhook entry (TrainJobs too, rule T6): no not-admitted finding
     assert [f for f in json.loads(out) if f["key"] == "not-admitted"] == []
+    # the finding a kind without a webhook entry would get, each object named
+    from policylib.cli.check import not_admitted_finding
+    assert [f.as_dict() for f in not_admitted_finding([{"apiVersion": "example.com/v1", "kind": "Thing",
+                                                         "metadata": {"name": "t", "namespace": "ml"}}])] == [{
+        "severity": "info", "key": "not-admitted",
+        "message": "1 workload(s) the webhook does not receive, left as they are: Thing 1 (ml/t): policylib has a "
+                   "policy for them, but no entry of the webhook configuration sends them (preview, simulate and "
+                   "check show what it would write)"}]
     listed = {r["path"] for r in api.requests if r["headers"].get("accept") == kube.METADATA_LIST}
     assert listed == {r.path() for r in kube.UNHANDLED_WORKLOADS + kube.NOT_ADMITTED_WORKLOADS}
 
