@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import urllib.parse
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from policylib.facts import CLUSTER_TRAINING_RUNTIME
 from policylib.projection import project
@@ -131,7 +131,7 @@ class RuntimeWatch:
             return None
         counted(READ_FOUND)
         res = kube.CLUSTER_TRAINING_RUNTIMES if kind == CLUSTER_TRAINING_RUNTIME else kube.TRAINING_RUNTIMES
-        return project(kube.typed(res, found))
+        return cast("dict[str, Any]", project(kube.typed(res, found)))
 
     def status(self) -> dict[str, Any]:
         served = None if self.served is None else [r.plural for r in self.served]

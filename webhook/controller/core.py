@@ -194,8 +194,8 @@ class Controller:
         self.reconciler = Reconciler(
             api, self.config, namespace=options.namespace, webhook_configuration=options.webhook_configuration,
             stores=self.stores, reflectors=[], reconciled=reconciled_resources(self.resources),
-            event_keys=runtime_event_keys(self.stores.get(kube.TRAINJOBS)), planners=options.planners or PLANNERS, metrics=self.metrics,
-            recorder=self.recorder, leading=lambda: self.leading, dry_run=self.dry_run, pod=options.pod)
+            event_keys=runtime_event_keys(self.stores.get(kube.TRAINJOBS)), planners=options.planners or PLANNERS,
+            metrics=self.metrics, recorder=self.recorder, leading=lambda: self.leading, dry_run=self.dry_run, pod=options.pod)
         self.reconciler.reflectors.extend(self.informer(res, self.reconciler.on_event)
                                           for res in self.resources + scope_resources)
         self.workers: list[Worker[Any]] = []

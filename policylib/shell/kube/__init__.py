@@ -74,13 +74,15 @@ from .snapshot import snapshot, snapshot_resources, stored_count
 from .wire import PAGE, PROJECTED_PAGE, Fetch, continue_token, decode, one_by_one, read_ahead
 
 __all__ = [
-    "AmbiguousInstall", "Api", "ApiError", "CLUSTER_TRAINING_RUNTIMES", "CONFIGMAPS", "CONFIG_LABELS", "CONNECT_SECONDS", "CONTROLLER_LABELS",
+    "AmbiguousInstall", "Api", "ApiError", "CLUSTER_TRAINING_RUNTIMES", "CONFIGMAPS", "CONFIG_LABELS",
+    "CONNECT_SECONDS", "CONTROLLER_LABELS",
     "Conflict", "DEPLOYMENTS", "DEPLOYMENT_PODS", "EVENTS", "Fetch", "Forbidden", "Gone", "HPAS", "HYPERNODES",
     "GANG_JOBS", "Interner", "JOBSETS", "JSON_PATCH", "KUBEFLOW_JOBS", "KubeconfigNotFound", "LEASES", "METADATA_LIST",
     "MPIJOBS", "MPIJOBS_V2",
     "MUTATING_WEBHOOKS", "NAMESPACES", "NATIVE_GANG", "NATIVE_PODGROUPS", "NATIVE_PODGROUPS_V1ALPHA2", "NODES",
     "NotFound", "PAGE", "PODGROUPS", "PODS", "PROJECTED_PAGE", "PYTORCHJOBS", "READ_MARGIN_SECONDS", "REGISTRY",
-    "RUNTIMES", "Resource", "SNAPSHOT_RESOURCES", "TFJOBS", "TRAINING_RUNTIMES", "TRAINJOBS", "UNHANDLED_WORKLOADS", "NOT_ADMITTED_WORKLOADS", "VOLCANO_PODGROUPS", "WORKLOADS",
+    "RUNTIMES", "Resource", "SNAPSHOT_RESOURCES", "TFJOBS", "TRAINING_RUNTIMES", "TRAINJOBS", "UNHANDLED_WORKLOADS",
+    "NOT_ADMITTED_WORKLOADS", "VOLCANO_PODGROUPS", "WORKLOADS",
     "WORKLOADS_V1ALPHA2", "api_client", "continue_token", "decode", "error_for", "in_cluster_client",
     "installed_config", "installed_scope", "kubeconfig_path", "labelled", "native_gang_resources", "one_by_one",
     "read_ahead", "resource_for", "served_api_groups", "served_workload_versions", "server_version", "snapshot",
