@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 from .config import ON_NEXT_ROLLOUT, Config
 from .constants import APPS_API_VERSION, INSTALL_NAMESPACE, NATIVE_GANG_V1ALPHA2
+from .errors import PolicyError
 from .facts import ClusterFacts, namespace_of
 from .gang import is_kubeflow_job, mutate_kubeflow_job
 from .gang.workload import min_count, native_gang, topology_keys
@@ -24,7 +25,7 @@ from .spread import (
     recorded_replicas,
     spread_drift,
 )
-from .trainer import is_trainjob, mutate_trainjob
+from .trainer import is_trainjob, mutate_trainjob, read_trainjob
 
 
 @dataclass
@@ -176,6 +177,19 @@ def gang_policy(job: dict[str, Any]) -> Callable[..., Any] | None:
     return None
 
 
+def gang_facts(job: dict[str, Any], facts: ClusterFacts) -> ClusterFacts | None:
+    """Rule T1: the facts a job's gang is computed from, whatever the cluster serves of the Workload API: a
+    TrainJob's runtime alone (None for any other job, or a TrainJob whose runtime is not known)."""
+    if not is_trainjob(job):
+        return None
+    try:
+        trainjob = read_trainjob(job, namespace_of(job))
+    except PolicyError:
+        return None
+    runtime = facts.runtime(trainjob.runtime_kind, trainjob.namespace, trainjob.runtime_name)
+    return ClusterFacts.from_objects([runtime]) if runtime is not None else None
+
+
 def plan_podgroups(job: dict[str, Any], config: Config, facts: ClusterFacts) -> list[Write] | None:
     """Gang ``method: podgroup`` (rules G5, J3): the job's PodGroups must exist,
     owned by the job, before its pods are scheduled (a Kubeflow job or a JobSet).
@@ -244,7 +258,8 @@ def plan_workload(job: dict[str, Any], config: Config, facts: ClusterFacts) -> l
     native = native_gang(config, facts)
     ref = f"{job['kind']} {ns}/{(job.get('metadata') or {}).get('name')}"
     if native is not None and native.api.version is None:
-        wanted = policy(job, config, namespace=ns)   # the gang the job carries, were an API served
+        # the gang the job carries, were an API served (a TrainJob's from its runtime)
+        wanted = policy(job, config, namespace=ns, facts=gang_facts(job, facts))
         if wanted.patch or wanted.denial or not wanted.extra_objects:
             return None
         name = wanted.extra_objects[0]["metadata"]["name"]

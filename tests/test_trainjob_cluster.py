@@ -301,3 +301,18 @@ def test_plan_cluster_shows_the_podgroup_of_a_trainjob_from_the_clusters_runtime
     assert [(w["kind"], w["namespace"], w["name"], w["action"], w["reasons"]) for w in yaml.safe_load(out.getvalue())] \
         == [("PodGroup", "ml", "llama", "create", ["TrainJob ml/llama carries gang llama and has no PodGroup "
                                                   "(minMember 4)"])]
+
+
+def test_plan_on_a_cluster_serving_no_workload_api_names_the_api_for_a_trainjob_too():
+    """Rules G23, T7: a TrainJob admitted with gang method workload, on a cluster that serves no version of the
+    Workload API, gets one error entry naming the API to enable, its gang computed from its runtime."""
+    from policylib.plan import PLANNERS, plan
+    from policylib.workload_api import missing_message, resolve
+    workload = {"gang": {"method": "workload", "scheduler": "kube-scheduler"}}
+    job = policylib.mutate(trainjob(), workload, facts=policylib.ClusterFacts.from_objects([TORCH])).object
+    facts = policylib.ClusterFacts.from_objects([job, TORCH])
+    facts.workload_api = resolve("auto", (), 37)
+    writes = plan([job, TORCH], workload, planners=PLANNERS, facts=facts)
+    assert [(w.kind, w.name, w.action, w.error, w.reasons) for w in writes] == [
+        ("Workload", "llama", "none", True, [f"TrainJob ml/llama carries gang llama: no Workload or PodGroup can be "
+                                             f"made: {missing_message(resolve('auto', (), 37))}"])]
