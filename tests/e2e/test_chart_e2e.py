@@ -92,6 +92,8 @@ def test_default_render_installs_what_kustomize_installs(harness_built):
                 if key == ("ClusterRole", "policylib-controller", None) else []
             # the chart grants the gang methods' rules only with those settings (docs/rbac.md); manifests/ always
             gang = ("kubeflow.org", "jobset.x-k8s.io", "scheduling.x-k8s.io", "scheduling.k8s.io")
+            if key == ("ClusterRole", "policylib-controller", None):   # TrainJobs and runtimes, for the gang methods
+                gang += ("trainer.kubeflow.org",)   # (the webhook reads the runtimes in both, rule T6)
             assert c["rules"] == [r for r in k["rules"] if r["apiGroups"][0] not in gang] + extra, key
         elif k["kind"] in ("RoleBinding", "ClusterRoleBinding"):
             assert (c["roleRef"], c["subjects"]) == (k["roleRef"], k["subjects"]), key

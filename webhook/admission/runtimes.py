@@ -85,17 +85,19 @@ class RuntimeWatch:
         except Exception as e:  # noqa: BLE001 -- the network or the server: asked again later, said in the status
             self.discovery_error = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0]}"[:300]
             log.warning("trainer runtime discovery failed", extra={"error": self.discovery_error})
-        self.attempted.set()
 
     def run(self, stop: threading.Event, every: float = REFRESH_SECONDS) -> None:
         """Discovery now and every ``every`` seconds until the runtimes are served; then their reflectors run in
         threads of their own until ``stop`` is set (a resource removed later is looked for again by its
-        reflector)."""
+        reflector). ``attempted`` is set once the first answer is acted on (the watches started), so readiness
+        never counts a served resource before its reflector exists."""
         while not stop.is_set():
             self.discover()
             if self.served:
                 self.start_watches(stop)
+                self.attempted.set()
                 return
+            self.attempted.set()
             stop.wait(every)
 
     def start_watches(self, stop: threading.Event) -> None:
