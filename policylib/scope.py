@@ -22,7 +22,6 @@ from typing import Any, Mapping, Sequence
 from .constants import (
     APPS_GROUP,
     INSTALL_NAMESPACE,
-    JOBSET_GROUP,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
@@ -40,13 +39,12 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 #: The plural resource of each kind policylib's webhooks receive and its controller writes (the rules of a
 #: webhook name resources, objects name kinds).
 RESOURCES = {
+    (TRAINER_GROUP, "TrainJob"): "trainjobs",
     (APPS_GROUP, "Deployment"): "deployments",
     (VOLCANO_BATCH_GROUP, "Job"): "jobs",
     (KUBEFLOW_GROUP, "TFJob"): "tfjobs",
     (KUBEFLOW_GROUP, "PyTorchJob"): "pytorchjobs",
     (KUBEFLOW_GROUP, "MPIJob"): "mpijobs",
-    (JOBSET_GROUP, "JobSet"): "jobsets",
-    (TRAINER_GROUP, "TrainJob"): "trainjobs",
     ("", "Pod"): "pods",
 }
 
