@@ -133,6 +133,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "descheduler": ("descheduler",),
     "cert-manager": ("cert-manager/controller", "cert-manager/cainjector", "cert-manager/crd/cert-manager.crds.yaml"),
     "jobset-crd": ("jobset/crd/jobset.x-k8s.io_jobsets.yaml",),
+    "trainer-crd": ("trainer/crd/trainer.kubeflow.org_trainjobs.yaml",),
 }
 
 

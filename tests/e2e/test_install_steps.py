@@ -51,6 +51,14 @@ def jobset(namespace: str) -> dict:
                                          "template": {"spec": {"parallelism": 2, "completions": 2, "template": pod}}}]}}
 
 
+def trainjob(namespace: str) -> dict:
+    """A TrainJob (trainer.kubeflow.org/v1alpha1, the CRD of ``make trainer-crd``) whose runtime the cluster does not
+    have: the webhook reads it once, finds none, writes nothing and admits it (rule T6)."""
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+            "metadata": {"name": "tune", "namespace": namespace},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}}
+
+
 def gang_pod(namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "gang-member", "namespace": namespace,
@@ -64,6 +72,7 @@ def installed(cluster, tmp_path_factory):
         pytest.skip("../shared/ (upstream CRDs and examples) is not beside the project")
     cluster.install_crds(*CRDS)
     cluster.install_built_crds("jobset-crd")
+    cluster.install_built_crds("trainer-crd")
     work = tmp_path_factory.mktemp("install-steps")
     # The paths the steps name, relative to a checkout: a copy of the manifests, the project's environment.
     shutil.copytree(ROOT / "manifests", work / "manifests")
@@ -143,6 +152,7 @@ def test_an_object_of_every_kind_each_webhook_matches_is_admitted_through_the_do
             objects.append((obj, hook))
         objects.append((jobset(ns), "jobsets.policylib.io"))
         objects.append((gang_pod(ns), "gang-pods.policylib.io"))
+        objects.append((trainjob(ns), "trainjobs.policylib.io"))
         assert {hook for _, hook in objects} == {h["name"] for h in hooks}, "a webhook without an object here"
         refused = []
         for obj, _ in objects:
