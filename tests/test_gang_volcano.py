@@ -159,6 +159,9 @@ def test_cluster_reads_list_only_the_podgroups_the_settings_use(gang, extra):
     always = {"apps/v1 Deployment", "autoscaling/v2 HorizontalPodAutoscaler", "kubeflow.org/v1 TFJob",
               "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob", "kubeflow.org/v2beta1 MPIJob",
               "jobset.x-k8s.io/v1alpha2 JobSet", "scheduling.x-k8s.io/v1alpha1 PodGroup",
-              "scheduling.sigs.k8s.io/v1alpha1 PodGroup"}
+              "scheduling.sigs.k8s.io/v1alpha1 PodGroup",
+              # TrainJobs and the runtimes their gangs are computed from (rules T1, T7)
+              "trainer.kubeflow.org/v1alpha1 TrainJob", "trainer.kubeflow.org/v1alpha1 TrainingRuntime",
+              "trainer.kubeflow.org/v1alpha1 ClusterTrainingRuntime"}
     listed = {f"{r.api_version} {r.kind}" for r in snapshot_resources(load_config({"gang": gang}))}
     assert listed == always | extra
