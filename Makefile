@@ -104,9 +104,9 @@ clean:
 # binaries in e2e/bin/, each other minor's (K8S_MINORS) in e2e/bin/MINOR/, and only what a minor needs
 # there: testcluster and kubectl, and the kubelet where the real node runs.
 K8S_MINORS := 1.36
-HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm testcluster-coscheduling \
+HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm trainer-crd testcluster-coscheduling \
 	testcluster-volcano testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
-	cert-manager jobset-crd trainer-crd $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
+	cert-manager jobset-crd $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
 .PHONY: harness
 harness: $(HARNESS)
 
@@ -192,6 +192,16 @@ e2e/bin/helm: $(call gosrc,e2e/helm,e2e/helm)
 	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o ../bin/helm helm.sh/helm/v3/cmd/helm
 	touch $@
 
+# Kubeflow Trainer's TrainJob CRD (trainer.kubeflow.org/v1alpha1) from the github.com/kubeflow/trainer/v2 module at
+# TRAINER_VERSION (its manifests/base/crds), for the tests that send a TrainJob through the API server and the
+# webhook; no Trainer controller is built. A module download, no build.
+TRAINER_VERSION := v2.3.0
+.PHONY: trainer-crd
+trainer-crd: e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml
+e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml: $(GO_BIN) Makefile
+	d=$$($(GO) mod download -json github.com/kubeflow/trainer/v2@$(TRAINER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
+	  test -n "$$d" && mkdir -p $(@D) && install -m 644 $$d/manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml $@
+
 # The descheduler (sigs.k8s.io/descheduler; e2e/descheduler/go.mod pins v0.36.0 and repeats its kube-openapi
 # replace) for the repair profile's end-to-end test (docs/concepts/deployments.md, tests/e2e/test_scaledown.py).
 # Measured cold, modules downloaded too: 17 min wall (3m53s user) on 2 busy cores; nothing to do warm.
@@ -226,16 +236,6 @@ jobset-crd: e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml
 e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml: $(GO_BIN) Makefile
 	d=$$($(GO) mod download -json sigs.k8s.io/jobset@$(JOBSET_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
 	  test -n "$$d" && mkdir -p $(@D) && install -m 644 $$d/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $@
-
-# Kubeflow Trainer's TrainJob CRD (trainer.kubeflow.org/v1alpha1) from the github.com/kubeflow/trainer/v2 module at
-# TRAINER_VERSION (its manifests/base/crds), for the tests that send a TrainJob through the API server and the
-# webhook; no Trainer controller is built. A module download, no build.
-TRAINER_VERSION := v2.3.0
-.PHONY: trainer-crd
-trainer-crd: e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml
-e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml: $(GO_BIN) Makefile
-	d=$$($(GO) mod download -json github.com/kubeflow/trainer/v2@$(TRAINER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
-	  test -n "$$d" && mkdir -p $(@D) && install -m 644 $$d/manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml $@
 
 e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

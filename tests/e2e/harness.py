@@ -122,6 +122,7 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "testcluster": ("testcluster", "kubectl"),
     **{f"testcluster-{m}": (f"{m}/testcluster", f"{m}/kubectl") for m in MINORS[1:]},
     "noop-webhook": ("noopwebhook",),
+    "trainer-crd": ("trainer/crd/trainer.kubeflow.org_trainjobs.yaml",),
     "helm": ("helm",),
     "testcluster-coscheduling": ("scheduler-plugins-scheduler",),
     "testcluster-volcano": ("volcano/vc-scheduler", "volcano/vc-controller-manager", "volcano/vc-webhook-manager"),
@@ -133,7 +134,6 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "descheduler": ("descheduler",),
     "cert-manager": ("cert-manager/controller", "cert-manager/cainjector", "cert-manager/crd/cert-manager.crds.yaml"),
     "jobset-crd": ("jobset/crd/jobset.x-k8s.io_jobsets.yaml",),
-    "trainer-crd": ("trainer/crd/trainer.kubeflow.org_trainjobs.yaml",),
 }
 
 
