@@ -7,13 +7,14 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from ..config import Config
-from ..constants import JOBSET_API_VERSION
+from ..constants import JOBSET_API_VERSION, VOLCANO_SCHEDULING_GROUP
 from ..facts import ClusterFacts, namespace_of
-from ..gang import KubeflowJob, is_kubeflow_job, job_minimum, read_job
+from ..gang import Gang, GangPlan, KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from ..gang.keys import SCHEDULING_GROUP_LABEL
 from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from ..jobset import is_jobset, plan_jobset_gangs, read_jobset
+from ..jobset.read import JobSet
 from ..jobset.keys import EXCLUSIVE_TOPOLOGY
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
@@ -23,7 +24,8 @@ from ..trainer.runtime import pod_group_policy
 from ..volcano import is_volcano_job
 from ..volcano_api.partitions import unenforced_partition_tier_name
 from .engine import Cluster
-from .placement import Placement, node_zones, place_pods, zones
+from .placement import GangVerdict, Placement, node_zones, place_pods, zones
+from .topology import VOLCANO, GangLevel, gang_level, gang_objects, label_domains
 
 
 def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
@@ -160,15 +162,17 @@ def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster,
 
 
 def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
-                          facts: ClusterFacts | None = None) -> Placement:
+                          facts: ClusterFacts | None = None, raw_nodes: list[dict[str, Any]] | None = None) -> Placement:
     """Rule R15: a TFJob, PyTorchJob or MPIJob (after policylib's mutation) placed as one gang beside the other
     workloads: unless its minimum (rule G2) is placed at once, nothing binds and every pod stays Pending, with the
-    reason; else what was placed binds on ``nodes``. Gang method workload with ``gang.topology`` (rule G25): the
-    gang is placed in one domain of the level, as kube-scheduler's TopologyPlacement plugin does
+    reason; else what was placed binds on ``nodes``. A gang whose PodGroup (or Workload), as the mutation writes
+    it, names a topology level (rules R17, R18) is placed in one domain of it, as its scheduler does
     (:func:`place_in_one_domain`); on a cluster with no Workload API policylib writes, the webhook refuses the
     job's pods (rule G23) and all stay Pending."""
     ns = namespace_of(obj)
-    mutated = mutate(obj, config, namespace=ns, facts=facts).object
+    facts = facts if facts is not None else ClusterFacts()
+    result = mutate(obj, config, namespace=ns, facts=facts)
+    mutated = result.object
     job = read_job(mutated, ns)
     specs = (mutated.get("spec") or {}).get(job.specs_key) or {}
     native = native_gang(config, facts) if config.gang.enabled else None
@@ -176,11 +180,15 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
     if native is not None and native.api.version is None and job_carries_gang(mutated, job):
         return Placement(job.kind, ns, job.name, job.total, {}, {}, job.total, job.total, [
             f"the webhook refuses the job's pods (rule G23): {native.api.missing()}"])
-    if native is not None and native.topology is not None and job_carries_gang(mutated, job):
-        trial, placed, count, reasons = place_in_one_domain(job, specs, nodes, native.topology.key, minimum)
+    level = written_level(result.extra_objects, None, config, nodes, raw_nodes or [], facts)
+    if level is not None:
+        trial, placed, count, reasons, most = place_in_one_domain(job, specs, nodes, level, minimum)
     else:
         trial = [n.copy() for n in nodes]
         placed, count, reasons = place_gang(job, specs, Cluster(trial))
+        most = count
+    verdict = GangVerdict(job.name, minimum, min(most, minimum), where_of(level),
+                          scheduler=level.scheduler if level else None)
     if count < minimum:
         reasons.append(f"gang: {count} of its minimum {minimum} pods placeable at once: the gang binds nothing, "
                        f"all {job.total} pods stay Pending")
@@ -190,7 +198,35 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
     by_name = {n.name: n for n in trial}
     pending = job.total - count
     return Placement(job.kind, ns, job.name, job.total, dict(sorted(placed.items())), zones(placed, by_name),
-                     pending, pending, reasons, node_zones(placed, by_name))
+                     pending, pending, reasons, node_zones(placed, by_name), gangs=[verdict])
+
+
+def written_level(objects: list[dict[str, Any]], name: str | None, config: Config, nodes: list[NodeState],
+                  raw_nodes: list[dict[str, Any]], facts: ClusterFacts) -> GangLevel | None:
+    """Rules R17, R18: the level the gang object named ``name`` among ``objects`` (a mutation's extra objects, or
+    Trainer's PodGroup) holds its gang to; ``name`` None: the first gang object that names one. Volcano's
+    HyperNodes are the input's and those label discovery builds (rule V26)."""
+    found = gang_objects(objects)
+    candidates = [found[name]] if name is not None and name in found else [] if name is not None else \
+        list(found.values())
+    hypernodes: list[dict[str, Any]] | None = None
+    for obj in candidates:
+        if str(obj.get("apiVersion", "")).startswith(f"{VOLCANO_SCHEDULING_GROUP}/") and hypernodes is None:
+            hypernodes = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, raw_nodes,
+                                              facts.hypernodes)[0]
+        level = gang_level(obj, nodes, raw_nodes, hypernodes or [])
+        if level is not None:
+            return level
+    return None
+
+
+def where_of(level: GangLevel | None) -> str:
+    """Where a gang's minimum must fit, as ``check`` says it."""
+    if level is None:
+        return "Nodes"
+    if level.key is not None:
+        return f"one {level.key} domain"
+    return f"one HyperNode of tier <= {level.tier}"
 
 
 def job_carries_gang(mutated: dict[str, Any], job: KubeflowJob) -> bool:
@@ -222,10 +258,12 @@ def placement_fit_score(domain: list[NodeState]) -> int:
     return total // weights if weights else 0
 
 
-def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], key: str,
-                        minimum: int) -> tuple[list[NodeState], dict[str, int], int, list[str]]:
-    """Rules R16 and G25: kube-scheduler's placement of a gang whose PodGroup carries ``schedulingConstraints.topology
-    [{key}]`` (``podGroupSchedulingPlacementAlgorithm`` in pkg/scheduler/schedule_one_podgroup.go, v1.37.2).
+def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], level: GangLevel,
+                        minimum: int) -> tuple[list[NodeState], dict[str, int], int, list[str], int]:
+    """Rules R16, R17 and G25: kube-scheduler's placement of a gang whose PodGroup carries
+    ``schedulingConstraints.topology [{key}]`` (``podGroupSchedulingPlacementAlgorithm`` in
+    pkg/scheduler/schedule_one_podgroup.go, v1.37.2); Volcano's for a hard ``networkTopology`` (rule R18,
+    :func:`place_in_hypernode`).
 
     The TopologyPlacement plugin makes one placement per value of the Node label ``key`` (Nodes without it are in
     none); the gang is tried in each, its pods placed by the engine on that domain's Nodes alone, and a placement
@@ -234,25 +272,21 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
     placed, normalized to 0-100 by the most any placement took, weight 1); the best wins, a tie at random (here:
     the first domain in name order, the tie named in the reasons). None feasible: the scheduler reports ``0/N
     placements are available`` and binds nothing. Returns (the Nodes with the chosen placement bound, pods per
-    node, pods placed, reasons)."""
-    domains: dict[str, list[int]] = {}
-    for i, n in enumerate(nodes):
-        if key in n.labels:
-            domains.setdefault(str(n.labels[key]), []).append(i)
-    tried: list[tuple[str, list[NodeState], dict[str, int], int, list[str]]] = []
-    for value in sorted(domains):
-        trial = [n.copy() for n in nodes]
-        member = [trial[i] for i in domains[value]]
-        placed, count, why = place_gang(job, specs, Cluster(member))
-        tried.append((value, trial, placed, count, why))
+    node, pods placed, reasons, the most pods one domain holds)."""
+    if level.scheduler == VOLCANO:
+        return place_in_hypernode(job, specs, nodes, level, minimum)
+    key = level.key
+    tried = _try_domains(job, specs, nodes, level, minimum)
     feasible = [t for t in tried if t[3] >= minimum]
     if not feasible:
         counts = ", ".join(f"{value} {count}" for value, _, _, count, _ in tried) or f"no Node has the label {key}"
         return [n.copy() for n in nodes], {}, 0, [
             f"topology {key}: 0/{len(tried)} placements are available: no {key} domain holds the gang's minimum "
-            f"{minimum} pods at once (pods placeable per domain: {counts})"]
+            f"{minimum} pods at once (pods placeable per domain: {counts})"], max((t[3] for t in tried), default=0)
+    index = {n.name: i for i, n in enumerate(nodes)}
+    members = {name: [index[m] for m in group] for name, _, group in level.domains}
     most = max(t[3] for t in feasible)
-    scored = [(placement_fit_score([t[1][i] for i in domains[t[0]]]) + (t[3] * 100 // most if most else 0), t)
+    scored = [(placement_fit_score([t[1][i] for i in members[t[0]]]) + (t[3] * 100 // most if most else 0), t)
               for t in feasible]
     best = max(score for score, _ in scored)
     winners = [t for score, t in scored if score == best]
@@ -262,7 +296,48 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
     if len(winners) > 1:
         reasons.append(f"topology {key}: domains {', '.join(t[0] for t in winners)} score the same ({best}): "
                        f"kube-scheduler picks one at random; simulated in {value}")
-    return trial, placed, count, reasons
+    return trial, placed, count, reasons, count
+
+
+def _try_domains(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], level: GangLevel,
+                 minimum: int | None = None) -> list[tuple[str, list[NodeState], dict[str, int], int, list[str]]]:
+    """The gang placed by the engine in each domain of ``level`` on its own copy of ``nodes``: (domain, the
+    copy, pods per node, pods placed, reasons), in the level's order."""
+    index = {n.name: i for i, n in enumerate(nodes)}
+    tried = []
+    for value, _, group in level.domains:
+        trial = [n.copy() for n in nodes]
+        member = [trial[index[m]] for m in group if m in index]
+        placed, count, why = place_gang(job, specs, Cluster(member))
+        tried.append((value, trial, placed, count, why))
+    return tried
+
+
+def place_in_hypernode(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], level: GangLevel,
+                       minimum: int) -> tuple[list[NodeState], dict[str, int], int, list[str], int]:
+    """Rule R18: Volcano's allocate action for a job with a hard network topology (``allocateForJob``,
+    pkg/scheduler/actions/allocate/allocate.go, v1.14.1): the candidate HyperNodes (tier <= the allowed tier,
+    and the cluster-top one where it is allowed) grouped by tier, the lowest tier first; the job is tried in
+    each HyperNode of a tier on its Nodes alone, and the first tier where one holds the minimum wins (Volcano
+    then scores those HyperNodes; here: the first in name order, the others named). None holds it: the gang
+    plugin's condition ``<minimum>/<pods> tasks in gang unschedulable`` and nothing binds."""
+    tried = _try_domains(job, specs, nodes, level, minimum)
+    for tier in sorted({t for _, t, _ in level.domains}):
+        names = {name for name, t, _ in level.domains if t == tier}
+        feasible = [t for t in tried if t[0] in names and t[3] >= minimum]
+        if feasible:
+            value, trial, placed, count, why = feasible[0]
+            reasons = [f"{level.words}: placed in HyperNode {value} (tier {tier}; {len(feasible)} of {len(names)} "
+                       f"tier-{tier} HyperNodes hold the gang)"] + why
+            if len(feasible) > 1:
+                reasons.append(f"{level.words}: HyperNodes {', '.join(t[0] for t in feasible)} all hold the gang: "
+                               f"Volcano's network-topology-aware scores pick one; simulated in {value}")
+            return trial, placed, count, reasons, count
+    counts = ", ".join(f"{value} {count}" for value, _, _, count, _ in tried) or "no HyperNode"
+    return [n.copy() for n in nodes], {}, 0, [
+        f"{level.words}: no HyperNode of tier <= {level.tier} holds the gang's minimum {minimum} pods at once (pods "
+        f"placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable, \"{minimum}/{job.total} tasks "
+        "in gang unschedulable\""], max((t[3] for t in tried), default=0)
 
 
 def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int,
@@ -270,39 +345,50 @@ def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeStat
     """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``: the engine's
     filters (the registry ``simulate`` runs) place the pods of every replica type, in the job's order, on a copy
     of the Nodes (:func:`place_gang`): Coscheduling holds each member it has placed
-    (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot both count
-    the same free CPU. With a topology level (rule G25) the most any one domain of ``topology_key`` holds."""
+    (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot count the same
+    free CPU. With a topology level (rule G25) the most any one domain of ``topology_key`` holds
+    (:func:`~policylib.simulate.topology.label_domains`)."""
     if topology_key is None:
         return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
-    domains: dict[str, list[NodeState]] = {}
-    for n in states:
-        if topology_key in n.labels:
-            domains.setdefault(str(n.labels[topology_key]), []).append(n.copy())
-    return max((place_gang(job, specs, Cluster(members), minimum)[1] for members in domains.values()), default=0)
+    domains = label_domains(states, topology_key)
+    return max((place_gang(job, specs, Cluster([states[i].copy() for i in members]), minimum)[1]
+                for members in domains.values()), default=0)
 
 
 def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
                     facts: ClusterFacts) -> Placement:
     """Rule J7: a JobSet (after policylib's mutation) placed wave by wave beside the other workloads, as JobSet
-    starts it (rule J1): a wave that is a gang binds its minimum at once or nothing (rule R15; in one domain for a
-    native gang with ``gang.topology``, rule G25), a wave of one pod goes pod by pod; a wave starts only once every
-    pod of the waves before it is placed (``dependsOn`` Ready, ``startupPolicy InOrder``), so after a wave that
-    does not fit every later pod stays Pending, with the reason. JobSet's exclusive placement is not modelled (a
-    reason says so)."""
+    starts it (rule J1): a wave that is a gang binds its minimum at once or nothing (rule R15; in one domain where
+    its PodGroup or Workload names a level, rules R17, R18), a wave of one pod goes pod by pod; a wave starts only
+    once every pod of the waves before it is placed (``dependsOn`` Ready, ``startupPolicy InOrder``), so after a
+    wave that does not fit every later pod stays Pending, with the reason. JobSet's exclusive placement is not
+    modelled (a reason says so)."""
     ns = namespace_of(obj)
-    mutated = mutate(obj, config, namespace=ns, facts=facts).object
+    result = mutate(obj, config, namespace=ns, facts=facts)
+    mutated = result.object
     jobset = read_jobset(mutated, ns)
     plan = plan_jobset_gangs(jobset) if config.gang.enabled else None
+    return place_jobset(mutated, jobset, plan, result.extra_objects, config, nodes, raw_nodes, facts)
+
+
+def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None, gang_objs: list[dict[str, Any]],
+                 config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]], facts: ClusterFacts,
+                 scheduler: str | None = None) -> Placement:
+    """Rules J7, R17, R18: the (mutated) JobSet's waves placed in order, each gang of ``plan`` all or nothing, in
+    one domain of the level its object among ``gang_objs`` names; ``scheduler``: whose gang it is where the
+    configuration does not say (Trainer's PodGroup)."""
+    ns = jobset.namespace
     gang_of = {t: g for g in (plan.gangs if plan else ()) for t in g.replica_types}
     view = jobset.gang_view()
     specs = {j.name: {"template": (((mutated["spec"]["replicatedJobs"][j.index].get("template") or {}).get("spec")
                                    or {}).get("template") or {})} for j in jobset.jobs}
-    native = native_gang(config, facts) if plan else None
+    native = native_gang(config, facts) if plan and scheduler is None else None
     placed: dict[str, int] = {}
-    count, reasons = 0, []
+    count, reasons, verdicts = 0, [], []
     by_name = {n.name: n for n in nodes}
     blocked: str | None = None
-    for n, wave in enumerate(jobset.waves(), 1):
+    waves = jobset.waves()
+    for n, wave in enumerate(waves, 1):
         wave_pods = sum(j.pods for j in wave)
         names = ", ".join(j.name for j in wave)
         if blocked is not None:
@@ -315,12 +401,18 @@ def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState],
             reasons.append(f"wave {n} ({names}): the webhook refuses its pods (rule G23): {native.api.missing()}")
             blocked = f"wave {n} has no pods"
             continue
-        if gang is not None and native is not None and native.topology is not None and carries:
-            trial, got, bound, why = place_in_one_domain(job, specs, nodes, native.topology.key, gang.min_available)
+        level = written_level(gang_objs, gang.name, config, nodes, raw_nodes, facts) if gang is not None else None
+        if gang is not None and level is not None:
+            trial, got, bound, why, most = place_in_one_domain(job, specs, nodes, level, gang.min_available)
         else:
             trial = [s.copy() for s in nodes]
             got, bound, why = place_gang(job, specs, Cluster(trial))
+            most = bound
         reasons += [f"wave {n}: {w}" for w in why]
+        if gang is not None:
+            verdicts.append(GangVerdict(gang.name, gang.min_available, min(most, gang.min_available),
+                                        where_of(level), f"wave {n} of {len(waves)}: {names}" if len(waves) > 1
+                                        else None, level.scheduler if level else scheduler))
         if gang is not None and bound < gang.min_available:
             reasons.append(f"wave {n} ({names}): gang {gang.name}: {bound} of its minimum {gang.min_available} pods "
                            "placeable at once: the gang binds nothing")
@@ -338,7 +430,7 @@ def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState],
         reasons.append(f"{EXCLUSIVE_TOPOLOGY} {exclusive}: JobSet's exclusive placement is not simulated")
     pending = jobset.total - count
     return Placement("JobSet", ns, jobset.name, jobset.total, dict(sorted(placed.items())), zones(placed, by_name),
-                     pending, pending, reasons, node_zones(placed, by_name))
+                     pending, pending, reasons, node_zones(placed, by_name), gangs=verdicts)
 
 
 def job_carries_gang_in(specs: dict[str, Any], job: KubeflowJob) -> bool:
@@ -373,27 +465,58 @@ def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict
 
 def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
                       facts: ClusterFacts) -> Placement:
-    """Rule T5: a TrainJob whose runtime is in the input placed as the JobSet Trainer makes of it
-    (:func:`trainjob_as_jobset`) is placed (rule J7): each start wave a gang, as policylib's runtime patch says; a
-    runtime with ``podGroupPolicy`` gangs every pod in Trainer's one PodGroup, which never fills when the runtime
-    starts in waves (all Pending, named). A TrainJob whose runtime is not in the input is not placed (a reason)."""
+    """Rule T5: a TrainJob whose runtime is among the facts (the input's, or the cluster's with ``--cluster``)
+    placed as the JobSet Trainer makes of it (:func:`trainjob_as_jobset`, rule J7): each start wave a gang, as
+    policylib's runtime patch says, in one domain where its PodGroup or Workload names a level (rules R17, R18); a
+    runtime with ``podGroupPolicy`` gangs every pod in Trainer's one PodGroup (its Volcano ``networkTopology``
+    read the same way), which never fills when the runtime starts in waves (all Pending, named). A TrainJob whose
+    runtime is not known is not placed (a reason naming it)."""
     ns = namespace_of(obj)
-    mutated = mutate(obj, config, namespace=ns, facts=facts).object
+    result = mutate(obj, config, namespace=ns, facts=facts)
+    mutated = result.object
     trainjob = read_trainjob(mutated, ns)
     runtime = facts.runtime(trainjob.runtime_kind, ns, trainjob.runtime_name)
     if runtime is None:
         return Placement("TrainJob", ns, trainjob.name, 0, {}, {}, 0, 0, [
-            f"not simulated: runtime {trainjob.runtime_ref} is not in the input"])
-    jobset = trainjob_as_jobset(mutated, runtime)
-    waves = read_jobset(jobset, ns).waves()
+            f"not simulated: runtime {trainjob.runtime_ref} is not in the input{RUNTIME_SOURCES}"])
+    jobset_obj = trainjob_as_jobset(mutated, runtime)
+    jobset = read_jobset(jobset_obj, ns)
+    waves = jobset.waves()
     own = pod_group_policy(runtime)
     if own is not None and len(waves) > 1:
-        total = read_jobset(jobset, ns).total
-        return Placement("TrainJob", ns, trainjob.name, total, {}, {}, total, total, [
-            f"runtime {trainjob.runtime_ref} has podGroupPolicy.{own}: Trainer's PodGroup counts the pods of all "
-            f"{len(waves)} start waves, which never exist together: nothing binds"])
-    placement = simulate_jobset(jobset, config, nodes, raw_nodes, facts)
+        never = (f"runtime {trainjob.runtime_ref} has podGroupPolicy.{own}: Trainer's PodGroup counts the pods of all "
+                 f"{len(waves)} start waves, which never exist together: nothing binds")
+        return Placement("TrainJob", ns, trainjob.name, jobset.total, {}, {}, jobset.total, jobset.total, [never],
+                         gangs=[GangVerdict(trainjob.name, jobset.total, 0, never=never)])
+    if own is not None:
+        pods = jobset.total
+        plan = GangPlan(ns, (Gang(trainjob.name, pods, pods, tuple(j.name for j in jobset.jobs if j.pods > 0)),)) \
+            if pods > 1 else None
+        placement = place_jobset(jobset_obj, jobset, plan, [trainer_podgroup(trainjob.name, ns, runtime, own)], config,
+                                 nodes, raw_nodes, facts, scheduler=VOLCANO if own == "volcano" else own)
+    else:
+        plan = plan_jobset_gangs(jobset) if config.gang.enabled else None
+        placement = place_jobset(jobset_obj, jobset, plan, result.extra_objects, config, nodes, raw_nodes, facts)
     return replace(placement, kind="TrainJob")
+
+
+#: Where a TrainJob's runtime is read from besides the input's files.
+RUNTIME_SOURCES = " (give it with -f, or read the cluster's with --cluster)"
+
+
+def trainer_podgroup(name: str, namespace: str, runtime: dict[str, Any], policy: str) -> dict[str, Any]:
+    """Rule T5: the PodGroup Trainer makes for a runtime with ``podGroupPolicy`` (Trainer v2.3.0
+    pkg/runtime/framework/plugins/{coscheduling,volcano}), as far as placement goes: Volcano's carries the runtime's
+    ``podGroupPolicy.volcano.networkTopology`` (mode and ``highestTierAllowed``, default hard and 1)."""
+    spec: dict[str, Any] = {}
+    source = ((runtime.get("spec") or {}).get("podGroupPolicy") or {}).get(policy)
+    topology = source.get("networkTopology") if isinstance(source, dict) else None
+    if policy == "volcano" and isinstance(topology, dict):
+        spec["networkTopology"] = {"mode": topology.get("mode", "hard"),
+                                   "highestTierAllowed": topology.get("highestTierAllowed", 1)}
+    api_version = f"{VOLCANO_SCHEDULING_GROUP}/v1beta1" if policy == "volcano" else "scheduling.x-k8s.io/v1alpha1"
+    return {"apiVersion": api_version, "kind": "PodGroup", "metadata": {"name": name, "namespace": namespace},
+            "spec": spec}
 
 
 #: A gang's simulator model: the job (as the webhook mutates it) placed all-or-nothing on ``nodes`` (the
@@ -404,7 +527,7 @@ GangModel = Callable[[dict[str, Any], Config, list[NodeState], list[dict[str, An
 def kubeflow_model(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
                    facts: ClusterFacts) -> Placement:
     """:func:`simulate_kubeflow_job` as a :data:`GangModel` (its HyperNodes are not read)."""
-    return simulate_kubeflow_job(obj, config, nodes, facts)
+    return simulate_kubeflow_job(obj, config, nodes, facts, raw_nodes)
 
 
 #: The kinds placed as gangs, each with its model (rules V21, R15, J7, T5), in the order their predicates are asked: a
