@@ -1,17 +1,19 @@
-"""Kubeflow jobs' gangs against the Nodes as the one simulation of the input leaves them, the job's own pods
-released (rules G14, G21), and the gang schedulers a live cluster runs (rule D5)."""
+"""Every gang kind's gangs (Kubeflow jobs, Volcano Jobs, JobSets, TrainJobs: the kinds of
+:data:`~policylib.simulate.gangs.GANG_MODELS`) against the Nodes as the one simulation of the input leaves them,
+the job's own pods released (rules G14, G21, G26), and the gang schedulers a live cluster runs (rule D5)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from ..config import Config
-from ..facts import namespace_of
+from ..errors import PolicyError, object_ref
+from ..facts import ClusterFacts, namespace_of
 from ..gang import is_kubeflow_job, job_minimum, operator_gang_reason, policylib_gangs_volcano, read_job, volcano_without_gang
 from ..gang.topology import gang_topology
 from ..kubescheduler.model import NodeState
 from ..kubescheduler.snapshot import bound_pod_shape
 from ..schedulers import gang_scheduler_findings, running_gang_schedulers
-from ..simulate import gang_capacity, gang_owner, is_bound_pod
+from ..simulate import KUBE_SCHEDULER, VOLCANO, GangVerdict, gang_capacity, gang_model, gang_owner, is_bound_pod, owner_of
 from .finding import Finding
 from .simulated import Simulations
 
@@ -31,6 +33,10 @@ def _released(job: dict[str, Any], owner: str, load: list[NodeState], objects: l
 
 #: The label training-operator and the MPI Operator put on every pod of a job: the job's name.
 JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+#: The label each other gang kind's controller puts on every pod with the job's name: JobSet's (a TrainJob's
+#: JobSet is named after it) and Volcano's job controller's.
+NAME_LABELS = {"JobSet": "jobset.sigs.k8s.io/jobset-name", "TrainJob": "jobset.sigs.k8s.io/jobset-name",
+               "Job": "volcano.sh/job-name"}
 
 
 def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
@@ -40,7 +46,8 @@ def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
     meta, job_meta = obj.get("metadata") or {}, job.get("metadata") or {}
     uid = job_meta.get("uid")
     owned = uid and any(isinstance(r, dict) and r.get("uid") == uid for r in meta.get("ownerReferences") or [])
-    return bool(owned) or (meta.get("labels") or {}).get(JOB_NAME_LABEL) == job_meta.get("name")
+    label = NAME_LABELS.get(str(job.get("kind")), JOB_NAME_LABEL)
+    return bool(owned) or (meta.get("labels") or {}).get(label) == job_meta.get("name")
 
 
 def check_gangs(config: Config, objects: list[dict[str, Any]], simulations: Simulations) -> list[Finding]:
@@ -48,9 +55,24 @@ def check_gangs(config: Config, objects: list[dict[str, Any]], simulations: Simu
     simulation of the input leaves them with the job's own pods released (:func:`_released`)."""
     level = gang_topology(config) if config.gang.enabled else None
     load: list[NodeState] | None = None
-    out = []
+    out: list[Finding] = []
+    facts: ClusterFacts | None = None
     for obj in objects:
         if not is_kubeflow_job(obj):
+            model = gang_model(obj)
+            if model is None:
+                continue
+            if facts is None:
+                facts = ClusterFacts.from_objects(objects)
+                facts.workload_api = simulations.workload_api
+            load = simulations.load(objects) if load is None else load
+            released = _released(obj, owner_of(obj), load, objects)
+            try:   # rule G26: the model simulate runs, as simulate reports it
+                probe = model(obj, config, released, simulations.nodes, facts)
+            except (TypeError, ValueError, AttributeError, KeyError) as e:
+                raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
+            out += [gang_finding(config, probe.kind, probe.namespace, probe.name, v) for v in probe.gangs
+                    if not v.fits]
             continue
         job = read_job(obj, namespace_of(obj))
         operator = operator_gang_reason(obj, config.gang)
@@ -70,6 +92,28 @@ def check_gangs(config: Config, objects: list[dict[str, Any]], simulations: Simu
                                f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
                                f"{where} hold {capacity} of them now: {outcome}"))
     return out
+
+
+def gang_finding(config: Config, kind: str, namespace: str, name: str, verdict: GangVerdict) -> Finding:
+    """Rule G26: a gang of a Volcano Job, JobSet or TrainJob whose minimum the Nodes cannot hold at once (or that
+    can never bind), in the shape of a Kubeflow job's (rule G14): per start wave where the job has waves."""
+    which = f"its gang {verdict.name} ({verdict.wave})" if verdict.wave else "its gang"
+    if verdict.never is not None:
+        return Finding("error", "gang.method", f"{kind} {namespace}/{name}: {verdict.never}")
+    key = "gang.topology" if verdict.where != "Nodes" else "gang.method"
+    return Finding("error", key, f"{kind} {namespace}/{name}: {which} needs {verdict.minimum} pods at once; the "
+                                 f"{verdict.where} can hold {verdict.placeable} of them now: "
+                                 f"{stuck_outcome(config, verdict.scheduler)}")
+
+
+def stuck_outcome(config: Config, scheduler: str | None) -> str:
+    """What the gang's scheduler does with a gang whose minimum the Nodes cannot hold: ``scheduler`` the one the
+    words on the gang name (None: the configured gang scheduler, :func:`gang_stuck_outcome`)."""
+    if scheduler == VOLCANO:
+        return "Volcano would keep its PodGroup Unschedulable and start none of them"
+    if scheduler == KUBE_SCHEDULER:
+        return "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"
+    return gang_stuck_outcome(config, None)
 
 
 def gang_stuck_outcome(config: Config, operator: str | None) -> str:

@@ -14,8 +14,8 @@ from ..gang.keys import SCHEDULING_GROUP_LABEL
 from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from ..jobset import is_jobset, plan_jobset_gangs, read_jobset
-from ..jobset.read import JobSet
 from ..jobset.keys import EXCLUSIVE_TOPOLOGY
+from ..jobset.read import JobSet
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
 from ..trainer import is_trainjob, read_trainjob, runtime_jobset
@@ -32,25 +32,72 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
                          raw_nodes: list[dict[str, Any]], facts: ClusterFacts | None = None) -> Placement:
     """Each partition inside one of the HyperNodes its network topology allows (rule V26: the input's HyperNode
     objects in ``facts`` and label discovery's, as ``preview`` reads them); other tasks pod by pod. The Job is
-    a gang: unless its minimum binds (:func:`gang_shortfall`), nothing binds and every pod stays Pending."""
+    a gang: unless its minimum binds (:func:`gang_shortfall`), nothing binds and every pod stays Pending. A hard
+    job-level ``spec.networkTopology`` (which Volcano's controller copies to the Job's PodGroup) holds the whole
+    Job inside one HyperNode of tier <= the allowed tier, the lowest tier first (rule R18)."""
     ns = namespace_of(obj)
+    name = (obj.get("metadata") or {}).get("name", "")
     facts = facts if facts is not None else ClusterFacts()
     mutated = mutate(obj, config, namespace=ns, facts=facts).object
     hypernodes, unknown = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, raw_nodes, facts.hypernodes)
-    trial = [n.copy() for n in nodes]
+    owner = f"Job {ns}/{name}"
+    podgroup = {"apiVersion": f"{VOLCANO_SCHEDULING_GROUP}/v1beta1", "kind": "PodGroup",
+                "spec": {"networkTopology": (mutated.get("spec") or {}).get("networkTopology")}}
+    level = gang_level(podgroup, nodes, raw_nodes, hypernodes) if not unknown else None
+    tried: list[tuple[str, int]] = []
+    for domain, tier, members in (level.domains if level is not None else ()) or (("", 0, ()),):
+        trial = [n.copy() for n in nodes]
+        placed, pending, reasons, replicas, bound = _place_tasks(mutated, ns, config, trial, set(members) if level
+                                                                 else None, hypernodes, unknown, raw_nodes, owner)
+        minimum, placeable = volcano_minimum(mutated, bound), sum(pods for _, pods, _ in bound)
+        shortfall = gang_shortfall(mutated, bound)
+        if shortfall is None:
+            if level is not None:
+                reasons.insert(0, f"{level.words}: placed in HyperNode {domain} (tier {tier})")
+            break
+        tried.append((domain, placeable))
     by_name = {n.name: n for n in trial}
+    # rule G26: the Job's minimum against the Nodes (or one HyperNode); a task's or a partition's shortfall is
+    # named by simulate's own finding, in the partition's words (rules V21, V26)
+    verdicts = [] if level is None and task_shortfall(bound) else [GangVerdict(
+        name, minimum, min(max(p for _, p in tried) if tried else placeable, minimum), where_of(level),
+        scheduler=VOLCANO)]
+    if shortfall:
+        placed, pending = {}, replicas
+        if level is not None:
+            counts = ", ".join(f"{d} {p}" for d, p in tried if d) or "no HyperNode"
+            reasons = [f"{level.words}: no HyperNode of tier <= {level.tier} holds the Job's minimum {minimum} pods "
+                       f"at once (pods placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable, "
+                       f"\"{minimum}/{replicas} tasks in gang unschedulable\""]
+        else:
+            reasons.append(f"{shortfall}: the gang binds nothing, all {replicas} pods stay Pending")
+    else:
+        commit(nodes, trial)
+    return Placement("Job", ns, name, replicas, dict(sorted(placed.items())), zones(placed, by_name), pending,
+                     pending, reasons, node_zones(placed, by_name), gangs=verdicts, owner=owner)
+
+
+def _place_tasks(mutated: dict[str, Any], ns: str, config: Config, trial: list[NodeState], members: set[str] | None,
+                 hypernodes: list[dict[str, Any]], unknown: str | None, raw_nodes: list[dict[str, Any]],
+                 owner: str) -> tuple[dict[str, int], int, list[str], int, list[tuple[dict[str, Any], int, int]]]:
+    """A Volcano Job's tasks placed on ``trial`` (bound there), on the Nodes named in ``members`` alone where
+    given (the HyperNode of a job-level network topology): each partition inside a HyperNode its own network
+    topology allows (rule V26), other tasks pod by pod. Returns (pods per node, Pending, reasons, pods in all,
+    per task (task, pods placed, partitions placed))."""
+    by_name = {n.name: n for n in trial if members is None or n.name in members}
+    inside = list(by_name.values())
     placed: dict[str, int] = {}
     pending, reasons, replicas = 0, [], 0
     bound: list[tuple[dict[str, Any], int, int]] = []   # per task: (task, pods placed, partitions placed)
     for task in (mutated.get("spec") or {}).get("tasks") or []:
         count = int(task.get("replicas") or 0)
         replicas += count
-        pod = PodShape.of_template(task.get("template") or {}, ns, f"sim-{task.get('name')}")
+        pod = PodShape.of_template(task.get("template") or {}, ns, f"sim-{task.get('name')}", owner=owner)
         policy = task.get("partitionPolicy")
         unbounded = unenforced_partition_tier_name(policy, config.volcano.version)
         limits = partition_bound(policy, hypernodes, raw_nodes) if isinstance(policy, dict) else None
         if limits is None or unbounded or unknown or not limits.bounded:
-            got, left, why = place_pods(pod, count, trial)
+            got, left, why = place_pods(pod, count, inside)
             for k, v in got.items():
                 placed[k] = placed.get(k, 0) + v
             pending += left
@@ -69,15 +116,17 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
         pending += (total - partitions) * size
         reasons += [f"task {task.get('name')}: {w}" for w in why]
         bound.append((task, partitions * size, partitions))
-    shortfall = gang_shortfall(mutated, bound)
-    if shortfall:
-        placed, pending = {}, replicas
-        reasons.append(f"{shortfall}: the gang binds nothing, all {replicas} pods stay Pending")
-    else:
-        commit(nodes, trial)
-    return Placement("Job", ns, (obj.get("metadata") or {}).get("name", ""), replicas,
-                     dict(sorted(placed.items())), zones(placed, by_name), pending, pending, reasons,
-                     node_zones(placed, by_name))
+    return placed, pending, reasons, replicas, bound
+
+
+def volcano_minimum(job: dict[str, Any], bound: list[tuple[dict[str, Any], int, int]]) -> int:
+    """Rule V21: a Volcano Job's gang minimum: its minAvailable, else each task's minAvailable (else its
+    replicas), summed."""
+    minimum = (job.get("spec") or {}).get("minAvailable")
+    if minimum is None:
+        minimum = sum(int(t["minAvailable"]) if t.get("minAvailable") is not None else int(t.get("replicas") or 0)
+                      for t, _, _ in bound)
+    return int(minimum)
 
 
 def place_partitions(pod: PodShape, size: int, total: int, limits: PartitionBound, by_name: dict[str, NodeState],
@@ -106,6 +155,12 @@ def gang_shortfall(job: dict[str, Any], bound: list[tuple[dict[str, Any], int, i
     minAvailable (default: each task's minAvailable, else its replicas), than a task's minAvailable, or
     fewer partitions than a task's minPartitions (the PodGroup's minMember, minTaskMember and
     subGroupPolicy minSubGroups)."""
+    return task_shortfall(bound) or job_shortfall(job, bound)
+
+
+def task_shortfall(bound: list[tuple[dict[str, Any], int, int]]) -> str | None:
+    """Rule V21: a task whose minAvailable or minPartitions cannot bind (the PodGroup's minTaskMember and
+    subGroupPolicy minSubGroups), or None."""
     for task, pods, partitions in bound:
         name = task.get("name")
         raw = task.get("partitionPolicy")
@@ -114,13 +169,14 @@ def gang_shortfall(job: dict[str, Any], bound: list[tuple[dict[str, Any], int, i
             return f"task {name}: {partitions} of minPartitions {policy['minPartitions']} partitions placeable"
         if task.get("minAvailable") is not None and pods < int(task["minAvailable"]):
             return f"task {name}: {pods} of minAvailable {task['minAvailable']} pods placeable"
-    spec = job.get("spec") or {}
-    minimum = spec.get("minAvailable")
-    if minimum is None:
-        minimum = sum(int(t["minAvailable"]) if t.get("minAvailable") is not None else int(t.get("replicas") or 0)
-                      for t, _, _ in bound)
+    return None
+
+
+def job_shortfall(job: dict[str, Any], bound: list[tuple[dict[str, Any], int, int]]) -> str | None:
+    """Rule V21: fewer pods placeable than the Job's minimum (:func:`volcano_minimum`), or None."""
+    minimum = volcano_minimum(job, bound)
     placeable = sum(pods for _, pods, _ in bound)
-    if placeable < int(minimum):
+    if placeable < minimum:
         return f"{placeable} of the Job's minAvailable {minimum} pods placeable"
     return None
 
@@ -137,6 +193,13 @@ def commit(nodes: list[NodeState], trial: list[NodeState]) -> None:
 def gang_owner(job: KubeflowJob) -> str:
     """Whose the job's placed pods are on the Nodes (:meth:`NodeState.release` takes them off again)."""
     return f"{job.kind} {job.namespace}/{job.name}"
+
+
+def owner_of(obj: dict[str, Any]) -> str:
+    """Whose a gang kind's pods are on the Nodes once its model placed them (:func:`gang_owner`; a TrainJob's
+    are its JobSet's, named after it; a Volcano Job's are ``Job``'s)."""
+    name = (obj.get("metadata") or {}).get("name", "")
+    return f"{'JobSet' if is_trainjob(obj) else obj.get('kind')} {namespace_of(obj)}/{name}"
 
 
 def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster,
@@ -198,7 +261,7 @@ def simulate_kubeflow_job(obj: dict[str, Any], config: Config, nodes: list[NodeS
     by_name = {n.name: n for n in trial}
     pending = job.total - count
     return Placement(job.kind, ns, job.name, job.total, dict(sorted(placed.items())), zones(placed, by_name),
-                     pending, pending, reasons, node_zones(placed, by_name), gangs=[verdict])
+                     pending, pending, reasons, node_zones(placed, by_name), gangs=[verdict], owner=gang_owner(job))
 
 
 def written_level(objects: list[dict[str, Any]], name: str | None, config: Config, nodes: list[NodeState],
@@ -430,7 +493,7 @@ def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None,
         reasons.append(f"{EXCLUSIVE_TOPOLOGY} {exclusive}: JobSet's exclusive placement is not simulated")
     pending = jobset.total - count
     return Placement("JobSet", ns, jobset.name, jobset.total, dict(sorted(placed.items())), zones(placed, by_name),
-                     pending, pending, reasons, node_zones(placed, by_name), gangs=verdicts)
+                     pending, pending, reasons, node_zones(placed, by_name), gangs=verdicts, owner=gang_owner(view))
 
 
 def job_carries_gang_in(specs: dict[str, Any], job: KubeflowJob) -> bool:

@@ -56,6 +56,7 @@ class Placement:
     not_modelled: list[str] = field(default_factory=list)      # what the pods use that is not simulated
     deterministic: bool = True      # every replica went to the one best-scored node (no tie was broken)
     gangs: list[GangVerdict] = field(default_factory=list)     # each gang the model judged, for check (G26)
+    owner: str = ""     # whose its gang pods are on the Nodes (NodeState.release takes them off again)
 
     @property
     def pending_range(self) -> str:

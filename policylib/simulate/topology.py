@@ -52,7 +52,8 @@ def _group(obj: dict[str, Any]) -> str:
 def native_key(obj: dict[str, Any]) -> str | None:
     """Rule R17: the key of a Kubernetes PodGroup's ``spec.schedulingConstraints.topology[0]``, or of a Workload's
     first podGroupTemplate's; None without one."""
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    raw = obj.get("spec")
+    spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
     holder: Any = spec
     if obj.get("kind") == "Workload":
         templates = spec.get("podGroupTemplates")
@@ -79,7 +80,8 @@ def gang_level(obj: dict[str, Any] | None, nodes: Sequence[NodeState], raw_nodes
         return GangLevel(KUBE_SCHEDULER, f"schedulingConstraints.topology [{key}]", tuple(
             (value, 0, tuple(nodes[i].name for i in members)) for value, members in domains.items()), key)
     if group == VOLCANO_SCHEDULING_GROUP and obj.get("kind") == "PodGroup":
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        raw = obj.get("spec")
+        spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
         topo = spec.get("networkTopology")
         if not isinstance(topo, dict) or topo.get("mode", "hard") != "hard":
             return None
