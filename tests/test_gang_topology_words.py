@@ -190,3 +190,39 @@ def test_check_releases_the_jobs_own_pods_and_counts_the_others():
     assert gang_findings(podgroup, [first, second]) == [("gang.method", (
         "JobSet ml/second: its gang needs 4 pods at once; the Nodes can hold 2 of them now: it would wait for its "
         "scheduleTimeout and never start"))]
+
+
+def test_simulate_cluster_places_a_trainjob_with_the_clusters_runtime(tmp_path):
+    """Rules T1, T5: with ``--cluster`` the runtimes are the cluster's (TrainingRuntimes of every namespace and
+    ClusterTrainingRuntimes, each where it is served): the TrainJob given with -f is placed with its runtime; a
+    runtime the cluster does not have is named in the reason."""
+    import io
+    import json
+
+    import yaml
+
+    from policylib.cli import main
+    from tests.fakeapi import FakeAPI, paged_list
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}))
+    files = tmp_path / "trainjobs.yaml"
+    files.write_text(yaml.safe_dump_all([trainjob(num_nodes=3), {**trainjob(runtime="other"),
+                                                                 "metadata": {"name": "lost", "namespace": "ml"}}]))
+    runtime = {k: v for k, v in TORCH.items() if k not in ("apiVersion", "kind")}   # list items omit them
+    with FakeAPI() as api:
+        api.route("GET", "/api/v1/nodes", paged_list("Node", NODES, 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes",
+                  paged_list("ClusterTrainingRuntime", [runtime], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.37.0"}))
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["simulate", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "--config", str(cfg),
+                     "-f", str(files), "-o", "json"], io.StringIO(), out, err)
+        paths = {r["path"] for r in api.requests}
+    assert code == 0, err.getvalue()
+    placed, lost = json.loads(out.getvalue())
+    assert (placed["kind"], placed["name"], placed["replicas"], placed["pending"]) == ("TrainJob", "llama", 3, 0)
+    assert lost["reasons"] == ["not simulated: runtime ClusterTrainingRuntime other is not known (not among the -f "
+                               "objects, nor the cluster's with --cluster)"]
+    assert {"/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",
+            "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"} <= paths

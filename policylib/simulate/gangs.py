@@ -541,7 +541,7 @@ def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState
     runtime = facts.runtime(trainjob.runtime_kind, ns, trainjob.runtime_name)
     if runtime is None:
         return Placement("TrainJob", ns, trainjob.name, 0, {}, {}, 0, 0, [
-            f"not simulated: runtime {trainjob.runtime_ref} is not in the input{RUNTIME_SOURCES}"])
+            f"not simulated: runtime {trainjob.runtime_ref} is not known{RUNTIME_SOURCES}"])
     jobset_obj = trainjob_as_jobset(mutated, runtime)
     jobset = read_jobset(jobset_obj, ns)
     waves = jobset.waves()
@@ -564,7 +564,7 @@ def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState
 
 
 #: Where a TrainJob's runtime is read from besides the input's files.
-RUNTIME_SOURCES = " (give it with -f, or read the cluster's with --cluster)"
+RUNTIME_SOURCES = " (not among the -f objects, nor the cluster's with --cluster)"
 
 
 def trainer_podgroup(name: str, namespace: str, runtime: dict[str, Any], policy: str) -> dict[str, Any]:
