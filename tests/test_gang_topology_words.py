@@ -226,3 +226,41 @@ def test_simulate_cluster_places_a_trainjob_with_the_clusters_runtime(tmp_path):
                                "objects, nor the cluster's with --cluster)"]
     assert {"/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",
             "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"} <= paths
+
+
+EXCLUSIVE = {"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": RACK}}
+PODGROUP = {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}
+NO_GANG = {"gang": {"enabled": False}}
+
+
+def test_jobsets_exclusive_topology_puts_each_job_alone_in_one_domain():
+    """Rule R19, as JobSet's pod webhooks do it: each Job's first pod in a rack no other Job's pods are in, its
+    other pods created after it, in its rack. Two single-pod Jobs under a gang: one per rack, bound together;
+    three: the third has no free rack, so the gang binds nothing (without a gang the two others run)."""
+    two = jobset(rjob("w", replicas=2, pod_spec=CPU), meta=EXCLUSIVE)
+    [p] = simulate([two], NODES, PODGROUP)
+    assert (p.pending, racks(p.placed), p.reasons) == (0, {"a", "b"}, [
+        f"wave 1: alpha.jobset.sigs.k8s.io/exclusive-topology {RACK}: the Jobs of w each alone in one domain: "
+        "rack-a, rack-b"])
+    three = jobset(rjob("w", replicas=3, pod_spec=CPU), meta=EXCLUSIVE)
+    [gang] = simulate([three], NODES, PODGROUP)
+    assert (gang.pending, gang.placed, gang.reasons[0], gang.reasons[-1]) == (3, {}, (
+        f"wave 1: Job train-w-2: alpha.jobset.sigs.k8s.io/exclusive-topology {RACK}: every {RACK} domain holds "
+        "another Job's pods (its first pod's pod anti-affinity): its pods are not created"),
+        "wave 1 (w): gang train: 2 of its minimum 3 pods placeable at once: the gang binds nothing")
+    [alone] = simulate([three], NODES, NO_GANG)
+    assert (alone.pending, racks(alone.placed)) == (1, {"a", "b"})
+
+
+def test_exclusive_topology_with_a_gang_of_multi_pod_jobs_deadlocks():
+    """Rule R19: JobSet's pod webhook refuses a Job's other pods until its first is bound, and the gang binds
+    none until all exist: nothing binds, and check names it; without a gang each Job fills its own rack."""
+    multi = jobset(rjob("w", replicas=2, parallelism=3, pod_spec=CPU), meta=EXCLUSIVE)
+    [p] = simulate([multi], NODES, PODGROUP)
+    never = ("alpha.jobset.sigs.k8s.io/exclusive-topology: JobSet's pod webhook creates a Job's other pods only once "
+             "its first pod is bound, and gang train binds none until all 6 exist: the Jobs of w (3 pods per Job) "
+             "deadlock")
+    assert (p.pending, p.placed, p.reasons) == (6, {}, [f"wave 1 (w): {never}"])
+    assert gang_findings(PODGROUP, [multi]) == [("gang.method", f"JobSet ml/train: {never}")]
+    [free] = simulate([multi], NODES, NO_GANG)
+    assert (free.pending, free.placed) == (0, {"a1": 2, "a2": 1, "b1": 2, "b2": 1})

@@ -15,7 +15,7 @@ from ..gang.workload import native_gang
 from ..hypernodes import PartitionBound, partition_bound, scheduler_hypernodes
 from ..jobset import is_jobset, plan_jobset_gangs, read_jobset
 from ..jobset.keys import EXCLUSIVE_TOPOLOGY
-from ..jobset.read import JobSet
+from ..jobset.read import JobSet, ReplicatedJob
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
 from ..trainer import is_trainjob, read_trainjob, runtime_jobset
@@ -446,6 +446,8 @@ def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None,
     specs = {j.name: {"template": (((mutated["spec"]["replicatedJobs"][j.index].get("template") or {}).get("spec")
                                    or {}).get("template") or {})} for j in jobset.jobs}
     native = native_gang(config, facts) if plan and scheduler is None else None
+    exclusive = exclusive_keys(mutated, jobset)
+    taken = {key: occupied_domains(nodes, key) for key in set(exclusive.values())}
     placed: dict[str, int] = {}
     count, reasons, verdicts = 0, [], []
     by_name = {n.name: n for n in nodes}
@@ -465,7 +467,22 @@ def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None,
             blocked = f"wave {n} has no pods"
             continue
         level = written_level(gang_objs, gang.name, config, nodes, raw_nodes, facts) if gang is not None else None
-        if gang is not None and level is not None:
+        keys = {j.name: exclusive[j.name] for j in wave if j.name in exclusive}
+        stuck = [f"{j.name} ({j.pods_per_job} pods per Job)" for j in wave if j.name in keys and j.pods_per_job > 1]
+        if gang is not None and stuck:   # rule R19: JobSet's pod webhook never creates the rest of the gang
+            never = (f"{EXCLUSIVE_TOPOLOGY}: JobSet's pod webhook creates a Job's other pods only once its first pod "
+                     f"is bound, and gang {gang.name} binds none until all {gang.min_available} exist: the Jobs of "
+                     f"{', '.join(stuck)} deadlock")
+            reasons.append(f"wave {n} ({names}): {never}")
+            verdicts.append(GangVerdict(gang.name, gang.min_available, 0, wave=f"wave {n} of {len(waves)}: {names}"
+                                        if len(waves) > 1 else None, never=never))
+            blocked = f"wave {n} did not start"
+            continue
+        if keys:
+            trial = [s.copy() for s in nodes]
+            got, bound, why = place_exclusive(jobset, wave, specs, trial, keys, taken, gang_owner(view))
+            most = bound
+        elif gang is not None and level is not None:
             trial, got, bound, why, most = place_in_one_domain(job, specs, nodes, level, gang.min_available)
         else:
             trial = [s.copy() for s in nodes]
@@ -488,12 +505,97 @@ def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None,
         count += bound
         if bound < wave_pods:
             blocked = f"wave {n} has {wave_pods - bound} Pending pod(s)"
-    exclusive = ((mutated.get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)
-    if exclusive:
-        reasons.append(f"{EXCLUSIVE_TOPOLOGY} {exclusive}: JobSet's exclusive placement is not simulated")
     pending = jobset.total - count
     return Placement("JobSet", ns, jobset.name, jobset.total, dict(sorted(placed.items())), zones(placed, by_name),
                      pending, pending, reasons, node_zones(placed, by_name), gangs=verdicts, owner=gang_owner(view))
+
+
+#: The label JobSet's controller puts on every Job and pod (sha256 of the namespaced Job name): what JobSet's
+#: exclusive placement's pod anti-affinity selects (``job-key Exists``, ``NotIn`` its own).
+JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
+
+
+def exclusive_keys(mutated: dict[str, Any], jobset: JobSet) -> dict[str, str]:
+    """Rule R19: the node label each ReplicatedJob's Jobs are exclusive on (``alpha.jobset.sigs.k8s.io/
+    exclusive-topology`` on the JobSet's metadata, or on the ReplicatedJob's Job template, which wins: JobSet's
+    controller copies it to each Job and pod so)."""
+    top = ((mutated.get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)
+    out = {}
+    for j in jobset.jobs:
+        rjob = mutated["spec"]["replicatedJobs"][j.index]
+        own = (((rjob.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)
+        if own or top:
+            out[j.name] = str(own or top)
+    return out
+
+
+def occupied_domains(nodes: list[NodeState], key: str) -> set[str]:
+    """Rule R19: the domains of ``key`` where a pod of a JobSet's Job is bound already (its ``job-key`` label):
+    JobSet's exclusive placement keeps every other Job out of them."""
+    return {str(n.labels[key]) for n in nodes if key in n.labels
+            and any(JOB_KEY_LABEL in labels for pods in n.bound.values() for labels in pods)}
+
+
+def place_exclusive(jobset: JobSet, wave: list[ReplicatedJob], specs: dict[str, Any], nodes: list[NodeState],
+                    keys: dict[str, str], taken: dict[str, set[str]], owner: str) -> tuple[dict[str, int], int, list[str]]:
+    """Rule R19: a wave's Jobs placed as JobSet's pod webhooks place them (sigs.k8s.io/jobset v0.12.0
+    pkg/webhooks/pod_webhook.go): each Job's first pod gets a required pod affinity to its own Job and a pod
+    anti-affinity to every other Job on the level, so the scheduler puts it on the best Node of a domain no other
+    Job's pods are in; its other pods are created only once it is bound, with a node selector on that domain.
+    A ReplicatedJob without the annotation goes pod by pod. Binds on ``nodes``; returns (pods per node, pods
+    placed, reasons)."""
+    placed: dict[str, int] = {}
+    count, reasons = 0, []
+    index = {n.name: i for i, n in enumerate(nodes)}
+    for j in wave:
+        template = (specs.get(j.name) or {}).get("template") or {}
+        pod = PodShape.of_template(template, jobset.namespace, "", owner=owner)
+        key = keys.get(j.name)
+        if key is None:
+            got, left, why, _ = Cluster(nodes).place(pod, j.pods)
+            _add(placed, got)
+            count += j.pods - left
+            reasons += [f"{j.name}: {w}" for w in why]
+            continue
+        domains = label_domains(nodes, key)
+        used: list[str] = []
+        for r in range(j.replicas):
+            job = f"Job {jobset.name}-{j.name}-{r}"
+            free = [nodes[i] for value, members in domains.items() if value not in taken[key] for i in members]
+            if not free:
+                reasons.append(f"{job}: {EXCLUSIVE_TOPOLOGY} {key}: every {key} domain holds another Job's pods (its "
+                               "first pod's pod anti-affinity): its pods are not created")
+                continue
+            pod = PodShape.of_template(with_job_key(template, f"{jobset.namespace}/{jobset.name}-{j.name}-{r}"),
+                                       jobset.namespace, "", owner=owner)
+            got, left, why, _ = Cluster(free).place(pod, 1)
+            if left:
+                reasons.append(f"{job}: its first pod: {why[0]}")
+                continue
+            value = str(nodes[index[next(iter(got))]].labels[key])
+            taken[key].add(value)
+            used.append(value)
+            rest, left, why, _ = Cluster([nodes[i] for i in domains[value]]).place(pod, j.pods_per_job - 1)
+            _add(placed, got)
+            _add(placed, rest)
+            count += j.pods_per_job - left
+            reasons += [f"{job}: its pods in {key}={value}: {w}" for w in why]
+        if used:
+            reasons.append(f"{EXCLUSIVE_TOPOLOGY} {key}: the Jobs of {j.name} each alone in one domain: "
+                           f"{', '.join(used)}")
+    return placed, count, reasons
+
+
+def with_job_key(template: dict[str, Any], job: str) -> dict[str, Any]:
+    """A pod template with the ``job-key`` label JobSet's controller gives the pods of ``job`` (so the Jobs placed
+    after it see its domain as taken)."""
+    meta = template.get("metadata") or {}
+    return {**template, "metadata": {**meta, "labels": {**(meta.get("labels") or {}), JOB_KEY_LABEL: job}}}
+
+
+def _add(placed: dict[str, int], got: dict[str, int]) -> None:
+    for k, v in got.items():
+        placed[k] = placed.get(k, 0) + v
 
 
 def job_carries_gang_in(specs: dict[str, Any], job: KubeflowJob) -> bool:
