@@ -424,8 +424,8 @@ def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState],
     starts it (rule J1): a wave that is a gang binds its minimum at once or nothing (rule R15; in one domain where
     its PodGroup or Workload names a level, rules R17, R18), a wave of one pod goes pod by pod; a wave starts only
     once every pod of the waves before it is placed (``dependsOn`` Ready, ``startupPolicy InOrder``), so after a
-    wave that does not fit every later pod stays Pending, with the reason. JobSet's exclusive placement is not
-    modelled (a reason says so)."""
+    wave that does not fit every later pod stays Pending, with the reason. JobSet's exclusive placement puts each
+    Job alone in one domain (rule R19, :func:`place_exclusive`)."""
     ns = namespace_of(obj)
     result = mutate(obj, config, namespace=ns, facts=facts)
     mutated = result.object
