@@ -13,7 +13,17 @@ from ..gang.topology import gang_topology
 from ..kubescheduler.model import NodeState
 from ..kubescheduler.snapshot import bound_pod_shape
 from ..schedulers import gang_scheduler_findings, running_gang_schedulers
-from ..simulate import KUBE_SCHEDULER, VOLCANO, GangVerdict, gang_capacity, gang_model, gang_owner, is_bound_pod, owner_of
+from ..simulate import (
+    COSCHEDULING,
+    KUBE_SCHEDULER,
+    VOLCANO,
+    GangVerdict,
+    gang_capacity,
+    gang_model,
+    gang_owner,
+    is_bound_pod,
+    owner_of,
+)
 from .finding import Finding
 from .simulated import Simulations
 
@@ -51,46 +61,64 @@ def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
 
 
 def check_gangs(config: Config, objects: list[dict[str, Any]], simulations: Simulations) -> list[Finding]:
-    """Rules G14, G21: each Kubeflow job whose gang minimum the Nodes cannot hold at once, on the Nodes as the one
-    simulation of the input leaves them with the job's own pods released (:func:`_released`)."""
-    level = gang_topology(config) if config.gang.enabled else None
+    """Rules G14, G21, G26: each gang whose minimum the Nodes cannot hold at once, on the Nodes as the one
+    simulation of the input leaves them with the job's own pods released (:func:`_released`): a Kubeflow job's
+    by its capacity (:func:`kubeflow_gang_findings`), every other gang kind's by its own model
+    (:func:`model_gang_findings`)."""
     load: list[NodeState] | None = None
     out: list[Finding] = []
     facts: ClusterFacts | None = None
     for obj in objects:
-        if not is_kubeflow_job(obj):
-            model = gang_model(obj)
-            if model is None:
-                continue
+        if is_kubeflow_job(obj):
+            load = simulations.load(objects) if load is None else load
+            out += kubeflow_gang_findings(config, obj, objects, load)
+        elif gang_model(obj) is not None:
+            load = simulations.load(objects) if load is None else load
             if facts is None:
                 facts = ClusterFacts.from_objects(objects)
                 facts.workload_api = simulations.workload_api
-            load = simulations.load(objects) if load is None else load
-            released = _released(obj, owner_of(obj), load, objects)
-            try:   # rule G26: the model simulate runs, as simulate reports it
-                probe = model(obj, config, released, simulations.nodes, facts)
-            except (TypeError, ValueError, AttributeError, KeyError) as e:
-                raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
-            out += [gang_finding(config, probe.kind, probe.namespace, probe.name, v) for v in probe.gangs
-                    if not v.fits]
-            continue
-        job = read_job(obj, namespace_of(obj))
-        operator = operator_gang_reason(obj, config.gang)
-        if operator:
-            out.append(Finding("warning" if volcano_without_gang(obj, config.gang) else "info", "gang.operatorGang",
-                               f"{job.kind} {job.namespace}/{job.name}: {operator}"))
-        minimum = job_minimum(job)
-        specs = (obj.get("spec") or {}).get(job.specs_key) or {}
-        key = level.key if level is not None and not operator else None
-        load = simulations.load(objects) if load is None else load
-        capacity = gang_capacity(job, specs, _released(obj, gang_owner(job), load, objects), minimum, key)
-        if capacity < minimum:
-            # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
-            outcome = gang_stuck_outcome(config, operator)
-            where = f"one {key} domain can" if key else "Nodes can"
-            out.append(Finding("error", "gang.topology" if key else "gang.method",
-                               f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
-                               f"{where} hold {capacity} of them now: {outcome}"))
+            out += model_gang_findings(config, obj, objects, load, simulations.nodes, facts)
+    return out
+
+
+def model_gang_findings(config: Config, obj: dict[str, Any], objects: list[dict[str, Any]], load: list[NodeState],
+                        nodes: list[dict[str, Any]], facts: ClusterFacts) -> list[Finding]:
+    """Rule G26: a Volcano Job's, JobSet's or TrainJob's gangs as the model ``simulate`` runs judges them (each
+    start wave with the waves before it in place), on ``load`` with the job's own pods released: one finding per
+    gang that does not fit or can never bind."""
+    model = gang_model(obj)
+    assert model is not None
+    released = _released(obj, owner_of(obj), load, objects)
+    try:
+        probe = model(obj, config, released, nodes, facts)
+    except (TypeError, ValueError, AttributeError, KeyError) as e:   # as simulate reports it
+        raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
+    return [gang_finding(config, probe.kind, probe.namespace, probe.name, v) for v in probe.gangs if not v.fits]
+
+
+def kubeflow_gang_findings(config: Config, obj: dict[str, Any], objects: list[dict[str, Any]],
+                           load: list[NodeState]) -> list[Finding]:
+    """Rules G14, G21: a Kubeflow job whose gang minimum ``load`` (with the job's own pods released) cannot hold
+    at once, in one domain of ``gang.topology``'s level where the job's gang is native; and the operator's own gang
+    named."""
+    level = gang_topology(config) if config.gang.enabled else None
+    out = []
+    job = read_job(obj, namespace_of(obj))
+    operator = operator_gang_reason(obj, config.gang)
+    if operator:
+        out.append(Finding("warning" if volcano_without_gang(obj, config.gang) else "info", "gang.operatorGang",
+                           f"{job.kind} {job.namespace}/{job.name}: {operator}"))
+    minimum = job_minimum(job)
+    specs = (obj.get("spec") or {}).get(job.specs_key) or {}
+    key = level.key if level is not None and not operator else None
+    capacity = gang_capacity(job, specs, _released(obj, gang_owner(job), load, objects), minimum, key)
+    if capacity < minimum:
+        # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
+        outcome = gang_stuck_outcome(config, operator)
+        where = f"one {key} domain can" if key else "Nodes can"
+        out.append(Finding("error", "gang.topology" if key else "gang.method",
+                           f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
+                           f"{where} hold {capacity} of them now: {outcome}"))
     return out
 
 
@@ -113,6 +141,8 @@ def stuck_outcome(config: Config, scheduler: str | None) -> str:
         return "Volcano would keep its PodGroup Unschedulable and start none of them"
     if scheduler == KUBE_SCHEDULER:
         return "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"
+    if scheduler == COSCHEDULING:
+        return "it would wait for its scheduleTimeout and never start"
     return gang_stuck_outcome(config, None)
 
 

@@ -25,7 +25,7 @@ from ..volcano import is_volcano_job
 from ..volcano_api.partitions import unenforced_partition_tier_name
 from .engine import Cluster
 from .placement import GangVerdict, Placement, node_zones, place_pods, zones
-from .topology import VOLCANO, GangLevel, gang_level, gang_objects, label_domains
+from .topology import COSCHEDULING, VOLCANO, GangLevel, gang_level, gang_objects, label_domains
 
 
 def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
@@ -270,8 +270,8 @@ def written_level(objects: list[dict[str, Any]], name: str | None, config: Confi
     Trainer's PodGroup) holds its gang to; ``name`` None: the first gang object that names one. Volcano's
     HyperNodes are the input's and those label discovery builds (rule V26)."""
     found = gang_objects(objects)
-    candidates = [found[name]] if name is not None and name in found else [] if name is not None else \
-        list(found.values())
+    named = [found[name]] if name in found else []
+    candidates = list(found.values()) if name is None else named
     hypernodes: list[dict[str, Any]] | None = None
     for obj in candidates:
         if str(obj.get("apiVersion", "")).startswith(f"{VOLCANO_SCHEDULING_GROUP}/") and hypernodes is None:
@@ -658,7 +658,7 @@ def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState
         plan = GangPlan(ns, (Gang(trainjob.name, pods, pods, tuple(j.name for j in jobset.jobs if j.pods > 0)),)) \
             if pods > 1 else None
         placement = place_jobset(jobset_obj, jobset, plan, [trainer_podgroup(trainjob.name, ns, runtime, own)], config,
-                                 nodes, raw_nodes, facts, scheduler=VOLCANO if own == "volcano" else own)
+                                 nodes, raw_nodes, facts, scheduler=VOLCANO if own == "volcano" else COSCHEDULING)
     else:
         plan = plan_jobset_gangs(jobset) if config.gang.enabled else None
         placement = place_jobset(jobset_obj, jobset, plan, result.extra_objects, config, nodes, raw_nodes, facts)

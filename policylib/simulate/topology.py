@@ -19,7 +19,8 @@ from ..constants import NATIVE_GANG_GROUP, VOLCANO_SCHEDULING_GROUP
 from ..hypernodes import partition_bound
 from ..kubescheduler.model import NodeState
 
-KUBE_SCHEDULER, VOLCANO = "kube-scheduler", "volcano"
+#: Whose gang a PodGroup is, as its words say: Kubernetes' own, Volcano's, scheduler-plugins' Coscheduling.
+KUBE_SCHEDULER, VOLCANO, COSCHEDULING = "kube-scheduler", "volcano", "coscheduling"
 
 
 @dataclass(frozen=True)
