@@ -264,3 +264,17 @@ def test_exclusive_topology_with_a_gang_of_multi_pod_jobs_deadlocks():
     assert gang_findings(PODGROUP, [multi]) == [("gang.method", f"JobSet ml/train: {never}")]
     [free] = simulate([multi], NODES, NO_GANG)
     assert (free.pending, free.placed) == (0, {"a1": 2, "a2": 1, "b1": 2, "b2": 1})
+
+
+def test_a_trainjobs_exclusive_topology_rides_its_runtime_patch():
+    """Rule R19 for a TrainJob: the annotation on a runtime patch's JobSet metadata reaches the JobSet Trainer
+    makes, and its one Job of 5 pods stays in one rack (4 fit, 1 Pending); under a gang it would deadlock."""
+    patch = {"manager": "example.com/placement", "trainingRuntimeSpec": {"template": {"metadata": EXCLUSIVE}}}
+    tj = trainjob(num_nodes=5, patches=[patch])
+    [p] = simulate([TORCH, tj], NODES, NO_GANG)
+    assert (p.kind, p.pending, sum(p.placed.values()), len(racks(p.placed))) == ("TrainJob", 1, 4, 1)
+    assert p.reasons[-1] == (f"wave 1: alpha.jobset.sigs.k8s.io/exclusive-topology {RACK}: the Jobs of node each "
+                             "alone in one domain: rack-a")
+    [gang] = simulate([TORCH, tj], NODES, PODGROUP)
+    assert (gang.pending, gang.placed) == (5, {})
+    assert "deadlock" in gang.reasons[0]

@@ -607,7 +607,8 @@ def job_carries_gang_in(specs: dict[str, Any], job: KubeflowJob) -> bool:
 def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict[str, Any]:
     """Rule T5: the JobSet Trainer makes of a (mutated) TrainJob, as far as placement goes: the runtime's JobSet
     template with each Job's ``parallelism = completions`` the pods Trainer gives it (rule T1), every runtime
-    patch's pod labels and annotations merged in list order, named after the TrainJob and owned by it."""
+    patch's pod labels and annotations merged in list order, and its JobSet and Job annotations (where JobSet's
+    exclusive-topology rides, rule R19), named after the TrainJob and owned by it."""
     trainjob = read_trainjob(mutated)
     counts = {j.name: j.pods_per_job for j in runtime_jobset(trainjob, runtime).jobs}
     spec = copy.deepcopy(((runtime.get("spec") or {}).get("template") or {}).get("spec") or {})
@@ -615,6 +616,8 @@ def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict
     for name, rjob in by_name.items():
         job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
         job_spec["parallelism"] = job_spec["completions"] = counts.get(str(name), 1)
+    template_meta = ((runtime.get("spec") or {}).get("template") or {}).get("metadata")
+    annotations = _annotations(template_meta)
     for patch in trainjob.patches:
         for name, meta in entry_pod_metadata(patch):
             pod = by_name.get(name, {}).get("template", {}).get("spec", {}).setdefault("template", {})
@@ -622,10 +625,25 @@ def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict
             for part in ("labels", "annotations"):
                 if meta.get(part):
                     target[part] = {**(target.get(part) or {}), **meta[part]}
+        template = ((patch.get("trainingRuntimeSpec") or {}).get("template") or {})
+        annotations.update(_annotations(template.get("metadata") if isinstance(template, dict) else None))
+        patched = (template.get("spec") or {}).get("replicatedJobs") if isinstance(template, dict) else None
+        for rjob in patched if isinstance(patched, list) else []:
+            own = _annotations(((rjob.get("template") or {}).get("metadata")) if isinstance(rjob, dict) else None)
+            if own and rjob.get("name") in by_name:
+                job_meta = by_name[rjob["name"]].setdefault("template", {}).setdefault("metadata", {})
+                job_meta["annotations"] = {**_annotations(job_meta), **own}
     return {"apiVersion": JOBSET_API_VERSION,
             "kind": "JobSet", "metadata": {"name": trainjob.name, "namespace": trainjob.namespace, "ownerReferences": [
-                {"apiVersion": mutated["apiVersion"], "kind": "TrainJob", "name": trainjob.name, "controller": True}]},
+                {"apiVersion": mutated["apiVersion"], "kind": "TrainJob", "name": trainjob.name, "controller": True}],
+                **({"annotations": annotations} if annotations else {})},
             "spec": spec}
+
+
+def _annotations(meta: Any) -> dict[str, Any]:
+    """A copy of an object's (or template's) ``metadata.annotations``, empty where there are none."""
+    found = meta.get("annotations") if isinstance(meta, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
