@@ -258,8 +258,8 @@ def test_exclusive_topology_with_a_gang_of_multi_pod_jobs_deadlocks():
     multi = jobset(rjob("w", replicas=2, parallelism=3, pod_spec=CPU), meta=EXCLUSIVE)
     [p] = simulate([multi], NODES, PODGROUP)
     never = ("alpha.jobset.sigs.k8s.io/exclusive-topology: JobSet's pod webhook creates a Job's other pods only once "
-             "its first pod is bound, and gang train binds none until all 6 exist: the Jobs of w (3 pods per Job) "
-             "deadlock")
+             "its first pod is bound (\"follower pod node selector not set\"), and gang train binds none until all 6 "
+             "exist: the Jobs of w (3 pods per Job) deadlock")
     assert (p.pending, p.placed, p.reasons) == (6, {}, [f"wave 1 (w): {never}"])
     assert gang_findings(PODGROUP, [multi]) == [("gang.method", f"JobSet ml/train: {never}")]
     [free] = simulate([multi], NODES, NO_GANG)
@@ -278,3 +278,13 @@ def test_a_trainjobs_exclusive_topology_rides_its_runtime_patch():
     [gang] = simulate([TORCH, tj], NODES, PODGROUP)
     assert (gang.pending, gang.placed) == (5, {})
     assert "deadlock" in gang.reasons[0]
+
+
+def test_the_node_selector_strategy_is_named_not_modelled():
+    """Rule R19: with alpha.jobset.sigs.k8s.io/node-selector JobSet's pod webhooks leave the pods alone (each Job
+    selects Nodes labelled for it beforehand): no exclusive placement, and the reason says it is not modelled."""
+    flagged = {"annotations": {**EXCLUSIVE["annotations"], "alpha.jobset.sigs.k8s.io/node-selector": "true"}}
+    [p] = simulate([jobset(rjob("w", replicas=3, pod_spec=CPU), meta=flagged)], NODES, NO_GANG)
+    assert (p.pending, p.reasons) == (0, [
+        "alpha.jobset.sigs.k8s.io/node-selector: each Job's pods select the Nodes labelled for it beforehand "
+        "(alpha.jobset.sigs.k8s.io/namespaced-job): not modelled, placed without it"])

@@ -471,8 +471,9 @@ def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None,
         stuck = [f"{j.name} ({j.pods_per_job} pods per Job)" for j in wave if j.name in keys and j.pods_per_job > 1]
         if gang is not None and stuck:   # rule R19: JobSet's pod webhook never creates the rest of the gang
             never = (f"{EXCLUSIVE_TOPOLOGY}: JobSet's pod webhook creates a Job's other pods only once its first pod "
-                     f"is bound, and gang {gang.name} binds none until all {gang.min_available} exist: the Jobs of "
-                     f"{', '.join(stuck)} deadlock")
+                     "is bound (\"follower pod node selector not set\"), and gang "
+                     f"{gang.name} binds none until all {gang.min_available} exist: the Jobs of {', '.join(stuck)} "
+                     "deadlock")
             reasons.append(f"wave {n} ({names}): {never}")
             verdicts.append(GangVerdict(gang.name, gang.min_available, 0, wave=f"wave {n} of {len(waves)}: {names}"
                                         if len(waves) > 1 else None, never=never))
@@ -505,11 +506,17 @@ def place_jobset(mutated: dict[str, Any], jobset: JobSet, plan: GangPlan | None,
         count += bound
         if bound < wave_pods:
             blocked = f"wave {n} has {wave_pods - bound} Pending pod(s)"
+    if node_selector_strategy(mutated):
+        reasons.append(f"{NODE_SELECTOR_STRATEGY}: each Job's pods select the Nodes labelled for it beforehand "
+                       "(alpha.jobset.sigs.k8s.io/namespaced-job): not modelled, placed without it")
     pending = jobset.total - count
     return Placement("JobSet", ns, jobset.name, jobset.total, dict(sorted(placed.items())), zones(placed, by_name),
                      pending, pending, reasons, node_zones(placed, by_name), gangs=verdicts, owner=gang_owner(view))
 
 
+#: JobSet's flag for its other exclusive strategy (the value does not matter; jobset_types.go
+#: ``NodeSelectorStrategyKey``): the pod webhooks then leave the pods alone.
+NODE_SELECTOR_STRATEGY = "alpha.jobset.sigs.k8s.io/node-selector"
 #: The label JobSet's controller puts on every Job and pod (sha256 of the namespaced Job name): what JobSet's
 #: exclusive placement's pod anti-affinity selects (``job-key Exists``, ``NotIn`` its own).
 JOB_KEY_LABEL = "jobset.sigs.k8s.io/job-key"
@@ -519,14 +526,23 @@ def exclusive_keys(mutated: dict[str, Any], jobset: JobSet) -> dict[str, str]:
     """Rule R19: the node label each ReplicatedJob's Jobs are exclusive on (``alpha.jobset.sigs.k8s.io/
     exclusive-topology`` on the JobSet's metadata, or on the ReplicatedJob's Job template, which wins: JobSet's
     controller copies it to each Job and pod so)."""
-    top = ((mutated.get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)
+    top = _annotations(mutated.get("metadata"))
     out = {}
     for j in jobset.jobs:
-        rjob = mutated["spec"]["replicatedJobs"][j.index]
-        own = (((rjob.get("template") or {}).get("metadata") or {}).get("annotations") or {}).get(EXCLUSIVE_TOPOLOGY)
-        if own or top:
-            out[j.name] = str(own or top)
+        own = _annotations((mutated["spec"]["replicatedJobs"][j.index].get("template") or {}).get("metadata"))
+        key = own.get(EXCLUSIVE_TOPOLOGY) or top.get(EXCLUSIVE_TOPOLOGY)
+        if key and NODE_SELECTOR_STRATEGY not in own and NODE_SELECTOR_STRATEGY not in top:
+            out[j.name] = str(key)
     return out
+
+
+def node_selector_strategy(mutated: dict[str, Any]) -> bool:
+    """Whether the JobSet (or one of its ReplicatedJobs) asks for JobSet's node-selector strategy: each Job's pods
+    then select Nodes labelled for that Job beforehand, which the pod webhooks leave alone (not modelled)."""
+    rjobs = (mutated.get("spec") or {}).get("replicatedJobs") or []
+    return NODE_SELECTOR_STRATEGY in _annotations(mutated.get("metadata")) or any(
+        NODE_SELECTOR_STRATEGY in _annotations((r.get("template") or {}).get("metadata")) for r in rjobs
+        if isinstance(r, dict))
 
 
 def occupied_domains(nodes: list[NodeState], key: str) -> set[str]:
