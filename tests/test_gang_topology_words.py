@@ -288,3 +288,42 @@ def test_the_node_selector_strategy_is_named_not_modelled():
     assert (p.pending, p.reasons) == (0, [
         "alpha.jobset.sigs.k8s.io/node-selector: each Job's pods select the Nodes labelled for it beforehand "
         "(alpha.jobset.sigs.k8s.io/namespaced-job): not modelled, placed without it"])
+
+
+# --- the outcomes the real controllers and schedulers gave on the 1.36.3 harness (fake Nodes n1-n4 of 2 CPUs,
+# racks r1 = {n1, n2} and r2 = {n3, n4}; JobSet v0.12.0's webhooks, scheduler-plugins' Coscheduling, kube-scheduler
+# with TopologyAwareWorkloadScheduling): simulate gives the same verdicts --------------------------------------
+
+HARNESS = [node("n1", 2, "r1"), node("n2", 2, "r1"), node("n3", 2, "r2"), node("n4", 2, "r2")]
+
+
+def load(name: str, node_name: str, cpu: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "other"},
+            "spec": {"nodeName": node_name, "containers": [{"name": "c", "image": "x",
+                                                            "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Running"}}
+
+
+def test_the_harness_native_gang_with_no_rack_of_room_stays_pending():
+    """A JobSet of 5 one-CPU pods under a PodGroup with schedulingConstraints.topology [rack], 4 CPUs free in r1
+    and 1 in r2: the scheduler answered "0/2 placements are available" and bound none."""
+    busy = [load("x", "n3", "2"), load("y", "n4", "1")]
+    [p] = simulate([workers(5, "js-m"), *busy], HARNESS, NATIVE)
+    assert (p.pending, p.placed) == (5, {})
+    assert p.reasons[0].startswith(f"wave 1: topology {RACK}: 0/2 placements are available")
+
+
+def test_the_harness_exclusive_jobset_of_single_pod_jobs_binds_one_per_rack():
+    """js-d: exclusive on the rack, 2 Jobs of 1 pod, Coscheduling minMember 2: bound together on n1 (r1) and n3
+    (r2)."""
+    [p] = simulate([jobset(rjob("w", replicas=2, pod_spec=CPU), name="js-d", meta=EXCLUSIVE)], HARNESS, PODGROUP)
+    assert (p.pending, p.placed) == (0, {"n1": 1, "n3": 1})
+
+
+def test_the_harness_exclusive_jobset_of_two_pod_jobs_deadlocks_under_a_gang():
+    """js-c: exclusive on the rack, 2 Jobs of 2 pods, Coscheduling minMember 4: the followers were refused
+    ("follower pod node selector not set"), the leaders waited for siblings, nothing bound."""
+    js = jobset(rjob("w", replicas=2, parallelism=2, pod_spec=CPU), name="js-c", meta=EXCLUSIVE)
+    [p] = simulate([js], HARNESS, PODGROUP)
+    assert (p.pending, p.placed) == (4, {})
+    assert "follower pod node selector not set" in p.reasons[0]
