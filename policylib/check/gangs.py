@@ -8,8 +8,7 @@ from typing import Any, Sequence
 from ..config import Config
 from ..errors import PolicyError, object_ref
 from ..facts import ClusterFacts, namespace_of
-from ..gang import is_kubeflow_job, job_minimum, operator_gang_reason, policylib_gangs_volcano, read_job, volcano_without_gang
-from ..gang.topology import gang_topology
+from ..gang import is_kubeflow_job, operator_gang_reason, policylib_gangs_volcano, read_job, volcano_without_gang
 from ..kubescheduler.model import NodeState
 from ..kubescheduler.snapshot import bound_pod_shape
 from ..schedulers import gang_scheduler_findings, running_gang_schedulers
@@ -18,9 +17,7 @@ from ..simulate import (
     KUBE_SCHEDULER,
     VOLCANO,
     GangVerdict,
-    gang_capacity,
     gang_model,
-    gang_owner,
     is_bound_pod,
     owner_of,
 )
@@ -62,30 +59,31 @@ def _pod_of(obj: dict[str, Any], job: dict[str, Any]) -> bool:
 
 def check_gangs(config: Config, objects: list[dict[str, Any]], simulations: Simulations) -> list[Finding]:
     """Rules G14, G21, G26: each gang whose minimum the Nodes cannot hold at once, on the Nodes as the one
-    simulation of the input leaves them with the job's own pods released (:func:`_released`): a Kubeflow job's
-    by its capacity (:func:`kubeflow_gang_findings`), every other gang kind's by its own model
-    (:func:`model_gang_findings`)."""
+    simulation of the input leaves them with the job's own pods released (:func:`_released`), judged by the
+    model ``simulate`` runs for its kind (:func:`model_gang_findings`), so the level is the one written on the
+    gang (rules R17, R18); a Kubeflow job's operator gang is named too (:func:`kubeflow_gang_findings`)."""
     load: list[NodeState] | None = None
     out: list[Finding] = []
     facts: ClusterFacts | None = None
     for obj in objects:
+        if gang_model(obj) is None:
+            continue
+        load = simulations.load(objects) if load is None else load
+        if facts is None:
+            facts = ClusterFacts.from_objects(objects)
+            facts.workload_api = simulations.workload_api
         if is_kubeflow_job(obj):
-            load = simulations.load(objects) if load is None else load
-            out += kubeflow_gang_findings(config, obj, objects, load)
-        elif gang_model(obj) is not None:
-            load = simulations.load(objects) if load is None else load
-            if facts is None:
-                facts = ClusterFacts.from_objects(objects)
-                facts.workload_api = simulations.workload_api
+            out += kubeflow_gang_findings(config, obj, objects, load, simulations.nodes, facts)
+        else:
             out += model_gang_findings(config, obj, objects, load, simulations.nodes, facts)
     return out
 
 
 def model_gang_findings(config: Config, obj: dict[str, Any], objects: list[dict[str, Any]], load: list[NodeState],
-                        nodes: list[dict[str, Any]], facts: ClusterFacts) -> list[Finding]:
-    """Rule G26: a Volcano Job's, JobSet's or TrainJob's gangs as the model ``simulate`` runs judges them (each
-    start wave with the waves before it in place), on ``load`` with the job's own pods released: one finding per
-    gang that does not fit or can never bind."""
+                        nodes: list[dict[str, Any]], facts: ClusterFacts, operator: str | None = None) -> list[Finding]:
+    """Rule G26: a job's gangs as the model ``simulate`` runs judges them (each start wave with the waves before it
+    in place), on ``load`` with the job's own pods released: one finding per gang that does not fit or can never
+    bind. ``operator``: the job's operator makes its gang (rule G15)."""
     model = gang_model(obj)
     assert model is not None
     released = _released(obj, owner_of(obj), load, objects)
@@ -93,57 +91,46 @@ def model_gang_findings(config: Config, obj: dict[str, Any], objects: list[dict[
         probe = model(obj, config, released, nodes, facts)
     except (TypeError, ValueError, AttributeError, KeyError) as e:   # as simulate reports it
         raise PolicyError(object_ref(obj), "spec", f"cannot be simulated: {type(e).__name__}: {e}") from None
-    return [gang_finding(config, probe.kind, probe.namespace, probe.name, v) for v in probe.gangs if not v.fits]
+    return [gang_finding(config, probe.kind, probe.namespace, probe.name, v, operator) for v in probe.gangs
+            if not v.fits]
 
 
-def kubeflow_gang_findings(config: Config, obj: dict[str, Any], objects: list[dict[str, Any]],
-                           load: list[NodeState]) -> list[Finding]:
-    """Rules G14, G21: a Kubeflow job whose gang minimum ``load`` (with the job's own pods released) cannot hold
-    at once, in one domain of ``gang.topology``'s level where the job's gang is native; and the operator's own gang
-    named."""
-    level = gang_topology(config) if config.gang.enabled else None
+def kubeflow_gang_findings(config: Config, obj: dict[str, Any], objects: list[dict[str, Any]], load: list[NodeState],
+                           nodes: list[dict[str, Any]], facts: ClusterFacts) -> list[Finding]:
+    """Rules G14, G15, G21: a Kubeflow job whose gang its operator makes is named; its gang minimum is judged as
+    every gang kind's (:func:`model_gang_findings`)."""
     out = []
     job = read_job(obj, namespace_of(obj))
     operator = operator_gang_reason(obj, config.gang)
     if operator:
         out.append(Finding("warning" if volcano_without_gang(obj, config.gang) else "info", "gang.operatorGang",
                            f"{job.kind} {job.namespace}/{job.name}: {operator}"))
-    minimum = job_minimum(job)
-    specs = (obj.get("spec") or {}).get(job.specs_key) or {}
-    key = level.key if level is not None and not operator else None
-    capacity = gang_capacity(job, specs, _released(obj, gang_owner(job), load, objects), minimum, key)
-    if capacity < minimum:
-        # rule G21: a Volcano PodGroup has no timeout; its gang plugin keeps it Unschedulable
-        outcome = gang_stuck_outcome(config, operator)
-        where = f"one {key} domain can" if key else "Nodes can"
-        out.append(Finding("error", "gang.topology" if key else "gang.method",
-                           f"{job.kind} {job.namespace}/{job.name}: its gang needs {minimum} pods at once; the "
-                           f"{where} hold {capacity} of them now: {outcome}"))
-    return out
+    return out + model_gang_findings(config, obj, objects, load, nodes, facts, operator)
 
 
-def gang_finding(config: Config, kind: str, namespace: str, name: str, verdict: GangVerdict) -> Finding:
-    """Rule G26: a gang of a Volcano Job, JobSet or TrainJob whose minimum the Nodes cannot hold at once (or that
-    can never bind), in the shape of a Kubeflow job's (rule G14): per start wave where the job has waves."""
+def gang_finding(config: Config, kind: str, namespace: str, name: str, verdict: GangVerdict,
+                 operator: str | None = None) -> Finding:
+    """Rules G14, G26: a gang whose minimum the Nodes (or the one domain its words name) cannot hold at once, or
+    that can never bind: per start wave where the job has waves."""
     which = f"its gang {verdict.name} ({verdict.wave})" if verdict.wave else "its gang"
     if verdict.never is not None:
         return Finding("error", "gang.method", f"{kind} {namespace}/{name}: {verdict.never}")
     key = "gang.topology" if verdict.where != "Nodes" else "gang.method"
     return Finding("error", key, f"{kind} {namespace}/{name}: {which} needs {verdict.minimum} pods at once; the "
                                  f"{verdict.where} can hold {verdict.placeable} of them now: "
-                                 f"{stuck_outcome(config, verdict.scheduler)}")
+                                 f"{stuck_outcome(config, verdict.scheduler, operator)}")
 
 
-def stuck_outcome(config: Config, scheduler: str | None) -> str:
+def stuck_outcome(config: Config, scheduler: str | None, operator: str | None = None) -> str:
     """What the gang's scheduler does with a gang whose minimum the Nodes cannot hold: ``scheduler`` the one the
-    words on the gang name (None: the configured gang scheduler, :func:`gang_stuck_outcome`)."""
+    words on the gang name (None: the configured gang scheduler, or the operator's, :func:`gang_stuck_outcome`)."""
     if scheduler == VOLCANO:
         return "Volcano would keep its PodGroup Unschedulable and start none of them"
     if scheduler == KUBE_SCHEDULER:
         return "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"
     if scheduler == COSCHEDULING:
         return "it would wait for its scheduleTimeout and never start"
-    return gang_stuck_outcome(config, None)
+    return gang_stuck_outcome(config, operator)
 
 
 def gang_stuck_outcome(config: Config, operator: str | None) -> str:

@@ -202,16 +202,16 @@ def owner_of(obj: dict[str, Any]) -> str:
     return f"{'JobSet' if is_trainjob(obj) else obj.get('kind')} {namespace_of(obj)}/{name}"
 
 
-def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster,
-               limit: int | None = None) -> tuple[dict[str, int], int, list[str]]:
+def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster) -> tuple[dict[str, int], int, list[str]]:
     """Rules G14, R15: the job's pods placed by the engine on ``cluster`` (bound there), every replica type in the
     job's order sharing the Nodes (Coscheduling holds each member it has placed until the gang's minimum is
-    placed, so a PS and its Workers cannot count the same free CPU); at most ``limit`` pods in all. Returns (pods
-    per node, pods placed, the scheduler's reasons for those that were not, per replica type)."""
+    placed, so a PS and its Workers cannot count the same free CPU; ``check`` counts a gang's capacity so, rule
+    G26). Returns (pods per node, pods placed, the scheduler's reasons for those that were not, per replica
+    type)."""
     placed: dict[str, int] = {}
     count, reasons = 0, []
     for t in job.types:
-        want = t.replicas if limit is None else min(t.replicas, limit - count)
+        want = t.replicas
         if want <= 0:
             continue
         pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "",
@@ -401,21 +401,6 @@ def place_in_hypernode(job: KubeflowJob, specs: dict[str, Any], nodes: list[Node
         f"{level.words}: no HyperNode of tier <= {level.tier} holds the gang's minimum {minimum} pods at once (pods "
         f"placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable, \"{minimum}/{job.total} tasks "
         "in gang unschedulable\""], max((t[3] for t in tried), default=0)
-
-
-def gang_capacity(job: KubeflowJob, specs: dict[str, Any], states: list[NodeState], minimum: int,
-                  topology_key: str | None = None) -> int:
-    """Rule G14: how many of the job's pods the Nodes hold at once, counted up to ``minimum``: the engine's
-    filters (the registry ``simulate`` runs) place the pods of every replica type, in the job's order, on a copy
-    of the Nodes (:func:`place_gang`): Coscheduling holds each member it has placed
-    (assumed, waiting at Permit) until the gang's minimum is placed, so a PS and its Workers cannot count the same
-    free CPU. With a topology level (rule G25) the most any one domain of ``topology_key`` holds
-    (:func:`~policylib.simulate.topology.label_domains`)."""
-    if topology_key is None:
-        return place_gang(job, specs, Cluster([n.copy() for n in states]), minimum)[1]
-    domains = label_domains(states, topology_key)
-    return max((place_gang(job, specs, Cluster([states[i].copy() for i in members]), minimum)[1]
-                for members in domains.values()), default=0)
 
 
 def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
