@@ -226,6 +226,22 @@ def test_simulate_cluster_places_a_trainjob_with_the_clusters_runtime(tmp_path):
                                "objects, nor the cluster's with --cluster)"]
     assert {"/apis/trainer.kubeflow.org/v1alpha1/trainingruntimes",
             "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes"} <= paths
+    forbidden = (403, {"kind": "Status", "apiVersion": "v1", "code": 403, "reason": "Forbidden",
+                       "message": "clustertrainingruntimes.trainer.kubeflow.org is forbidden"})
+    with FakeAPI() as api:   # a user who may not list them: a warning, and the TrainJob is named, not placed
+        api.route("GET", "/api/v1/nodes", paged_list("Node", NODES, 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes", forbidden)
+        api.route("GET", "/version", (200, {"gitVersion": "v1.37.0"}))
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["simulate", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "--config", str(cfg),
+                     "-f", str(files), "-o", "json"], io.StringIO(), out, err)
+    assert code == 0, err.getvalue()
+    assert [line for line in err.getvalue().splitlines() if "clustertrainingruntimes" in line] == [
+        "policylib: warning: cannot list clustertrainingruntimes.trainer.kubeflow.org: HTTP 403 Forbidden: "
+        "clustertrainingruntimes.trainer.kubeflow.org is forbidden; a TrainJob that names a ClusterTrainingRuntime "
+        "is not placed"]
+    assert [p["replicas"] for p in json.loads(out.getvalue())] == [0, 0]
 
 
 EXCLUSIVE = {"annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": RACK}}
