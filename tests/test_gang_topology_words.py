@@ -343,3 +343,17 @@ def test_the_harness_exclusive_jobset_of_two_pod_jobs_deadlocks_under_a_gang():
     [p] = simulate([js], HARNESS, PODGROUP)
     assert (p.pending, p.placed) == (4, {})
     assert "follower pod node selector not set" in p.reasons[0]
+
+
+def test_check_judges_a_trainjobs_runtime_waves():
+    """Rule G26 on a TrainJob: its runtime starts a launcher Job of 4 pods once the 5 node pods run (dependsOn):
+    each wave is a gang of policylib's runtime patch, and the second is judged with the first in place."""
+    runtime = copy.deepcopy(TORCH)
+    runtime["spec"]["template"]["spec"]["replicatedJobs"].append(
+        {"name": "launcher", "dependsOn": [{"name": "node", "status": "Ready"}],
+         "template": {"spec": {"parallelism": 4, "template": {"spec": CPU}}}})
+    assert gang_findings(PODGROUP, [runtime, trainjob(num_nodes=5)]) == [("gang.method", (
+        "TrainJob ml/llama: its gang llama-launcher (wave 2 of 2: launcher) needs 4 pods at once; the Nodes can hold "
+        "3 of them now: it would wait for its scheduleTimeout and never start"))]
+    [p] = simulate([runtime, trainjob(num_nodes=5)], NODES, PODGROUP)
+    assert (p.replicas, p.pending, sum(p.placed.values())) == (9, 4, 5)
