@@ -357,3 +357,17 @@ def test_check_judges_a_trainjobs_runtime_waves():
         "3 of them now: it would wait for its scheduleTimeout and never start"))]
     [p] = simulate([runtime, trainjob(num_nodes=5)], NODES, PODGROUP)
     assert (p.replicas, p.pending, sum(p.placed.values())) == (9, 4, 5)
+
+
+def test_a_trainjob_under_policylibs_native_podgroup_lands_in_one_rack():
+    """Rule R17 on a TrainJob: the Workload and PodGroup policylib makes for its gang carry the rack: 3 pods in
+    one rack, 5 in none (kube-scheduler's reason), and check names it."""
+    [fits] = simulate([TORCH, trainjob(num_nodes=3)], NODES, NATIVE)
+    assert (fits.pending, len(racks(fits.placed))) == (0, 1)
+    [short] = simulate([TORCH, trainjob(num_nodes=5)], NODES, NATIVE)
+    assert (short.pending, short.reasons[0]) == (5, (
+        f"wave 1: topology {RACK}: 0/2 placements are available: no {RACK} domain holds the gang's minimum 5 pods at "
+        "once (pods placeable per domain: rack-a 4, rack-b 4)"))
+    assert gang_findings(NATIVE, [TORCH, trainjob(num_nodes=5)]) == [("gang.topology", (
+        "TrainJob ml/llama: its gang needs 5 pods at once; the one example.com/rack domain can hold 4 of them now: "
+        "kube-scheduler would keep its PodGroup Unschedulable and bind none of them"))]
