@@ -212,7 +212,7 @@ def place_gang(job: KubeflowJob, specs: dict[str, Any], cluster: Cluster) -> tup
     count, reasons = 0, []
     for t in job.types:
         want = t.replicas
-        if want <= 0:
+        if want <= 0:   # a replica type of none
             continue
         pod = PodShape.of_template((specs.get(t.key) or {}).get("template") or {}, job.namespace, "",
                                    owner=gang_owner(job))
@@ -339,7 +339,7 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
     if level.scheduler == VOLCANO:
         return place_in_hypernode(job, specs, nodes, level, minimum)
     key = level.key
-    tried = _try_domains(job, specs, nodes, level, minimum)
+    tried = _try_domains(job, specs, nodes, level)
     feasible = [t for t in tried if t[3] >= minimum]
     if not feasible:
         counts = ", ".join(f"{value} {count}" for value, _, _, count, _ in tried) or f"no Node has the label {key}"
@@ -362,8 +362,8 @@ def place_in_one_domain(job: KubeflowJob, specs: dict[str, Any], nodes: list[Nod
     return trial, placed, count, reasons, count
 
 
-def _try_domains(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState], level: GangLevel,
-                 minimum: int | None = None) -> list[tuple[str, list[NodeState], dict[str, int], int, list[str]]]:
+def _try_domains(job: KubeflowJob, specs: dict[str, Any], nodes: list[NodeState],
+                 level: GangLevel) -> list[tuple[str, list[NodeState], dict[str, int], int, list[str]]]:
     """The gang placed by the engine in each domain of ``level`` on its own copy of ``nodes``: (domain, the
     copy, pods per node, pods placed, reasons), in the level's order."""
     index = {n.name: i for i, n in enumerate(nodes)}
@@ -384,7 +384,7 @@ def place_in_hypernode(job: KubeflowJob, specs: dict[str, Any], nodes: list[Node
     each HyperNode of a tier on its Nodes alone, and the first tier where one holds the minimum wins (Volcano
     then scores those HyperNodes; here: the first in name order, the others named). None holds it: the gang
     plugin's condition ``<minimum>/<pods> tasks in gang unschedulable`` and nothing binds."""
-    tried = _try_domains(job, specs, nodes, level, minimum)
+    tried = _try_domains(job, specs, nodes, level)
     for tier in sorted({t for _, t, _ in level.domains}):
         names = {name for name, t, _ in level.domains if t == tier}
         feasible = [t for t in tried if t[0] in names and t[3] >= minimum]
