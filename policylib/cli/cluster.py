@@ -221,6 +221,7 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
                                 project=project_simulated, limit=page, share=True) if workloads else []
         if config.volcano.enabled:
             objects += live_hypernodes(c.api, stderr)
+        objects += live_runtimes(c.api, stderr)
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
 
@@ -235,6 +236,21 @@ def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
         stderr.write(f"policylib: warning: cannot list hypernodes.topology.volcano.sh: {e}; Volcano Jobs are "
                      "checked without the cluster's HyperNodes\n")
         return []
+
+
+def live_runtimes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rules T1, T5: the cluster's Kubeflow Trainer runtimes (TrainingRuntimes of every namespace and
+    ClusterTrainingRuntimes), where it serves them, so a TrainJob is placed and checked with the runtime it names;
+    a kind the user may not list is named in a warning, and its TrainJobs are left unplaced with the reason."""
+    from ..shell import kube
+    found: list[dict[str, Any]] = []
+    for res in kube.TRAINING_RUNTIMES:
+        try:
+            found += kube.snapshot(api, resources=(res,), limit=kube.PROJECTED_PAGE)
+        except kube.Forbidden as e:
+            stderr.write(f"policylib: warning: cannot list {res.plural}.{res.group}: {e}; a TrainJob that names a "
+                         f"{res.kind} is not placed\n")
+    return found
 
 
 def unhandled_workloads(args: argparse.Namespace, stderr: TextIO) -> list[dict[str, Any]]:

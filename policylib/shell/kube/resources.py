@@ -118,6 +118,11 @@ def webhook_configuration(name: str) -> Resource:
 PODS = Resource("", "v1", "pods", "Pod")
 #: Volcano's HyperNodes (cluster-scoped): what a partition's network topology is met by (rule V26).
 HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", namespaced=False)
+#: Kubeflow Trainer's runtimes, which a TrainJob's pods and gangs are computed from (rules T1, T5): what
+#: ``simulate --cluster`` and ``check --cluster`` read for a TrainJob given with ``-f``.
+TRAINING_RUNTIMES = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", "TrainingRuntime"),
+                     Resource(TRAINER_GROUP, TRAINER_VERSION, "clustertrainingruntimes", "ClusterTrainingRuntime",
+                              namespaced=False))
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
