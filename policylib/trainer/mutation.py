@@ -19,6 +19,7 @@ from ..gang import (
     validate_gang_labels,
 )
 from ..gang.job import GENERATE_NAME_WARNING, named_by_generate_name_only
+from ..gang.topology import gang_words
 from ..gang.workload import native_gang, native_notes, other_scheduler_warning, workload_objects
 from ..jobset.mutation import current_gang_keys, waves_reason
 from ..jobset.read import plan_jobset_gangs
@@ -140,7 +141,8 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
     desired = desired_metadata(job, plan, settings)
     entry = build_entry(desired, [j.name for j in jobset.jobs])
     native = native_gang(req.config, facts)
-    extra = build_podgroups(job, plan, settings) + workload_objects(job, plan, native)
+    words = gang_words(req.config)
+    extra = build_podgroups(job, plan, settings, words.network_topology) + workload_objects(job, plan, native)
     errs: list[FieldError] = []
     for name, meta_ in entry_pod_metadata(entry):
         errs += metadata_errors(meta_, FieldPath("spec", "runtimePatches").key(MANAGER).child(
@@ -159,6 +161,7 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
     if mine is not None and same_entry(patches[mine], entry):
         out.reason(f"runtime patch {MANAGER} up to date: {describe_plan(plan, settings)}")
         native_notes(native, out)
+        out.reason(*words.reasons)
         return out.result(obj, extra=extra)
     if mine is not None:
         patches[mine] = entry
@@ -166,5 +169,6 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
         patches.append(entry)
     out.reason(f"runtime patch {MANAGER}: {describe_plan(plan, settings)}")
     native_notes(native, out)
+    out.reason(*words.reasons)
     mutated, patch = _write(obj, patches)
     return out.result(mutated, patch, extra)

@@ -1,0 +1,335 @@
+"""The one topology declaration (rules N1-N8): the levels, the older keys read as special cases of it, and each
+scheduler's words for "keep each gang within one domain of level L", required and preferred."""
+import copy
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+
+from policylib import ConfigError, load_config, mutate
+from policylib.errors import FieldPath
+from policylib.jobset import EXCLUSIVE_TOPOLOGY
+from policylib.topology import Level, placement
+from policylib.topology.kueue import (
+    PREFERRED_TOPOLOGY,
+    REQUIRED_TOPOLOGY,
+    validate_podset_annotations,
+)
+from tests.crd import crd_validator, file_validator
+from tests.test_gang_workload import MINORS, on, tfjob
+from tests.test_jobset import JOBSET_CRD, jobset, rjob
+
+LEVELS = [{"name": "zone", "nodeLabel": "topology.kubernetes.io/zone"},
+          {"name": "block", "nodeLabel": "example.com/block"},
+          {"name": "rack", "nodeLabel": "example.com/rack"},
+          {"name": "host", "nodeLabel": "kubernetes.io/hostname"}]
+RACKS = {"networkTopologyDiscovery": [{"source": "label", "config": {"networkTopologyTypes": {"racks": [
+    {"nodeLabel": "example.com/block"}, {"nodeLabel": "example.com/rack"}, {"nodeLabel": "kubernetes.io/hostname"}]}}}]}
+QUEUE = {"kueue.x-k8s.io/queue-name": "team-a"}
+#: The Volcano PodGroup CRD of the harness's Volcano (v1.14.1), copied there by the harness's make target.
+VOLCANO_CRD = Path(__file__).resolve().parent.parent / "e2e/bin/volcano/crd/scheduling.volcano.sh_podgroups.yaml"
+
+
+def declared(within="rack", mode="required", **more):
+    return {"topology": {"levels": LEVELS, "gangs": {"within": within, "mode": mode}}, **more}
+
+
+def errors_of(config):
+    with pytest.raises(ConfigError) as e:
+        load_config(config)
+    return [(err.field, err.message) for err in e.value.errors]
+
+
+def kueue_job(**meta):
+    job = tfjob(workers=3)
+    job["metadata"]["labels"] = dict(QUEUE)
+    job["metadata"].update(meta)
+    return job
+
+
+# --- N1, N2, N3: the declaration ----------------------------------------------------------------
+
+def test_the_declared_levels_carry_volcanos_tier_numbers_and_the_placement():
+    """Rules N1 and N3: widest first; the Volcano tier is the distance from the nodes (the host level has none)."""
+    p = placement(load_config(declared("block", "preferred")))
+    assert p.levels == (Level("zone", "topology.kubernetes.io/zone", 3, "topology.levels[0]"),
+                        Level("block", "example.com/block", 2, "topology.levels[1]"),
+                        Level("rack", "example.com/rack", 1, "topology.levels[2]"),
+                        Level("host", "kubernetes.io/hostname", None, "topology.levels[3]"))
+    assert (p.within.name, p.mode, p.within_setting, p.job_per_domain, p.declared) == (
+        "block", "preferred", "topology.gangs.within", None, True)
+    # without a host level the narrowest level is tier 1
+    two = placement(load_config({"topology": {"levels": LEVELS[:2]}}))
+    assert [lv.tier for lv in two.levels] == [2, 1] and two.within is None
+
+
+def test_without_topology_the_levels_are_the_older_keys():
+    """Rule N2: the zone key, Volcano's label discovery's tiers, the host key; gang.topology and
+    gang.jobSetExclusiveTopology are the placement."""
+    config = load_config({"volcano": RACKS, "gang": {"method": "workload", "scheduler": "kube-scheduler",
+                                                     "topology": "tier-1", "jobSetExclusiveTopology": "tier-2"}})
+    p = placement(config)
+    assert [(lv.name, lv.node_label, lv.tier) for lv in p.levels] == [
+        ("zone", "topology.kubernetes.io/zone", None), ("tier-2", "example.com/block", 2),
+        ("tier-1", "example.com/rack", 1), ("host", "kubernetes.io/hostname", None)]
+    assert (p.within.node_label, p.mode, p.within_setting, p.job_per_domain.node_label, p.declared) == (
+        "example.com/rack", "required", "gang.topology", "example.com/block", False)
+    assert placement(load_config(None)).within is None
+
+
+def test_a_bad_declaration_is_refused_with_every_error_and_its_field_path():
+    """Rule N1: every error at once, each naming its key and value."""
+    assert errors_of({"topology": {"levels": [{"name": "Zone", "nodeLabel": "a b"}, {"name": "r"}],
+                                   "gangs": {"within": "Rack", "mode": "always"}, "jobSets": 3}}) == [
+        ("topology.gangs.mode", "must be one of required, preferred; got 'always'"),
+        ("topology.gangs.within", "must be none or the name of a level of topology.levels"),
+        ("topology.jobSets", "must be a mapping like {jobPerDomain: rack}; got 3"),
+        ("topology.levels[0].name", "must be a level name of lowercase letters, digits and '-'"),
+        ("topology.levels[0].nodeLabel", "'a b' is not a valid label key: name part must consist of alphanumeric "
+                                         "characters, '-', '_' or '.', and must start and end with an alphanumeric "
+                                         "character"),
+        ("topology.levels[1]", "each level is {name: <level name>, nodeLabel: <node label key>}")]
+    assert errors_of({"topology": {"levels": [{"name": "host", "nodeLabel": "kubernetes.io/hostname"},
+                                              {"name": "rack", "nodeLabel": "example.com/rack"},
+                                              {"name": "rack", "nodeLabel": "example.com/rack"}],
+                                   "gangs": {"within": "block"}, "jobSets": {"jobPerDomain": "zone"}}}) == [
+        ("topology.levels[0].nodeLabel", "kubernetes.io/hostname is the node level and may only be the last level"),
+        ("topology.levels[2].name", "names a level twice: 'rack'"),
+        ("topology.levels[2].nodeLabel", "lists a node label twice: 'example.com/rack'"),
+        ("topology.gangs.within", "must be none or a level of topology.levels (host, rack, rack); got 'block'"),
+        ("topology.jobSets.jobPerDomain", "must be none or a level of topology.levels (host, rack, rack); got 'zone'")]
+
+
+def test_older_keys_beside_the_declaration_must_agree_every_disagreement_at_once():
+    """Rule N2: each older key given names both keys and both values."""
+    volcano = {"networkTopologyDiscovery": [{"source": "label", "config": {"networkTopologyTypes": {"racks": [
+        {"nodeLabel": "example.com/rack"}, {"nodeLabel": "example.com/block"},
+        {"nodeLabel": "kubernetes.io/hostname"}]}}}], "networkTopology": {"mode": "hard", "highestTierAllowed": 4}}
+    assert errors_of(declared("rack", gang={"method": "workload", "scheduler": "kube-scheduler", "topology": "zone",
+                                            "jobSetExclusiveTopology": "example.com/rack"},
+                              zoneTopologySpread={"topologyKey": "example.com/zone"}, volcano=volcano)) == [
+        ("gang.topology", "'zone' disagrees with topology.gangs.within 'rack': it names no level of topology.levels "
+                          "(levels: zone topology.kubernetes.io/zone, block example.com/block, rack example.com/rack, "
+                          "host kubernetes.io/hostname) (give only topology.gangs.within, or make them agree)"),
+        ("gang.jobSetExclusiveTopology", "'example.com/rack' disagrees with topology.jobSets.jobPerDomain 'none': "
+                                         "'example.com/rack' is level rack (example.com/rack) (give only "
+                                         "topology.jobSets.jobPerDomain, or make them agree)"),
+        ("zoneTopologySpread.topologyKey", "'example.com/zone' disagrees with topology.levels[0].nodeLabel "
+                                           "'topology.kubernetes.io/zone': the level named zone is the zone spread's "
+                                           "key (give only topology.levels[0].nodeLabel, or make them agree)"),
+        ("volcano.networkTopologyDiscovery[0].config.networkTopologyTypes.racks[1].nodeLabel",
+         "'example.com/block' disagrees with topology.levels[1].nodeLabel 'example.com/block': it is Volcano tier 1 "
+         "here and tier 2 in topology.levels (give only topology.levels[1].nodeLabel, or make them agree)"),
+        ("volcano.networkTopologyDiscovery[0].config.networkTopologyTypes.racks[0].nodeLabel",
+         "'example.com/rack' disagrees with topology.levels[2].nodeLabel 'example.com/rack': it is Volcano tier 2 "
+         "here and tier 1 in topology.levels (give only topology.levels[2].nodeLabel, or make them agree)"),
+        ("volcano.networkTopology.highestTierAllowed", "4 disagrees with topology.levels ['zone', 'block', 'rack', "
+                                                       "'host']: the declared levels have tiers 1 to 3 (give only "
+                                                       "topology.levels, or make them agree)")]
+    assert errors_of(declared("rack", "preferred", gang={"method": "workload", "scheduler": "kube-scheduler",
+                                                         "topology": "tier-1"})) == [
+        ("gang.topology", "'tier-1' disagrees with topology.gangs.mode 'preferred': gang.topology is a required "
+                          "placement (give only topology.gangs.mode, or make them agree)")]
+
+
+def test_older_keys_that_agree_load_and_the_spreads_take_the_levels_node_labels():
+    """Rule N2: agreeing keys load; a spread key not given is the node label of the level named zone or host."""
+    config = load_config(declared("rack", gang={"method": "workload", "scheduler": "kube-scheduler",
+                                                "topology": "tier-1", "jobSetExclusiveTopology": "example.com/block"},
+                                  volcano=RACKS, hostTopologySpread={"topologyKey": "kubernetes.io/hostname"}) |
+                         {"topology": {"levels": LEVELS, "gangs": {"within": "rack"},
+                                       "jobSets": {"jobPerDomain": "block"}}})
+    assert placement(config).within.name == "rack"
+    custom = load_config({"topology": {"levels": [{"name": "zone", "nodeLabel": "example.com/zone"},
+                                                  {"name": "host", "nodeLabel": "example.com/node"}]}})
+    assert (custom.zoneTopologySpread.topologyKey, custom.hostTopologySpread.topologyKey) == (
+        "example.com/zone", "example.com/node")
+
+
+def test_the_older_key_alone_keeps_its_meaning_and_output():
+    """Rule N2: gang.topology without a declaration writes kube-scheduler's words only, with the reasons it had."""
+    config = {"gang": {"method": "workload", "scheduler": "kube-scheduler", "topology": "tier-1"}, "volcano": RACKS}
+    result = mutate(kueue_job(), config, facts=on(37))
+    assert [o["spec"].get("schedulingConstraints") for o in result.extra_objects] == [None, {
+        "topology": [{"key": "example.com/rack"}]}]
+    assert not [r for r in result.reasons if "Kueue" in r]
+    assert all(REQUIRED_TOPOLOGY not in str(op) for op in result.patch)
+
+
+# --- N4: kube-scheduler -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("minor", sorted(MINORS))
+def test_native_words_required_and_none_for_preferred(minor):
+    """Rule N4: schedulingConstraints.topology for a required placement (valid in the minor's OpenAPI schema);
+    nothing for a preferred one, with the reason."""
+    gang = {"method": "workload", "scheduler": "kube-scheduler"}
+    result = mutate(tfjob(), declared("rack", gang=gang), facts=on(minor))
+    workload, podgroup = result.extra_objects
+    assert podgroup["spec"]["schedulingConstraints"] == {"topology": [{"key": "example.com/rack"}]}
+    assert workload["spec"]["podGroupTemplates"][0]["schedulingConstraints"] == {
+        "topology": [{"key": "example.com/rack"}]}
+    assert ("schedulingConstraints.topology [example.com/rack]: the gang's pods all in one example.com/rack domain "
+            "(topology.gangs.within rack: topology.levels[2] nodeLabel example.com/rack; kube-scheduler needs the "
+            "TopologyAwareWorkloadScheduling gate)") in result.reasons
+    for obj in result.extra_objects:
+        kubernetes_validate.validate(obj, MINORS[minor][1], strict=True)
+    soft = mutate(tfjob(), declared("rack", "preferred", gang=gang), facts=on(minor))
+    assert [o["spec"].get("schedulingConstraints") for o in soft.extra_objects] == [None, None]
+    assert ("topology.gangs.within rack (example.com/rack, Volcano tier 1), preferred: kube-scheduler: "
+            "schedulingConstraints.topology not written: it is a required placement only, and kube-scheduler has "
+            "no preferred word") in soft.reasons
+
+
+# --- N5: Volcano ---------------------------------------------------------------------------------
+
+VOLCANO_GANG = {"method": "podgroup", "scheduler": "volcano"}
+
+
+def volcano_job():
+    job = tfjob(workers=3)
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["schedulerName"] = "volcano"
+    return job
+
+
+@pytest.mark.parametrize("mode,word", [("required", "hard"), ("preferred", "soft")])
+@pytest.mark.parametrize("within,tier", [("rack", 1), ("block", 2), ("zone", 3)])
+def test_volcano_words_are_the_podgroups_network_topology_at_the_levels_tier(mode, word, within, tier):
+    """Rule N5: {mode: hard|soft, highestTierAllowed: tier(L)} on the PodGroup the controller makes, valid in
+    Volcano's PodGroup CRD (../shared/schemas and the harness's v1.14.1 copy)."""
+    result = mutate(volcano_job(), declared(within, mode, gang=VOLCANO_GANG))
+    [pg] = result.extra_objects
+    assert pg["spec"] == {"minMember": 4, "networkTopology": {"mode": word, "highestTierAllowed": tier}}
+    assert (f"topology.gangs.within {within} ({LEVELS[3 - tier]['nodeLabel']}, Volcano tier {tier}), {mode}: "
+            f"Volcano: PodGroup spec.networkTopology {{mode: {word}, highestTierAllowed: {tier}}} ({within} is tier "
+            f"{tier})") in result.reasons
+    errors = list(crd_validator("schemas", "volcano", "scheduling.volcano.sh_podgroups.yaml",
+                                version="v1beta1").iter_errors(pg))
+    assert errors == []
+    assert list(file_validator(VOLCANO_CRD, "v1beta1").iter_errors(pg)) == []
+
+
+def test_volcano_has_no_tier_for_the_host_level_and_other_schedulers_no_words():
+    """Rules N5 and N4: the node level is no HyperNode tier (a reason, nothing written); scheduler-plugins' gang
+    has no topology words (a reason)."""
+    host = mutate(volcano_job(), declared("host", gang=VOLCANO_GANG))
+    assert host.extra_objects[0]["spec"] == {"minMember": 4}
+    assert ("topology.gangs.within host (kubernetes.io/hostname), required: Volcano: networkTopology not written: "
+            "host is the node level, which no HyperNode tier is") in host.reasons
+    plugins = mutate(tfjob(workers=3), declared("rack", gang={"method": "podgroup", "scheduler": "scheduler-plugins"}))
+    assert plugins.extra_objects[0]["spec"] == {"scheduleTimeoutSeconds": 10, "minMember": 4}
+    assert ("topology.gangs.within rack (example.com/rack, Volcano tier 1), required: scheduler-plugins: nothing "
+            "written: its gang (method podgroup) has no topology words") in plugins.reasons
+
+
+def test_a_jobsets_volcano_podgroup_carries_the_network_topology():
+    """Rule N5 on a JobSet's gang."""
+    obj = jobset(rjob("w", replicas=2, parallelism=2, pod_spec={"schedulerName": "volcano"}))
+    [pg] = mutate(obj, declared("block", gang=VOLCANO_GANG)).extra_objects
+    assert pg["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 2}
+
+
+# --- N6, N8: Kueue ------------------------------------------------------------------------------
+
+def test_kueue_words_on_every_pod_template_of_a_kueue_managed_job_once():
+    """Rule N6: required and preferred on each pod template of a queue-labelled job; a second admission is an
+    empty patch; what is written passes the port of Kueue's checks."""
+    for mode, key in (("required", REQUIRED_TOPOLOGY), ("preferred", PREFERRED_TOPOLOGY)):
+        config = declared("rack", mode, gang={"method": "labels", "scheduler": "ack"})
+        result = mutate(kueue_job(), config)
+        for name, spec in result.object["spec"]["tfReplicaSpecs"].items():
+            annotations = spec["template"]["metadata"]["annotations"]
+            assert annotations == {key: "example.com/rack"}
+            assert validate_podset_annotations(annotations, FieldPath("spec", name, "metadata")) == []
+        assert (f"topology.gangs.within rack (example.com/rack, Volcano tier 1), {mode}: Kueue: {key}: "
+                "example.com/rack on the pod templates of PS, Worker") in result.reasons
+        assert mutate(result.object, config).patch == []
+
+
+def test_kueue_words_are_not_written_on_a_job_kueue_does_not_manage():
+    result = mutate(tfjob(workers=3), declared("rack", gang={"method": "labels", "scheduler": "ack"}))
+    assert all("kueue" not in str(op) for op in result.patch)
+    assert ("topology.gangs.within rack (example.com/rack, Volcano tier 1), required: Kueue: "
+            "kueue.x-k8s.io/podset-required-topology not written: the object has no kueue.x-k8s.io/queue-name label, "
+            "and Kueue reads its podset annotations only on the jobs it manages") in result.reasons
+
+
+def test_a_users_own_kueue_placement_is_kept_with_a_warning_when_it_disagrees():
+    """Rule N8."""
+    job = kueue_job()
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"] = {
+        "annotations": {PREFERRED_TOPOLOGY: "example.com/block"}}
+    result = mutate(job, declared("rack", gang={"method": "labels", "scheduler": "ack"}))
+    specs = result.object["spec"]["tfReplicaSpecs"]
+    assert specs["Worker"]["template"]["metadata"]["annotations"] == {PREFERRED_TOPOLOGY: "example.com/block"}
+    assert specs["PS"]["template"]["metadata"]["annotations"] == {REQUIRED_TOPOLOGY: "example.com/rack"}
+    assert ("Worker: keeps its own Kueue placement (kueue.x-k8s.io/podset-preferred-topology: example.com/block); "
+            "topology.gangs.within says kueue.x-k8s.io/podset-required-topology: example.com/rack") in result.warnings
+
+
+def test_on_update_kueue_words_are_only_the_stored_ones():
+    """Rule N6: a re-applied manifest without the annotation gets the stored one back; a job stored without one
+    gets none."""
+    config = declared("rack", gang={"method": "labels", "scheduler": "ack"})
+    stored = mutate(kueue_job(), config).object
+    reapplied = copy.deepcopy(stored)
+    del reapplied["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][REQUIRED_TOPOLOGY]
+    back = mutate(reapplied, config, old=stored)
+    assert back.object["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"]["annotations"][
+        REQUIRED_TOPOLOGY] == "example.com/rack"
+    bare = kueue_job()
+    none = mutate(bare, config, old=bare)
+    assert all("kueue" not in str(op) for op in none.patch)
+    assert ("topology.gangs.within rack (example.com/rack, Volcano tier 1), required: Kueue: UPDATE: "
+            "kueue.x-k8s.io/podset-required-topology not added (only a stored value is kept)") in none.reasons
+
+
+def test_a_jobsets_kueue_words_are_on_its_replicated_jobs_pod_templates_and_valid_in_its_crd():
+    obj = jobset(rjob("leader"), rjob("workers", replicas=2, parallelism=2), meta={"labels": dict(QUEUE)})
+    result = mutate(obj, declared("block", "preferred", gang={"method": "labels", "scheduler": "ack"}))
+    for rj in result.object["spec"]["replicatedJobs"]:
+        assert rj["template"]["spec"]["template"]["metadata"]["annotations"][PREFERRED_TOPOLOGY] == "example.com/block"
+    assert list(file_validator(JOBSET_CRD, "v1alpha2").iter_errors(result.object)) == []
+
+
+@pytest.mark.parametrize("annotations,expected", [
+    ({REQUIRED_TOPOLOGY: "example.com/rack"}, []),
+    ({REQUIRED_TOPOLOGY: "example.com/rack", PREFERRED_TOPOLOGY: "example.com/rack"},
+     ['m.annotations: Invalid value: must not contain more than one topology annotation: '
+      '["kueue.x-k8s.io/podset-required-topology", "kueue.x-k8s.io/podset-preferred-topology", '
+      '"kueue.x-k8s.io/podset-unconstrained-topology"]']),
+    ({PREFERRED_TOPOLOGY: "a b"}, ["m.annotations[kueue.x-k8s.io/podset-preferred-topology]: Invalid value: \"a b\": "
+                                   "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
+                                   "start and end with an alphanumeric character"]),
+    ({"kueue.x-k8s.io/podset-unconstrained-topology": "yes"},
+     ['m.annotations[kueue.x-k8s.io/podset-unconstrained-topology]: Invalid value: "yes": must be a boolean value']),
+    ({"kueue.x-k8s.io/podset-slice-required-topology": "example.com/rack"},
+     ["m.annotations[kueue.x-k8s.io/podset-slice-size]: Required value: must be set when "
+      "'kueue.x-k8s.io/podset-slice-required-topology' is specified"]),
+    ({"kueue.x-k8s.io/podset-slice-size": "0", "kueue.x-k8s.io/podset-slice-required-topology": "example.com/rack"},
+     ['m.annotations[kueue.x-k8s.io/podset-slice-size]: Invalid value: "0": must be greater than or equal to 1']),
+    ({"kueue.x-k8s.io/podset-group-name": "12"},
+     ['m.annotations[kueue.x-k8s.io/podset-group-name]: Invalid value: "12": must not be a number',
+      "m.annotations[kueue.x-k8s.io/podset-group-name]: Forbidden: may not be set when neither "
+      "'kueue.x-k8s.io/podset-preferred-topology' nor 'kueue.x-k8s.io/podset-required-topology' is specified"]),
+])
+def test_the_port_of_kueues_podset_checks(annotations, expected):
+    """Kueue v0.19.2 ValidateTASPodSetRequest, on the cases its own tests cover."""
+    assert [str(e) for e in validate_podset_annotations(annotations, FieldPath("m"))] == expected
+
+
+# --- N7: JobSet -----------------------------------------------------------------------------------
+
+def test_jobset_words_from_job_per_domain_keep_the_deadlock_rule():
+    """Rule N7 (and J5): jobPerDomain is the exclusive-topology annotation, only where it cannot deadlock."""
+    config = {"topology": {"levels": LEVELS, "jobSets": {"jobPerDomain": "rack"}},
+              "gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}
+    single = mutate(jobset(rjob("w", replicas=4)), config)
+    assert single.object["metadata"]["annotations"] == {EXCLUSIVE_TOPOLOGY: "example.com/rack"}
+    assert (f"metadata.annotations {EXCLUSIVE_TOPOLOGY}: example.com/rack: each Job alone in one example.com/rack "
+            "domain (topology.jobSets.jobPerDomain rack: topology.levels[2] nodeLabel example.com/rack; enforced by "
+            "JobSet's pod webhooks)") in single.reasons
+    multi = mutate(jobset(rjob("w", replicas=2, parallelism=2)), config)
+    assert "annotations" not in multi.object["metadata"]
+    assert multi.warnings[0].startswith("topology.jobSets.jobPerDomain example.com/rack: not written: the Jobs of w "
+                                        "(2 pods per Job) would deadlock")
