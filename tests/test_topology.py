@@ -333,3 +333,71 @@ def test_jobset_words_from_job_per_domain_keep_the_deadlock_rule():
     assert "annotations" not in multi.object["metadata"]
     assert multi.warnings[0].startswith("topology.jobSets.jobPerDomain example.com/rack: not written: the Jobs of w "
                                         "(2 pods per Job) would deadlock")
+
+
+# --- TrainJobs: the runtime patch and the PodGroup ----------------------------------------------
+
+def test_a_trainjobs_words_are_in_its_runtime_patch_and_podgroup_valid_in_trainers_crd():
+    """Rules N5 and N6 on a TrainJob: Kueue's word in policylib's runtime patch (pod template annotations of each
+    replicated job), Volcano's on the PodGroup; the TrainJob stays valid in Trainer v2.3.0's CRD; a runtime's own
+    Kueue placement is kept."""
+    from policylib.facts import ClusterFacts
+    from tests.test_trainjob import TORCH, TRAINJOB_CRD, trainjob
+    facts = ClusterFacts.from_objects([TORCH])
+    obj = trainjob()
+    obj["metadata"]["labels"] = dict(QUEUE)
+    result = mutate(obj, declared("rack", "preferred", gang=VOLCANO_GANG), facts=facts)
+    [patch] = result.object["spec"]["runtimePatches"]
+    [node] = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert node["template"]["spec"]["template"]["metadata"] == {"annotations": {
+        "scheduling.k8s.io/group-name": "llama", PREFERRED_TOPOLOGY: "example.com/rack"}}
+    assert result.extra_objects[0]["spec"]["networkTopology"] == {"mode": "soft", "highestTierAllowed": 1}
+    assert ("topology.gangs.within rack (example.com/rack, Volcano tier 1), preferred: Kueue: "
+            "kueue.x-k8s.io/podset-preferred-topology: example.com/rack on the pod templates of node (runtime patch)"
+            ) in result.reasons
+    assert list(file_validator(TRAINJOB_CRD, "v1alpha1").iter_errors(result.object)) == []
+    assert mutate(result.object, declared("rack", "preferred", gang=VOLCANO_GANG), facts=facts).patch == []
+    runtime = copy.deepcopy(TORCH)
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"] = {
+        "annotations": {REQUIRED_TOPOLOGY: "example.com/block"}}
+    own = mutate(obj, declared("rack", gang=VOLCANO_GANG), facts=ClusterFacts.from_objects([runtime]))
+    [patch] = own.object["spec"]["runtimePatches"]
+    assert REQUIRED_TOPOLOGY not in str(patch)
+    assert own.warnings[-1:] == ["node: keeps its own Kueue placement (kueue.x-k8s.io/podset-required-topology: "
+                            "example.com/block); topology.gangs.within says kueue.x-k8s.io/podset-required-topology: "
+                            "example.com/rack"]
+
+
+# --- N9: preview -v -----------------------------------------------------------------------------
+
+def test_preview_verbose_says_which_words_were_written_for_which_scheduler_and_why(tmp_path):
+    """Rule N9: one reason per decision, per scheduler: Volcano's PodGroup words, Kueue's annotation, JobSet's
+    exclusive placement refused (a warning naming the deadlock)."""
+    import io
+
+    import yaml
+
+    from policylib.cli import main
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({**declared("rack", gang=VOLCANO_GANG),
+                                   "topology": {"levels": LEVELS, "gangs": {"within": "rack"},
+                                                "jobSets": {"jobPerDomain": "rack"}}}))
+    src = tmp_path / "js.yaml"
+    src.write_text(yaml.safe_dump(jobset(rjob("workers", replicas=2, parallelism=2,
+                                              pod_spec={"schedulerName": "volcano"}), meta={"labels": dict(QUEUE)})))
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["preview", "--config", str(cfg), "-f", str(src), "-o", "diff", "-v"], stdout=out, stderr=err) == 0
+    where = f"policylib: {src}: JobSet ml/train: "
+    assert err.getvalue().splitlines() == [
+        f"policylib: warning: {src}: JobSet ml/train: topology.jobSets.jobPerDomain example.com/rack: not written: "
+        "the Jobs of workers (2 pods per Job) would deadlock (JobSet's pod webhook creates a Job's other pods only "
+        "once its first pod is bound, and the gang binds none until all exist); it is written only where every Job "
+        "of a gang has one pod",
+        where + "start waves (no dependsOn: all start together): 1: workers (4 pods, gang train)",
+        where + "method podgroup, scheduler volcano: gang train (min-available 4 of 4 pods: workers)",
+        where + "topology.gangs.within rack (example.com/rack, Volcano tier 1), required: Volcano: PodGroup "
+                "spec.networkTopology {mode: hard, highestTierAllowed: 1} (rack is tier 1)",
+        where + "topology.gangs.within rack (example.com/rack, Volcano tier 1), required: Kueue: "
+                "kueue.x-k8s.io/podset-required-topology: example.com/rack on the pod templates of workers"]
+    assert "+              kueue.x-k8s.io/podset-required-topology: example.com/rack" in out.getvalue().splitlines()
+    assert "+    highestTierAllowed: 1" in out.getvalue().splitlines()

@@ -206,3 +206,39 @@ def kueue_words(obj: dict[str, Any], result: Result, p: Placement, templates: Se
     ops = diff_owned(result.object, mutated, [(*path, "metadata") for path, _ in templates])
     result.object, result.patch = mutated, [*result.patch, *ops]
     return result
+
+
+def entry_words(obj: dict[str, Any], desired: dict[str, tuple[dict[str, Any], dict[str, Any]]], names: Sequence[str],
+                p: Placement, own: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, tuple[dict[str, Any],
+                                                                                           dict[str, Any]]],
+                                                                           list[str], list[str]]:
+    """Rules N6 and N8 for a TrainJob: Kueue's word added to the pod template annotations policylib's runtime patch
+    writes (``desired``, by replicated job) for each replicated job of ``names`` (Kueue reads the JobSet Trainer
+    builds, runtime patches merged); a replicated job whose runtime template or another runtime patch carries a
+    Kueue placement (``own``) keeps it. Returns the new ``desired``, the reasons and the warnings."""
+    word = kueue_word(p)
+    if word is None or not p.declared:
+        return desired, [], []
+    key, value = word
+    head = f"{p.describe_within()}: Kueue"
+    if not managed_by_kueue(obj):
+        return desired, [f"{head}: {key} not written: the object has no {QUEUE_LABEL} label, and Kueue reads its "
+                         "podset annotations only on the jobs it manages"], []
+    out = dict(desired)
+    written, kept, warnings = [], [], []
+    for name in names:
+        mine = own_placement(own.get(name) or {})
+        if mine:
+            kept.append(name)
+            if mine != {key: value}:
+                warnings.append(f"{name}: keeps its own Kueue placement "
+                                f"({', '.join(f'{k}: {v}' for k, v in mine.items())}); {p.within_setting} says "
+                                f"{key}: {value}")
+            continue
+        labels, annotations = out.get(name, ({}, {}))
+        out[name] = (labels, {**annotations, key: value})
+        written.append(name)
+    reasons = [f"{head}: {key}: {value} on the pod templates of {', '.join(written)} (runtime patch)"] if written else []
+    if kept:
+        reasons.append(f"{head}: the pod templates of {', '.join(kept)} carry a Kueue placement of their own: kept")
+    return out, reasons, warnings

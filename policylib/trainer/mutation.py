@@ -26,6 +26,8 @@ from ..jobset.read import plan_jobset_gangs
 from ..patch import Draft, diff_owned
 from ..request import admission
 from ..result import Outcome, Result
+from ..topology import placement
+from ..topology.kueue import entry_words
 from .keys import KIND, MANAGER
 from .patch import build_entry, entry_pod_metadata, find_entry, same_entry
 from .runtime import TrainJob, pod_group_policy, read_trainjob, runtime_jobset
@@ -89,6 +91,22 @@ def _existing_gang(trainjob: TrainJob, runtime: dict[str, Any]) -> list[str]:
     return found
 
 
+def own_annotations(trainjob: TrainJob, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Rule N8: the pod template annotations of each replicated job from the runtime and other managers' runtime
+    patches (a Kueue placement there is the user's own)."""
+    found: dict[str, dict[str, Any]] = {}
+    template = (runtime.get("spec") or {}).get("template") or {}
+    for rjob in ((template.get("spec") or {}).get("replicatedJobs") or []):
+        if isinstance(rjob, dict):
+            meta = ((((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("metadata") or {})
+            found.setdefault(str(rjob.get("name")), {}).update(meta.get("annotations") or {})
+    for patch in trainjob.patches:
+        if patch.get("manager") != MANAGER:
+            for name, meta in entry_pod_metadata(patch):
+                found.setdefault(name, {}).update(meta.get("annotations") or {})
+    return found
+
+
 def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                     namespace: str | None = None, facts: ClusterFacts | None = None) -> Result:
     """Rules T1-T4: a ``trainer.kubeflow.org/v1alpha1`` TrainJob gets the gang of each start wave of the JobSet
@@ -138,7 +156,9 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
     if violation:
         out.violation(violation, settings.onViolation == "deny")
         return out.result(obj)
-    desired = desired_metadata(job, plan, settings)
+    desired, kueue_reasons, kueue_warnings = entry_words(
+        obj, desired_metadata(job, plan, settings), [j.name for j in jobset.jobs], placement(req.config),
+        own_annotations(trainjob, runtime))
     entry = build_entry(desired, [j.name for j in jobset.jobs])
     native = native_gang(req.config, facts)
     words = gang_words(req.config)
@@ -161,7 +181,8 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
     if mine is not None and same_entry(patches[mine], entry):
         out.reason(f"runtime patch {MANAGER} up to date: {describe_plan(plan, settings)}")
         native_notes(native, out)
-        out.reason(*words.reasons)
+        out.reason(*words.reasons, *kueue_reasons)
+        out.warn(*kueue_warnings)
         return out.result(obj, extra=extra)
     if mine is not None:
         patches[mine] = entry
@@ -169,6 +190,7 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
         patches.append(entry)
     out.reason(f"runtime patch {MANAGER}: {describe_plan(plan, settings)}")
     native_notes(native, out)
-    out.reason(*words.reasons)
+    out.reason(*words.reasons, *kueue_reasons)
+    out.warn(*kueue_warnings)
     mutated, patch = _write(obj, patches)
     return out.result(mutated, patch, extra)
