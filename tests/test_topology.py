@@ -401,3 +401,58 @@ def test_preview_verbose_says_which_words_were_written_for_which_scheduler_and_w
                 "kueue.x-k8s.io/podset-required-topology: example.com/rack on the pod templates of workers"]
     assert "+              kueue.x-k8s.io/podset-required-topology: example.com/rack" in out.getvalue().splitlines()
     assert "+    highestTierAllowed: 1" in out.getvalue().splitlines()
+
+
+# --- N10: check --cluster -----------------------------------------------------------------------
+
+def _node(name, **labels):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {
+        "kubernetes.io/hostname": name, "topology.kubernetes.io/zone": "z1", **labels}},
+        "status": {"allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}}}
+
+
+def _pod(name, image, namespace="kube-system"):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "c", "image": image}]}, "status": {"phase": "Running"}}
+
+
+def _hypernode(name, tier):
+    return {"apiVersion": "topology.volcano.sh/v1alpha1", "kind": "HyperNode", "metadata": {"name": name},
+            "spec": {"tier": tier, "members": []}}
+
+
+def test_check_on_a_cluster_names_the_readers_and_warns_of_words_nobody_reads():
+    """Rule N10: the readers found (Pods by their upstream names or images, served APIs, HyperNodes), and a warning
+    for a level no Node carries, Kueue words without Kueue, jobPerDomain without JobSet, a Volcano tier no
+    HyperNode has."""
+    from policylib.check import check
+    config = {"topology": {"levels": LEVELS, "gangs": {"within": "rack"}, "jobSets": {"jobPerDomain": "rack"}},
+              "gang": VOLCANO_GANG}
+    nodes = [_node("n1", **{"example.com/rack": "r1"}), _node("n2", **{"example.com/rack": "r2"})]
+    objects = [_pod("kubeflow-trainer-controller-manager-7d9-x", "ghcr.io/kubeflow/trainer/trainer-controller-manager:v2.3.0",
+                    "kubeflow-system"), _hypernode("rack-1", 2), volcano_job() | {"metadata": {
+                        "name": "train", "namespace": "ml", "labels": dict(QUEUE)}}]
+    served = ["trainer.kubeflow.org/v1alpha1", "topology.volcano.sh/v1alpha1", "scheduling.volcano.sh/v1beta1"]
+    found = [(f.severity, f.key, f.message) for f in check(config, nodes, objects, served_apis=served)
+             if f.key.startswith("topology")]
+    assert found == [
+        ("warning", "topology.levels[1]", "level block: no Node carries the label example.com/block: no scheduler can "
+                                          "place anything within one block"),
+        ("warning", "topology.gangs.within", "Kueue's podset topology annotations are written on 1 queue-labelled "
+                                             "job(s) (TFJob ml/train), but this cluster runs no Kueue: nobody reads "
+                                             "them"),
+        ("warning", "topology.jobSets.jobPerDomain", "JobSet's exclusive-topology annotation is enforced by JobSet's "
+                                                     "pod webhooks, but this cluster runs no JobSet controller: "
+                                                     "nobody reads it"),
+        ("warning", "topology.gangs.within", "rack is Volcano tier 1 in topology.levels, but no HyperNode has tier 1 "
+                                             "(their tiers: 2): the declared levels disagree with the HyperNodes"),
+        ("info", "topology", "readers of topology words this cluster runs: Trainer (Pod kubeflow-system/"
+                             "kubeflow-trainer-controller-manager-7d9-x running, API trainer.kubeflow.org/v1alpha1 "
+                             "served); Volcano network topology (API topology.volcano.sh/v1alpha1 served, 1 "
+                             "HyperNode(s))")]
+    everyone = objects[:2] + [_hypernode("rack-a", 1), _pod("kueue-controller-manager-1", "registry.k8s.io/kueue/kueue:v0.19.2"),
+                              _pod("jobset-controller-manager-2", "registry.k8s.io/jobset/jobset:v0.12.0")]
+    nodes = [_node("n1", **{"example.com/rack": "r1", "example.com/block": "b1"})]
+    quiet = [f.severity for f in check(config, nodes, everyone, served_apis=served) if f.key.startswith("topology")]
+    assert quiet == ["info"]
+    assert not [f for f in check(config, nodes, everyone) if f.key.startswith("topology")]   # not a live cluster
