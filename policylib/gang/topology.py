@@ -47,8 +47,9 @@ class GangWords:
 
 
 def gang_words(config: Any) -> GangWords:
-    """Rules N4 and N5: what the gang scheduler reads of the placement: on Volcano (method podgroup) the PodGroup's
-    ``networkTopology``; kube-scheduler's constraint is :func:`gang_topology`; the others have none (a reason)."""
+    """Rules N4, N5 and N9: what the gang scheduler reads of the placement: on Volcano (method podgroup) the
+    PodGroup's ``networkTopology``; kube-scheduler's constraint is :func:`gang_topology`; the others have none. One
+    reason for each decision, written or not."""
     p = placement(config)
     spec, reasons = None, []
     if config.gang.method == "podgroup" and config.gang.scheduler == "volcano":

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from ..errors import ErrorType, FieldError, FieldPath, forbidden, invalid, required
+from ..errors import INT32_MAX, ErrorType, FieldError, FieldPath, forbidden, invalid, required
 from ..labels import qualified_name_errors
 from ..patch import diff_owned
 from ..result import Result
@@ -82,7 +82,7 @@ def validate_podset_annotations(annotations: Mapping[str, Any], path: FieldPath)
         errs.append(invalid(at.key(UNCONSTRAINED_TOPOLOGY), found[UNCONSTRAINED_TOPOLOGY], "must be a boolean value"))
     if SLICE_SIZE in found:
         size = _go_parse_int(found[SLICE_SIZE])
-        if size is None or not -2**31 <= size < 2**31:
+        if size is None or not -INT32_MAX - 1 <= size <= INT32_MAX:
             errs.append(invalid(at.key(SLICE_SIZE), found[SLICE_SIZE], "must be a numeric value"))
         elif size < 1:
             errs.append(invalid(at.key(SLICE_SIZE), found[SLICE_SIZE], "must be greater than or equal to 1"))
