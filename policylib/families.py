@@ -77,7 +77,8 @@ class Family:
 
 def _kubeflow_templates(obj: dict[str, Any]) -> list[Template]:
     specs_key = REPLICA_SPECS.get(str(obj.get("kind")))
-    specs = (obj.get("spec") or {}).get(specs_key) if specs_key else None
+    spec = obj.get("spec")
+    specs = spec.get(specs_key) if specs_key and isinstance(spec, dict) else None
     return [(("spec", specs_key, key, "template"), str(key)) for key, rs in (specs or {}).items()
             if isinstance(rs, dict) and isinstance(rs.get("template"), dict)] if isinstance(specs, dict) else []
 
@@ -85,10 +86,16 @@ def _kubeflow_templates(obj: dict[str, Any]) -> list[Template]:
 def _jobset_templates(obj: dict[str, Any]) -> list[Template]:
     if trainjob_owner(obj) is not None:   # rule J6: the TrainJob's words
         return []
-    rjobs = (obj.get("spec") or {}).get("replicatedJobs")
+    spec = obj.get("spec")
+    rjobs = spec.get("replicatedJobs") if isinstance(spec, dict) else None
     return [(("spec", "replicatedJobs", i, "template", "spec", "template"), str(r.get("name")))
-            for i, r in enumerate(rjobs if isinstance(rjobs, list) else [])
-            if isinstance(r, dict) and isinstance(((r.get("template") or {}).get("spec") or {}).get("template"), dict)]
+            for i, r in enumerate(rjobs if isinstance(rjobs, list) else []) if _pod_template(r)]
+
+
+def _pod_template(rjob: Any) -> bool:
+    template = rjob.get("template") if isinstance(rjob, dict) else None
+    spec = template.get("spec") if isinstance(template, dict) else None
+    return isinstance(spec, dict) and isinstance(spec.get("template"), dict)
 
 
 def with_kueue_words(mutate: Mutator, templates: Callable[[dict[str, Any]], list[Template]]) -> Mutator:

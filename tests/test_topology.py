@@ -16,6 +16,7 @@ from policylib.topology.kueue import (
     validate_podset_annotations,
 )
 from tests.crd import crd_validator, file_validator
+from tests.test_gang_schemas import job_errors
 from tests.test_gang_workload import MINORS, on, tfjob
 from tests.test_jobset import JOBSET_CRD, jobset, rjob
 
@@ -244,6 +245,7 @@ def test_kueue_words_on_every_pod_template_of_a_kueue_managed_job_once():
         assert (f"topology.gangs.within rack (example.com/rack, Volcano tier 1), {mode}: Kueue: {key}: "
                 "example.com/rack on the pod templates of PS, Worker") in result.reasons
         assert mutate(result.object, config).patch == []
+        assert job_errors(result.object) == []   # training-operator's TFJob CRD (../shared/schemas)
 
 
 def test_kueue_words_are_not_written_on_a_job_kueue_does_not_manage():
@@ -265,6 +267,19 @@ def test_a_users_own_kueue_placement_is_kept_with_a_warning_when_it_disagrees():
     assert specs["PS"]["template"]["metadata"]["annotations"] == {REQUIRED_TOPOLOGY: "example.com/rack"}
     assert ("Worker: keeps its own Kueue placement (kueue.x-k8s.io/podset-preferred-topology: example.com/block); "
             "topology.gangs.within says kueue.x-k8s.io/podset-required-topology: example.com/rack") in result.warnings
+
+
+def test_a_null_metadata_or_annotations_reads_as_empty_and_the_patch_applies():
+    """Rule N6: a template whose metadata or annotations are null gets the word; the patch turns the object into
+    the mutated one (RFC 6902, applied by jsonpatch)."""
+    import jsonpatch
+    job = kueue_job()
+    job["spec"]["tfReplicaSpecs"]["PS"]["template"]["metadata"] = None
+    job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["metadata"] = {"annotations": None}
+    result = mutate(job, declared("rack", gang={"method": "workload", "scheduler": "kube-scheduler"}), facts=on(37))
+    assert jsonpatch.apply_patch(job, result.patch) == result.object
+    for spec in result.object["spec"]["tfReplicaSpecs"].values():
+        assert spec["template"]["metadata"]["annotations"] == {REQUIRED_TOPOLOGY: "example.com/rack"}
 
 
 def test_on_update_kueue_words_are_only_the_stored_ones():

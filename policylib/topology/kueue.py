@@ -95,7 +95,8 @@ def validate_podset_annotations(annotations: Mapping[str, Any], path: FieldPath)
 
 def managed_by_kueue(obj: Mapping[str, Any]) -> bool:
     """Whether Kueue manages the job: it carries the ``kueue.x-k8s.io/queue-name`` label."""
-    labels = (obj.get("metadata") or {}).get("labels")
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
     return isinstance(labels, dict) and bool(labels.get(QUEUE_LABEL))
 
 
@@ -186,8 +187,12 @@ def kueue_words(obj: dict[str, Any], result: Result, p: Placement, templates: Se
             result.warnings.append(f"{name}: {key}: {want} not written: Kueue would refuse it: "
                                    + "; ".join(str(e) for e in errs))
             continue
-        meta = template.setdefault("metadata", {})
-        if not isinstance(meta, dict) or not isinstance(meta.setdefault("annotations", {}), dict):
+        if template.get("metadata") is None:   # null reads as empty, as the API server reads it
+            template["metadata"] = {}
+        meta = template["metadata"]
+        if isinstance(meta, dict) and meta.get("annotations") is None:
+            meta["annotations"] = {}
+        if not isinstance(meta, dict) or not isinstance(meta["annotations"], dict):
             continue
         meta["annotations"][key] = want
         (restored if old is not None else written).append(name)
