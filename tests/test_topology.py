@@ -471,3 +471,25 @@ def test_check_on_a_cluster_names_the_readers_and_warns_of_words_nobody_reads():
     quiet = [f.severity for f in check(config, nodes, everyone, served_apis=served) if f.key.startswith("topology")]
     assert quiet == ["info"]
     assert not [f for f in check(config, nodes, everyone) if f.key.startswith("topology")]   # not a live cluster
+
+
+def test_a_trainjob_whose_runtime_makes_the_volcano_podgroup_gets_the_words_named_for_the_runtime():
+    """Rule N5: Trainer's own Volcano PodGroup (runtime podGroupPolicy.volcano) takes networkTopology from the
+    runtime, which a TrainJob cannot patch: a warning naming what to set there, or a reason when it says so already."""
+    from policylib.facts import ClusterFacts
+    from tests.test_trainjob import TORCH, trainjob
+    runtime = copy.deepcopy(TORCH)
+    runtime["spec"]["podGroupPolicy"] = {"volcano": {}}
+    config = declared("block", gang=VOLCANO_GANG)
+    result = mutate(trainjob(), config, facts=ClusterFacts.from_objects([runtime]))
+    assert (result.patch, result.extra_objects) == ([], [])
+    assert result.warnings == [
+        "topology.gangs.within block (example.com/block, Volcano tier 2), required: Volcano: networkTopology not "
+        "written: Trainer's PodGroup takes it from the runtime's podGroupPolicy.volcano.networkTopology, which a "
+        "TrainJob cannot patch: set {mode: hard, highestTierAllowed: 2} there"]
+    runtime["spec"]["podGroupPolicy"]["volcano"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 2}
+    said = mutate(trainjob(), config, facts=ClusterFacts.from_objects([runtime]))
+    assert said.warnings == []
+    assert said.reasons[-1] == ("topology.gangs.within block (example.com/block, Volcano tier 2), required: Volcano: "
+                                "the runtime's podGroupPolicy.volcano.networkTopology says {mode: hard, "
+                                "highestTierAllowed: 2} already (Trainer copies it to its PodGroup)")

@@ -28,6 +28,7 @@ from ..request import admission
 from ..result import Outcome, Result
 from ..topology import placement
 from ..topology.kueue import entry_words
+from ..topology.volcano import trainer_podgroup_words
 from .keys import KIND, MANAGER
 from .patch import build_entry, entry_pod_metadata, find_entry, same_entry
 from .runtime import TrainJob, pod_group_policy, read_trainjob, runtime_jobset
@@ -143,6 +144,9 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
             out.warn(f"runtime {trainjob.runtime_ref} starts its replicated jobs in {len(jobset.waves())} waves, but "
                      "Trainer's PodGroup counts every pod of all of them: it can never fill (remove podGroupPolicy "
                      "to have policylib gang each wave)")
+        trainers = trainer_podgroup_words(placement(req.config), runtime)
+        if trainers is not None:
+            (out.warn if trainers[0] == "warning" else out.reason)(trainers[1])
         return out.result(obj)
     if plan is None:
         out.reason("no start wave has more than one pod: nothing to gang")
