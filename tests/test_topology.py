@@ -493,3 +493,68 @@ def test_a_trainjob_whose_runtime_makes_the_volcano_podgroup_gets_the_words_name
     assert said.reasons[-1] == ("topology.gangs.within block (example.com/block, Volcano tier 2), required: Volcano: "
                                 "the runtime's podGroupPolicy.volcano.networkTopology says {mode: hard, "
                                 "highestTierAllowed: 2} already (Trainer copies it to its PodGroup)")
+
+
+#: Kueue v0.19.2's Topology CRD, from its Go module (`go mod download sigs.k8s.io/kueue@v0.19.2`).
+KUEUE_TOPOLOGY_CRD = Path("/root/go/pkg/mod/sigs.k8s.io/kueue@v0.19.2/config/components/crd/bases/"
+                          "kueue.x-k8s.io_topologies.yaml")
+
+
+def _kueue_topology(name, *labels):
+    return {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Topology", "metadata": {"name": name},
+            "spec": {"levels": [{"nodeLabel": label} for label in labels]}}
+
+
+def test_check_compares_the_declared_levels_with_kueues_topologies():
+    """Rule N10: a Kueue Topology whose levels run in another order, and a gang level no Topology has (Kueue keeps
+    such workloads inadmissible), are warnings; the Topologies read are Kueue v0.19.2's shape (its CRD)."""
+    from policylib.check import check
+    validator = file_validator(KUEUE_TOPOLOGY_CRD, "v1beta2")
+    swapped = _kueue_topology("dc", "topology.kubernetes.io/zone", "example.com/rack", "example.com/block")
+    same = _kueue_topology("default", "topology.kubernetes.io/zone", "example.com/block", "kubernetes.io/hostname")
+    for topology in (swapped, same):
+        assert list(validator.iter_errors(topology)) == []
+    nodes = [_node("n1", **{"example.com/rack": "r1", "example.com/block": "b1"})]
+    served = ["kueue.x-k8s.io/v1beta2"]
+    found = [(f.severity, f.key, f.message) for f in check(declared("rack"), nodes, [swapped, same], served_apis=served)
+             if f.key.startswith("topology") and f.severity == "warning"]
+    assert found == [("warning", "topology.levels", "Kueue Topology dc orders its levels topology.kubernetes.io/zone, "
+                                                    "example.com/rack, example.com/block; topology.levels orders them "
+                                                    "topology.kubernetes.io/zone, example.com/block, example.com/rack")]
+    only_same = [(f.key, f.message) for f in check(declared("rack"), nodes, [same], served_apis=served)
+                 if f.severity == "warning" and f.key.startswith("topology")]
+    assert only_same == [("topology.gangs.within", "example.com/rack is a level of no Kueue Topology (default): Kueue "
+                                                   "keeps the workloads that ask for it inadmissible (no requested "
+                                                   "topology level)")]
+
+
+def test_check_cluster_reads_kueues_topologies_where_the_declaration_is_given(tmp_path):
+    """Rule N10 through ``check --cluster``: with a declared topology the CLI lists Kueue's Topologies (served by
+    the fake API server as Kueue v0.19.2 serves them) and the findings name what disagrees."""
+    import io
+    import json
+
+    from policylib.cli import main
+    from tests.fakeapi import FakeAPI, paged_list
+    from tests.test_installed import NAMESPACES, install
+    swapped = _kueue_topology("dc", "topology.kubernetes.io/zone", "example.com/rack", "example.com/block")
+    node = _node("n1", **{"example.com/rack": "r1", "example.com/block": "b1"})
+    with FakeAPI() as api:
+        install(api, {"rel": ("policylib", declared("rack"))}, [], NAMESPACES)
+        api.route("GET", "/apis/kueue.x-k8s.io/v1beta2/topologies", paged_list("Topology", [swapped], 500))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", [node], 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.37.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": [
+            {"name": "kueue.x-k8s.io", "versions": [{"groupVersion": "kueue.x-k8s.io/v1beta2", "version": "v1beta2"}]}]}))
+        out, err = io.StringIO(), io.StringIO()
+        code = main(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"],
+                    io.StringIO(), out, err)
+    assert code == 0, err.getvalue()
+    assert [f for f in json.loads(out.getvalue()) if f["key"].startswith("topology")] == [
+        {"severity": "warning", "key": "topology.levels",
+         "message": "Kueue Topology dc orders its levels topology.kubernetes.io/zone, example.com/rack, "
+                    "example.com/block; topology.levels orders them topology.kubernetes.io/zone, example.com/block, "
+                    "example.com/rack"},
+        {"severity": "info", "key": "topology",
+         "message": "readers of topology words this cluster runs: Kueue (API kueue.x-k8s.io/v1beta2 served)"}]

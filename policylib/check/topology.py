@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..config import Config
-from ..topology import placement
+from ..topology import Placement, placement
 from ..topology.kueue import managed_by_kueue
 from .finding import Finding, names
 
@@ -53,7 +53,8 @@ def check_topology(config: Config, nodes: list[dict[str, Any]], objects: list[di
     """Rule N10, on a live cluster only (``served_apis`` given) with a declared ``topology``: an ``info`` naming
     the readers of topology words it runs; a ``warning`` for a level whose node label no Node carries, for Kueue
     words on queue-labelled jobs without Kueue, for ``jobPerDomain`` without JobSet's controller (its pod webhooks
-    enforce it), and for Volcano words whose tier no HyperNode has."""
+    enforce it), for Volcano words whose tier no HyperNode has, and for levels Kueue's Topologies disagree with
+    (:func:`kueue_topology_findings`)."""
     p = placement(config)
     if served_apis is None or not p.declared:
         return []
@@ -75,6 +76,7 @@ def check_topology(config: Config, nodes: list[dict[str, Any]], objects: list[di
         out.append(Finding("warning", p.job_setting,
                            "JobSet's exclusive-topology annotation is enforced by JobSet's pod webhooks, but this "
                            "cluster runs no JobSet controller: nobody reads it"))
+    out += kueue_topology_findings(p, objects)
     if p.within is not None and config.gang.method == "podgroup" and config.gang.scheduler == "volcano" \
             and p.within.tier is not None:
         tiers = sorted({int(t) for o in objects if o.get("kind") == "HyperNode"
@@ -88,6 +90,36 @@ def check_topology(config: Config, nodes: list[dict[str, Any]], objects: list[di
                                f"{p.within.name} is Volcano tier {p.within.tier} in topology.levels, but no HyperNode "
                                f"has tier {p.within.tier} (their tiers: {', '.join(map(str, tiers)) or 'none'}): "
                                "the declared levels disagree with the HyperNodes"))
+    return out
+
+
+def kueue_topology_findings(p: Placement, objects: list[dict[str, Any]]) -> list[Finding]:
+    """Rule N10: the declared levels against Kueue's Topologies (``kueue.x-k8s.io`` Topology objects; a level is
+    its node label there): a warning for a Topology whose levels run in another order than the declared ones, and
+    for a gang placement whose node label no Topology has (Kueue keeps such a workload inadmissible: "no
+    requested topology level")."""
+    topologies = [o for o in objects if o.get("kind") == "Topology"
+                  and str(o.get("apiVersion", "")).startswith("kueue.x-k8s.io/")]
+    if not topologies:
+        return []
+    out = []
+    order = {lv.node_label: i for i, lv in enumerate(p.levels)}
+    found: set[str] = set()
+    for topology in topologies:
+        name = (topology.get("metadata") or {}).get("name")
+        levels = [str(lv.get("nodeLabel")) for lv in (topology.get("spec") or {}).get("levels") or []
+                  if isinstance(lv, dict)]
+        found.update(levels)
+        shared = [label for label in levels if label in order]
+        if shared != sorted(shared, key=order.__getitem__):
+            out.append(Finding("warning", "topology.levels",
+                               f"Kueue Topology {name} orders its levels {', '.join(levels)}; topology.levels "
+                               f"orders them {', '.join(lv.node_label for lv in p.levels if lv.node_label in shared)}"))
+    if p.within is not None and p.within.node_label not in found:
+        out.append(Finding("warning", p.within_setting,
+                           f"{p.within.node_label} is a level of no Kueue Topology "
+                           f"({', '.join(str((t.get('metadata') or {}).get('name')) for t in topologies)}): Kueue "
+                           "keeps the workloads that ask for it inadmissible (no requested topology level)"))
     return out
 
 

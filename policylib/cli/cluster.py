@@ -221,6 +221,8 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
                                 project=project_simulated, limit=page, share=True) if workloads else []
         if config.volcano.enabled:
             objects += live_hypernodes(c.api, stderr)
+        if config.topology.levels:
+            objects += live_kueue_topologies(c.api, stderr)
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
 
@@ -234,6 +236,18 @@ def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
     except kube.Forbidden as e:
         stderr.write(f"policylib: warning: cannot list hypernodes.topology.volcano.sh: {e}; Volcano Jobs are "
                      "checked without the cluster's HyperNodes\n")
+        return []
+
+
+def live_kueue_topologies(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rule N10: Kueue's Topologies, where the cluster serves them (none where it does not), for the declared
+    levels to be compared with; a user who may not list them is told, and the check goes on without them."""
+    from ..shell import kube
+    try:
+        return kube.snapshot(api, resources=(kube.KUEUE_TOPOLOGIES,), limit=kube.PROJECTED_PAGE)
+    except kube.Forbidden as e:
+        stderr.write(f"policylib: warning: cannot list topologies.kueue.x-k8s.io: {e}; the declared topology is "
+                     "checked without Kueue's Topologies\n")
         return []
 
 

@@ -15,8 +15,9 @@ from .levels import REQUIRED, Placement
 
 
 def network_topology(p: Placement) -> tuple[dict[str, Any] | None, str]:
-    """Rule N5 (the TrainJob case: :func:`trainer_podgroup_words`): the PodGroup's ``spec.networkTopology`` for the placement (None: nothing to write) and the
-    reason; the node level has no HyperNode tier, so a gang kept within one host gets none (a reason)."""
+    """Rule N5 (the TrainJob case: :func:`trainer_podgroup_words`): the PodGroup's ``spec.networkTopology`` for the
+    placement (None: nothing to write) and the reason; the node level has no HyperNode tier, so a gang kept within
+    one host gets none (a reason)."""
     if p.within is None:
         return None, ""
     head = f"{p.describe_within()}: Volcano"

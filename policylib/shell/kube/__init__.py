@@ -39,6 +39,7 @@ from .resources import (
     HYPERNODES,
     JOBSETS,
     KUBEFLOW_JOBS,
+    KUEUE_TOPOLOGIES,
     LEASES,
     METADATA_LIST,
     MPIJOBS,
@@ -72,6 +73,7 @@ from .wire import PAGE, PROJECTED_PAGE, Fetch, continue_token, decode, one_by_on
 __all__ = [
     "AmbiguousInstall", "Api", "ApiError", "CONFIGMAPS", "CONFIG_LABELS", "CONNECT_SECONDS", "CONTROLLER_LABELS",
     "Conflict", "DEPLOYMENTS", "DEPLOYMENT_PODS", "EVENTS", "Fetch", "Forbidden", "Gone", "HPAS", "HYPERNODES",
+    "KUEUE_TOPOLOGIES",
     "GANG_JOBS", "Interner", "JOBSETS", "JSON_PATCH", "KUBEFLOW_JOBS", "KubeconfigNotFound", "LEASES", "METADATA_LIST",
     "MPIJOBS", "MPIJOBS_V2",
     "MUTATING_WEBHOOKS", "NAMESPACES", "NATIVE_GANG", "NATIVE_PODGROUPS", "NATIVE_PODGROUPS_V1ALPHA2", "NODES",

@@ -118,6 +118,9 @@ def webhook_configuration(name: str) -> Resource:
 PODS = Resource("", "v1", "pods", "Pod")
 #: Volcano's HyperNodes (cluster-scoped): what a partition's network topology is met by (rule V26).
 HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", namespaced=False)
+#: Kueue's Topologies (cluster-scoped, kueue.x-k8s.io/v1beta2 in Kueue v0.19.2): the levels its podset topology
+#: annotations name (rule N10).
+KUEUE_TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
