@@ -558,3 +558,15 @@ def test_check_cluster_reads_kueues_topologies_where_the_declaration_is_given(tm
                     "example.com/rack"},
         {"severity": "info", "key": "topology",
          "message": "readers of topology words this cluster runs: Kueue (API kueue.x-k8s.io/v1beta2 served)"}]
+
+
+def test_a_jobsets_own_exclusive_topology_is_kept_with_a_warning_when_it_names_another_level():
+    """Rules N8 and J5."""
+    config = {"topology": {"levels": LEVELS, "jobSets": {"jobPerDomain": "rack"}}}
+    mine = jobset(rjob("w", replicas=4), meta={"annotations": {EXCLUSIVE_TOPOLOGY: "example.com/block"}})
+    result = mutate(mine, config)
+    assert result.object["metadata"]["annotations"] == {EXCLUSIVE_TOPOLOGY: "example.com/block"}
+    assert result.warnings == [f"{EXCLUSIVE_TOPOLOGY} is kept as the JobSet sets it (example.com/block); "
+                               "topology.jobSets.jobPerDomain says example.com/rack"]
+    agreeing = jobset(rjob("w", replicas=4), meta={"annotations": {EXCLUSIVE_TOPOLOGY: "example.com/rack"}})
+    assert mutate(agreeing, config).warnings == []

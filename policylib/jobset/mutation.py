@@ -80,8 +80,9 @@ def deadlocks(jobset: JobSet, plan: GangPlan | None) -> list[str]:
 def exclusive_decision(obj: dict[str, Any], jobset: JobSet, plan: GangPlan | None, level: TopologyLevel | None,
                        out: Outcome) -> str | None:
     """Rule J5: the exclusive-topology value to write on the JobSet's ``metadata.annotations``, or None: written
-    only for ``gang.jobSetExclusiveTopology`` and only where it cannot deadlock the gang (:func:`deadlocks`);
-    a JobSet that carries the annotation already keeps its own (a warning when that deadlocks)."""
+    only for ``gang.jobSetExclusiveTopology`` (or ``topology.jobSets.jobPerDomain``) and only where it cannot
+    deadlock the gang (:func:`deadlocks`); a JobSet that carries the annotation already keeps its own (a warning
+    when that deadlocks, and, rule N8, when it names another level than the configuration)."""
     existing = exclusive_annotations(obj)
     blocked = deadlocks(jobset, plan)
     if existing:
@@ -91,6 +92,10 @@ def exclusive_decision(obj: dict[str, Any], jobset: JobSet, plan: GangPlan | Non
             out.warn(f"{EXCLUSIVE_TOPOLOGY} with a gang deadlocks the Jobs of {', '.join(blocked)}: JobSet's pod "
                      "webhook creates a Job's other pods only once its first pod is bound, and the gang binds none "
                      "until all exist (remove the annotation, or run one pod per Job)")
+        other = sorted({v for v in existing.values() if level is not None and v != level.key})
+        if other and level is not None:   # rule N8: the user's own value is kept
+            out.warn(f"{EXCLUSIVE_TOPOLOGY} is kept as the JobSet sets it ({', '.join(other)}); {level.setting} "
+                     f"says {level.key}")
         return None
     if level is None:
         return None
