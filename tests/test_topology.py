@@ -570,3 +570,22 @@ def test_a_jobsets_own_exclusive_topology_is_kept_with_a_warning_when_it_names_a
                                "topology.jobSets.jobPerDomain says example.com/rack"]
     agreeing = jobset(rjob("w", replicas=4), meta={"annotations": {EXCLUSIVE_TOPOLOGY: "example.com/rack"}})
     assert mutate(agreeing, config).warnings == []
+
+
+def test_a_kueue_managed_trainjob_without_policylibs_runtime_patch_says_why_kueues_word_is_missing():
+    """Rule N6: no runtime patch of policylib's (the runtime's podGroupPolicy, no gang), no Kueue word: a reason."""
+    from policylib.facts import ClusterFacts
+    from tests.test_trainjob import TORCH, trainjob
+    runtime = copy.deepcopy(TORCH)
+    runtime["spec"]["podGroupPolicy"] = {"coscheduling": {}}
+    obj = trainjob()
+    obj["metadata"]["labels"] = dict(QUEUE)
+    config = declared("rack", gang={"method": "podgroup", "scheduler": "scheduler-plugins"})
+    result = mutate(obj, config, facts=ClusterFacts.from_objects([runtime]))
+    assert result.reasons[-1] == ("topology.gangs.within rack (example.com/rack, Volcano tier 1), required: Kueue: "
+                                  "kueue.x-k8s.io/podset-required-topology not written: policylib writes no runtime "
+                                  "patch for this TrainJob (its runtime has podGroupPolicy.coscheduling)")
+    single = trainjob(num_nodes=1)
+    single["metadata"]["labels"] = dict(QUEUE)
+    assert mutate(single, config, facts=ClusterFacts.from_objects([TORCH])).reasons[-1].endswith(
+        "policylib writes no runtime patch for this TrainJob (no gang)")

@@ -247,3 +247,13 @@ def entry_words(obj: dict[str, Any], desired: dict[str, tuple[dict[str, Any], di
     if kept:
         reasons.append(f"{head}: the pod templates of {', '.join(kept)} carry a Kueue placement of their own: kept")
     return out, reasons, warnings
+
+
+def no_entry_reason(obj: dict[str, Any], p: Placement, why: str) -> list[str]:
+    """Rule N6 for a TrainJob that gets no runtime patch of policylib's (``why``): the reason Kueue's word is not
+    written, for a declared placement on a Kueue-managed TrainJob."""
+    word = kueue_word(p)
+    if word is None or not p.declared or not managed_by_kueue(obj):
+        return []
+    return [f"{p.describe_within()}: Kueue: {word[0]} not written: policylib writes no runtime patch for this "
+            f"TrainJob ({why})"]

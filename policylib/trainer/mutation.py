@@ -27,7 +27,7 @@ from ..patch import Draft, diff_owned
 from ..request import admission
 from ..result import Outcome, Result
 from ..topology import placement
-from ..topology.kueue import entry_words
+from ..topology.kueue import entry_words, no_entry_reason
 from ..topology.volcano import trainer_podgroup_words
 from .keys import KIND, MANAGER
 from .patch import build_entry, entry_pod_metadata, find_entry, same_entry
@@ -147,13 +147,16 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
         trainers = trainer_podgroup_words(placement(req.config), runtime)
         if trainers is not None:
             (out.warn if trainers[0] == "warning" else out.reason)(trainers[1])
+        out.reason(*no_entry_reason(obj, placement(req.config), f"its runtime has podGroupPolicy.{own}"))
         return out.result(obj)
     if plan is None:
         out.reason("no start wave has more than one pod: nothing to gang")
+        out.reason(*no_entry_reason(obj, placement(req.config), "no gang"))
         return out.result(obj)
     elsewhere = _existing_gang(trainjob, runtime)
     if elsewhere:
         out.reason(f"already carries gang metadata ({'; '.join(elsewhere)}): left untouched")
+        out.reason(*no_entry_reason(obj, placement(req.config), "gang metadata from elsewhere"))
         return out.result(obj)
     job = replace(jobset.gang_view(), kind=KIND, api_group=TRAINER_GROUP)
     violation = priority_violation(job, plan)
