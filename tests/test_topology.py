@@ -127,6 +127,10 @@ def test_older_keys_beside_the_declaration_must_agree_every_disagreement_at_once
         ("volcano.networkTopology.highestTierAllowed", "4 disagrees with topology.levels ['zone', 'block', 'rack', "
                                                        "'host']: the declared levels have tiers 1 to 3 (give only "
                                                        "topology.levels, or make them agree)")]
+    # with an error of another rule, every error still at once
+    assert [f for f, _ in errors_of(declared("rack", gang={"method": "labels", "scheduler": "scheduler-plugins"},
+                                             zoneTopologySpread={"topologyKey": "example.com/zone"}))] == [
+        "gang.method and gang.scheduler", "zoneTopologySpread.topologyKey"]
     assert errors_of(declared("rack", "preferred", gang={"method": "workload", "scheduler": "kube-scheduler",
                                                          "topology": "tier-1"})) == [
         ("gang.topology", "'tier-1' disagrees with topology.gangs.mode 'preferred': gang.topology is a required "

@@ -242,9 +242,9 @@ def cross_errors(sections: Mapping[str, Any], given: frozenset[str] = frozenset(
         errs += gang_combination_errors(sections["gang"])
     if "gang" in sections and "volcano" in sections and not declared:
         errs += topology_errors(sections["gang"], sections["volcano"])
-    if "topology" in sections:
-        errs += declaration_errors(sections["topology"])
-    if declared and not errs:
+    declaration = declaration_errors(sections["topology"]) if "topology" in sections else []
+    errs += declaration
+    if declared and not declaration:   # the older keys are read against well-formed levels only
         errs += agreement_errors(sections, given)
     if "zoneTopologySpread" in sections and "hostTopologySpread" in sections:
         errs += spread_key_errors(sections["zoneTopologySpread"], sections["hostTopologySpread"])
