@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from ..constants import HOSTNAME_LABEL
 from ..errors import ErrorType, FieldError, not_supported
 from ..labels import dns1123_subdomain_errors, qualified_name_errors, tier_labels
-from ..topology.levels import Level, declared_levels, old_key_level
+from ..topology.levels import TIER, Level, declared_levels, discovery_tiers, old_key_level
 from ..volcano_api.partitions import (
     partition_tier_name_enforced,
     validate_network_topology,
@@ -251,16 +251,6 @@ def cross_errors(sections: Mapping[str, Any], given: frozenset[str] = frozenset(
     return errs
 
 
-#: A ``gang.topology`` that names a tier by its number (rule G25).
-TIER = re.compile(r"tier-([1-9][0-9]*)")
-
-
-def label_tiers(volcano: Any) -> list[tuple[str, list[str]]]:
-    """(topology name, its tier label keys, tier 1 first) of every enabled label topology of the discovery."""
-    return [(name, tier_labels(keys)) for source in volcano.networkTopologyDiscovery
-            if source.source == "label" and source.enabled for name, keys in source.topologies]
-
-
 def topology_errors(gang: Any, volcano: Any) -> list[FieldError]:
     """Rules G25 and J5: a ``gang.topology`` or ``gang.jobSetExclusiveTopology`` the configuration does not
     declare: a tier that no enabled label topology of ``volcano.networkTopologyDiscovery`` has, a tier number
@@ -273,7 +263,7 @@ def level_errors(key: str, value: str, volcano: Any) -> list[FieldError]:
     """Rules G25 and J5: the errors of one setting that names a topology level (``key``, its ``value``)."""
     if value in ("none", "zone"):
         return []
-    tiers = label_tiers(volcano)
+    tiers = discovery_tiers(volcano)
     if not tiers:
         return [FieldError(ErrorType.INVALID, key, value,
                            "names a tier, but volcano.networkTopologyDiscovery declares no enabled label topology: "
