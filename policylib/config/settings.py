@@ -416,6 +416,13 @@ class Config:
     def host(self) -> HostSpread:
         return self.hostTopologySpread
 
+    @cached_property
+    def placement(self) -> Any:
+        """Rules N1 and N2: the one topology declaration resolved (a
+        :class:`policylib.topology.Placement`), once per configuration: every writer reads it."""
+        from ..topology.levels import resolve_placement
+        return resolve_placement(self)
+
     def spread_fingerprint(self) -> str:
         """A short stable hash of every setting that shapes the written spread.
 

@@ -127,7 +127,13 @@ def old_key_level(levels: Sequence[Level], value: str, zone_key: str) -> Level |
 
 
 def placement(config: Any) -> Placement:
-    """Rules N1 and N2: the declaration every writer reads. With ``topology.levels``: its levels,
+    """Rules N1 and N2: the declaration every writer reads, resolved once per configuration
+    (``Config.placement``, :func:`resolve_placement`)."""
+    return config.placement  # type: ignore[no-any-return]
+
+
+def resolve_placement(config: Any) -> Placement:
+    """Rules N1 and N2: the declaration resolved. With ``topology.levels``: its levels,
     ``topology.gangs`` and ``topology.jobSets`` (loading has checked that the older keys agree). Without: the
     derived levels, ``gang.topology`` as a required placement and ``gang.jobSetExclusiveTopology``."""
     section = config.topology
