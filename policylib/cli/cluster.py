@@ -222,6 +222,8 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
         if config.volcano.enabled:
             objects += live_hypernodes(c.api, stderr)
         objects += live_runtimes(c.api, stderr)
+        if config.topology.levels:
+            objects += live_kueue_topologies(c.api, stderr)
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
 
@@ -251,6 +253,16 @@ def live_runtimes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
             stderr.write(f"policylib: warning: cannot list {res.plural}.{res.group}: {e}; a TrainJob that names a "
                          f"{res.kind} is not placed\n")
     return found
+def live_kueue_topologies(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rule N10: Kueue's Topologies, where the cluster serves them (none where it does not), for the declared
+    levels to be compared with; a user who may not list them is told, and the check goes on without them."""
+    from ..shell import kube
+    try:
+        return kube.snapshot(api, resources=(kube.KUEUE_TOPOLOGIES,), limit=kube.PROJECTED_PAGE)
+    except kube.Forbidden as e:
+        stderr.write(f"policylib: warning: cannot list topologies.kueue.x-k8s.io: {e}; the declared topology is "
+                     "checked without Kueue's Topologies\n")
+        return []
 
 
 def unhandled_workloads(args: argparse.Namespace, stderr: TextIO) -> list[dict[str, Any]]:

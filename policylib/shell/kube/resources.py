@@ -123,6 +123,9 @@ HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", na
 TRAINING_RUNTIMES = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", "TrainingRuntime"),
                      Resource(TRAINER_GROUP, TRAINER_VERSION, "clustertrainingruntimes", "ClusterTrainingRuntime",
                               namespaced=False))
+#: Kueue's Topologies (cluster-scoped, kueue.x-k8s.io/v1beta2 in Kueue v0.19.2): the levels its podset topology
+#: annotations name (rule N10).
+KUEUE_TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
