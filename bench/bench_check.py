@@ -1,10 +1,12 @@
 """Benchmark: ``check`` of 1,000 Deployments and 4 PyTorchJobs on 500 Nodes, with the host spread enforced.
 
-Run by hand: ``.venv/bin/python bench/bench_check.py [--runs N] [--baseline TREE] [--jobs N]``. The Nodes and
+Run by hand: ``.venv/bin/python bench/bench_check.py [--runs N] [--baseline TREE] [--jobs N] [--jobsets N]``. The Nodes and
 Deployments of ``bench_simulate.py`` (3 zones, 5 node groups; 1 to 12 replicas each, a fifth pinned to a node
 group) and ``--jobs`` PyTorchJobs (default 4; a Master and 4 Workers each): every verdict that asks where the
 workloads land runs (``hostTopologySpread.minDomains`` with the Pending counts, the simulated outcomes, each
-job's gang capacity; the last job never fits, so both report it).
+job's gang capacity; the last job never fits, so both report it). ``--jobsets N`` (default 0) adds N JobSets
+of two start waves (a launcher, then 4 workers of 8 cpu under ``dependsOn``) with gang method podgroup: each
+wave's gang capacity (rule G26) runs too; the last JobSet's workers never fit.
 Reports the median wall and CPU time of ``policylib.check.check`` per run, each in a fresh process.
 ``--baseline TREE`` (a checkout of another commit, e.g. ``git worktree add /tmp/base HEAD~3``) runs that tree's
 ``check`` too, the two alternated run by run: on a shared machine only a side-by-side run counts.
@@ -31,7 +33,8 @@ from bench_simulate import cluster, ratio, side_by_side, timing, workloads  # no
 CONFIG = {"hostTopologySpread": {"whenUnsatisfiable": "DoNotSchedule"}}
 _jobs = argparse.ArgumentParser(add_help=False)
 _jobs.add_argument("--jobs", type=int, default=4)
-JOBS = _jobs.parse_known_args()[0].jobs
+_jobs.add_argument("--jobsets", type=int, default=0)
+JOBS, JOBSETS = _jobs.parse_known_args()[0].jobs, _jobs.parse_known_args()[0].jobsets
 
 
 def pytorch_job(i: int) -> dict:
@@ -46,10 +49,25 @@ def pytorch_job(i: int) -> dict:
             "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(4)}}}
 
 
+def jobset(i: int) -> dict:
+    """A launcher, then 4 workers of 8 cpu once it is ready (two start waves, each a gang); the last JobSet's
+    workers ask more cpu than any Node has."""
+    cpu = "96" if i == JOBSETS - 1 else "8"
+
+    def rjob(name: str, pods: int, after: str | None = None) -> dict:
+        pod = {"spec": {"containers": [{"name": "c", "image": "x",
+                                        "resources": {"requests": {"cpu": cpu, "memory": "32Gi"}}}]}}
+        return {"name": name, "template": {"spec": {"parallelism": pods, "template": pod}},
+                **({"dependsOn": [{"name": after, "status": "Ready"}]} if after else {})}
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": f"js-{i}", "namespace": "ml"},
+            "spec": {"replicatedJobs": [rjob("launcher", 2), rjob("workers", 4, "launcher")]}}
+
+
 def once() -> dict:
-    nodes, objs = cluster(), workloads() + [pytorch_job(i) for i in range(JOBS)]
+    nodes, objs = cluster(), workloads() + [pytorch_job(i) for i in range(JOBS)] + [jobset(i) for i in range(JOBSETS)]
+    config = {**CONFIG, "gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}} if JOBSETS else CONFIG
     t0, c0 = time.perf_counter(), time.process_time()
-    findings = check(CONFIG, nodes, objs)
+    findings = check(config, nodes, objs)
     return {"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0,
             "findings": [f.as_dict() for f in findings]}
 
@@ -59,7 +77,8 @@ def main() -> None:
     if runs is None:
         return
     for name, results in runs.items():
-        print(f"check ({name}): 1,000 Deployments and {JOBS} PyTorchJobs on 500 Nodes: {timing(results)}; "
+        print(f"check ({name}): 1,000 Deployments, {JOBS} PyTorchJobs and {JOBSETS} JobSets on 500 Nodes: "
+              f"{timing(results)}; "
               f"{len(results[0]['findings'])} findings")
     if "baseline" in runs:
         same = all(r["findings"] == runs["baseline"][0]["findings"] for rs in runs.values() for r in rs)

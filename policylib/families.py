@@ -11,7 +11,7 @@ order. Adding a workload family is adding an entry to :data:`FAMILIES` (docs/arc
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from .config import Config
 from .constants import (
@@ -26,10 +26,13 @@ from .constants import (
 )
 from .facts import ClusterFacts
 from .gang import is_kubeflow_job, is_pod, mutate_kubeflow_job, mutate_pod
-from .jobset import is_jobset, mutate_jobset
+from .gang.keys import REPLICA_SPECS
+from .jobset import is_jobset, mutate_jobset, trainjob_owner
 from .planners import Planner, plan_deployment, plan_podgroups, plan_workload
-from .result import Result
+from .result import Result, is_opted_out
 from .spread import is_deployment, mutate_deployment
+from .topology import placement
+from .topology.kueue import Template, kueue_words
 from .trainer import is_trainjob, mutate_trainjob
 from .volcano import is_volcano_job, is_volcano_workload
 from .volcano.mutation import mutate_other_volcano_kind, mutate_volcano_job
@@ -71,6 +74,41 @@ class Family:
         return Result(obj, reasons=[f"{self.name} policies are off ({self.enabled}: false): left unchanged"])
 
 
+def _kubeflow_templates(obj: dict[str, Any]) -> list[Template]:
+    specs_key = REPLICA_SPECS.get(str(obj.get("kind")))
+    spec = obj.get("spec")
+    specs = spec.get(specs_key) if specs_key and isinstance(spec, dict) else None
+    return [(("spec", specs_key, key, "template"), str(key)) for key, rs in (specs or {}).items()
+            if isinstance(rs, dict) and isinstance(rs.get("template"), dict)] if isinstance(specs, dict) else []
+
+
+def _jobset_templates(obj: dict[str, Any]) -> list[Template]:
+    if trainjob_owner(obj) is not None:   # rule J6: the TrainJob's words
+        return []
+    spec = obj.get("spec")
+    rjobs = spec.get("replicatedJobs") if isinstance(spec, dict) else None
+    return [(("spec", "replicatedJobs", i, "template", "spec", "template"), str(r.get("name")))
+            for i, r in enumerate(rjobs if isinstance(rjobs, list) else []) if _pod_template(r)]
+
+
+def _pod_template(rjob: Any) -> bool:
+    template = rjob.get("template") if isinstance(rjob, dict) else None
+    spec = template.get("spec") if isinstance(template, dict) else None
+    return isinstance(spec, dict) and isinstance(spec.get("template"), dict)
+
+
+def with_kueue_words(mutate: Mutator, templates: Callable[[dict[str, Any]], list[Template]]) -> Mutator:
+    """Rule N6: a family's policy followed by Kueue's words for the gang placement on the object's pod templates
+    (:func:`policylib.topology.kueue.kueue_words`)."""
+    def run(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None, facts: ClusterFacts | None,
+            namespace: str | None) -> Result:
+        result = mutate(obj, config, old=old, facts=facts, namespace=namespace)
+        if is_opted_out(obj):
+            return result
+        return kueue_words(obj, result, placement(config), templates(obj), old)
+    return run
+
+
 def _is_volcano(obj: object) -> bool:
     return is_volcano_job(obj) or is_volcano_workload(obj)
 
@@ -89,11 +127,12 @@ def _volcano(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None,
 FAMILIES: tuple[Family, ...] = (
     Family("Deployment", is_deployment, mutate_deployment, kinds=(f"{APPS_API_VERSION} Deployment",),
            planners=(plan_deployment,)),
-    Family("gang", is_kubeflow_job, mutate_kubeflow_job,
+    Family("gang", is_kubeflow_job, with_kueue_words(mutate_kubeflow_job, _kubeflow_templates),
            kinds=(f"{KUBEFLOW_API_VERSION} TFJob", f"{KUBEFLOW_API_VERSION} PyTorchJob",
                   f"{KUBEFLOW_API_VERSION} MPIJob", f"{MPI_V2_API_VERSION} MPIJob"),
            enabled="gang.enabled", planners=(plan_podgroups, plan_workload)),
-    Family("JobSet", is_jobset, mutate_jobset, kinds=(f"{JOBSET_API_VERSION} JobSet",), enabled="gang.enabled",
+    Family("JobSet", is_jobset, with_kueue_words(mutate_jobset, _jobset_templates),
+           kinds=(f"{JOBSET_API_VERSION} JobSet",), enabled="gang.enabled",
            planners=(plan_podgroups, plan_workload)),
     Family("TrainJob", is_trainjob, mutate_trainjob, kinds=(f"{TRAINER_API_VERSION} TrainJob",), enabled="gang.enabled",
            planners=(plan_podgroups, plan_workload)),

@@ -116,3 +116,9 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
     assert out.getvalue().splitlines()[0::2] == ["= LeaderWorkerSet ml/llama: not handled",
                                                  "= ConfigMap ml/c: not handled"]
     assert err.getvalue() == f"policylib: note: {path}: LeaderWorkerSet ml/llama: {result.unhandled}\n"
+    # -v prints each reason once: the workload's note is not repeated as a reason; a ConfigMap's is a reason only
+    err = io.StringIO()
+    assert main(["preview", "-f", str(path), "-o", "diff", "-v"], stdout=io.StringIO(), stderr=err) == 0
+    configmap = mutate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"}}, None)
+    assert err.getvalue().splitlines() == [f"policylib: note: {path}: LeaderWorkerSet ml/llama: {result.unhandled}",
+                                           f"policylib: {path}: ConfigMap ml/c: {configmap.unhandled}"]

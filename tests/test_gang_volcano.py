@@ -160,8 +160,6 @@ def test_cluster_reads_list_only_the_podgroups_the_settings_use(gang, extra):
               "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob", "kubeflow.org/v2beta1 MPIJob",
               "jobset.x-k8s.io/v1alpha2 JobSet", "scheduling.x-k8s.io/v1alpha1 PodGroup",
               "scheduling.sigs.k8s.io/v1alpha1 PodGroup",
-              # TrainJobs and the runtimes their gangs are computed from (rules T1, T7)
-              "trainer.kubeflow.org/v1alpha1 TrainJob", "trainer.kubeflow.org/v1alpha1 TrainingRuntime",
-              "trainer.kubeflow.org/v1alpha1 ClusterTrainingRuntime"}
+              "trainer.kubeflow.org/v1alpha1 TrainJob"}   # (their runtimes: live_runtimes, rule T7)
     listed = {f"{r.api_version} {r.kind}" for r in snapshot_resources(load_config({"gang": gang}))}
     assert listed == always | extra

@@ -306,7 +306,7 @@ def test_configmap_shows_every_section_and_key_with_a_comment(base):
     document = yaml.safe_load(text)
     # The seed's nesting, as before: the sections at the top level (not under lrs-operator.operator.config).
     assert list(document) == ["zoneTopologySpread", "hostTopologySpread", "removePodAntiAffinity", "volcano",
-                              "gang", "controller", "webhook"]
+                              "gang", "topology", "controller", "webhook"]
     assert set(document) == set(config_schema()["properties"])
     for name, cls in section_classes().items():  # every key the section stores, none left to a hidden default
         assert set(document[name]) == {f.name for f in fields(cls)}, name

@@ -220,7 +220,8 @@ def test_simulate_places_a_trainjob_whose_runtime_is_in_the_input():
         "wave 1 (node): gang llama: 3 of its minimum 4 pods placeable at once: the gang binds nothing"])
     [unknown] = simulate([trainjob()], [node("n1", 4, "r1")], PODGROUP)
     assert (unknown.replicas, unknown.pending, unknown.reasons) == (0, 0, [
-        "not simulated: runtime ClusterTrainingRuntime torch-distributed is not in the input"])
+        "not simulated: runtime ClusterTrainingRuntime torch-distributed is not known (not among the -f objects, nor "
+        "the cluster's with --cluster)"])
     waves = copy.deepcopy(shipped("deepspeed_distributed.yaml"))
     waves["spec"]["podGroupPolicy"] = {"coscheduling": {}}
     [never] = simulate([waves, trainjob("deepspeed-distributed")], [node("n1", 16, "r1")], PODGROUP)

@@ -22,6 +22,7 @@ from .gangs import check_gang_schedulers, check_gangs
 from .partitions import check_partitions
 from .settings import check_drift, check_match_label_keys, check_thresholds, check_topology_labels
 from .simulated import Simulations, check_pending_pods, check_simulated
+from .topology import check_topology
 from .workload_api import check_workload_api
 
 __all__ = ["Finding", "check"]
@@ -39,7 +40,7 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
     for the versions its next minor removes (rule G24). ``topology_kept``: whether kube-apiserver keeps a
     PodGroup's schedulingConstraints (None: not known; rule G25).
     ``served_apis``: the ``group/version`` of every API the live cluster serves (None: not a live cluster),
-    for the gang schedulers it runs."""
+    for the gang schedulers it runs (rule D5) and the readers of the topology words (rule N10)."""
     config = load_config(config)
     if workload_api is None and workload_api_served is False:
         workload_api = resolve_workload_api(config.gang.workloadAPIVersion, ())
@@ -55,4 +56,5 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
     findings += check_workload_api(config, workload_api, nodes, workload_stored, topology_kept)
     findings += check_simulated(objects, simulations, findings) + check_pending_pods(objects)
     findings += check_gang_schedulers(config, nodes, objects, served_apis)
+    findings += check_topology(config, nodes, objects, served_apis)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

@@ -167,12 +167,15 @@ def cluster_scope(args: argparse.Namespace, stderr: TextIO) -> Callable[[dict[st
 
 def planned_objects(args: argparse.Namespace, config: Config, stderr: TextIO,
                     show: Callable[[str, int], None]) -> list[dict[str, Any]]:
-    """What ``plan --cluster`` reads: the objects the planners read for ``config``, projected (rule W7)."""
+    """What ``plan --cluster`` reads: the objects the planners read for ``config``, projected (rule W7), and the
+    runtimes a TrainJob's gang is computed from (rule T7)."""
     from ..shell import kube
     c = cluster(args)
     with c.reading():
         objects = kube.snapshot(c.api, args.namespace, resources=kube.snapshot_resources(config),
                                 progress=show, project=project, limit=kube.PROJECTED_PAGE)
+        if any(o.get("kind") == kube.TRAINJOBS.kind for o in objects):
+            objects += live_runtimes(c.api, stderr)
     if stderr.isatty():
         stderr.write("\n")
     return objects
@@ -221,6 +224,9 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
                                 project=project_simulated, limit=page, share=True) if workloads else []
         if config.volcano.enabled:
             objects += live_hypernodes(c.api, stderr)
+        objects += live_runtimes(c.api, stderr)
+        if config.topology.levels:
+            objects += live_kueue_topologies(c.api, stderr)
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
 
@@ -234,6 +240,31 @@ def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
     except kube.Forbidden as e:
         stderr.write(f"policylib: warning: cannot list hypernodes.topology.volcano.sh: {e}; Volcano Jobs are "
                      "checked without the cluster's HyperNodes\n")
+        return []
+
+
+def live_runtimes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rules T1, T5: the cluster's Kubeflow Trainer runtimes (TrainingRuntimes of every namespace and
+    ClusterTrainingRuntimes), where it serves them, so a TrainJob is placed and checked with the runtime it names;
+    a kind the user may not list is named in a warning, and its TrainJobs are left unplaced with the reason."""
+    from ..shell import kube
+    found: list[dict[str, Any]] = []
+    for res in kube.TRAINING_RUNTIMES:
+        try:
+            found += kube.snapshot(api, resources=(res,), limit=kube.PROJECTED_PAGE)
+        except kube.Forbidden as e:
+            stderr.write(f"policylib: warning: cannot list {res.plural}.{res.group}: {e}; a TrainJob that names a "
+                         f"{res.kind} is not placed\n")
+    return found
+def live_kueue_topologies(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rule N10: Kueue's Topologies, where the cluster serves them (none where it does not), for the declared
+    levels to be compared with; a user who may not list them is told, and the check goes on without them."""
+    from ..shell import kube
+    try:
+        return kube.snapshot(api, resources=(kube.KUEUE_TOPOLOGIES,), limit=kube.PROJECTED_PAGE)
+    except kube.Forbidden as e:
+        stderr.write(f"policylib: warning: cannot list topologies.kueue.x-k8s.io: {e}; the declared topology is "
+                     "checked without Kueue's Topologies\n")
         return []
 
 

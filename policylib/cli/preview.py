@@ -150,14 +150,16 @@ def _report(doc: Document, result: Result, config: Config, verbose: bool, stderr
         stderr.write(f"policylib: denied: {where}: {result.denial}\n")
     for w in result.warnings:
         stderr.write(f"policylib: warning: {where}: {w}\n")
-    if result.unhandled and is_unhandled_workload(doc.obj):
+    noted = bool(result.unhandled) and is_unhandled_workload(doc.obj)
+    if noted:
         stderr.write(f"policylib: note: {where}: {result.unhandled}\n")
     gang_note = _gang_note(doc.obj, result, config)
     if gang_note:
         stderr.write(f"policylib: note: {where}: {gang_note}\n")
     if verbose:
         for r in result.reasons:
-            stderr.write(f"policylib: {where}: {r}\n")
+            if not (noted and r == result.unhandled):
+                stderr.write(f"policylib: {where}: {r}\n")
 
 
 def _facts(docs: Sequence[Document], config: Config, kube_version: int | None) -> ClusterFacts:

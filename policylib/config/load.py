@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import fields, replace
 from typing import Any, Mapping
 
 from ..errors import ConfigError, FieldError
 from .declare import converter
 from .schema import HELM_NESTING, config_keys, scalar_keys, section_keys
 from .settings import Config, section_classes
-from .validate import RAW_CHECKS, cross_errors, schema_errors
+from .validate import RAW_CHECKS, cross_errors, declaration_errors, schema_errors
 
 
 def section_value(cls: type, raw: Mapping[str, Any] | None) -> Any:
@@ -129,6 +129,25 @@ def chart_values_config(data: Any) -> tuple[Any, bool]:
     return body or {}, True
 
 
+def given_keys(body: Mapping[str, Any]) -> frozenset[str]:
+    """The ``section.key`` settings a document gives (rule N2 checks an older key only where it is given)."""
+    return frozenset(f"{name}.{key}" for name, section in body.items() if isinstance(section, Mapping)
+                     for key in section)
+
+
+def spread_keys_from_levels(sections: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
+    """Rule N2: with ``topology.levels`` declared, a spread whose ``topologyKey`` is not given takes the node label
+    of the level named ``zone`` (the zone spread) or ``host`` (the host spread)."""
+    topology = sections.get("topology")
+    if topology is None or not topology.levels or declaration_errors(topology):
+        return sections
+    labels = dict(topology.levels)
+    for section, level in (("zoneTopologySpread", "zone"), ("hostTopologySpread", "host")):
+        if section in sections and level in labels and f"{section}.topologyKey" not in given:
+            sections[section] = replace(sections[section], topologyKey=labels[level])
+    return sections
+
+
 def raise_config_errors(errors: Sequence[FieldError], prefix: str = "") -> None:
     """One :class:`ConfigError` listing every error, when there is one."""
     if errors:
@@ -141,7 +160,9 @@ def config_from_dict(data: Mapping[str, Any] | None) -> Config:
     body, errors, prefix = config_document(data)
     bad = {e.field.split(".")[0].split("[")[0] for e in errors}
     sections = {name: section_value(cls, body.get(name)) for name, cls in section_classes().items() if name not in bad}
-    errors += cross_errors(sections)
+    given = given_keys(body)
+    sections = spread_keys_from_levels(sections, given)
+    errors += cross_errors(sections, given)
     raise_config_errors(errors, prefix)
     scalars = {k: body[k] for k in scalar_keys() if k in body}
     return Config(**sections, **scalars)

@@ -292,6 +292,89 @@ class GangSettings:
                                            invalid="must be none, zone, tier-N or a tier's node label key")
 
 
+#: ``topology.gangs.mode`` (rule N1): a gang must fit in one domain of the level, or should.
+PLACEMENT_MODES = ("required", "preferred")
+#: A level's name in ``topology.levels`` (rule N1).
+LEVEL_NAME_PATTERN = "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"
+
+
+@dataclass(frozen=True)
+class GangPlacement:
+    """``topology.gangs`` (rule N1): the level every gang is kept within, and whether that is required."""
+
+    within: str = NO_TOPOLOGY
+    mode: str = "required"
+
+    def as_spec(self) -> dict[str, Any]:
+        return {"within": self.within, "mode": self.mode}
+
+
+@dataclass(frozen=True)
+class JobSetPlacement:
+    """``topology.jobSets`` (rule N7): the level each Job of a JobSet gets a domain of to itself."""
+
+    jobPerDomain: str = NO_TOPOLOGY
+
+    def as_spec(self) -> dict[str, Any]:
+        return {"jobPerDomain": self.jobPerDomain}
+
+
+def _levels_value(value: Any) -> tuple[tuple[str, str], ...]:
+    return tuple((item["name"], item["nodeLabel"]) for item in value or ())
+
+
+def _gang_placement_value(value: Any) -> GangPlacement:
+    value = value or {}
+    return GangPlacement(value.get("within", GangPlacement.within), value.get("mode", GangPlacement.mode))
+
+
+def _jobset_placement_value(value: Any) -> JobSetPlacement:
+    return JobSetPlacement((value or {}).get("jobPerDomain", JobSetPlacement.jobPerDomain))
+
+
+_LEVEL_REF = {"type": "string", "pattern": f"^none$|{LEVEL_NAME_PATTERN}",
+              "x-invalid": "must be none or the name of a level of topology.levels"}
+
+
+@dataclass(frozen=True)
+class TopologySettings:
+    """``topology`` (rules N1-N7): the cluster's topology levels, declared once, and the placement every writer
+    turns into its scheduler's words. Without levels, the levels are derived from the older keys (rule N2)."""
+
+    levels: tuple[tuple[str, str], ...] = setting(
+        ["array", "null"], (), "The cluster's topology levels, widest first: {name, nodeLabel} each (names of "
+        f"lowercase letters, digits and '-', unique; node label keys unique; {HOSTNAME_LABEL} only last). Empty: "
+        "the levels are zoneTopologySpread.topologyKey (named zone), the tiers of volcano.networkTopologyDiscovery's "
+        "label topologies (named tier-N) and hostTopologySpread.topologyKey (named host). A level's Volcano tier is "
+        "its distance from the nodes (1: the level just above them), as Volcano's label discovery numbers them.",
+        "N1, N2, N3", convert=_levels_value, maxItems=16,
+        items={"type": "object", "required": ["name", "nodeLabel"], "additionalProperties": False,
+               "properties": {"name": {"type": "string", "pattern": LEVEL_NAME_PATTERN,
+                                       "x-invalid": "must be a level name of lowercase letters, digits and '-'"},
+                              "nodeLabel": {"type": "string", "format": "label-key"}},
+               "x-invalid": "each level is {name: <level name>, nodeLabel: <node label key>}"},
+        invalid="must be a list of {name, nodeLabel}, widest level first")
+    gangs: GangPlacement = setting(
+        ["object", "null"], None, "The placement of every gang (Kubeflow jobs, JobSets, TrainJobs): within, a level "
+        "name (all of a gang's pods in one domain of it) or none; mode, required or preferred. Written in each "
+        "scheduler's words: kube-scheduler's PodGroup schedulingConstraints.topology (required only), Volcano's "
+        "PodGroup networkTopology, Kueue's podset-required/preferred-topology annotations (Kueue-managed jobs only). "
+        "gang.topology is the older key for a required level (method workload).", "N1, N4, N5, N6",
+        factory=GangPlacement, convert=_gang_placement_value, additionalProperties=False,
+        properties={"within": dict(_LEVEL_REF, default=NO_TOPOLOGY,
+                                   description="A level name, or none."),
+                    "mode": {"type": "string", "enum": list(PLACEMENT_MODES), "default": "required",
+                             "description": "required or preferred."}},
+        invalid="must be a mapping like {within: rack, mode: required}")
+    jobSets: JobSetPlacement = setting(
+        ["object", "null"], None, "JobSets: jobPerDomain, a level name each Job gets a domain of to itself (JobSet's "
+        "alpha.jobset.sigs.k8s.io/exclusive-topology, written only where it cannot deadlock the gang), or none. "
+        "gang.jobSetExclusiveTopology is the older key.", "N7, J5",
+        factory=JobSetPlacement, convert=_jobset_placement_value, additionalProperties=False,
+        properties={"jobPerDomain": dict(_LEVEL_REF, default=NO_TOPOLOGY, description="A level name, or none.")},
+        invalid="must be a mapping like {jobPerDomain: rack}")
+
+
 @dataclass(frozen=True)
 class Config:
     """Everything policylib reads. Sections mirror the YAML keys."""
@@ -319,6 +402,9 @@ class Config:
     volcano: VolcanoSettings = section(VolcanoSettings, "Volcano Jobs: RestartPartition events, partitions, network "
                                        "topology, HyperNode discovery.", "V3")
     gang: GangSettings = section(GangSettings, "Gang metadata for Kubeflow jobs.", "G1")
+    topology: TopologySettings = section(TopologySettings, "The cluster's topology levels and the placement of "
+                                         "gangs, declared once and written in each scheduler's own words "
+                                         "(docs/topology.md).", "N1")
     controller: ControllerSettings = section(ControllerSettings, "How `python -m webhook controller` applies its "
                                              "plan.", None)
 
@@ -329,6 +415,13 @@ class Config:
     @property
     def host(self) -> HostSpread:
         return self.hostTopologySpread
+
+    @cached_property
+    def placement(self) -> Any:
+        """Rules N1 and N2: the one topology declaration resolved (a
+        :class:`policylib.topology.Placement`), once per configuration: every writer reads it."""
+        from ..topology.levels import resolve_placement
+        return resolve_placement(self)
 
     def spread_fingerprint(self) -> str:
         """A short stable hash of every setting that shapes the written spread.

@@ -18,6 +18,7 @@ from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 from ..constants import HOSTNAME_LABEL
 from ..errors import ErrorType, FieldError, not_supported
 from ..labels import dns1123_subdomain_errors, qualified_name_errors, tier_labels
+from ..topology.levels import TIER, Level, declared_levels, discovery_tiers, old_key_level
 from ..volcano_api.partitions import (
     partition_tier_name_enforced,
     validate_network_topology,
@@ -230,27 +231,24 @@ def spread_key_errors(zone: ZoneSpread, host: HostSpread) -> list[FieldError]:
 RAW_CHECKS: dict[str, Callable[[Mapping[str, Any]], list[FieldError]]] = {"volcano": volcano_errors}
 
 
-def cross_errors(sections: Mapping[str, Any]) -> list[FieldError]:
+def cross_errors(sections: Mapping[str, Any], given: frozenset[str] = frozenset()) -> list[FieldError]:
+    """Every error across settings; ``given``: the ``section.key`` settings the document gives (an older key
+    given beside ``topology`` must agree with it, rule N2)."""
     errs: list[FieldError] = []
+    declared = "topology" in sections and bool(sections["topology"].levels)
     if "volcano" in sections:
         errs += check_volcano(sections["volcano"])
     if "gang" in sections:
         errs += gang_combination_errors(sections["gang"])
-    if "gang" in sections and "volcano" in sections:
+    if "gang" in sections and "volcano" in sections and not declared:
         errs += topology_errors(sections["gang"], sections["volcano"])
+    declaration = declaration_errors(sections["topology"]) if "topology" in sections else []
+    errs += declaration
+    if declared and not declaration:   # the older keys are read against well-formed levels only
+        errs += agreement_errors(sections, given)
     if "zoneTopologySpread" in sections and "hostTopologySpread" in sections:
         errs += spread_key_errors(sections["zoneTopologySpread"], sections["hostTopologySpread"])
     return errs
-
-
-#: A ``gang.topology`` that names a tier by its number (rule G25).
-TIER = re.compile(r"tier-([1-9][0-9]*)")
-
-
-def label_tiers(volcano: Any) -> list[tuple[str, list[str]]]:
-    """(topology name, its tier label keys, tier 1 first) of every enabled label topology of the discovery."""
-    return [(name, tier_labels(keys)) for source in volcano.networkTopologyDiscovery
-            if source.source == "label" and source.enabled for name, keys in source.topologies]
 
 
 def topology_errors(gang: Any, volcano: Any) -> list[FieldError]:
@@ -265,7 +263,7 @@ def level_errors(key: str, value: str, volcano: Any) -> list[FieldError]:
     """Rules G25 and J5: the errors of one setting that names a topology level (``key``, its ``value``)."""
     if value in ("none", "zone"):
         return []
-    tiers = label_tiers(volcano)
+    tiers = discovery_tiers(volcano)
     if not tiers:
         return [FieldError(ErrorType.INVALID, key, value,
                            "names a tier, but volcano.networkTopologyDiscovery declares no enabled label topology: "
@@ -290,3 +288,104 @@ def level_errors(key: str, value: str, volcano: Any) -> list[FieldError]:
                            f"is not a tier of volcano.networkTopologyDiscovery (its tiers' node labels: "
                            f"{', '.join(listed)}); use none, zone, tier-N or one of those")]
     return []
+
+
+# --- the one topology declaration (rules N1, N2) -------------------------------------------------
+
+def declaration_errors(t: Any) -> list[FieldError]:
+    """Rule N1: level names unique, node labels unique, ``kubernetes.io/hostname`` only last (Kueue's Topology
+    rule, and Volcano's label discovery's node level), and the placement naming declared levels."""
+    errs: list[FieldError] = []
+    names: set[str] = set()
+    labels: set[str] = set()
+    for i, (name, label) in enumerate(t.levels):
+        if name in names:
+            errs.append(SettingError(ErrorType.DUPLICATE, f"topology.levels[{i}].name", name,
+                                     f"names a level twice: {name!r}"))
+        if label in labels:
+            errs.append(SettingError(ErrorType.DUPLICATE, f"topology.levels[{i}].nodeLabel", label,
+                                     f"lists a node label twice: {label!r}"))
+        if label == HOSTNAME_LABEL and i != len(t.levels) - 1:
+            errs.append(SettingError(ErrorType.INVALID, f"topology.levels[{i}].nodeLabel", label,
+                                     f"{HOSTNAME_LABEL} is the node level and may only be the last level"))
+        names.add(name)
+        labels.add(label)
+    for key, value in (("topology.gangs.within", t.gangs.within), ("topology.jobSets.jobPerDomain",
+                                                                   t.jobSets.jobPerDomain)):
+        if value != "none" and value not in names:
+            listed = ", ".join(name for name, _ in t.levels) or "none declared"
+            errs.append(SettingError(ErrorType.INVALID, key, value,
+                                     f"must be none or a level of topology.levels ({listed}); got {value!r}"))
+    return errs
+
+
+def _disagree(key: str, value: Any, other: str, other_value: Any, why: str) -> FieldError:
+    return SettingError(ErrorType.INVALID, key, value,
+                        f"{value!r} disagrees with {other} {other_value!r}: {why} (give only {other}, or make them "
+                        "agree)")
+
+
+def _old_level_errors(key: str, value: str, levels: tuple[Level, ...], zone_key: str, placed: Level | None,
+                      new_key: str, mode: str | None) -> list[FieldError]:
+    """Rule N2: an older level key (``gang.topology``, ``gang.jobSetExclusiveTopology``) given beside the
+    declaration must name the level the declaration places at (and, for a gang, a required placement)."""
+    if value == "none":
+        return []
+    level = old_key_level(levels, value, zone_key)
+    shown = placed.name if placed else "none"
+    if level is None:
+        return [_disagree(key, value, new_key, shown, "it names no level of topology.levels (levels: "
+                          + ", ".join(f"{lv.name} {lv.node_label}" for lv in levels) + ")")]
+    if placed is None or level.node_label != placed.node_label:
+        return [_disagree(key, value, new_key, shown, f"{value!r} is level {level.name} ({level.node_label})")]
+    if mode is not None and mode != "required":
+        return [_disagree(key, value, "topology.gangs.mode", mode, f"{key} is a required placement")]
+    return []
+
+
+def agreement_errors(sections: Mapping[str, Any], given: frozenset[str]) -> list[FieldError]:
+    """Rule N2: with ``topology.levels`` declared, every older key given must agree with it: ``gang.topology`` and
+    ``gang.jobSetExclusiveTopology`` name the placed level, the spreads' topology keys the node labels of the
+    levels named ``zone`` and ``host``, Volcano's label discovery's tiers the declared levels' tiers (rule N3),
+    ``volcano.networkTopology.highestTierAllowed`` a declared tier. Every disagreement is reported."""
+    t = sections["topology"]
+    levels = declared_levels(t.levels)
+    by_name = {lv.name: lv for lv in levels}
+    by_label = {lv.node_label: lv for lv in levels}
+    errs: list[FieldError] = []
+    zone_key = by_name["zone"].node_label if "zone" in by_name and "zoneTopologySpread.topologyKey" not in given \
+        else sections["zoneTopologySpread"].topologyKey
+    gang = sections.get("gang")
+    if gang is not None:
+        errs += _old_level_errors("gang.topology", gang.topology, levels, zone_key, by_name.get(t.gangs.within),
+                                  "topology.gangs.within", t.gangs.mode)
+        errs += _old_level_errors("gang.jobSetExclusiveTopology", gang.jobSetExclusiveTopology, levels, zone_key,
+                                  by_name.get(t.jobSets.jobPerDomain), "topology.jobSets.jobPerDomain", None)
+    for section, level in (("zoneTopologySpread", "zone"), ("hostTopologySpread", "host")):
+        key = f"{section}.topologyKey"
+        if key in given and level in by_name and sections[section].topologyKey != by_name[level].node_label:
+            errs.append(_disagree(key, sections[section].topologyKey, f"{by_name[level].source}.nodeLabel",
+                                  by_name[level].node_label, f"the level named {level} is the {level} spread's key"))
+    volcano = sections.get("volcano")
+    if volcano is None:
+        return errs
+    for i, source in enumerate(volcano.networkTopologyDiscovery):
+        if source.source != "label" or not source.enabled:
+            continue
+        for name, keys in source.topologies:
+            for n, key in enumerate(tier_labels(keys), 1):
+                j = len(keys) - 1 - n
+                path = f"volcano.networkTopologyDiscovery[{i}].config.networkTopologyTypes.{name}[{j}].nodeLabel"
+                found = by_label.get(key)
+                if found is None:
+                    errs.append(_disagree(path, key, "topology.levels", [lv.node_label for lv in levels],
+                                          f"Volcano tier {n} is a node label no declared level has"))
+                elif found.tier != n:
+                    errs.append(_disagree(path, key, f"{found.source}.nodeLabel", key,
+                                          f"it is Volcano tier {n} here and tier {found.tier} in topology.levels"))
+    nt = volcano.networkTopology
+    tiers = [lv.tier for lv in levels if lv.tier is not None]
+    if nt is not None and nt.highestTierAllowed is not None and nt.highestTierAllowed > max(tiers, default=0):
+        errs.append(_disagree("volcano.networkTopology.highestTierAllowed", nt.highestTierAllowed, "topology.levels",
+                              [lv.name for lv in levels], f"the declared levels have tiers 1 to {max(tiers, default=0)}"))
+    return errs

@@ -13,6 +13,7 @@ from .metadata import current_metadata, desired_metadata, has_gang
 from .operator import operator_gang_reason, volcano_without_gang
 from .podgroup import build_podgroups
 from .priority import priority_violation
+from .topology import gang_words
 from .update import read_old_job, update_gang
 from .workload import native_gang, native_notes, workload_objects
 from .write import GangCase, describe_plan, leave_existing, write_gang
@@ -49,11 +50,14 @@ def mutate_kubeflow_job(obj: dict[str, Any], config: Config | None = None, *, ol
     current = current_metadata(obj, job)
     desired = desired_metadata(job, plan, settings)
     native = native_gang(req.config, facts)
+    words = gang_words(req.config)
     if current == desired and priority_violation(job, plan) is None:
         out.reason(f"gang metadata up to date: {describe_plan(plan, settings)}")
         native_notes(native, out)
-        return out.result(obj, extra=build_podgroups(job, plan, settings) + workload_objects(job, plan, native))
-    case = GangCase(obj, job, plan, current, settings, ref, out, native)
+        out.reason(*words.reasons)
+        return out.result(obj, extra=build_podgroups(job, plan, settings, words.network_topology)
+                          + workload_objects(job, plan, native))
+    case = GangCase(obj, job, plan, current, settings, ref, out, native, words)
     old_job = read_old_job(old, namespace) if old is not None else None
     if old is not None and old_job is not None:
         return update_gang(case, old, old_job)

@@ -11,12 +11,14 @@ from .match import groups_key, groups_value, match_policy_key
 from .metadata import Meta
 
 
-def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) -> list[dict[str, Any]]:
+def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings,
+                    network_topology: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Rule G5: the PodGroups of method podgroup, in the job's namespace.
 
     ``apiVersion`` is the one the scheduler watches; ``minMember`` the gang's
     minimum; match policy and groups go on the PodGroup where the scheduler
-    reads them there.
+    reads them there. A Volcano PodGroup carries ``network_topology`` (rule N5), the gang placement in Volcano's
+    words.
     """
     if settings.method != "podgroup":
         return []
@@ -33,7 +35,9 @@ def build_podgroups(job: KubeflowJob, plan: GangPlan, settings: GangSettings) ->
             metadata["labels"] = meta.labels
         if meta.annotations:
             metadata["annotations"] = meta.annotations
-        spec = volcano_podgroup_spec(job, gang) if settings.scheduler == "volcano" else \
+        spec = dict(volcano_podgroup_spec(job, gang), **({"networkTopology": dict(network_topology)}
+                                                         if network_topology else {})) \
+            if settings.scheduler == "volcano" else \
             {"scheduleTimeoutSeconds": podgroup_timeout(job, settings), "minMember": gang.min_available}
         out.append({"apiVersion": PODGROUP_API_VERSION[settings.scheduler], "kind": "PodGroup", "metadata": metadata,
                     "spec": spec})

@@ -13,6 +13,7 @@ from .job import KubeflowJob
 from .metadata import check_emitted, desired_metadata
 from .podgroup import build_podgroups
 from .priority import and_list, priority_violation
+from .topology import GangWords
 from .workload import NativeGang, native_notes, other_scheduler_warning, workload_objects
 
 
@@ -30,6 +31,8 @@ class GangCase:
     out: Outcome
     #: Method workload (rules G22, G25): the Workload API version and topology level; None for other methods.
     native: NativeGang | None = None
+    #: Rules N4, N5: the gang placement in the gang scheduler's words, and why.
+    words: GangWords = GangWords()
 
     @property
     def deny(self) -> bool:
@@ -110,9 +113,11 @@ def write_gang(case: GangCase) -> Result:
         out.violation(violation, case.deny)
         desired = {k: ({}, {}) for k in desired}
     else:
-        podgroups = build_podgroups(job, plan, settings) + workload_objects(job, plan, case.native)
+        podgroups = build_podgroups(job, plan, settings, case.words.network_topology) + \
+            workload_objects(job, plan, case.native)
         out.reason(describe_plan(plan, settings))
         native_notes(case.native, out)
+        out.reason(*case.words.reasons)
         check_emitted(case.ref, job, desired, podgroups)
     draft = Draft(obj)
     apply_metadata(draft, job, case.current, desired)

@@ -22,7 +22,7 @@ from ..gang import (
     validate_gang_labels,
 )
 from ..gang.job import GENERATE_NAME_WARNING, named_by_generate_name_only
-from ..gang.topology import TopologyLevel, topology_level
+from ..gang.topology import TopologyLevel, gang_words, jobset_topology
 from ..gang.workload import native_gang, native_notes, other_scheduler_warning, workload_objects
 from ..patch import Draft, OwnedPath, diff_owned
 from ..request import admission
@@ -80,8 +80,9 @@ def deadlocks(jobset: JobSet, plan: GangPlan | None) -> list[str]:
 def exclusive_decision(obj: dict[str, Any], jobset: JobSet, plan: GangPlan | None, level: TopologyLevel | None,
                        out: Outcome) -> str | None:
     """Rule J5: the exclusive-topology value to write on the JobSet's ``metadata.annotations``, or None: written
-    only for ``gang.jobSetExclusiveTopology`` and only where it cannot deadlock the gang (:func:`deadlocks`);
-    a JobSet that carries the annotation already keeps its own (a warning when that deadlocks)."""
+    only for ``gang.jobSetExclusiveTopology`` (or ``topology.jobSets.jobPerDomain``) and only where it cannot
+    deadlock the gang (:func:`deadlocks`); a JobSet that carries the annotation already keeps its own (a warning
+    when that deadlocks, and, rule N8, when it names another level than the configuration)."""
     existing = exclusive_annotations(obj)
     blocked = deadlocks(jobset, plan)
     if existing:
@@ -91,11 +92,15 @@ def exclusive_decision(obj: dict[str, Any], jobset: JobSet, plan: GangPlan | Non
             out.warn(f"{EXCLUSIVE_TOPOLOGY} with a gang deadlocks the Jobs of {', '.join(blocked)}: JobSet's pod "
                      "webhook creates a Job's other pods only once its first pod is bound, and the gang binds none "
                      "until all exist (remove the annotation, or run one pod per Job)")
+        other = sorted({v for v in existing.values() if level is not None and v != level.key})
+        if other and level is not None:   # rule N8: the user's own value is kept
+            out.warn(f"{EXCLUSIVE_TOPOLOGY} is kept as the JobSet sets it ({', '.join(other)}); {level.setting} "
+                     f"says {level.key}")
         return None
     if level is None:
         return None
     if blocked:
-        out.warn(f"gang.jobSetExclusiveTopology {level.key}: not written: the Jobs of {', '.join(blocked)} would "
+        out.warn(f"{level.setting} {level.key}: not written: the Jobs of {', '.join(blocked)} would "
                  "deadlock (JobSet's pod webhook creates a Job's other pods only once its first pod is bound, and "
                  "the gang binds none until all exist); it is written only where every Job of a gang has one pod")
         return None
@@ -213,7 +218,7 @@ def mutate_jobset(obj: dict[str, Any], config: Config | None = None, *, old: dic
     current = current_gang_keys(obj)
     desired: Current = desired_metadata(job, plan, settings) if plan else {j.name: ({}, {}) for j in jobset.jobs}
     native = native_gang(req.config, facts) if plan else None
-    level = topology_level(req.config, "gang.jobSetExclusiveTopology", settings.jobSetExclusiveTopology)
+    level = jobset_topology(req.config)
     if old is not None and isinstance(old.get("spec"), dict):
         kept = kept_on_update(old, current)
         if kept != desired:
@@ -239,9 +244,11 @@ def mutate_jobset(obj: dict[str, Any], config: Config | None = None, *, old: dic
             elsewhere = other_scheduler_warning(obj, settings, {t.scheduler_name for t in job.types if t.scheduler_name})
             if elsewhere:
                 out.warn(elsewhere)
-            extra = build_podgroups(job, plan, settings) + workload_objects(job, plan, native)
+            words = gang_words(req.config)
+            extra = build_podgroups(job, plan, settings, words.network_topology) + workload_objects(job, plan, native)
             out.reason(("gang metadata up to date: " if current == desired else "") + describe_plan(plan, settings))
             native_notes(native, out)
+            out.reason(*words.reasons)
     # what policylib writes is checked (rule G8); keys kept as stored (rule J4) the API server has judged already
     raise_if_any(req.ref, emitted_errors(jobset, {} if old is not None else desired, extra))
     mutated, patch = write(obj, jobset, current, desired, exclusive)

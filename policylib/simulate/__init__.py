@@ -32,14 +32,16 @@ from ..kubescheduler.snapshot import node_states
 from ..spread import is_deployment
 from ..workload_api import WorkloadApi
 from .engine import Cluster
-from .gangs import gang_capacity, gang_model, gang_owner
-from .placement import TIE_ORDERS, Placement, order_independent, place_pods, simulate_deployment
+from .gangs import gang_model, gang_owner, owner_of
+from .placement import TIE_ORDERS, GangVerdict, Placement, order_independent, place_pods, simulate_deployment
+from .topology import COSCHEDULING, KUBE_SCHEDULER, VOLCANO
 
 __all__ = ["DO_NOT_SCHEDULE", "SCHEDULE_ANYWAY", "MSG_AFFINITY", "MSG_SPREAD", "MSG_SPREAD_LABEL",
-           "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "Cluster", "NodeState",
-           "Placement", "PodShape", "ZONE_LABEL", "fits", "gang_capacity", "gang_owner", "is_bound_pod",
-           "node_selector_term_matches", "order_independent", "place_pods", "pod_requests", "simulate",
-           "simulate_with_load", "tolerates"]
+           "MSG_TOO_MANY_PODS", "MSG_UNSCHEDULABLE", "DEFAULT_CPU_MILLI", "DEFAULT_MEMORY", "COSCHEDULING",
+           "KUBE_SCHEDULER", "VOLCANO", "Cluster", "GangVerdict", "NodeState", "Placement", "PodShape", "ZONE_LABEL",
+           "fits", "gang_model", "gang_owner", "is_bound_pod", "node_selector_term_matches",
+           "order_independent", "owner_of", "place_pods", "pod_requests", "simulate", "simulate_with_load",
+           "tolerates"]
 
 #: Rule R14: once a tie has been broken, later workloads are also placed with the earlier ties broken the other
 #: ways (their Pending count a range over all), while Nodes x replicas stays within this budget.

@@ -19,6 +19,26 @@ TIE_ORDERS = ("name", "reverse", 1, 2)
 DEFAULT_SCHEDULER = "default-scheduler"
 
 
+@dataclass(frozen=True)
+class GangVerdict:
+    """One gang of a workload as the model placed it (rules G14, G26): its name (and which start wave), its
+    minimum, the pods placeable at once (where it has a level: the most one domain holds), where they had to fit,
+    and whose scheduler judged it (None: the configured gang scheduler's)."""
+
+    name: str
+    minimum: int
+    placeable: int
+    where: str = "Nodes"
+    wave: str | None = None
+    scheduler: str | None = None
+    #: Why the gang can never bind whatever the Nodes hold (a PodGroup whose pods never exist together).
+    never: str | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.never is None and self.placeable >= self.minimum
+
+
 @dataclass
 class Placement:
     """Where one workload's replicas would go."""
@@ -35,6 +55,8 @@ class Placement:
     node_zones: dict[str, str] = field(default_factory=dict)   # for the chart: each used node's zone
     not_modelled: list[str] = field(default_factory=list)      # what the pods use that is not simulated
     deterministic: bool = True      # every replica went to the one best-scored node (no tie was broken)
+    gangs: list[GangVerdict] = field(default_factory=list)     # each gang the model judged, for check (G26)
+    owner: str = ""     # whose its gang pods are on the Nodes (NodeState.release takes them off again)
 
     @property
     def pending_range(self) -> str:

@@ -19,12 +19,16 @@ from ..gang import (
     validate_gang_labels,
 )
 from ..gang.job import GENERATE_NAME_WARNING, named_by_generate_name_only
+from ..gang.topology import gang_words
 from ..gang.workload import native_gang, native_notes, other_scheduler_warning, workload_objects
 from ..jobset.mutation import current_gang_keys, waves_reason
 from ..jobset.read import plan_jobset_gangs
 from ..patch import Draft, diff_owned
 from ..request import admission
 from ..result import Outcome, Result
+from ..topology import placement
+from ..topology.kueue import entry_words, no_entry_reason
+from ..topology.volcano import trainer_podgroup_words
 from .keys import KIND, MANAGER
 from .patch import build_entry, entry_pod_metadata, find_entry, same_entry
 from .runtime import TrainJob, pod_group_policy, read_trainjob, runtime_jobset
@@ -88,6 +92,22 @@ def _existing_gang(trainjob: TrainJob, runtime: dict[str, Any]) -> list[str]:
     return found
 
 
+def own_annotations(trainjob: TrainJob, runtime: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Rule N8: the pod template annotations of each replicated job from the runtime and other managers' runtime
+    patches (a Kueue placement there is the user's own)."""
+    found: dict[str, dict[str, Any]] = {}
+    template = (runtime.get("spec") or {}).get("template") or {}
+    for rjob in ((template.get("spec") or {}).get("replicatedJobs") or []):
+        if isinstance(rjob, dict):
+            meta = ((((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("metadata") or {})
+            found.setdefault(str(rjob.get("name")), {}).update(meta.get("annotations") or {})
+    for patch in trainjob.patches:
+        if patch.get("manager") != MANAGER:
+            for name, meta in entry_pod_metadata(patch):
+                found.setdefault(name, {}).update(meta.get("annotations") or {})
+    return found
+
+
 def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                     namespace: str | None = None, facts: ClusterFacts | None = None) -> Result:
     """Rules T1-T4: a ``trainer.kubeflow.org/v1alpha1`` TrainJob gets the gang of each start wave of the JobSet
@@ -124,23 +144,32 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
             out.warn(f"runtime {trainjob.runtime_ref} starts its replicated jobs in {len(jobset.waves())} waves, but "
                      "Trainer's PodGroup counts every pod of all of them: it can never fill (remove podGroupPolicy "
                      "to have policylib gang each wave)")
+        trainers = trainer_podgroup_words(placement(req.config), runtime)
+        if trainers is not None:
+            (out.warn if trainers[0] == "warning" else out.reason)(trainers[1])
+        out.reason(*no_entry_reason(obj, placement(req.config), f"its runtime has podGroupPolicy.{own}"))
         return out.result(obj)
     if plan is None:
         out.reason("no start wave has more than one pod: nothing to gang")
+        out.reason(*no_entry_reason(obj, placement(req.config), "no gang"))
         return out.result(obj)
     elsewhere = _existing_gang(trainjob, runtime)
     if elsewhere:
         out.reason(f"already carries gang metadata ({'; '.join(elsewhere)}): left untouched")
+        out.reason(*no_entry_reason(obj, placement(req.config), "gang metadata from elsewhere"))
         return out.result(obj)
     job = replace(jobset.gang_view(), kind=KIND, api_group=TRAINER_GROUP)
     violation = priority_violation(job, plan)
     if violation:
         out.violation(violation, settings.onViolation == "deny")
         return out.result(obj)
-    desired = desired_metadata(job, plan, settings)
+    desired, kueue_reasons, kueue_warnings = entry_words(
+        obj, desired_metadata(job, plan, settings), [j.name for j in jobset.jobs], placement(req.config),
+        own_annotations(trainjob, runtime))
     entry = build_entry(desired, [j.name for j in jobset.jobs])
     native = native_gang(req.config, facts)
-    extra = build_podgroups(job, plan, settings) + workload_objects(job, plan, native)
+    words = gang_words(req.config)
+    extra = build_podgroups(job, plan, settings, words.network_topology) + workload_objects(job, plan, native)
     errs: list[FieldError] = []
     for name, meta_ in entry_pod_metadata(entry):
         errs += metadata_errors(meta_, FieldPath("spec", "runtimePatches").key(MANAGER).child(
@@ -159,6 +188,8 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
     if mine is not None and same_entry(patches[mine], entry):
         out.reason(f"runtime patch {MANAGER} up to date: {describe_plan(plan, settings)}")
         native_notes(native, out)
+        out.reason(*words.reasons, *kueue_reasons)
+        out.warn(*kueue_warnings)
         return out.result(obj, extra=extra)
     if mine is not None:
         patches[mine] = entry
@@ -166,5 +197,7 @@ def mutate_trainjob(obj: dict[str, Any], config: Config | None = None, *, old: d
         patches.append(entry)
     out.reason(f"runtime patch {MANAGER}: {describe_plan(plan, settings)}")
     native_notes(native, out)
+    out.reason(*words.reasons, *kueue_reasons)
+    out.warn(*kueue_warnings)
     mutated, patch = _write(obj, patches)
     return out.result(mutated, patch, extra)

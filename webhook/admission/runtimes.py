@@ -40,21 +40,22 @@ READ_FOUND, READ_NONE, READ_ERROR = "found", "none", "error"
 def served_runtime_resources(api: kube.Api) -> tuple[kube.Resource, ...]:
     """Which of Trainer's runtime resources the API server serves now (its discovery document of
     ``trainer.kubeflow.org/v1alpha1``; a group not served is none)."""
-    res = kube.TRAINING_RUNTIMES
+    res = kube.TRAINJOBS   # the runtimes' group and version
     try:
         found = api.request("GET", f"/apis/{res.group}/{res.version}", timeout=DISCOVERY_TIMEOUT) or {}
     except kube.NotFound:
         return ()
     names = {r.get("name") for r in found.get("resources") or [] if isinstance(r, dict)}
-    return tuple(r for r in kube.RUNTIMES if r.plural in names)
+    return tuple(r for r in kube.TRAINING_RUNTIMES if r.plural in names)
+
+
+#: Each runtime kind's resource.
+RUNTIME_RESOURCES = {res.kind: res for res in kube.TRAINING_RUNTIMES}
 
 
 def runtime_path(kind: str, namespace: str, name: str) -> str:
     """The API path of the runtime ``kind`` ``name`` (a TrainingRuntime in ``namespace``), each part quoted."""
-    quoted = urllib.parse.quote(name, safe="")
-    if kind == CLUSTER_TRAINING_RUNTIME:
-        return kube.CLUSTER_TRAINING_RUNTIMES.path(None, quoted)
-    return kube.TRAINING_RUNTIMES.path(urllib.parse.quote(namespace, safe=""), quoted)
+    return RUNTIME_RESOURCES[kind].path(urllib.parse.quote(namespace, safe=""), urllib.parse.quote(name, safe=""))
 
 
 class RuntimeWatch:
@@ -64,7 +65,7 @@ class RuntimeWatch:
     def __init__(self, api: kube.Api, read: HpaRead, watch_seconds: int, max_backoff: float):
         self.api, self.read = api, read
         self.watch_seconds, self.max_backoff = watch_seconds, max_backoff
-        self.stores = {res.kind: Store(project=project) for res in kube.RUNTIMES}
+        self.stores = {res.kind: Store(project=project) for res in kube.TRAINING_RUNTIMES}
         self.reflectors: list[Reflector] = []
         self.served: tuple[kube.Resource, ...] | None = None
         self.discovery_error: str | None = None
@@ -132,8 +133,7 @@ class RuntimeWatch:
             counted(READ_ERROR)
             return None
         counted(READ_FOUND)
-        res = kube.CLUSTER_TRAINING_RUNTIMES if kind == CLUSTER_TRAINING_RUNTIME else kube.TRAINING_RUNTIMES
-        return cast("dict[str, Any]", project(kube.typed(res, found)))
+        return cast("dict[str, Any]", project(kube.typed(RUNTIME_RESOURCES[kind], found)))
 
     def status(self) -> dict[str, Any]:
         served = None if self.served is None else [r.plural for r in self.served]

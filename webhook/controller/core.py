@@ -52,7 +52,7 @@ from .runtime import KeyReconciler, Manager, Task, Worker
 
 log = logging.getLogger(__name__)
 GANG_KINDS = frozenset(r.kind for r in kube.GANG_JOBS)
-RUNTIME_KINDS = frozenset(r.kind for r in kube.RUNTIMES)
+RUNTIME_KINDS = frozenset(r.kind for r in kube.TRAINING_RUNTIMES)
 DEPLOYMENT = kube.DEPLOYMENTS.api_version
 
 
@@ -85,7 +85,7 @@ def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
     PodGroups only for gang method podgroup (most clusters serve neither, and there is nothing to write for them
     otherwise), and with Kubernetes' own Workload and PodGroup for method workload."""
     base = (kube.DEPLOYMENTS, kube.HPAS)
-    jobs = kube.GANG_JOBS + kube.RUNTIMES
+    jobs = kube.GANG_JOBS + kube.TRAINING_RUNTIMES
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
     if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
         return base + jobs + kube.NATIVE_GANG

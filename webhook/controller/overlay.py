@@ -79,7 +79,7 @@ class OverlayFacts(ClusterFacts):
     def runtime(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         """Rule T7: the Trainer runtime from the controller's own watch (a ClusterTrainingRuntime is stored under the
         namespace ``""``)."""
-        return self.stored(kube.TRAINING_RUNTIMES.api_version, kind, "" if kind == CLUSTER_TRAINING_RUNTIME else namespace,
+        return self.stored(kube.TRAINJOBS.api_version, kind, "" if kind == CLUSTER_TRAINING_RUNTIME else namespace,
                            name)
 
     def podgroup(self, api_version: str, namespace: str, name: str) -> dict[str, Any] | None:

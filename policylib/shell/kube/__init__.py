@@ -30,7 +30,6 @@ from .errors import ApiError, Conflict, Forbidden, Gone, NotFound, error_for
 from .installed import CONFIG_LABELS, CONTROLLER_LABELS, AmbiguousInstall, installed_config, installed_scope, labelled
 from .interner import Interner
 from .resources import (
-    CLUSTER_TRAINING_RUNTIMES,
     CONFIGMAPS,
     DEPLOYMENT_PODS,
     DEPLOYMENTS,
@@ -40,6 +39,7 @@ from .resources import (
     HYPERNODES,
     JOBSETS,
     KUBEFLOW_JOBS,
+    KUEUE_TOPOLOGIES,
     LEASES,
     METADATA_LIST,
     MPIJOBS,
@@ -55,7 +55,6 @@ from .resources import (
     PODS,
     PYTORCHJOBS,
     REGISTRY,
-    RUNTIMES,
     SNAPSHOT_RESOURCES,
     TFJOBS,
     TRAINING_RUNTIMES,
@@ -74,14 +73,15 @@ from .snapshot import snapshot, snapshot_resources, stored_count
 from .wire import PAGE, PROJECTED_PAGE, Fetch, continue_token, decode, one_by_one, read_ahead
 
 __all__ = [
-    "AmbiguousInstall", "Api", "ApiError", "CLUSTER_TRAINING_RUNTIMES", "CONFIGMAPS", "CONFIG_LABELS",
-    "CONNECT_SECONDS", "CONTROLLER_LABELS",
+    "AmbiguousInstall", "Api", "ApiError", "CONFIGMAPS", "CONFIG_LABELS", "CONNECT_SECONDS", "CONTROLLER_LABELS",
     "Conflict", "DEPLOYMENTS", "DEPLOYMENT_PODS", "EVENTS", "Fetch", "Forbidden", "Gone", "HPAS", "HYPERNODES",
+    "TRAINING_RUNTIMES",
+    "KUEUE_TOPOLOGIES",
     "GANG_JOBS", "Interner", "JOBSETS", "JSON_PATCH", "KUBEFLOW_JOBS", "KubeconfigNotFound", "LEASES", "METADATA_LIST",
     "MPIJOBS", "MPIJOBS_V2",
     "MUTATING_WEBHOOKS", "NAMESPACES", "NATIVE_GANG", "NATIVE_PODGROUPS", "NATIVE_PODGROUPS_V1ALPHA2", "NODES",
     "NotFound", "PAGE", "PODGROUPS", "PODS", "PROJECTED_PAGE", "PYTORCHJOBS", "READ_MARGIN_SECONDS", "REGISTRY",
-    "RUNTIMES", "Resource", "SNAPSHOT_RESOURCES", "TFJOBS", "TRAINING_RUNTIMES", "TRAINJOBS", "UNHANDLED_WORKLOADS",
+    "Resource", "SNAPSHOT_RESOURCES", "TFJOBS", "TRAINJOBS", "UNHANDLED_WORKLOADS",
     "NOT_ADMITTED_WORKLOADS", "VOLCANO_PODGROUPS", "WORKLOADS",
     "WORKLOADS_V1ALPHA2", "api_client", "continue_token", "decode", "error_for", "in_cluster_client",
     "installed_config", "installed_scope", "kubeconfig_path", "labelled", "native_gang_resources", "one_by_one",

@@ -79,12 +79,6 @@ MPIJOBS_V2 = Resource(KUBEFLOW_GROUP, MPI_V2_VERSION, "mpijobs", "MPIJob")
 KUBEFLOW_JOBS = (TFJOBS, PYTORCHJOBS, MPIJOBS, MPIJOBS_V2)
 JOBSETS = Resource(JOBSET_GROUP, JOBSET_VERSION, "jobsets", "JobSet")
 TRAINJOBS = Resource(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", "TrainJob")
-#: Kubeflow Trainer's runtimes, what a TrainJob's gang is computed from (rule T1): the admission server's facts and
-#: the controller watch both kinds, ``plan --cluster`` reads them.
-TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", "TrainingRuntime")
-CLUSTER_TRAINING_RUNTIMES = Resource(TRAINER_GROUP, TRAINER_VERSION, "clustertrainingruntimes",
-                                     "ClusterTrainingRuntime", namespaced=False)
-RUNTIMES = (TRAINING_RUNTIMES, CLUSTER_TRAINING_RUNTIMES)
 #: The kinds whose gangs policylib writes and whose PodGroups (or Workloads) the controller makes (rules G5, G18, J3,
 #: T3).
 GANG_JOBS = KUBEFLOW_JOBS + (JOBSETS, TRAINJOBS)
@@ -126,6 +120,15 @@ def webhook_configuration(name: str) -> Resource:
 PODS = Resource("", "v1", "pods", "Pod")
 #: Volcano's HyperNodes (cluster-scoped): what a partition's network topology is met by (rule V26).
 HYPERNODES = Resource(HYPERNODE_GROUP, "v1alpha1", "hypernodes", "HyperNode", namespaced=False)
+#: Kubeflow Trainer's runtimes, which a TrainJob's pods and gangs are computed from (rules T1, T5, T6, T7): what
+#: ``plan``, ``simulate`` and ``check --cluster`` read, and what the admission server's facts and the controller
+#: watch.
+TRAINING_RUNTIMES = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes", "TrainingRuntime"),
+                     Resource(TRAINER_GROUP, TRAINER_VERSION, "clustertrainingruntimes", "ClusterTrainingRuntime",
+                              namespaced=False))
+#: Kueue's Topologies (cluster-scoped, kueue.x-k8s.io/v1beta2 in Kueue v0.19.2): the levels its podset topology
+#: annotations name (rule N10).
+KUEUE_TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
@@ -144,12 +147,12 @@ NOT_ADMITTED_WORKLOADS: tuple[Resource, ...] = ()
 #: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + RUNTIMES + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
     for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
-    + GANG_JOBS + RUNTIMES + PODGROUPS + (VOLCANO_PODGROUPS,)
+    + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
 

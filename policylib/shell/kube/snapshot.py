@@ -14,7 +14,6 @@ from .resources import (
     HPAS,
     NATIVE_GANG,
     PODGROUPS,
-    RUNTIMES,
     SNAPSHOT_RESOURCES,
     VOLCANO_PODGROUPS,
     Resource,
@@ -24,7 +23,7 @@ from .wire import PAGE
 
 def snapshot_resources(config: Any) -> tuple[Resource, ...]:
     """What ``plan --cluster`` and ``check --cluster`` read for ``config`` (a :class:`policylib.Config`):
-    Deployments, HPAs, Kubeflow jobs, JobSets, TrainJobs with Trainer's runtimes (rule T1) and scheduler-plugins'
+    Deployments, HPAs, Kubeflow jobs, JobSets, TrainJobs (their runtimes: ``live_runtimes``) and scheduler-plugins'
     PodGroups always; Volcano's PodGroups only for
     gang method podgroup on scheduler volcano (rule G21; a Volcano cluster has one per pod), Kubernetes' own
     Workloads and PodGroups only for method workload (G18). A user who may read only some groups then
@@ -35,7 +34,7 @@ def snapshot_resources(config: Any) -> tuple[Resource, ...]:
         extra = (VOLCANO_PODGROUPS,)
     elif gang.enabled and gang.method == "workload":
         extra = NATIVE_GANG
-    return (DEPLOYMENTS, HPAS) + GANG_JOBS + RUNTIMES + PODGROUPS + extra
+    return (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + extra
 
 
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
