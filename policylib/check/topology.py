@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..config import Config
+from ..constants import HYPERNODE_API_VERSION, JOBSET_API_VERSION, NATIVE_GANG_API_VERSIONS, TRAINER_API_VERSION
 from ..topology import Placement, placement
 from ..topology.kueue import managed_by_kueue
 from .finding import Finding, names
@@ -16,11 +17,11 @@ from .finding import Finding, names
 #: HyperNodes (topology.volcano.sh), Kubernetes' PodGroup (scheduling.k8s.io v1alpha2 on 1.36, v1beta1 on 1.37).
 READERS: tuple[tuple[str, tuple[str, ...], tuple[str, ...], tuple[str, ...]], ...] = (
     ("Trainer", ("kubeflow-trainer-controller-manager",), ("kubeflow/trainer/trainer-controller-manager",),
-     ("trainer.kubeflow.org/v1alpha1",)),
-    ("JobSet", ("jobset-controller-manager",), ("jobset/jobset",), ("jobset.x-k8s.io/v1alpha2",)),
+     (TRAINER_API_VERSION,)),
+    ("JobSet", ("jobset-controller-manager",), ("jobset/jobset",), (JOBSET_API_VERSION,)),
     ("Kueue", ("kueue-controller-manager",), ("kueue/kueue",), ("kueue.x-k8s.io/v1beta2", "kueue.x-k8s.io/v1beta1")),
-    ("Volcano network topology", (), (), ("topology.volcano.sh/v1alpha1",)),
-    ("kube-scheduler topology", (), (), ("scheduling.k8s.io/v1alpha2", "scheduling.k8s.io/v1beta1")),
+    ("Volcano network topology", (), (), (HYPERNODE_API_VERSION,)),
+    ("kube-scheduler topology", (), (), NATIVE_GANG_API_VERSIONS),
 )
 
 

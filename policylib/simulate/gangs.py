@@ -7,7 +7,12 @@ from dataclasses import replace
 from typing import Any, Callable
 
 from ..config import Config
-from ..constants import JOBSET_API_VERSION, VOLCANO_SCHEDULING_GROUP
+from ..constants import (
+    JOBSET_API_VERSION,
+    VOLCANO_PODGROUP_API_VERSION,
+    VOLCANO_SCHEDULING_GROUP,
+    X_K8S_PODGROUP_API_VERSION,
+)
 from ..facts import ClusterFacts, namespace_of
 from ..gang import Gang, GangPlan, KubeflowJob, is_kubeflow_job, job_minimum, read_job
 from ..gang.keys import SCHEDULING_GROUP_LABEL
@@ -41,7 +46,7 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
     mutated = mutate(obj, config, namespace=ns, facts=facts).object
     hypernodes, unknown = scheduler_hypernodes(config.volcano.networkTopologyDiscovery, raw_nodes, facts.hypernodes)
     owner = f"Job {ns}/{name}"
-    podgroup = {"apiVersion": f"{VOLCANO_SCHEDULING_GROUP}/v1beta1", "kind": "PodGroup",
+    podgroup = {"apiVersion": VOLCANO_PODGROUP_API_VERSION, "kind": "PodGroup",
                 "spec": {"networkTopology": (mutated.get("spec") or {}).get("networkTopology")}}
     level = gang_level(podgroup, nodes, raw_nodes, hypernodes) if not unknown else None
     tried: list[tuple[str, int]] = []
@@ -698,7 +703,7 @@ def trainer_podgroup(name: str, namespace: str, runtime: dict[str, Any], policy:
     if policy == "volcano" and isinstance(topology, dict):
         spec["networkTopology"] = {"mode": topology.get("mode", "hard"),
                                    "highestTierAllowed": topology.get("highestTierAllowed", 1)}
-    api_version = f"{VOLCANO_SCHEDULING_GROUP}/v1beta1" if policy == "volcano" else "scheduling.x-k8s.io/v1alpha1"
+    api_version = VOLCANO_PODGROUP_API_VERSION if policy == "volcano" else X_K8S_PODGROUP_API_VERSION
     return {"apiVersion": api_version, "kind": "PodGroup", "metadata": {"name": name, "namespace": namespace},
             "spec": spec}
 
