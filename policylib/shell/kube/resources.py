@@ -123,7 +123,7 @@ DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
 #: each in the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
 UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
-    (APPS_GROUP, "v1", "statefulsets", "StatefulSet"), (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
+    (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
     (APPS_GROUP, "v1", "replicasets", "ReplicaSet"), ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
     ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "paddlejobs", "PaddleJob"),
