@@ -61,6 +61,18 @@ FIELDS: dict[tuple[str, str], Fields] = {
                                        "nodeSelector": ALL, "tolerations": ALL}}},
         "status": {"observedGeneration": ALL, "replicas": ALL, "updatedReplicas": ALL, "availableReplicas": ALL},
     },
+    # plan_statefulset (rules A1-A6): the Deployment's fields, the StatefulSet's own that rule A1 reads (its
+    # claim templates among them), and the rollout gate's status (statefulset_rollout_complete)
+    (APPS_API_VERSION, "StatefulSet"): {
+        "apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+        "spec": {"replicas": ALL, "selector": ALL, "podManagementPolicy": ALL, "updateStrategy": ALL,
+                 "ordinals": ALL, "volumeClaimTemplates": ALL,
+                 "template": {"metadata": {"labels": ALL, "annotations": ALL},
+                              "spec": {"affinity": ALL, "topologySpreadConstraints": ALL,
+                                       "nodeSelector": ALL, "tolerations": ALL}}},
+        "status": {"observedGeneration": ALL, "replicas": ALL, "readyReplicas": ALL, "updatedReplicas": ALL,
+                   "currentRevision": ALL, "updateRevision": ALL},
+    },
     # policylib.facts.hpa_target, policylib.spread.hpa_min_replicas
     (AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler"): {
         "apiVersion": ALL, "kind": ALL,

@@ -73,7 +73,7 @@ MATRIX: dict[str, dict] = {
     "opt-in-confined": {"webhook": {"namespaceMode": "opt-in"},
                         "controller": {"rbac": {"namespaces": ["policylib-chart-team"]}}},
     "families-off": {"webhook": {"families": {"deployments": False, "volcanoJobs": False, "kubeflowJobs": False,
-                                              "jobSets": False, "gangPods": False}}},
+                                              "jobSets": False, "gangPods": False, "statefulSets": False}}},
     "ha-off": {"webhook": {"replicas": 1}, "controller": {"replicas": 1}},
     "monitoring": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
                    "grafanaDashboard": {"enabled": True}, "networkPolicy": {"enabled": True}},

@@ -201,7 +201,7 @@ def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(
     owned = {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "a", "uid": "u",
                                   "controller": True}]}
     served = {
-        "/apis/apps/v1/statefulsets": [{"name": "db", "namespace": "ml"}, {"name": "cache", "namespace": "ml"},
+        "/apis/apps/v1/daemonsets": [{"name": "db", "namespace": "ml"}, {"name": "cache", "namespace": "ml"},
                                        {"name": "skipped", "namespace": "optout"},   # the namespace opted out
                                        {"name": "mine", "namespace": "rel"},          # the release's own
                                        {"name": "no", "namespace": "ml", "labels": {"policylib.io/skip": "true"}}],
@@ -226,9 +226,9 @@ def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(
         _, table, _ = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k")])
     assert code == 0, err
     message = ("4 workload(s) of kinds policylib does not handle, left as they are: CronJob 1 (ml/nightly); "
-               "LeaderWorkerSet 1 (ml/llama); StatefulSet 2 (ml/cache, ml/db): policylib has no policy for them (it "
-               "handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, Volcano Jobs and "
-               "gang Pods)")
+               "DaemonSet 2 (ml/cache, ml/db); LeaderWorkerSet 1 (ml/llama): policylib has no policy for them (it "
+               "handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
+               "Volcano Jobs and gang Pods)")
     assert [f for f in json.loads(out) if f["key"] == "unhandled"] == [
         {"severity": "info", "key": "unhandled", "message": message}]
     assert [line.split(None, 2) for line in table.splitlines() if " unhandled " in line] == [

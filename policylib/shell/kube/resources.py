@@ -70,6 +70,8 @@ def typed(res: Resource, obj: Any) -> Any:
 
 
 DEPLOYMENTS = Resource(APPS_GROUP, "v1", "deployments", "Deployment")
+#: StatefulSets: the spread's second kind (rules A1-A6).
+STATEFULSETS = Resource(APPS_GROUP, "v1", "statefulsets", "StatefulSet")
 HPAS = Resource(AUTOSCALING_GROUP, "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 TFJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "tfjobs", "TFJob")
 PYTORCHJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "pytorchjobs", "PyTorchJob")
@@ -136,11 +138,11 @@ NOT_ADMITTED_WORKLOADS = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainjobs", 
 #: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, STATEFULSETS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
-    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
+    for r in (DEPLOYMENTS, STATEFULSETS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
     + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 
