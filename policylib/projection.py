@@ -117,6 +117,12 @@ def _with_pod_spec(fields: Fields, pod_spec: Fields) -> Fields:
 #: Per (apiVersion, kind): what ``check --cluster`` and ``simulate --cluster`` keep (:func:`project_simulated`).
 SIMULATED: dict[tuple[str, str], Fields] = {
     (APPS_API_VERSION, "Deployment"): _with_pod_spec(FIELDS[(APPS_API_VERSION, "Deployment")], SCHEDULED_POD_SPEC),
+    (APPS_API_VERSION, "StatefulSet"): _with_pod_spec(FIELDS[(APPS_API_VERSION, "StatefulSet")], SCHEDULED_POD_SPEC),
+    # rules A7, A8: a claim's name and the volume bound to it; the volume's node affinity and zone labels
+    ("v1", "PersistentVolumeClaim"): {"apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+                                      "spec": {"volumeName": ALL, "storageClassName": ALL}, "status": {"phase": ALL}},
+    ("v1", "PersistentVolume"): {"apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+                                 "spec": {"nodeAffinity": ALL, "claimRef": ALL}},
     (AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler"): FIELDS[(AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler")],
     # a bound Pod loads its Node (the replay); a Pending one is reported with its scheduler's condition; a
     # running scheduler is known by its name or image (rule D5); the ReplicaSet controller ranks victims by

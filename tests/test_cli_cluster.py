@@ -306,3 +306,32 @@ def test_a_snapshot_holds_equal_parts_once_and_the_rules_leave_them_unchanged(tm
     assert plan(objects, config)
     cluster_report(objects, nodes)
     assert json.dumps(objects) == before
+
+
+def test_check_cluster_reads_the_claims_and_volumes_that_pin_a_statefulsets_ordinals(tmp_path):
+    """Rule A7 with ``--cluster``: the StatefulSets in scope, their PersistentVolumeClaims and the
+    PersistentVolumes bound to them are read; a StatefulSet whose volumes pin its ordinals into one zone is named."""
+    import json
+
+    from tests.test_installed import NAMESPACES, install
+    from tests.test_statefulset import NODES, bound, statefulset, with_claims
+    sts = with_claims(statefulset("db", "ml", replicas=3))
+    volumes = bound(0, ["zone-b"], "db", namespace="ml") + bound(1, ["zone-b"], "db", namespace="ml") \
+        + bound(2, ["zone-b"], "db", namespace="ml")
+    strip = lambda objs: [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in objs]  # noqa: E731
+    with FakeAPI() as api:
+        install(api, {"rel": ("policylib", {})}, [], NAMESPACES)
+        api.route("GET", "/apis/apps/v1/statefulsets", paged_list("StatefulSet", strip([sts]), 500))
+        api.route("GET", "/api/v1/persistentvolumeclaims",
+                  paged_list("PersistentVolumeClaim", strip(volumes[0::2]), 500))
+        api.route("GET", "/api/v1/persistentvolumes", paged_list("PersistentVolume", strip(volumes[1::2]), 500))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", strip(NODES), 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.37.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": []}))
+        code, out, err = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"])
+    assert code == 0, err
+    assert [f["message"] for f in json.loads(out) if f["key"] == "volume-pinned-skew"] == [
+        "statefulset ml/db: bound volumes pin its 3 ordinal(s) to zone-a=0, zone-b=3, zone-c=0 (zone skew at least 3 > "
+        "maxSkew 1): the scheduler cannot move a pod off its volume's zone, so the spread cannot repair this; only new "
+        "claims (their data moved) can"]

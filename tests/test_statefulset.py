@@ -240,3 +240,109 @@ def test_reconcile_drift_rewrites_a_legacy_statefulset_and_a_written_one_has_no_
     assert [(w.kind, w.rollout, w.legacy_anti_affinity) for w in writes] == [("StatefulSet", True, True)]
     assert plan([legacy], load_config({"hostTopologySpread": {"reconcileDrift": True},
                                        "statefulSets": {"enabled": False}}), PLANNERS) == []
+
+
+# --- zonal volumes (rules A7, A8) ---------------------------------------------------------------
+
+def node(name, zone, cpu="8"):
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {HOST: name, ZONE: zone}},
+            "status": {"allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"}}}
+
+
+NODES = [node("a1", "zone-a"), node("a2", "zone-a"), node("b1", "zone-b"), node("b2", "zone-b"), node("c1", "zone-c")]
+
+
+def with_claims(s, template="data"):
+    s["spec"]["volumeClaimTemplates"] = [{"metadata": {"name": template},
+                                          "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "wffc"}}]
+    return s
+
+
+def bound(ordinal, zones, set_name="redis", template="data", namespace="serving", labels=None, key=ZONE):
+    """A claim of ``ordinal`` bound to a PV whose node affinity allows ``zones``."""
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": f"{template}-{set_name}-{ordinal}", "namespace": namespace},
+             "spec": {"volumeName": f"pv-{set_name}-{ordinal}"}, "status": {"phase": "Bound"}}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{set_name}-{ordinal}"},
+          "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [
+              {"matchExpressions": [{"key": key, "operator": "In", "values": list(zones)}]}]}}}}
+    if labels:
+        pv["metadata"]["labels"] = labels
+    return [claim, pv]
+
+
+def test_check_names_a_statefulset_whose_bound_volumes_already_break_its_zone_spread():
+    from policylib.check import check
+    s = with_claims(statefulset(replicas=4))
+    objects = [s] + bound(0, ["zone-a"]) + bound(1, ["zone-a"]) + bound(2, ["zone-a"])
+    [finding] = [f for f in check(None, NODES, objects) if f.key == "volume-pinned-skew"]
+    assert (finding.severity, finding.message) == ("warning", (
+        "statefulset serving/redis: bound volumes pin its 4 ordinal(s) to zone-a=3, zone-b=0, zone-c=0; 1 ordinal(s) "
+        "not pinned (zone skew at least 3 > maxSkew 1): the scheduler cannot move a pod off its volume's zone, so "
+        "the spread cannot repair this; only new claims (their data moved) can"))
+    # a CSI driver's own zone key on the PV: the Nodes it matches decide, whatever the key
+    csi = [s] + [o for i in range(3) for o in bound(i, ["use1-az1"], key="topology.ebs.csi.aws.com/zone")]
+    nodes = [dict(n, metadata=dict(n["metadata"], labels=dict(n["metadata"]["labels"], **{
+        "topology.ebs.csi.aws.com/zone": "use1-az1" if n["metadata"]["name"].startswith("a") else "use1-az2"})))
+        for n in NODES]
+    assert [f.message.split(":")[1] for f in check(None, nodes, csi) if f.key == "volume-pinned-skew"] == [
+        " bound volumes pin its 4 ordinal(s) to zone-a=3, zone-b=0, zone-c=0; 1 ordinal(s) not pinned (zone skew at "
+        "least 3 > maxSkew 1)"]
+
+
+@pytest.mark.parametrize("pins,replicas,config", [
+    ({0: ["zone-a"], 1: ["zone-b"], 2: ["zone-c"]}, 3, None),            # balanced
+    ({0: ["zone-a"], 1: ["zone-a"]}, 5, None),                          # the three unpinned ordinals can even it out
+    ({0: ["zone-a"], 1: ["zone-a"], 2: ["zone-a"]}, 3, {"zoneTopologySpread": {"maxSkew": 3}}),   # within maxSkew
+    ({0: ["zone-a"], 1: ["zone-a"], 2: ["zone-a"]}, 3, {"zoneTopologySpread": {"enabled": False}}),
+    ({0: ["zone-a"], 1: ["zone-a"], 2: ["zone-a"]}, 3, {"statefulSets": {"enabled": False}}),
+    ({3: ["zone-a"], 4: ["zone-a"], 5: ["zone-a"]}, 3, None),           # retained claims above the current ordinals
+])
+def test_check_says_nothing_where_the_pins_leave_the_spread_possible(pins, replicas, config):
+    from policylib.check import check
+    objects = [with_claims(statefulset(replicas=replicas))] + [o for i, z in pins.items() for o in bound(i, z)]
+    assert [f for f in check(config, NODES, objects) if f.key == "volume-pinned-skew"] == []
+
+
+def test_a_pv_allows_the_nodes_its_node_affinity_matches_and_its_zone_label_narrows():
+    from policylib.statefulset import pv_nodes
+    [_, pv] = bound(0, ["zone-a", "zone-b"])
+    assert pv_nodes(pv, NODES) == ["a1", "a2", "b1", "b2"]
+    [_, labelled] = bound(0, ["zone-a", "zone-b"], labels={ZONE: "zone-b"})
+    assert pv_nodes(labelled, NODES) == ["b1", "b2"]
+    [_, both] = bound(0, ["zone-a"], labels={ZONE: "zone-a__zone-c"})
+    assert pv_nodes(both, NODES) == ["a1", "a2"]
+
+
+def test_simulate_places_each_pinned_ordinal_in_its_volumes_zone_and_the_others_by_the_spread():
+    from policylib.simulate import simulate
+    s = with_claims(statefulset(replicas=4))
+    [p] = simulate([s] + bound(0, ["zone-c"]) + bound(1, ["zone-c"]), NODES)
+    assert (p.kind, p.placed, p.zones, p.pending) == ("StatefulSet", {"a1": 1, "b1": 1, "c1": 2},
+                                                      {"zone-a": 1, "zone-b": 1, "zone-c": 2}, 0)
+    assert p.reasons == ["2 of 4 ordinal(s) placed where their bound PersistentVolumes allow (VolumeBinding, VolumeZone)"]
+    [free] = simulate([s], NODES)
+    assert free.zones == {"zone-a": 2, "zone-b": 1, "zone-c": 1} and free.reasons == []
+
+
+def test_a_pinned_ordinal_whose_zone_cannot_take_it_stays_pending_naming_its_volume():
+    from policylib.simulate import simulate
+    s = with_claims(statefulset(replicas=3))
+    s["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "6"}}
+    [p] = simulate([s] + bound(1, ["zone-c"]) + bound(2, ["zone-c"]), NODES)
+    assert (p.placed, p.pending, p.pending_max) == ({"a1": 1, "c1": 1}, 1, 1)
+    assert p.reasons[0] == ("redis-2 (its bound volumes allow only c1): 0/5 nodes are available: 1 Insufficient cpu, "
+                            "4 node(s) didn't match Pod's node affinity/selector.")
+
+
+def test_a_pinned_ordinal_keeps_the_templates_own_node_affinity():
+    from policylib.simulate.ordered import pinned_template
+    template = {"spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}}}
+    assert pinned_template(template, ["b2", "b1"])["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "gpu", "operator": "Exists"}],
+         "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b1", "b2"]}]}]
+    assert pinned_template({}, ["a1"])["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"] == {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a1"]}]}]}

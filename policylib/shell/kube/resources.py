@@ -72,6 +72,9 @@ def typed(res: Resource, obj: Any) -> Any:
 DEPLOYMENTS = Resource(APPS_GROUP, "v1", "deployments", "Deployment")
 #: StatefulSets: the spread's second kind (rules A1-A6).
 STATEFULSETS = Resource(APPS_GROUP, "v1", "statefulsets", "StatefulSet")
+#: Rules A7, A8: a StatefulSet's claims and the PersistentVolumes bound to them (``check`` and ``simulate --cluster``).
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 HPAS = Resource(AUTOSCALING_GROUP, "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 TFJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "tfjobs", "TFJob")
 PYTORCHJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "pytorchjobs", "PyTorchJob")
