@@ -46,9 +46,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         raise locate(e, docs) from None
     for obj in not_simulated(objects):
         stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
-                     "Deployments, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
+                     "Deployments, StatefulSets, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
     if not placements:
-        raise InputError(f"no Deployment, Volcano Job, Kubeflow job, JobSet or TrainJob in {', '.join(args.filename)}")
+        raise InputError(f"no Deployment, StatefulSet, Volcano Job, Kubeflow job, JobSet or TrainJob in "
+                         f"{', '.join(args.filename)}")
     if args.output == "json":
         stdout.write(json_array([p.as_dict() for p in placements]))
     elif args.output == "svg":
