@@ -293,6 +293,20 @@ def replayed_cluster() -> list[dict[str, Any]]:
         "message": "0/6 nodes are available: 4 node(s) didn't match Pod's node affinity/selector, 2 Insufficient cpu."}))
     objs += [scheduler_pod("volcano-scheduler-7d9", "volcanosh/vc-scheduler:v1.14.1"),
              scheduler_pod("gang-0", "registry.example/koordinator-sh/koord-scheduler:v1.6.0")]
+    # rules A7, A8: db-claims' ordinals 2 and 3 bound to volumes in zone c (a CSI driver's own key, as the API
+    # server stores claims and volumes: status, managedFields)
+    claims = next(o for o in objs if o["metadata"]["name"] == "db-claims")
+    for ordinal in (2, 3):
+        objs.append(server_fields({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                   "metadata": {"name": f"data-db-claims-{ordinal}",
+                                                "namespace": claims["metadata"]["namespace"]},
+                                   "spec": {"volumeName": f"pv-{ordinal}", "accessModes": ["ReadWriteOnce"],
+                                            "resources": {"requests": {"storage": "1Gi"}}}}, 400 + ordinal))
+        objs.append(server_fields({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{ordinal}"},
+                                   "spec": {"capacity": {"storage": "1Gi"}, "csi": {"driver": "x", "volumeHandle": "h"},
+                                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                                {"key": "topology.kubernetes.io/zone", "operator": "In",
+                                                 "values": ["c"]}]}]}}}}, 410 + ordinal))
     return objs
 
 
@@ -401,6 +415,10 @@ def test_the_replayed_cluster_exercises_requests_ports_and_what_is_not_modelled(
         assert words in reasons
     assert any(f["key"] == "hostTopologySpread.minDomains" and "would stay Pending" in f["message"]
                for f in found["check"])
+    # rules A7, A8: the claims and volumes are read through the projection too
+    assert [f["message"].split(":")[0] for f in found["check"] if f["key"] == "volume-pinned-skew"] == [
+        "statefulset scale-03/db-claims"]
+    assert "2 of 2 ordinal(s) kept to the Nodes their bound PersistentVolumes allow" in reasons
 
 
 @pytest.mark.parametrize("path", [("containers",), ("initContainers",), ("resources",), ("overhead",), ("volumes",),

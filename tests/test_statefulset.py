@@ -320,7 +320,7 @@ def test_simulate_places_each_pinned_ordinal_in_its_volumes_zone_and_the_others_
     [p] = simulate([s] + bound(0, ["zone-c"]) + bound(1, ["zone-c"]), NODES)
     assert (p.kind, p.placed, p.zones, p.pending) == ("StatefulSet", {"a1": 1, "b1": 1, "c1": 2},
                                                       {"zone-a": 1, "zone-b": 1, "zone-c": 2}, 0)
-    assert p.reasons == ["2 of 4 ordinal(s) placed where their bound PersistentVolumes allow (VolumeBinding, VolumeZone)"]
+    assert p.reasons == ["2 of 4 ordinal(s) kept to the Nodes their bound PersistentVolumes allow (VolumeBinding, VolumeZone)"]
     [free] = simulate([s], NODES)
     assert free.zones == {"zone-a": 2, "zone-b": 1, "zone-c": 1} and free.reasons == []
 

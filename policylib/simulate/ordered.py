@@ -90,7 +90,7 @@ def simulate_statefulset(obj: dict[str, Any], config: Config, facts: ClusterFact
             reasons += [f"{who}{pin}: {r}" for r in failures] or [f"{who}{pin}: Pending"]
     pinned = sum(1 for o in range(start, start + count) if o in volumes)
     if pinned:
-        reasons.append(f"{pinned} of {count} ordinal(s) placed where their bound PersistentVolumes allow "
+        reasons.append(f"{pinned} of {count} ordinal(s) kept to the Nodes their bound PersistentVolumes allow "
                        "(VolumeBinding, VolumeZone)")
     by_name = {k: cluster.states[cluster.index[k]] for k in placed}
     return Placement("StatefulSet", ns, name, count, dict(sorted(placed.items())), zones(placed, by_name), pending,
