@@ -34,25 +34,44 @@ def is_hpa(obj: object) -> bool:
         str(obj.get("apiVersion", "")).startswith(f"{AUTOSCALING_GROUP}/")
 
 
+#: The ``apps`` kinds whose HPA counts in their spread (rules S2, A2), and the API groups their ``scaleTargetRef``
+#: may name (a Deployment's also the old ``extensions``).
+SCALED_KINDS: dict[str, tuple[str, ...]] = {"Deployment": (f"{APPS_GROUP}/", "extensions/"),
+                                            "StatefulSet": (f"{APPS_GROUP}/",)}
+
+
+def scale_target_name(kind: str, name: str) -> str:
+    """The name an HPA index keys a scale target by (rules S2, A2): a Deployment's own name, any other kind's
+    ``Kind/name`` (an object name holds no ``/``, so the two never collide)."""
+    return name if kind == "Deployment" else f"{kind}/{name}"
+
+
+def scale_target_of(index_name: str) -> tuple[str, str]:
+    """``(kind, name)`` of an index name :func:`scale_target_name` made."""
+    kind, _, name = index_name.rpartition("/")
+    return (kind or "Deployment", name)
+
+
 def hpa_target(hpa: dict[str, Any]) -> tuple[str, str] | None:
-    """``(namespace, deployment name)`` an HPA scales, or None if it scales something else.
+    """``(namespace, index name)`` of the Deployment or StatefulSet an HPA scales (:func:`scale_target_name`),
+    or None if it scales something else.
 
     ``scaleTargetRef`` is the same in autoscaling/v1 and v2; its apiVersion is
     optional and, when given, must be in the ``apps`` group.
     """
     spec = hpa.get("spec")
     ref = spec.get("scaleTargetRef") if isinstance(spec, dict) else None
-    if not isinstance(ref, dict) or ref.get("kind") != "Deployment" or not ref.get("name"):
+    if not isinstance(ref, dict) or ref.get("kind") not in SCALED_KINDS or not ref.get("name"):
         return None
     api_version = ref.get("apiVersion")
-    if api_version and not str(api_version).startswith((f"{APPS_GROUP}/", "extensions/")):
+    if api_version and not str(api_version).startswith(SCALED_KINDS[ref["kind"]]):
         return None
-    return namespace_of(hpa), ref["name"]
+    return namespace_of(hpa), scale_target_name(ref["kind"], str(ref["name"]))
 
 
 def hpa_targets(hpa: dict[str, Any]) -> list[tuple[str, str]]:
-    """The Deployment an HPA targets, as an index value of an HPA store (none when it targets something else):
-    the admission server's facts and the controller's HPA store index HPAs by it."""
+    """The Deployment or StatefulSet an HPA targets, as an index value of an HPA store (none when it targets
+    something else): the admission server's facts and the controller's HPA store index HPAs by it."""
     target = hpa_target(hpa)
     return [target] if target else []
 

@@ -20,11 +20,13 @@ from .spread import (
     RECORD_ANNOTATIONS,
     effective_replicas,
     is_deployment,
-    mutate_deployment,
+    mutate_workload,
     pending_rewrite,
     recorded_replicas,
     spread_drift,
 )
+from .statefulset import is_statefulset, mutate_statefulset
+from .statefulset.mutate import owned_skip
 from .trainer import is_trainjob, mutate_trainjob, read_trainjob
 
 
@@ -89,6 +91,24 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
     """
     if not is_deployment(deployment) or is_opted_out(deployment):
         return None
+    return _plan_spread(deployment, config, facts, mutate_workload)
+
+
+def plan_statefulset(statefulset: dict[str, Any], config: Config, facts: ClusterFacts) -> Write | None:
+    """Rules A4, S11, S17, S19 and S20 for one existing StatefulSet, as :func:`plan_deployment` for a Deployment
+    (its policy is the StatefulSet family's, so one owned by a controller gets no write: rule A5; none with
+    ``statefulSets.enabled: false``); every write
+    that changes the pod template restarts the pods one ordinal at a time, highest first."""
+    if not is_statefulset(statefulset) or not config.statefulSets.enabled or is_opted_out(statefulset) \
+            or owned_skip(statefulset) is not None:
+        return None
+    return _plan_spread(statefulset, config, facts, mutate_statefulset)
+
+
+def _plan_spread(deployment: dict[str, Any], config: Config, facts: ClusterFacts,
+                 policy: Callable[..., Any]) -> Write | None:
+    """Rules S11, S17, S19 and S20 for a Deployment or StatefulSet, written through its family's policy."""
+    kind = str(deployment["kind"])
     ns = namespace_of(deployment)
     meta = deployment.get("metadata") or {}
     effective = effective_replicas(deployment, facts, ns)
@@ -105,26 +125,26 @@ def plan_deployment(deployment: dict[str, Any], config: Config, facts: ClusterFa
             legacy = drift.replaces_anti_affinity
     unrecorded = admitted_without_policy(deployment, config)
     if unrecorded and not reasons:
-        return Write("Deployment", ns, meta.get("name", ""), [UNRECORDED_REASON], False, action="none",
+        return Write(kind, ns, meta.get("name", ""), [UNRECORDED_REASON], False, action="none",
                      unrecorded=True)
     if not reasons:
         return None
     if config.host.rewrite == ON_NEXT_ROLLOUT and recorded is not None and recorded != effective.replicas:
         # rule S19: the webhook's UPDATE path with nothing changed by a user: the count change alone
         # writes the pending record, never the pod template
-        result = mutate_deployment(deployment, config, old=deployment, facts=facts, namespace=ns)
+        result = policy(deployment, config, old=deployment, facts=facts, namespace=ns)
         pending = pending_rewrite(result.object)
         if pending and not rolls_pods(result.patch):
-            return Write("Deployment", ns, meta.get("name", ""), reasons + [f"pending until the next rollout: {pending}"],
+            return Write(kind, ns, meta.get("name", ""), reasons + [f"pending until the next rollout: {pending}"],
                          False, action="patch" if result.patch else "none", patch=result.patch,
                          resource_version=meta.get("resourceVersion"), pending=pending)
-    result = mutate_deployment(deployment, config, facts=facts, namespace=ns)
+    result = policy(deployment, config, facts=facts, namespace=ns)
     if not result.patch:
-        return Write("Deployment", ns, meta.get("name", ""), [UNRECORDED_REASON] + reasons, False, action="none",
+        return Write(kind, ns, meta.get("name", ""), [UNRECORDED_REASON] + reasons, False, action="none",
                      unrecorded=True) if unrecorded else None
     rollout = rolls_pods(result.patch)
     detail = [r for r in result.reasons if r.startswith(("host spread enforced", "removed"))]
-    return Write("Deployment", ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
+    return Write(kind, ns, meta.get("name", ""), reasons + detail, rollout, patch=result.patch,
                  resource_version=meta.get("resourceVersion"), legacy_anti_affinity=legacy, unrecorded=unrecorded)
 
 

@@ -61,6 +61,18 @@ FIELDS: dict[tuple[str, str], Fields] = {
                                        "nodeSelector": ALL, "tolerations": ALL}}},
         "status": {"observedGeneration": ALL, "replicas": ALL, "updatedReplicas": ALL, "availableReplicas": ALL},
     },
+    # plan_statefulset (rules A1-A6): the Deployment's fields, the StatefulSet's own that rule A1 reads (its
+    # claim templates among them), and the rollout gate's status (statefulset_rollout_complete)
+    (APPS_API_VERSION, "StatefulSet"): {
+        "apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+        "spec": {"replicas": ALL, "selector": ALL, "podManagementPolicy": ALL, "updateStrategy": ALL,
+                 "ordinals": ALL, "volumeClaimTemplates": ALL,
+                 "template": {"metadata": {"labels": ALL, "annotations": ALL},
+                              "spec": {"affinity": ALL, "topologySpreadConstraints": ALL,
+                                       "nodeSelector": ALL, "tolerations": ALL}}},
+        "status": {"observedGeneration": ALL, "replicas": ALL, "readyReplicas": ALL, "updatedReplicas": ALL,
+                   "currentRevision": ALL, "updateRevision": ALL},
+    },
     # policylib.facts.hpa_target, policylib.spread.hpa_min_replicas
     (AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler"): {
         "apiVersion": ALL, "kind": ALL,
@@ -105,6 +117,12 @@ def _with_pod_spec(fields: Fields, pod_spec: Fields) -> Fields:
 #: Per (apiVersion, kind): what ``check --cluster`` and ``simulate --cluster`` keep (:func:`project_simulated`).
 SIMULATED: dict[tuple[str, str], Fields] = {
     (APPS_API_VERSION, "Deployment"): _with_pod_spec(FIELDS[(APPS_API_VERSION, "Deployment")], SCHEDULED_POD_SPEC),
+    (APPS_API_VERSION, "StatefulSet"): _with_pod_spec(FIELDS[(APPS_API_VERSION, "StatefulSet")], SCHEDULED_POD_SPEC),
+    # rules A7, A8: a claim's name and the volume bound to it; the volume's node affinity and zone labels
+    ("v1", "PersistentVolumeClaim"): {"apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+                                      "spec": {"volumeName": ALL, "storageClassName": ALL}, "status": {"phase": ALL}},
+    ("v1", "PersistentVolume"): {"apiVersion": ALL, "kind": ALL, "metadata": METADATA,
+                                 "spec": {"nodeAffinity": ALL, "claimRef": ALL}},
     (AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler"): FIELDS[(AUTOSCALING_API_VERSION, "HorizontalPodAutoscaler")],
     # a bound Pod loads its Node (the replay); a Pending one is reported with its scheduler's condition; a
     # running scheduler is known by its name or image (rule D5); the ReplicaSet controller ranks victims by

@@ -41,6 +41,7 @@ OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
 RESOURCES = {
     (TRAINER_GROUP, "TrainJob"): "trainjobs",
     (APPS_GROUP, "Deployment"): "deployments",
+    (APPS_GROUP, "StatefulSet"): "statefulsets",
     (VOLCANO_BATCH_GROUP, "Job"): "jobs",
     (KUBEFLOW_GROUP, "TFJob"): "tfjobs",
     (KUBEFLOW_GROUP, "PyTorchJob"): "pytorchjobs",
@@ -282,13 +283,13 @@ def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
 def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
-    no object labelled so), for Deployments, Volcano Jobs and Kubeflow jobs: the scope a default install
-    makes."""
+    no object labelled so), for Deployments, StatefulSets, Volcano Jobs and Kubeflow jobs: the scope a default
+    install makes."""
     skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
     namespaces = {"matchExpressions": [
         {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
          "values": list(dict.fromkeys(["kube-system", "kube-node-lease", release_namespace]))}, skip]}
-    rules = [{"apiGroups": [APPS_GROUP], "apiVersions": ["v1"], "resources": ["deployments"],
+    rules = [{"apiGroups": [APPS_GROUP], "apiVersions": ["v1"], "resources": ["deployments", "statefulsets"],
               "operations": ["CREATE", "UPDATE"]},
              {"apiGroups": [VOLCANO_BATCH_GROUP], "apiVersions": [VOLCANO_JOB_VERSION], "resources": ["jobs"],
               "operations": ["CREATE", "UPDATE"]},

@@ -134,7 +134,8 @@ def test_defaults():
     hooks = webhooks(objs)
     assert [h["name"] for h in hooks] == ["deployments.policylib.io", "volcano-jobs.policylib.io",
                                           "kubeflow-jobs.policylib.io", "jobsets.policylib.io",
-                                          "gang-pods.policylib.io", "trainjobs.policylib.io"]
+                                          "gang-pods.policylib.io", "trainjobs.policylib.io",
+                                          "statefulsets.policylib.io"]
     assert all("caBundle" not in h["clientConfig"] for h in hooks)  # the controller writes it
     controller = o[("Deployment", "policylib-controller")]["spec"]["template"]["spec"]["containers"][0]
     assert controller["args"] == ["controller", "--config=/etc/policylib/config/config.yaml", "--port=8081",
@@ -160,7 +161,7 @@ def test_every_family_off_leaves_no_webhook_configuration():
     kinds = {o["kind"] for o in render(MATRIX["families-off"])}
     assert "MutatingWebhookConfiguration" not in kinds and "Deployment" in kinds
     one = render({"webhook": {"families": {"volcanoJobs": False, "kubeflowJobs": False, "jobSets": False,
-                                           "trainJobs": False, "gangPods": False}}})
+                                           "trainJobs": False, "gangPods": False, "statefulSets": False}}})
     assert [h["name"] for h in webhooks(one)] == ["deployments.policylib.io"]
 
 
@@ -454,6 +455,8 @@ def controller_calls(config: dict, certificates: str, release: str = NAMESPACE,
     for ns in served:
         calls |= {("patch", "apps", "deployments", ns, None), ("get", "apps", "deployments", ns, None),
                   ("create", "events.k8s.io", "events", ns, None)}
+        if kube.STATEFULSETS in watched_resources(cfg):   # rule A4: written as Deployments are
+            calls |= {("patch", "apps", "statefulsets", ns, None), ("get", "apps", "statefulsets", ns, None)}
         for res in watched_resources(cfg):
             if res.kind == "PodGroup" and res.group != "scheduling.k8s.io":   # rule G5, G21: made and kept
                 calls |= {(verb, res.group, "podgroups", ns, None) for verb in ("create", "patch", "get")}
@@ -481,6 +484,9 @@ def _served_namespace(ns: str | None) -> str:
 RBAC_CASES = {
     "defaults": ({}, "self", ()),
     "scale-down-off": ({"config": {"controller": {"spreadAwareScaleDown": False}}}, "self", ()),
+    "statefulsets-off": ({"config": {"statefulSets": {"enabled": False}}}, "self", ()),
+    "namespaced-statefulsets-off": ({"controller": {"rbac": {"namespaces": ["team-a"]}}, "webhook": {"namespaceMode": "opt-in"},
+                                     "config": {"statefulSets": {"enabled": False}}}, "self", ("team-a",)),
     "podgroup": ({"config": {"gang": {"method": "podgroup", "scheduler": "scheduler-plugins"}}}, "cert-manager", ()),
     "volcano-nested": ({"config": {"lrs-operator": {"operator": {"config": {
         "gang": {"method": "podgroup", "scheduler": "volcano"}}}}}}, "self", ()),

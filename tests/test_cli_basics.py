@@ -154,7 +154,7 @@ def test_simulate_and_check_keep_their_own_empty_input_behaviour(tmp_path):
     (tmp_path / "empty.yaml").write_text("")
     f = str(tmp_path / "empty.yaml")
     assert cli("simulate", "-f", f, "--nodes", nodes) == \
-        (2, "", f"policylib: error: no Deployment, Volcano Job, Kubeflow job, JobSet or TrainJob in {f}\n")
+        (2, "", f"policylib: error: no Deployment, StatefulSet, Volcano Job, Kubeflow job, JobSet or TrainJob in {f}\n")
     rc, out, err = cli("check", "-f", f, "--nodes", nodes)
     assert (rc, err) == (0, "")
 
@@ -351,8 +351,8 @@ def test_diff_names_each_object_and_adds_the_podgroup_as_a_new_document(tmp_path
                "+  namespace: ml\n+spec:\n+  scheduleTimeoutSeconds: 10\n+  minMember: 5\n")
     reasons = "".join(f"# {r}\n" for r in result.reasons)
     assert pg_yaml + reasons + "= ConfigMap ml/c: not handled\n# not handled: policylib has no policy for v1 " \
-        "ConfigMap (it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, Volcano Jobs " \
-        "and gang Pods)\n" in out
+        "ConfigMap (it handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, " \
+        "Volcano Jobs and gang Pods)\n" in out
     assert out.index("--- a/TFJob") < out.index("--- /dev/null") < out.index("= ConfigMap ml/c")
 
 

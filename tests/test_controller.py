@@ -13,6 +13,7 @@ import jsonpatch
 import pytest
 
 from policylib import load_config, mutate
+from policylib.families import PLANNERS
 from policylib.plan import plan
 from tests.controller_driver import deliver, log_entries, sync, work
 from tests.fakeapi import FakeAPI, paged_list, watch_stream
@@ -23,6 +24,7 @@ from webhook.controller import Controller, Options, RolloutGate, lease_decision,
 NOW = dt.datetime(2026, 11, 30, 12, 0, 0, tzinfo=dt.timezone.utc)
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/policylib-system/leases/policylib-controller"
 DEPLOYS = "/apis/apps/v1/deployments"
+STATEFULSETS = "/apis/apps/v1/statefulsets"
 HPAS = "/apis/autoscaling/v2/horizontalpodautoscalers"
 NAMESPACES = "/api/v1/namespaces"
 WEBHOOK_CONFIGURATIONS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
@@ -98,16 +100,20 @@ def installed(configuration: dict, rv: str = "1") -> dict:
 
 
 class Cluster:
-    """Routes for a cluster with the given Deployments and HPAs; PATCH applies the JSON patch."""
+    """Routes for a cluster with the given Deployments, StatefulSets and HPAs; PATCH applies the JSON patch."""
 
-    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0, namespaces=(), configurations=None):
+    def __init__(self, api: FakeAPI, deployments, hpas=(), conflicts=0, namespaces=(), configurations=None,
+                 statefulsets=()):
         self.api, self.conflicts = api, conflicts
         self.deployments = {d["metadata"]["name"]: copy.deepcopy(d) for d in deployments}
+        self.statefulsets = {s["metadata"]["name"]: copy.deepcopy(s) for s in statefulsets}
         api.route("GET", NAMESPACES, paged_list("Namespace", list(namespaces), 500))
         if configurations is None:   # the shipped configuration, installed: its selectors are the scope
             configurations = [installed(MANIFEST)]
         api.route("GET", WEBHOOK_CONFIGURATIONS, paged_list("MutatingWebhookConfiguration", list(configurations), 500))
         api.route("GET", DEPLOYS, lambda req: paged_list("Deployment", strip_type(self.deployments.values()), 500)(req))
+        api.route("GET", STATEFULSETS,
+                  lambda req: paged_list("StatefulSet", strip_type(self.statefulsets.values()), 500)(req))
         api.route("GET", HPAS, paged_list("HorizontalPodAutoscaler", strip_type(hpas), 500))
         api.route("GET", LEASE, (404, {"kind": "Status", "code": 404}))
         api.route("POST", LEASE.rsplit("/", 1)[0], lambda req: (201, req["body"]))
@@ -115,9 +121,14 @@ class Cluster:
             path = f"/apis/apps/v1/namespaces/ml/deployments/{name}"
             api.route("PATCH", path, lambda req, n=name: self.patch(n, req))
             api.route("GET", path, lambda req, n=name: (200, self.deployments[n]))
+        for name in self.statefulsets:
+            path = f"/apis/apps/v1/namespaces/ml/statefulsets/{name}"
+            api.route("PATCH", path, lambda req, n=name: self.patch(n, req, self.statefulsets))
+            api.route("GET", path, lambda req, n=name: (200, self.statefulsets[n]))
 
-    def patch(self, name, req):
-        current = self.deployments[name]
+    def patch(self, name, req, objects=None):
+        objects = self.deployments if objects is None else objects
+        current = objects[name]
         guard, ops = req["body"][0], req["body"][1:]
         if self.conflicts:
             self.conflicts -= 1
@@ -128,7 +139,7 @@ class Cluster:
             return 409, {"kind": "Status", "code": 409, "reason": "Conflict"}
         updated = jsonpatch.apply_patch(current, ops)
         updated["metadata"]["resourceVersion"] = str(int(current["metadata"]["resourceVersion"]) + 1)
-        self.deployments[name] = updated
+        objects[name] = updated
         return 200, updated
 
     def patches(self):
@@ -239,12 +250,15 @@ def test_watch_of_a_resource_the_cluster_does_not_serve_backs_off(tmp_path):
 
 def test_only_podgroup_method_watches_kubeflow_jobs_and_podgroups(tmp_path):
     from webhook.controller import watched_resources
-    assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers"]
+    assert [r.plural for r in watched_resources(load_config(None))] == ["deployments", "horizontalpodautoscalers",
+                                                                        "statefulsets"]
+    assert [r.plural for r in watched_resources(load_config({"statefulSets": {"enabled": False}}))] == [
+        "deployments", "horizontalpodautoscalers"]
     podgroup = [r.plural for r in watched_resources(load_config({"gang": {"method": "podgroup"}}))]
-    assert podgroup == ["deployments", "horizontalpodautoscalers", "tfjobs", "pytorchjobs", "mpijobs", "mpijobs",
-                        "jobsets", "trainjobs", "trainingruntimes", "clustertrainingruntimes", "podgroups",
+    assert podgroup == ["deployments", "horizontalpodautoscalers", "statefulsets", "tfjobs", "pytorchjobs", "mpijobs",
+                        "mpijobs", "jobsets", "trainjobs", "trainingruntimes", "clustertrainingruntimes", "podgroups",
                         "podgroups"]   # MPIJob v1 and v2beta1; Trainer's runtimes (rule T7); x-k8s.io and sigs.k8s.io
-    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 11
+    assert len(watched_resources(load_config({"gang": {"method": "podgroup", "scheduler": "volcano"}}))) == 12
 
 
 def test_compliant_cluster_sees_zero_writes(tmp_path):
@@ -849,3 +863,78 @@ def test_the_controllers_own_deployment_is_found_by_its_pods_name(tmp_path):
             assert ((own or {}).get("metadata") or {}).get("name") == found, pod
             if own:
                 assert own["metadata"]["namespace"] == "policylib-system"
+
+
+# --- StatefulSets (rule A4) -------------------------------------------------------------------
+
+def legacy_statefulset(name, rv="1", replicas=4):
+    s = legacy(name, rv)
+    s["kind"] = "StatefulSet"
+    s["spec"].update(replicas=replicas, serviceName=name)
+    return s
+
+
+def test_event_keys_send_a_statefulset_and_an_hpa_of_one_to_the_statefulsets_key():
+    from webhook.controller.core import event_keys
+    sts = legacy_statefulset("db")
+    assert event_keys("ADDED", sts, None) == [("apps/v1", "StatefulSet", "ml", "db")]
+    moved = hpa("db", 5)
+    moved["spec"]["scaleTargetRef"]["kind"] = "StatefulSet"
+    assert event_keys("MODIFIED", moved, hpa("db", 3)) == [("apps/v1", "StatefulSet", "ml", "db"),
+                                                           ("apps/v1", "Deployment", "ml", "db")]
+
+
+@pytest.mark.parametrize("status,done", [
+    ({"observedGeneration": 2, "readyReplicas": 4, "currentRevision": "db-1", "updateRevision": "db-1"}, True),
+    ({"observedGeneration": 1, "readyReplicas": 4, "currentRevision": "db-1", "updateRevision": "db-1"}, False),
+    ({"observedGeneration": 2, "readyReplicas": 3, "currentRevision": "db-1", "updateRevision": "db-1"}, False),
+    ({"observedGeneration": 2, "readyReplicas": 4, "currentRevision": "db-0", "updateRevision": "db-1"}, False),
+])
+def test_a_statefulset_rollout_is_complete_as_kubectl_rollout_status_says(status, done):
+    sts = legacy_statefulset("db")
+    sts["metadata"]["generation"] = 2
+    sts["status"] = status
+    assert rollout_complete(sts) is done
+    sts["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}
+    sts["status"] = dict(status, updatedReplicas=2, currentRevision="db-0")
+    assert rollout_complete(sts) is (status["observedGeneration"] == 2 and status["readyReplicas"] == 4)
+    sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
+    assert rollout_complete(sts) is True
+
+
+def test_drift_rewrites_a_legacy_statefulset_guarded_and_counts_it_against_the_rollout_cap(tmp_path):
+    config = {"hostTopologySpread": {"reconcileDrift": True}, "controller": {"maxConcurrentRollouts": 1}}
+    with FakeAPI() as api:
+        cluster = Cluster(api, [legacy("a", rv="3")], statefulsets=[legacy_statefulset("a", rv="5")])
+        c = controller(api, tmp_path, config)
+        c.elector.try_lead()
+        sync(c)
+        [patch] = cluster.patches()   # the cap is one rollout: the second waits (a Deployment and a StatefulSet named a)
+        assert c.metrics.deferred._value.get() == 1
+        first = patch["path"].rsplit("/", 2)[1]
+        done = copy.deepcopy(cluster.deployments["a"] if first == "deployments" else cluster.statefulsets["a"])
+        done["apiVersion"], done["kind"] = "apps/v1", "Deployment" if first == "deployments" else "StatefulSet"
+        done["metadata"]["generation"] = 2
+        done["status"] = {"observedGeneration": 2, "updatedReplicas": 4, "availableReplicas": 4, "replicas": 4,
+                          "readyReplicas": 4, "currentRevision": "r2", "updateRevision": "r2"}
+        deliver(c, api, "MODIFIED", done)
+    sts_patch = next(p for p in cluster.patches() if "/statefulsets/" in p["path"])
+    assert sts_patch["path"] == "/apis/apps/v1/namespaces/ml/statefulsets/a"
+    [expected] = plan([legacy_statefulset("a", rv="5")], config, PLANNERS)
+    assert (expected.kind, expected.rollout) == ("StatefulSet", True)
+    assert sts_patch["body"] == [{"op": "replace", "path": "/metadata/resourceVersion", "value": "5"}] + expected.patch
+    stored = cluster.statefulsets["a"]["spec"]["template"]["spec"]
+    assert "affinity" not in stored and [c["topologyKey"] for c in stored["topologySpreadConstraints"]] == [
+        "topology.kubernetes.io/zone", "kubernetes.io/hostname"]
+    assert len(cluster.patches()) == 2
+
+
+def test_statefulsets_off_are_neither_watched_nor_written(tmp_path):
+    config = {"hostTopologySpread": {"reconcileDrift": True}, "statefulSets": {"enabled": False}}
+    with FakeAPI() as api:
+        cluster = Cluster(api, [], statefulsets=[legacy_statefulset("a", rv="5")])
+        c = controller(api, tmp_path, config)
+        c.elector.try_lead()
+        sync(c)
+    assert cluster.patches() == []
+    assert not any(r["path"] == STATEFULSETS for r in api.requests)

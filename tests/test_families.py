@@ -20,6 +20,7 @@ TFJOB = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": 
 VCJOB = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "v", "namespace": "ml"},
          "spec": {"tasks": [{"name": "w", "replicas": 2, "template": {"spec": {"containers": [{"name": "c"}]}}}]}}
 HYPERJOB = {"apiVersion": "training.volcano.sh/v1alpha1", "kind": "HyperJob", "metadata": {"name": "h"}}
+STS = deployment("s", "ml") | {"kind": "StatefulSet"}
 JOBSET = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "j", "namespace": "ml"},
           "spec": {"replicatedJobs": [{"name": "w", "template": {"spec": {"parallelism": 2, "template": {
               "spec": {"containers": [{"name": "c"}]}}}}}]}}
@@ -37,13 +38,13 @@ def test_each_kind_has_exactly_its_family(obj, name):
 
 def test_plan_runs_every_familys_planners_in_table_order():
     assert PLANNERS == PLAN_PLANNERS == tuple(dict.fromkeys(p for f in FAMILIES for p in f.planners))
-    assert [p.__name__ for p in PLANNERS] == ["plan_deployment", "plan_podgroups", "plan_workload"]
+    assert [p.__name__ for p in PLANNERS] == ["plan_deployment", "plan_statefulset", "plan_podgroups", "plan_workload"]
     # Kubeflow jobs, JobSets and TrainJobs share the gang planners: each runs once per object, on each family's objects
-    assert [f.name for f in FAMILIES if f.planners == FAMILIES[1].planners] == ["gang", "JobSet", "TrainJob"]
+    assert [f.name for f in FAMILIES if f.planners == FAMILIES[2].planners] == ["gang", "JobSet", "TrainJob"]
 
 
-@pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (JOBSET, "gang.enabled"), (VCJOB, "volcano.enabled"),
-                                         (HYPERJOB, "volcano.enabled")])
+@pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (STS, "statefulSets.enabled"), (JOBSET, "gang.enabled"),
+                                         (VCJOB, "volcano.enabled"), (HYPERJOB, "volcano.enabled")])
 def test_a_family_switched_off_by_its_setting_is_left_unchanged_naming_the_setting(obj, setting):
     section, key = setting.split(".")
     result = mutate(obj, {section: {key: False}})
@@ -54,24 +55,24 @@ def test_a_family_switched_off_by_its_setting_is_left_unchanged_naming_the_setti
 
 def test_adding_a_family_is_adding_an_entry(monkeypatch):
     """A new family, one entry: mutate() applies its policy and plan() runs its planner on its objects only."""
-    def is_statefulset(obj: object) -> bool:
-        return isinstance(obj, dict) and obj.get("kind") == "StatefulSet"
+    def is_daemonset(obj: object) -> bool:
+        return isinstance(obj, dict) and obj.get("kind") == "DaemonSet"
 
     def label_it(obj, config, *, old, facts, namespace):
         changed = dict(obj, metadata=dict(obj["metadata"], labels={"seen": "yes"}))
         return Result(changed, patch=[{"op": "add", "path": "/metadata/labels", "value": {"seen": "yes"}}])
 
-    def plan_statefulset(obj, config, facts):
-        return Write("StatefulSet", "ml", obj["metadata"]["name"], ["seen"], False, action="none")
+    def plan_daemonset(obj, config, facts):
+        return Write("DaemonSet", "ml", obj["metadata"]["name"], ["seen"], False, action="none")
 
-    entry = Family("StatefulSet", is_statefulset, label_it, enabled="gang.enabled", planners=(plan_statefulset,))
+    entry = Family("DaemonSet", is_daemonset, label_it, enabled="gang.enabled", planners=(plan_daemonset,))
     monkeypatch.setattr(families, "FAMILIES", FAMILIES + (entry,))
-    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s", "namespace": "ml"}}
-    assert mutate(sts).object["metadata"]["labels"] == {"seen": "yes"}
-    assert mutate(sts, {"gang": {"enabled": False}}).reasons == [
-        "StatefulSet policies are off (gang.enabled: false): left unchanged"]
-    writes = plan([sts, TFJOB, deployment()], load_config(None), planners=(plan_statefulset,))
-    assert [(w.kind, w.name) for w in writes] == [("StatefulSet", "s")]
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "s", "namespace": "ml"}}
+    assert mutate(ds).object["metadata"]["labels"] == {"seen": "yes"}
+    assert mutate(ds, {"gang": {"enabled": False}}).reasons == [
+        "DaemonSet policies are off (gang.enabled: false): left unchanged"]
+    writes = plan([ds, TFJOB, deployment()], load_config(None), planners=(plan_daemonset,))
+    assert [(w.kind, w.name) for w in writes] == [("DaemonSet", "s")]
 
 
 def test_a_planner_of_no_family_runs_on_every_object():
@@ -100,13 +101,14 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
     result = mutate(trainjob, None)
     assert (result.object, result.patch, result.changed) == (trainjob, [], False)
     assert result.unhandled == ("not handled: policylib has no policy for leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
-                                "(it handles Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
-                                "Volcano Jobs and gang Pods)")
+                                "(it handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
+                                "TrainJobs, Volcano Jobs and gang Pods)")
     assert result.reasons == [result.unhandled]
     # a handled kind with nothing to do is not "unhandled"
     assert mutate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}, None).unhandled is None
     assert all(kind.split()[1].removesuffix("Job") in HANDLED_SUMMARY for kind in HANDLED_KINDS)
-    assert is_unhandled_workload(trainjob) and ("apps", "StatefulSet") in UNHANDLED_WORKLOADS
+    assert is_unhandled_workload(trainjob) and ("apps", "DaemonSet") in UNHANDLED_WORKLOADS
+    assert ("apps", "StatefulSet") not in UNHANDLED_WORKLOADS
     assert not is_unhandled_workload({"apiVersion": "v1", "kind": "ConfigMap"})
     path = tmp_path / "in.yaml"
     path.write_text(yaml.safe_dump_all([trainjob, {"apiVersion": "v1", "kind": "ConfigMap",

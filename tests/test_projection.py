@@ -69,6 +69,27 @@ def jobs() -> list[dict[str, Any]]:
     return out
 
 
+def statefulsets() -> list[dict[str, Any]]:
+    """StatefulSets as stored (rule A4): a legacy one, one the webhook wrote whose HPA minimum moved since, one a
+    LeaderWorkerSet owns (rule A5) and one with claim templates, OnDelete and an ordinal start (rule A1)."""
+    out = []
+    for i, name in enumerate(("db-legacy", "db-hpa", "db-owned", "db-claims")):
+        s = legacy(300 + i) if i in (0, 2) else deployment_as_stored(300 + i, compliant=True)
+        s["kind"] = "StatefulSet"
+        s["metadata"]["name"] = name
+        s["spec"]["serviceName"] = name
+        out.append(s)
+    out[1] = server_fields(mutate(dict(out[1], status={}), CONFIGS[0]).object, 301)
+    out[2]["metadata"]["ownerReferences"] = [{"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+                                              "name": "vllm", "uid": "u-lws", "controller": True}]
+    out[3]["spec"].update(updateStrategy={"type": "OnDelete"}, ordinals={"start": 2}, podManagementPolicy="Parallel",
+                          volumeClaimTemplates=[{"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"]}}])
+    target = hpa_as_stored(301)
+    target["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db-hpa"}
+    target["spec"]["minReplicas"] = 7
+    return out + [target]
+
+
 def cluster() -> list[dict[str, Any]]:
     """Deployments stored with and without policylib, legacy ones, HPAs whose minimum moved since, and
     the gang samples with a PodGroup one of them already owns (minMember out of date)."""
@@ -77,7 +98,7 @@ def cluster() -> list[dict[str, Any]]:
     hpas = [hpa_as_stored(i) for i in range(0, 24, 4)] + [hpa_as_stored(i) for i in (100, 101)]
     for h in hpas[::2]:
         h["spec"]["minReplicas"] = 6   # the recorded count differs now: a rewrite
-    objs += hpas + jobs()
+    objs += hpas + jobs() + statefulsets()
     owner = next(o for o in objs if o.get("kind") == "PyTorchJob")
     objs.append(server_fields({"apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
                                "metadata": {"name": owner["metadata"]["name"], "namespace": owner["metadata"]["namespace"],
@@ -93,7 +114,7 @@ def outcomes(objs: list[dict[str, Any]], config: Any) -> dict[str, Any]:
     config = load_config(config)
     facts = ClusterFacts.from_objects(objs)
     writes = plan(objs, config, planners=PLANNERS, facts=facts)
-    deployments = [o for o in objs if o.get("kind") == "Deployment"]
+    deployments = [o for o in objs if o.get("kind") in ("Deployment", "StatefulSet")]
     hpas = [o for o in objs if o.get("kind") == "HorizontalPodAutoscaler"]
     return {
         "writes": [dataclasses.asdict(w) for w in writes],
@@ -122,6 +143,12 @@ def test_the_cluster_exercises_rollouts_metadata_writes_creates_and_the_annotati
     assert any(w.rollout for w in writes) and any(w.action == "patch" and not w.rollout for w in writes)
     gang = plan(whole, load_config(CONFIGS[4]), planners=PLANNERS)
     assert {w.action for w in gang if w.kind == "PodGroup"} == {"create", "patch"}
+    # StatefulSets (rule A4): the HPA's new minimum rewrites one, a rollout once the host spread is enforced; the
+    # one a LeaderWorkerSet owns gets nothing (rule A5)
+    enforced = plan(whole, load_config(CONFIGS[3]), planners=PLANNERS)
+    assert [(w.name, w.action, w.rollout) for w in enforced if w.kind == "StatefulSet" and w.action != "none"] == [
+        ("db-hpa", "patch", True)]
+    assert not [w for w in enforced if w.name == "db-owned"]
     # a patch made from a projection whose last-applied annotation was dropped adds to the annotations,
     # never replaces the map (which would delete kubectl's annotation on the server)
     annotated = [w for w in writes if w.name == "app-000101"]
@@ -266,6 +293,20 @@ def replayed_cluster() -> list[dict[str, Any]]:
         "message": "0/6 nodes are available: 4 node(s) didn't match Pod's node affinity/selector, 2 Insufficient cpu."}))
     objs += [scheduler_pod("volcano-scheduler-7d9", "volcanosh/vc-scheduler:v1.14.1"),
              scheduler_pod("gang-0", "registry.example/koordinator-sh/koord-scheduler:v1.6.0")]
+    # rules A7, A8: db-claims' ordinals 2 and 3 bound to volumes in zone c (a CSI driver's own key, as the API
+    # server stores claims and volumes: status, managedFields)
+    claims = next(o for o in objs if o["metadata"]["name"] == "db-claims")
+    for ordinal in (2, 3):
+        objs.append(server_fields({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                                   "metadata": {"name": f"data-db-claims-{ordinal}",
+                                                "namespace": claims["metadata"]["namespace"]},
+                                   "spec": {"volumeName": f"pv-{ordinal}", "accessModes": ["ReadWriteOnce"],
+                                            "resources": {"requests": {"storage": "1Gi"}}}}, 400 + ordinal))
+        objs.append(server_fields({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"pv-{ordinal}"},
+                                   "spec": {"capacity": {"storage": "1Gi"}, "csi": {"driver": "x", "volumeHandle": "h"},
+                                            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                                                {"key": "topology.kubernetes.io/zone", "operator": "In",
+                                                 "values": ["c"]}]}]}}}}, 410 + ordinal))
     return objs
 
 
@@ -374,6 +415,10 @@ def test_the_replayed_cluster_exercises_requests_ports_and_what_is_not_modelled(
         assert words in reasons
     assert any(f["key"] == "hostTopologySpread.minDomains" and "would stay Pending" in f["message"]
                for f in found["check"])
+    # rules A7, A8: the claims and volumes are read through the projection too
+    assert [f["message"].split(":")[0] for f in found["check"] if f["key"] == "volume-pinned-skew"] == [
+        "statefulset scale-03/db-claims"]
+    assert "2 of 2 ordinal(s) kept to the Nodes their bound PersistentVolumes allow" in reasons
 
 
 @pytest.mark.parametrize("path", [("containers",), ("initContainers",), ("resources",), ("overhead",), ("volumes",),

@@ -368,7 +368,8 @@ def test_opt_out_label_or_annotation(where):
 
 
 @pytest.mark.parametrize("obj", [
-    {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {}},
+    {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "s"}, "spec": {}},
+    {"apiVersion": "apps/v1beta2", "kind": "StatefulSet", "metadata": {"name": "s"}, "spec": {}},
     {"apiVersion": "extensions/v1beta1", "kind": "Deployment", "metadata": {"name": "d"}, "spec": {}},
     {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}},
 ])

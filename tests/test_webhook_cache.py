@@ -265,6 +265,20 @@ def test_create_reads_the_namespace_when_the_watch_has_no_hpa_yet(api, synced_em
     assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 0.0}
 
 
+def test_a_statefulset_create_reads_the_namespace_for_the_hpa_that_scales_it(api, synced_empty_cache):
+    """Rules W4, A2: as for a Deployment, an HPA of the StatefulSet not yet in the watch is read; an HPA of a
+    Deployment of the same name does not count."""
+    of_sts = hpa("db", 5, "ml")
+    of_sts["spec"]["scaleTargetRef"]["kind"] = "StatefulSet"
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", [hpa("db", 9, "ml"), of_sts], 500))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    sts = deployment("db", "ml", replicas=3) | {"kind": "StatefulSet"}
+    reasons = app.post("/mutate", json=review_of(sts)).get_json()["response"]["auditAnnotations"]["reasons"]
+    assert reasons.startswith("effective replicas 5 (HorizontalPodAutoscaler db minReplicas 5)")
+    assert len([r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]) == 1
+    assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 0.0}
+
+
 def test_create_without_any_hpa_reads_once_and_update_never(api, synced_empty_cache):
     api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", [hpa("other", 9, "ml")], 500))
     app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()

@@ -85,6 +85,17 @@ def test_create_deployment_patch_and_audit_summary(app):
         policylib.mutate(review["request"]["object"], None, namespace="serving").reasons)}
 
 
+def test_a_statefulset_review_gets_the_spread_and_its_hpa_through_the_watch_cache_facts(app):
+    """Rule A4: a StatefulSet CREATE is answered with the StatefulSet family's patch (no revision key)."""
+    sts = deployment("redis", "serving", 3) | {"kind": "StatefulSet"}
+    sts["spec"]["serviceName"] = "redis"
+    response = app.answer(review_of(sts))
+    assert [op["path"] for op in patch_of(response)] == ["/metadata/annotations",
+                                                         "/spec/template/spec/topologySpreadConstraints"]
+    assert patched(sts, response) == policylib.mutate(sts, None, namespace="serving").object
+    assert all("matchLabelKeys" not in c for c in patch_of(response)[1]["value"])
+
+
 def test_update_passes_old_object_to_policylib(app):
     review = sample("deployment-update.json")
     req = review["request"]
@@ -116,7 +127,7 @@ def test_unknown_kind_is_allowed_without_patch_and_the_audit_log_says_it_is_not_
     assert app.answer(review_of(config_map)) == {
         "uid": "uid-1", "allowed": True,
         "auditAnnotations": {"reasons": "not handled: policylib has no policy for v1 ConfigMap (it handles "
-                                        "Deployments, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
+                                        "Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
                                         "TrainJobs, Volcano Jobs and gang Pods)"}}
 
 
@@ -594,6 +605,7 @@ def test_two_apps_in_one_process_keep_separate_metrics():
 
 @pytest.mark.parametrize("group, kind, label", [
     ("apps", "Deployment", "Deployment"),
+    ("apps", "StatefulSet", "StatefulSet"),
     ("batch.volcano.sh", "Job", "Job"),
     ("kubeflow.org", "TFJob", "TFJob"),
     ("kubeflow.org", "PyTorchJob", "PyTorchJob"),
@@ -623,7 +635,7 @@ def test_random_kinds_share_one_metric_series(app):
     text = app.client.get("/metrics").get_data(as_text=True)
     # (HyperJob, JobSet, TrainJob: policy_failures starts at 0 for every kind with a policy.)
     assert set(re.findall(r'kind="([^"]*)"', text)) == {"other", "Deployment", "Job", "TFJob", "PyTorchJob", "MPIJob",
-                                                       "JobSet", "TrainJob", "HyperJob", "Pod"}
+                                                       "JobSet", "TrainJob", "HyperJob", "Pod", "StatefulSet"}
     assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="unchanged"}') == 50
     assert app.metric('policylib_webhook_review_duration_seconds_count{kind="other",operation="CREATE"}') == 50
 

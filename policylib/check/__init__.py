@@ -23,6 +23,7 @@ from .partitions import check_partitions
 from .settings import check_drift, check_match_label_keys, check_thresholds, check_topology_labels
 from .simulated import Simulations, check_pending_pods, check_simulated
 from .topology import check_topology
+from .volumes import check_volume_pins
 from .workload_api import check_workload_api
 
 __all__ = ["Finding", "check"]
@@ -57,4 +58,5 @@ def check(config: Config | dict[str, Any] | None, nodes: Iterable[dict[str, Any]
     findings += check_simulated(objects, simulations, findings) + check_pending_pods(objects)
     findings += check_gang_schedulers(config, nodes, objects, served_apis)
     findings += check_topology(config, nodes, objects, served_apis)
+    findings += check_volume_pins(config, nodes, objects)
     return sorted(findings, key=lambda f: SEVERITIES.index(f.severity))

@@ -227,8 +227,24 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
         objects += live_runtimes(c.api, stderr)
         if config.topology.levels:
             objects += live_kueue_topologies(c.api, stderr)
+        if workloads and config.statefulSets.enabled:
+            objects += live_volumes(c.api, args.namespace, stderr)
         version = kube.server_version(c.api)
     return nodes, pods + objects, version
+
+
+def live_volumes(api: Any, namespace: str | None, stderr: TextIO) -> list[dict[str, Any]]:
+    """Rules A7, A8: the PersistentVolumeClaims (of ``namespace``, or all) and the PersistentVolumes, what pins a
+    StatefulSet's ordinals to zones; a user who may not list them is told, and the check goes on without them."""
+    from ..shell import kube
+    out: list[dict[str, Any]] = []
+    for res, ns in ((kube.PVCS, namespace), (kube.PVS, None)):
+        try:
+            out += kube.snapshot(api, ns, resources=(res,), project=project_simulated, limit=kube.PROJECTED_PAGE)
+        except kube.Forbidden as e:
+            stderr.write(f"policylib: warning: cannot list {res.plural}: {e}; StatefulSets are checked without "
+                         "their volumes' zones\n")
+    return out
 
 
 def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:

@@ -46,9 +46,10 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         raise locate(e, docs) from None
     for obj in not_simulated(objects):
         stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
-                     "Deployments, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
+                     "Deployments, StatefulSets, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
     if not placements:
-        raise InputError(f"no Deployment, Volcano Job, Kubeflow job, JobSet or TrainJob in {', '.join(args.filename)}")
+        raise InputError(f"no Deployment, StatefulSet, Volcano Job, Kubeflow job, JobSet or TrainJob in "
+                         f"{', '.join(args.filename)}")
     if args.output == "json":
         stdout.write(json_array([p.as_dict() for p in placements]))
     elif args.output == "svg":
@@ -59,10 +60,12 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
 
 def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The workloads ``simulate`` does not place: anything but Deployments, the gang kinds of
+    """The workloads ``simulate`` does not place: anything but Deployments, StatefulSets, the gang kinds of
     :data:`~policylib.simulate.gangs.GANG_MODELS` (Volcano Jobs, Kubeflow jobs, JobSets, TrainJobs) and the context
-    it reads (Pods as load, HPAs, PodGroups, runtimes)."""
+    it reads (Pods as load, HPAs, PodGroups, runtimes, PersistentVolumeClaims and PersistentVolumes: rule A8)."""
     from ..simulate.gangs import gang_model
-    from ..spread import is_deployment
-    return [o for o in objects if isinstance(o, dict) and not (is_deployment(o) or gang_model(o) is not None
-                                                                or is_fact(o) or o.get("kind") in ("Pod", "Node"))]
+    from ..spread import is_spread_workload
+    from ..statefulset import is_claim, is_volume
+    return [o for o in objects if isinstance(o, dict) and not (is_spread_workload(o) or gang_model(o) is not None
+                                                                or is_fact(o) or is_claim(o) or is_volume(o)
+                                                                or o.get("kind") in ("Pod", "Node"))]

@@ -111,6 +111,14 @@ class HostSpread:
 
 
 @dataclass(frozen=True)
+class StatefulSetSettings:
+    """``statefulSets`` (rules A1-A6): StatefulSets get the zone and host spread of Deployments."""
+
+    enabled: bool = flag(True, "Apply the zone and host spread to StatefulSets (the zoneTopologySpread and "
+                         "hostTopologySpread settings, as for Deployments).", "P2")
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     """``webhook``: how the admission webhook treats a policy failure and big bodies.
 
@@ -407,6 +415,8 @@ class Config:
                                          "(docs/topology.md).", "N1")
     controller: ControllerSettings = section(ControllerSettings, "How `python -m webhook controller` applies its "
                                              "plan.", None)
+    statefulSets: StatefulSetSettings = section(StatefulSetSettings, "StatefulSets: the zone and host spread of "
+                                                "Deployments.", "A4")
 
     @property
     def zone(self) -> ZoneSpread:

@@ -30,9 +30,11 @@ from ..kubescheduler.plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_L
 from ..kubescheduler.resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 from ..kubescheduler.snapshot import node_states
 from ..spread import is_deployment
+from ..statefulset import is_statefulset
 from ..workload_api import WorkloadApi
 from .engine import Cluster
 from .gangs import gang_model, gang_owner, owner_of
+from .ordered import simulate_statefulset
 from .placement import TIE_ORDERS, GangVerdict, Placement, order_independent, place_pods, simulate_deployment
 from .topology import COSCHEDULING, KUBE_SCHEDULER, VOLCANO
 
@@ -61,12 +63,13 @@ def _replicas(obj: dict[str, Any]) -> int:
 
 def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
              config: Config | dict[str, Any] | None = None, *, workload_api: WorkloadApi | None = None) -> list[Placement]:
-    """Place every Deployment, Volcano Job and Kubeflow job of ``objects`` on ``nodes``, in order (the jobs as
-    gangs: all their minimum or nothing; a native gang with ``gang.topology`` in one domain, rule G25). Bound Pods
-    among ``objects`` count as load; HPAs give the effective replica counts; ``workload_api`` is what the cluster
-    serves of Kubernetes' Workload API (``--kube-version``, ``--cluster``; rule G22). Rule R14: after a workload
-    whose placement broke a tie, each later one is also placed on the cluster as the other tie-breaks left it,
-    and its Pending count is the range over all (within :data:`BRANCH_BUDGET`). Pure: nothing is changed."""
+    """Place every Deployment, StatefulSet (rule A8), Volcano Job and Kubeflow job of ``objects`` on ``nodes``, in
+    order (the jobs as gangs: all their minimum or nothing; a native gang with ``gang.topology`` in one domain,
+    rule G25). Bound Pods among ``objects`` count as load; HPAs give the effective replica counts;
+    ``workload_api`` is what the cluster serves of Kubernetes' Workload API (``--kube-version``, ``--cluster``;
+    rule G22). Rule R14: after a workload whose placement broke a tie, each later one is also placed on the
+    cluster as the other tie-breaks left it, and its Pending count is the range over all (within
+    :data:`BRANCH_BUDGET`). Pure: nothing is changed."""
     return _run(objects, nodes, config, workload_api)[0]
 
 
@@ -96,6 +99,12 @@ def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], con
         try:
             if is_deployment(obj):
                 out.append(_deployment_in_every_world(obj, config, facts, cluster, worlds, small))
+            elif is_statefulset(obj):   # rule A8: ordinal by ordinal, each bound volume's Nodes only
+                p = simulate_statefulset(obj, config, facts, cluster, objects)
+                for world, order in worlds:
+                    other = simulate_statefulset(obj, config, facts, world, objects, order)
+                    p.pending, p.pending_max = min(p.pending, other.pending), max(p.pending_max, other.pending_max)
+                out.append(p)
             elif model is not None:
                 out.append(model(obj, config, states, raw_nodes, facts))   # a gang's Pending is the main world's
                 cluster = Cluster(states)

@@ -1,4 +1,4 @@
-"""Zone and host topology spread for Deployments (rules S1-S22).
+"""Zone and host topology spread for Deployments (rules S1-S22) and StatefulSets (rules A1-A4).
 
 Each function decides one rule and cites its number in ``docs/specification.md``. The
 entry point :func:`mutate_deployment` edits a copy of the Deployment and
@@ -8,8 +8,8 @@ and ``affinity``, and this policy's own annotations on the Deployment.
 
 The modules, by what they decide: ``model`` (the record annotations, owned paths and managed keys,
 rule S8), ``effective`` (S2), ``shape`` (S1), ``constraints`` (S3-S7), ``anti_affinity`` (S9, S10),
-``write`` (S14-S16), ``update`` (S11-S13, S22), ``rollout`` (S19), ``drift`` (S17) and ``mutate``
-(the entry point). Every name is re-exported here.
+``write`` (S14-S16), ``update`` (S11-S13, S22), ``rollout`` (S19), ``drift`` (S17), ``workload`` (what differs
+per kind: A1-A3) and ``mutate`` (the entry points). Every name is re-exported here.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ from .model import (
     split_managed,
     template_of,
 )
-from .mutate import mutate_deployment
+from .mutate import mutate_deployment, mutate_workload
 from .rollout import Held, hold_for_next_rollout, pending_note, pending_rewrite
 from .shape import SpreadInputs, checked_old_object, deployment_shape_errors, spread_inputs
 from .update import (
@@ -71,9 +71,17 @@ from .update import (
     restored_anti_affinity,
     update_trigger,
 )
+from .workload import DEPLOYMENT, POD_TEMPLATE_KINDS, STATEFULSET, PodTemplateKind, is_spread_workload, pod_template_kind
 from .write import invalid_constraint_warnings, matches_current_settings, write_spread
 
 __all__ = [
+    "DEPLOYMENT",
+    "POD_TEMPLATE_KINDS",
+    "PodTemplateKind",
+    "STATEFULSET",
+    "is_spread_workload",
+    "mutate_workload",
+    "pod_template_kind",
     "AFFINITY",
     "ANNOTATIONS",
     "ANTI_AFFINITY_TERMS",

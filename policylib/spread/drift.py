@@ -13,17 +13,17 @@ from .model import (
     AFFINITY,
     constraints_of,
     describe_constraint,
-    is_deployment,
     managed_keys,
     split_managed,
 )
 from .shape import spread_inputs
+from .workload import is_spread_workload
 from .write import write_spread
 
 
 @dataclass(frozen=True)
 class Drift:
-    """Whether an existing Deployment needs a rewrite under reconcileDrift, and why."""
+    """Whether an existing Deployment or StatefulSet needs a rewrite under reconcileDrift, and why."""
 
     needs_rewrite: bool
     effective: int
@@ -44,10 +44,10 @@ def spread_drift(deployment: dict[str, Any], config: Config | None = None, facts
     reasons name each difference.
     """
     req, skipped = admission(deployment, config, None, facts, namespace)
-    if not is_deployment(deployment) or skipped:
-        return Drift(False, 0, ("not a managed Deployment",))
+    if not is_spread_workload(deployment) or skipped:
+        return Drift(False, 0, ("not a managed Deployment or StatefulSet",))
     ctx = spread_inputs(req)
-    config, effective = req.config, ctx.effective
+    config, effective = ctx.config, ctx.effective
     if effective.replicas < config.host.hardMinReplicas:
         return Drift(False, effective.replicas, (f"{effective.replicas} effective replicas < hardMinReplicas "
                                                  f"{config.host.hardMinReplicas}: kept until the count changes",))

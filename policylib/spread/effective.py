@@ -1,4 +1,4 @@
-"""The effective replica count of a Deployment (rule S2)."""
+"""The effective replica count of a Deployment or a StatefulSet (rules S2, A2)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -17,6 +17,7 @@ from ..facts import NO_FACTS, ClusterFacts, namespace_of
 from .model import (
     AUTOSCALING_MIN_ANNOTATION,
 )
+from .workload import kind_of
 
 
 @dataclass(frozen=True)
@@ -39,9 +40,9 @@ def hpa_min_replicas(hpa: dict[str, Any]) -> int:
 
 def effective_replicas(deployment: dict[str, Any], facts: ClusterFacts = NO_FACTS,
                        namespace: str | None = None) -> Effective:
-    """Rule S2: the autoscaling minimum, else the replicas.
+    """Rules S2, A2: the autoscaling minimum, else the replicas.
 
-    An HPA in the same namespace that targets the Deployment wins; without one,
+    An HPA in the same namespace whose ``scaleTargetRef`` is the Deployment (or the StatefulSet) wins; without one,
     the annotation ``policylib.io/autoscaling-min-replicas`` states the minimum
     for clusters whose HPAs we cannot see; otherwise ``spec.replicas``, which
     the API defaults to 1.
@@ -51,14 +52,15 @@ def effective_replicas(deployment: dict[str, Any], facts: ClusterFacts = NO_FACT
     if replicas is not None and not (is_int(replicas) and 0 <= replicas <= INT32_MAX):
         int_field(replicas, object_ref(deployment, ns), "spec.replicas", 0)
     name = (deployment.get("metadata") or {}).get("name")
-    hpas = facts.hpas_for(ns, name) if isinstance(name, str) and name else []
+    kind = kind_of(deployment)
+    hpas = facts.hpas_for(ns, kind.hpa_index_name(name)) if isinstance(name, str) and name else []
     if hpas:
         mins = sorted((hpa_min_replicas(h), h["metadata"].get("name", "")) for h in hpas)
         count, hpa_name = mins[-1]
         warnings: tuple[str, ...] = ()
         if len(hpas) > 1:
             names = ", ".join(n for _, n in mins)
-            warnings = (f"{len(hpas)} HorizontalPodAutoscalers target this Deployment ({names}); "
+            warnings = (f"{len(hpas)} HorizontalPodAutoscalers target this {kind.kind} ({names}); "
                         f"using the highest minReplicas, {count}",)
         return Effective(count, f"HorizontalPodAutoscaler {hpa_name} minReplicas {count}", warnings)
     annotations = (deployment.get("metadata") or {}).get("annotations") or {}

@@ -1,4 +1,5 @@
-"""The entry point: :func:`mutate_deployment` (rules P4, S2-S22), on CREATE or UPDATE."""
+"""The entry points: :func:`mutate_deployment` (rules P4, S2-S22) and :func:`mutate_workload`, the same rules for any
+pod-template workload (a StatefulSet's family calls it: rule A4), on CREATE or UPDATE."""
 from __future__ import annotations
 
 from typing import Any
@@ -39,12 +40,23 @@ def _old_effective(old: dict[str, Any], facts: ClusterFacts, namespace: str) -> 
 def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
                       facts: ClusterFacts | None = None, namespace: str | None = None) -> Result:
     """Rules P4, S2-S22: apply the spread rules to an ``apps/v1`` Deployment on CREATE (``old`` None) or UPDATE."""
+    return mutate_workload(obj, config, old=old, facts=facts, namespace=namespace)
+
+
+def mutate_workload(obj: dict[str, Any], config: Config | None = None, *, old: dict[str, Any] | None = None,
+                    facts: ClusterFacts | None = None, namespace: str | None = None,
+                    notes: Outcome | None = None) -> Result:
+    """Rules S2-S22, A4: the spread of a pod-template workload (a Deployment or a StatefulSet, read through its
+    :class:`~policylib.spread.workload.PodTemplateKind`) on CREATE (``old`` None) or UPDATE; ``notes`` are the
+    caller's own reasons and warnings, given after the effective count."""
     req, skipped = admission(obj, config, old, facts, namespace)
     if skipped:
         return skipped
     ctx = spread_inputs(req)
     out = Outcome([f"effective replicas {ctx.effective.replicas} ({ctx.effective.source})"],
                   list(ctx.effective.warnings))
+    if notes is not None:
+        out.merge(notes)
     draft = Draft(obj)
     written: list[dict[str, Any]] = []
     if old is None:
@@ -76,5 +88,5 @@ def mutate_deployment(obj: dict[str, Any], config: Config | None = None, *, old:
         draft.prune_empty(ANNOTATIONS)
     patch = diff_owned(obj, draft.root, OWNED_PATHS)
     result_obj = draft.root if patch else obj
-    out.warn(*invalid_constraint_warnings(constraints_of(result_obj), written))
+    out.warn(*invalid_constraint_warnings(constraints_of(result_obj), written, ctx.noun))
     return out.result(result_obj, patch)

@@ -1,4 +1,5 @@
-"""The Deployment the spread reads, checked (rule S1), and the inputs the spread is computed from."""
+"""The workload the spread reads (a Deployment or a StatefulSet), checked (rules S1, A1), and the inputs the spread is
+computed from."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,19 +24,26 @@ from .effective import Effective, effective_replicas
 from .model import (
     CONSTRAINTS_PATH,
 )
+from .workload import PodTemplateKind, kind_of
 
 ANTI_AFFINITY_PATH = "spec.template.spec.affinity.podAntiAffinity"
 
 
 @dataclass(frozen=True)
 class SpreadInputs:
-    """What the spread of one Deployment is computed from."""
+    """What the spread of one Deployment or StatefulSet is computed from; ``config`` is the settings as written for
+    its kind (:meth:`~policylib.spread.workload.PodTemplateKind.settings`)."""
 
     config: Config
     namespace: str
     selector: dict[str, Any]
     pod_labels: dict[str, Any]
     effective: Effective
+    kind: PodTemplateKind
+
+    @property
+    def noun(self) -> str:
+        return self.kind.kind
 
 
 def deployment_shape_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) -> list[FieldError]:
@@ -53,10 +61,10 @@ def deployment_shape_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) 
         meta_errs += map_errors((meta if isinstance(meta, dict) else {}).get(key), f"metadata.{key}")
     spec = obj.get("spec")
     if not isinstance(spec, dict):
-        return [required("spec", "a Deployment needs a spec")] + meta_errs
+        return [required("spec", f"a {kind_of(obj).kind} needs a spec")] + meta_errs
     selector = spec.get("selector")
     if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        errs = [required("spec.selector", f"{APPS_API_VERSION} Deployments need a non-empty selector")]
+        errs = [required("spec.selector", f"{APPS_API_VERSION} {kind_of(obj).kind}s need a non-empty selector")]
     else:
         errs = validate_label_selector(selector, "spec.selector")
     errs += meta_errs
@@ -64,7 +72,7 @@ def deployment_shape_errors(obj: dict[str, Any], entries: int = SPREAD_ENTRIES) 
         errs += int32_errors(spec["replicas"], "spec.replicas", 0)
     template = spec.get("template")
     if not isinstance(template, dict) or not isinstance(template.get("spec"), dict):
-        return errs + [required("spec.template.spec", "a Deployment needs a pod template")]
+        return errs + [required("spec.template.spec", f"a {kind_of(obj).kind} needs a pod template")]
     constraints = template["spec"].get("topologySpreadConstraints")
     if constraints is not None and not isinstance(constraints, list):
         errs.append(invalid(CONSTRAINTS_PATH, constraints, "must be a list"))
@@ -139,7 +147,9 @@ def checked_old_object(old: Any, ref: str) -> None:
 
 
 def spread_inputs(req: Admission) -> SpreadInputs:
-    """The Deployment read and checked (rule S1), with its effective replica count (rule S2)."""
+    """The Deployment or StatefulSet read and checked (rules S1, A1), with its effective replica count (rules S2,
+    A2) and the settings as written for its kind (rule A3)."""
     selector, pod_labels = _checked_shape(req.obj, req.ref, req.old is not None)
     effective = effective_replicas(req.obj, req.facts, req.namespace)
-    return SpreadInputs(req.config, req.namespace, selector, pod_labels, effective)
+    kind = kind_of(req.obj)
+    return SpreadInputs(kind.settings(req.config), req.namespace, selector, pod_labels, effective, kind)

@@ -148,7 +148,7 @@ def remove_restored_anti_affinity(draft: Draft, old: dict[str, Any], ctx: Spread
     affinity = without_terms(draft.get(AFFINITY), terms)
     draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
     removed = sum(len(t) for t in terms.values())
-    scope = "" if ctx.config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
+    scope = "" if ctx.config.removePodAntiAffinity == "all" else f" selecting the {ctx.noun}'s own pods"
     out.reason(f"removed {removed} pod anti-affinity term(s){scope} that the update brought back: "
                "the spread replaced them when it was written")
     host = next((c for c in constraints_of(old) if isinstance(c, dict)

@@ -61,7 +61,7 @@ def write_spread(draft: Draft, ctx: SpreadInputs, out: Outcome, previous: dict[s
                                                      config.removePodAntiAffinity)
         if removed:
             draft.set(AFFINITY, affinity) if affinity is not None else draft.delete(AFFINITY)
-            scope = "" if config.removePodAntiAffinity == "all" else " selecting the Deployment's own pods"
+            scope = "" if config.removePodAntiAffinity == "all" else f" selecting the {ctx.noun}'s own pods"
             out.reason(f"removed {removed} pod anti-affinity term(s){scope}: the spread replaces them")
             host = next((c for c in desired if c["topologyKey"] == config.host.topologyKey), None)
             if required and (host is None or host["whenUnsatisfiable"] != DO_NOT_SCHEDULE):
@@ -93,10 +93,10 @@ def matches_current_settings(obj: dict[str, Any], ctx: SpreadInputs, old: dict[s
     return bool(written) and not diff_owned(obj, probe.root, OWNED_PATHS)
 
 
-def invalid_constraint_warnings(constraints: list[Any], written: list[dict[str, Any]]) -> list[str]:
+def invalid_constraint_warnings(constraints: list[Any], written: list[dict[str, Any]], noun: str = "Deployment") -> list[str]:
     """Rule S16: report constraints the API server would reject; ours are valid by construction,
     so the check runs only when the list holds constraints we did not just write."""
     if constraints == written:
         return []
-    return [f"{err} (the API server will reject this Deployment)"
+    return [f"{err} (the API server will reject this {noun})"
             for err in validate_topology_spread_constraints(constraints or None)]

@@ -1,4 +1,4 @@
-"""Rule W4: a Deployment CREATE for which the HPA cache has no HPA reads the namespace's HPAs from the API
+"""Rule W4: a Deployment (or StatefulSet) CREATE for which the HPA cache has no HPA reads the namespace's HPAs from the API
 server once, because an HPA applied just before its Deployment (``kubectl apply`` of a file, HPA first) may not
 have reached the watch yet, and the Deployment would then be stored for its own ``spec.replicas``: the stored
 result would depend on timing. The read overlaps with the policy (:func:`decide_overlapped`)."""
@@ -8,8 +8,8 @@ import functools
 import logging
 from typing import Any, Callable, TypeVar
 
-from policylib.constants import APPS_API_VERSION
 from policylib.facts import ClusterFacts, hpa_target
+from policylib.spread import pod_template_kind
 
 from .hpacache import HpaCache, slim_hpa
 from .hparead import CONFIRM_LIMIT
@@ -103,13 +103,13 @@ def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespac
     the one deciding with ``facts`` gives: without an HPA both see none, with one the second decision
     has it, and a failed read leaves the cache's answer."""
     name = ((obj or {}).get("metadata") or {}).get("name") if isinstance(obj, dict) else None
-    deployment = isinstance(obj, dict) and obj.get("kind") == "Deployment" and obj.get("apiVersion") == APPS_API_VERSION
-    if not deployment or not facts.needs_read(namespace, name):
+    kind = pod_template_kind(obj)   # a Deployment or a StatefulSet: its HPAs are indexed by its kind's name (rule A2)
+    if kind is None or not isinstance(name, str) or not facts.needs_read(namespace, kind.hpa_index_name(name)):
         return decide(facts)
-    assert namespace is not None and isinstance(name, str)  # needs_read checked them
-    facts.start(namespace, name)
+    assert namespace is not None  # needs_read checked it
+    facts.start(namespace, kind.hpa_index_name(name))
     first = decide(facts.cache)
-    return decide(facts) if facts.found(namespace, name) else first
+    return decide(facts) if facts.found(namespace, kind.hpa_index_name(name)) else first
 
 
 def for_review(facts: ClusterFacts, operation: str, counted: Callable[[str], None],

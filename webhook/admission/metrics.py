@@ -32,7 +32,7 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 #: from the request, random kinds would add series (and bytes to every worker's multiprocess
 #: file, on a small emptyDir) without bound.
 POLICY_KINDS = {
-    APPS_GROUP: frozenset({"Deployment"}),
+    APPS_GROUP: frozenset({"Deployment", "StatefulSet"}),
     VOLCANO_BATCH_GROUP: frozenset({"Job"}),
     KUBEFLOW_GROUP: frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
     JOBSET_GROUP: frozenset({"JobSet"}),

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Histogram
 
 import policylib
 from policylib.constants import ANY_ADDRESS, CONTROLLER_PORT, INSTALL_NAMESPACE, WEBHOOK_CONFIGURATION
-from policylib.facts import CLUSTER_TRAINING_RUNTIME, hpa_targets, namespace_of
+from policylib.facts import CLUSTER_TRAINING_RUNTIME, hpa_targets, namespace_of, scale_target_of
 from policylib.plan import PLANNERS
 from policylib.projection import project
 from policylib.shell import kube
@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 GANG_KINDS = frozenset(r.kind for r in kube.GANG_JOBS)
 RUNTIME_KINDS = frozenset(r.kind for r in kube.TRAINING_RUNTIMES)
 DEPLOYMENT = kube.DEPLOYMENTS.api_version
+#: The kinds the spread writes, all ``apps/v1`` (rules S1, A4): their keys are ``(apps/v1, kind, namespace, name)``.
+SPREAD_KINDS = frozenset({kube.DEPLOYMENTS.kind, kube.STATEFULSETS.kind})
 
 
 def is_gang_kind(kind: object) -> bool:
@@ -81,10 +83,11 @@ def runtime_key(obj: dict[str, Any]) -> tuple[str, str, str]:
 # --- what is watched, and the keys an event touches (pure) -------------------------------------------
 
 def watched_resources(config: policylib.Config) -> tuple[Any, ...]:
-    """Deployments and HPAs always; Kubeflow jobs, JobSets, TrainJobs with Trainer's runtimes (rule T7) and
-    PodGroups only for gang method podgroup (most clusters serve neither, and there is nothing to write for them
-    otherwise), and with Kubernetes' own Workload and PodGroup for method workload."""
-    base = (kube.DEPLOYMENTS, kube.HPAS)
+    """Deployments and HPAs always, StatefulSets unless ``statefulSets.enabled`` is false (rule A4); Kubeflow
+    jobs, JobSets, TrainJobs with Trainer's runtimes (rule T7) and PodGroups only for gang method podgroup (most
+    clusters serve neither, and there is nothing to write for them otherwise), and with Kubernetes' own Workload and
+    PodGroup for method workload."""
+    base = (kube.DEPLOYMENTS, kube.HPAS) + ((kube.STATEFULSETS,) if config.statefulSets.enabled else ())
     jobs = kube.GANG_JOBS + kube.TRAINING_RUNTIMES
     podgroups = config.gang.enabled and config.gang.method == "podgroup"
     if config.gang.enabled and config.gang.method == "workload":   # rule G19: Kubernetes' own Workload, PodGroup
@@ -114,13 +117,19 @@ def new_store(res: kube.Resource) -> Store:
 
 
 def event_keys(event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> list[ObjectKey]:
-    """The keys one watch event touches (pure): a Deployment's own key (a deletion too: the worker
-    forgets it), an HPA's targets before and after, a PodGroup's owning job, a Kubeflow job or a JobSet."""
+    """The keys one watch event touches (pure): a Deployment's or a StatefulSet's own key (a deletion too: the
+    worker forgets it), an HPA's targets before and after (a Deployment or a StatefulSet), a PodGroup's owning
+    job, a Kubeflow job or a JobSet."""
     kind, ns, name = obj.get("kind"), namespace_of(obj), (obj.get("metadata") or {}).get("name", "")
-    if kind == "Deployment":
-        return [(DEPLOYMENT, "Deployment", ns, name)]
+    if kind in SPREAD_KINDS:
+        return [(DEPLOYMENT, str(kind), ns, name)]
     if kind == "HorizontalPodAutoscaler":
-        return [(DEPLOYMENT, "Deployment", *t) for hpa in (obj, old) for t in hpa_targets(hpa or {})]
+        keys: list[ObjectKey] = []
+        for hpa in (obj, old):
+            for target_ns, target in hpa_targets(hpa or {}):
+                target_kind, target_name = scale_target_of(target)
+                keys.append((DEPLOYMENT, target_kind, target_ns, target_name))
+        return keys
     if kind in ("PodGroup", "Workload"):
         return controller_owners(obj) + controller_owners(old or {})
     if is_gang_kind(kind) and event_type != "DELETED":
@@ -144,9 +153,9 @@ def runtime_event_keys(trainjobs: Store | None) -> Callable[[str, dict[str, Any]
 
 
 def reconciled_resources(resources: tuple[kube.Resource, ...]) -> tuple[kube.Resource, ...]:
-    """The watched resources whose every object is a key of the reconciler: Deployments, Kubeflow jobs, JobSets
-    and TrainJobs."""
-    return tuple(r for r in resources if r.kind == "Deployment" or is_gang_kind(r.kind))
+    """The watched resources whose every object is a key of the reconciler: Deployments, StatefulSets, Kubeflow
+    jobs, JobSets and TrainJobs."""
+    return tuple(r for r in resources if r.kind in SPREAD_KINDS or is_gang_kind(r.kind))
 
 
 def chain(first: Handler, then: Handler) -> Handler:

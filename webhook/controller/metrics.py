@@ -55,7 +55,7 @@ class ControllerMetrics(ReflectorMetrics):
         self.deferred = Counter("policylib_controller_deferred_rollouts",
                                 "Rollouts held back by maxConcurrentRollouts", registry=self.registry)
         self.leader = Gauge("policylib_controller_leader", "1 while this replica holds the Lease", registry=self.registry)
-        self.rolling = Gauge("policylib_controller_rolling", "Deployments rolled by us still rolling",
+        self.rolling = Gauge("policylib_controller_rolling", "Deployments and StatefulSets rolled by us still rolling",
                              registry=self.registry)
         self.queue_depth = Gauge("policylib_controller_queue_depth", "Keys waiting to be reconciled",
                                  registry=self.registry)

@@ -22,7 +22,7 @@ from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .notices import Notices
 from .overlay import Overlay, OverlayFacts, version_of
-from .rollouts import ObjectKey, Rollouts, undone_by_admission
+from .rollouts import ObjectKey, Rollouts, gate_key, undone_by_admission
 from .runtime import DONE, Reconciling, Result
 from .scope import ScopeWatch
 from .served import ServedWorkloadApi
@@ -37,6 +37,8 @@ SCOPE_KEY: ObjectKey = ("policylib.io/v1", "Scope", "", "")
 #: may lag the controller's by a moment: an HPA minimum it has not seen yet), then not until the object changes or the
 #: next resync (a webhook whose config differs would undo it forever).
 UNDONE_RETRY_SECONDS = (5.0, 20.0, 60.0)
+#: The kinds whose pod-template writes go through the rollout gate: the spread's (rules S1, A4).
+SPREAD_WRITES = frozenset({kube.DEPLOYMENTS.kind, kube.STATEFULSETS.kind})
 
 
 class Reconciler(Reconciling):
@@ -178,8 +180,9 @@ class Reconciler(Reconciling):
         if self._terms_seen != self._terms:
             self._terms_seen = self._terms
             self.scopes.reported = None   # a new leader says again what the scope leaves out
-            store = self.stores.get(kube.DEPLOYMENTS)
-            self.rollouts.recover(store.values() if store else [])
+            rolled = [obj for res in (kube.DEPLOYMENTS, kube.STATEFULSETS) if (store := self.stores.get(res))
+                      for obj in store.values()]
+            self.rollouts.recover(rolled)
 
     def reconcile(self, key: ObjectKey) -> Result:
         """Plan one object and make its writes: a failed write is retried with backoff, a conflict (fresh
@@ -261,8 +264,9 @@ class Reconciler(Reconciling):
         ``deferred`` (rollout cap), ``skipped`` (not leading),
         ``conflict`` (fresh state in the overlay), ``replan`` (the served Workload API changed), ``gone``,
         ``unserved`` or ``failed``."""
-        gate_key = (write.namespace, write.name)
-        if write.kind == "Deployment" and write.rollout and not self.rollouts.admit(key, gate_key):
+        gated = gate_key(write.kind, write.namespace, write.name)
+        spread = write.kind in SPREAD_WRITES
+        if spread and write.rollout and not self.rollouts.admit(key, gated):
             self.metrics.deferred.inc()
             return "deferred"
         entry = {"kind": write.kind, "namespace": write.namespace, "object_name": write.name, "action": write.action,
@@ -299,9 +303,9 @@ class Reconciler(Reconciling):
             return "failed"
         log.info("write", extra=entry)
         self.metrics.writes.labels(write.kind, write.action, str(write.rollout).lower(), "false").inc()
-        if write.kind == "Deployment" and write.rollout:
-            self.rollouts.started(gate_key)
-        undone = write.kind == "Deployment" and write.rollout and isinstance(body, dict) and \
+        if spread and write.rollout:
+            self.rollouts.started(gated)
+        undone = spread and write.rollout and isinstance(body, dict) and \
             undone_by_admission(write.patch, body)
         if undone:
             # an admission webhook put the template back (its config differs from ours, for example while a

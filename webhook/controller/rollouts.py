@@ -1,25 +1,58 @@
-"""The rollout gate (rule: at most ``controller.maxConcurrentRollouts`` Deployments the controller
-rolled are rolling at once) and the check for a write an admission webhook undid. The worker owns
-both: it observes every Deployment it plans, recovers the gate itself after it takes the lead, and
-defers keys here until a slot frees."""
+"""The rollout gate (rule: at most ``controller.maxConcurrentRollouts`` Deployments and StatefulSets the
+controller rolled are rolling at once) and the check for a write an admission webhook undid. The worker owns
+both: it observes every Deployment and StatefulSet it plans, recovers the gate itself after it takes the lead,
+and defers keys here until a slot frees. A gate key is ``(namespace, name)`` for a Deployment and
+``(namespace, StatefulSet/name)`` for a StatefulSet (:func:`gate_key`)."""
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from policylib.facts import namespace_of
+from policylib.facts import namespace_of, scale_target_name
 from policylib.spread import RECORD_REPLICAS
 
 ObjectKey = tuple[str, str, str, str]  # (apiVersion, kind, namespace, name) of a Deployment or a Kubeflow job
 
 
+def gate_key(kind: str, namespace: str, name: str) -> tuple[str, str]:
+    """The rollout gate's key of a Deployment's or a StatefulSet's rollout."""
+    return namespace, scale_target_name(kind, name)
+
+
+def statefulset_rollout_complete(statefulset: dict[str, Any]) -> bool:
+    """The StatefulSet controller has observed and finished its latest template (rule A4).
+
+    Same test as ``kubectl rollout status`` of a StatefulSet: observedGeneration caught up, every replica
+    ready, and then every replica at or above the partition updated, or with no partition the current revision
+    the update revision. ``OnDelete`` never rolls by itself: nothing to wait for.
+    """
+    meta, spec, status = (statefulset.get("metadata") or {}, statefulset.get("spec") or {},
+                          statefulset.get("status") or {})
+    strategy = spec.get("updateStrategy") or {}
+    if (strategy.get("type") or "RollingUpdate") != "RollingUpdate":
+        return True
+    observed = status.get("observedGeneration", 0)
+    if not observed or meta.get("generation", 0) > observed:
+        return False
+    replicas = spec.get("replicas", 1)
+    if status.get("readyReplicas", 0) < replicas:
+        return False
+    partition = (strategy.get("rollingUpdate") or {}).get("partition")
+    if isinstance(partition, int) and partition > 0:
+        return bool(status.get("updatedReplicas", 0) >= replicas - partition)
+    return bool(status.get("updateRevision") == status.get("currentRevision"))
+
+
 def rollout_complete(deployment: dict[str, Any]) -> bool:
-    """The Deployment controller has observed and finished its latest template.
+    """The Deployment controller has observed and finished its latest template (a StatefulSet:
+    :func:`statefulset_rollout_complete`).
 
     Same test as ``kubectl rollout status``: observedGeneration caught up and
     every replica updated and available.
     """
+    if deployment.get("kind") == "StatefulSet":
+        return statefulset_rollout_complete(deployment)
     meta, spec, status = deployment.get("metadata") or {}, deployment.get("spec") or {}, deployment.get("status") or {}
     replicas = spec.get("replicas", 1)
     return bool(status.get("observedGeneration", 0) >= meta.get("generation", 0)
@@ -36,7 +69,7 @@ class RolloutGate:
     rolling: set[Any] = field(default_factory=set)
 
     def update(self, deployment: dict[str, Any]) -> None:
-        key = (namespace_of(deployment), deployment["metadata"]["name"])
+        key = gate_key(str(deployment.get("kind") or "Deployment"), namespace_of(deployment), deployment["metadata"]["name"])
         if key in self.rolling and rollout_complete(deployment):
             self.rolling.discard(key)
 
@@ -68,33 +101,33 @@ class Rollouts:
     def observe(self, key: ObjectKey, deployment: dict[str, Any] | None) -> list[ObjectKey]:
         """The worker saw ``deployment`` (None: deleted) for ``key``: returns the deferred keys to queue
         again when that freed a slot."""
-        gate_key = (key[2], key[3])
+        gated = gate_key(key[1], key[2], key[3])
         with self._lock:
             if deployment is None:
                 self.deferred.discard(key)
-                freed = gate_key in self.gate.rolling
-                self.gate.forget(gate_key)
+                freed = gated in self.gate.rolling
+                self.gate.forget(gated)
             else:
-                freed = gate_key in self.gate.rolling
+                freed = gated in self.gate.rolling
                 self.gate.update(deployment)
-                freed = freed and gate_key not in self.gate.rolling
+                freed = freed and gated not in self.gate.rolling
             if not freed:
                 return []
             keys = sorted(self.deferred)
             self.deferred.clear()
             return keys
 
-    def admit(self, key: ObjectKey, gate_key: tuple[str, str]) -> bool:
+    def admit(self, key: ObjectKey, gated: tuple[str, str]) -> bool:
         """Whether ``key`` may start a rollout now; if not, it is deferred until a slot frees."""
         with self._lock:
-            if self.gate.admit(gate_key):
+            if self.gate.admit(gated):
                 return True
             self.deferred.add(key)
             return False
 
-    def started(self, gate_key: tuple[str, str]) -> None:
+    def started(self, gated: tuple[str, str]) -> None:
         with self._lock:
-            self.gate.started(gate_key)
+            self.gate.started(gated)
 
     def recover(self, deployments: list[dict[str, Any]]) -> None:
         """After a restart or failover, rollouts a previous leader started still count against the cap."""
@@ -102,7 +135,7 @@ class Rollouts:
             for d in deployments:
                 annotations = (d.get("metadata") or {}).get("annotations") or {}
                 if RECORD_REPLICAS in annotations and not rollout_complete(d):
-                    self.gate.started((namespace_of(d), d["metadata"]["name"]))
+                    self.gate.started(gate_key(str(d.get("kind") or "Deployment"), namespace_of(d), d["metadata"]["name"]))
 
     def rolling(self) -> int:
         with self._lock:

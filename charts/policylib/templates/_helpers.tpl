@@ -81,7 +81,9 @@ gang method podgroup), workload (gang method workload: Kubernetes' Workload and 
 {{- $podgroups = ternary (list "scheduling.volcano.sh") (list "scheduling.x-k8s.io" "scheduling.sigs.k8s.io") (eq $scheduler "volcano") -}}
 {{- end -}}
 {{- $workload := and $on (eq $method "workload") -}}
-{{- toJson (dict "scaleDown" (ternary $ctl.spreadAwareScaleDown true (hasKey $ctl "spreadAwareScaleDown")) "podgroups" $podgroups "workload" $workload "kubeflow" (or (not (empty $podgroups)) $workload)) -}}
+{{- $sts := $c.statefulSets | default dict -}}
+{{- $statefulSets := ternary $sts.enabled true (hasKey $sts "enabled") -}}
+{{- toJson (dict "scaleDown" (ternary $ctl.spreadAwareScaleDown true (hasKey $ctl "spreadAwareScaleDown")) "podgroups" $podgroups "workload" $workload "kubeflow" (or (not (empty $podgroups)) $workload) "statefulSets" $statefulSets) -}}
 {{- end -}}
 
 {{- define "policylib.checks" -}}

@@ -70,6 +70,11 @@ def typed(res: Resource, obj: Any) -> Any:
 
 
 DEPLOYMENTS = Resource(APPS_GROUP, "v1", "deployments", "Deployment")
+#: StatefulSets: the spread's second kind (rules A1-A6).
+STATEFULSETS = Resource(APPS_GROUP, "v1", "statefulsets", "StatefulSet")
+#: Rules A7, A8: a StatefulSet's claims and the PersistentVolumes bound to them (``check`` and ``simulate --cluster``).
+PVCS = Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim")
+PVS = Resource("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False)
 HPAS = Resource(AUTOSCALING_GROUP, "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 TFJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "tfjobs", "TFJob")
 PYTORCHJOBS = Resource(KUBEFLOW_GROUP, KUBEFLOW_VERSION, "pytorchjobs", "PyTorchJob")
@@ -134,7 +139,7 @@ DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
 #: each in the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
 UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
-    (APPS_GROUP, "v1", "statefulsets", "StatefulSet"), (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
+    (APPS_GROUP, "v1", "daemonsets", "DaemonSet"),
     (APPS_GROUP, "v1", "replicasets", "ReplicaSet"), ("batch", "v1", "jobs", "Job"), ("batch", "v1", "cronjobs", "CronJob"),
     ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets", "LeaderWorkerSet"),
     (KUBEFLOW_GROUP, KUBEFLOW_VERSION, "paddlejobs", "PaddleJob"),
@@ -147,11 +152,11 @@ NOT_ADMITTED_WORKLOADS: tuple[Resource, ...] = ()
 #: What a metadata-only list asks for (kube-apiserver's ``as=PartialObjectMetadataList``).
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io"
 #: What ``policylib plan --cluster`` reads.
-SNAPSHOT_RESOURCES = (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
+SNAPSHOT_RESOURCES = (DEPLOYMENTS, STATEFULSETS, HPAS) + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,) + NATIVE_GANG
 
 REGISTRY: dict[tuple[str, str], Resource] = {
     (r.api_version, r.kind): r
-    for r in (DEPLOYMENTS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
+    for r in (DEPLOYMENTS, STATEFULSETS, HPAS, LEASES, EVENTS, NODES, PODS, NAMESPACES, CONFIGMAPS, MUTATING_WEBHOOKS)
     + GANG_JOBS + PODGROUPS + (VOLCANO_PODGROUPS,)
     + NATIVE_GANG}
 

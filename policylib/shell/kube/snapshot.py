@@ -15,6 +15,7 @@ from .resources import (
     NATIVE_GANG,
     PODGROUPS,
     SNAPSHOT_RESOURCES,
+    STATEFULSETS,
     VOLCANO_PODGROUPS,
     Resource,
 )
@@ -23,18 +24,19 @@ from .wire import PAGE
 
 def snapshot_resources(config: Any) -> tuple[Resource, ...]:
     """What ``plan --cluster`` and ``check --cluster`` read for ``config`` (a :class:`policylib.Config`):
-    Deployments, HPAs, Kubeflow jobs, JobSets, TrainJobs (their runtimes: ``live_runtimes``) and scheduler-plugins'
-    PodGroups always; Volcano's PodGroups only for
-    gang method podgroup on scheduler volcano (rule G21; a Volcano cluster has one per pod), Kubernetes' own
-    Workloads and PodGroups only for method workload (G18). A user who may read only some groups then
-    needs no more than the settings use."""
+    Deployments, StatefulSets (unless ``statefulSets.enabled`` is false, rule A4), HPAs, Kubeflow jobs, JobSets,
+    TrainJobs (their runtimes: ``live_runtimes``) and scheduler-plugins' PodGroups always; Volcano's PodGroups only
+    for gang method podgroup on scheduler volcano (rule G21; a Volcano cluster has one per pod), Kubernetes' own
+    Workloads and PodGroups only for method workload (G18). A user who may read only some groups then needs no more
+    than the settings use."""
     gang = config.gang
     extra: tuple[Resource, ...] = ()
     if gang.enabled and gang.method == "podgroup" and gang.scheduler == "volcano":
         extra = (VOLCANO_PODGROUPS,)
     elif gang.enabled and gang.method == "workload":
         extra = NATIVE_GANG
-    return (DEPLOYMENTS, HPAS) + GANG_JOBS + PODGROUPS + extra
+    statefulsets = (STATEFULSETS,) if config.statefulSets.enabled else ()
+    return (DEPLOYMENTS,) + statefulsets + (HPAS,) + GANG_JOBS + PODGROUPS + extra
 
 
 def snapshot(api: Api, namespace: str | None = None, resources: tuple[Resource, ...] = SNAPSHOT_RESOURCES,
