@@ -132,7 +132,7 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
         "trainjobs.policylib.io": [(["trainer.kubeflow.org"], ["v1alpha1"], ["trainjobs"], ["CREATE", "UPDATE"])],
         "statefulsets.policylib.io": [(["apps"], ["v1"], ["statefulsets"], ["CREATE", "UPDATE"])],
     }
-    assert [w["name"] for w in config["webhooks"]].index("statefulsets.policylib.io") == 5
+    assert [w["name"] for w in config["webhooks"]].index("statefulsets.policylib.io") == 6
 
 
 def test_rbac_is_least_privilege(base):

@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ..constants import ZONE_LABEL
 from ..facts import namespace_of
 from ..kubescheduler.model import NodeState, node_selector_term_matches
 
 #: The zone labels VolumeZone reads on a PersistentVolume, the GA key first.
-PV_ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+PV_ZONE_LABELS = (ZONE_LABEL, "failure-domain.beta.kubernetes.io/zone")
 #: Every topology label VolumeZone matches against a Node (zone and region, GA and beta keys).
 PV_TOPOLOGY_LABELS = PV_ZONE_LABELS + ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
 
