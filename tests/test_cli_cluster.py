@@ -335,3 +335,32 @@ def test_check_cluster_reads_the_claims_and_volumes_that_pin_a_statefulsets_ordi
         "statefulset ml/db: bound volumes pin its 3 ordinal(s) to zone-a=0, zone-b=3, zone-c=0 (zone skew at least 3 > "
         "maxSkew 1): the scheduler cannot move a pod off its volume's zone, so the spread cannot repair this; only new "
         "claims (their data moved) can"]
+
+
+def test_check_cluster_goes_on_without_volumes_the_user_may_not_list(tmp_path):
+    """Rule A7: a user who may not list PersistentVolumeClaims is told so on stderr; the check goes on and names
+    nothing it could not see."""
+    import json
+
+    from tests.test_installed import NAMESPACES, install
+    from tests.test_statefulset import NODES, bound, statefulset, with_claims
+    sts = with_claims(statefulset("db", "ml", replicas=3))
+    volumes = [o for i in range(3) for o in bound(i, ["zone-b"], "db", namespace="ml")]
+    strip = lambda objs: [{k: v for k, v in o.items() if k not in ("apiVersion", "kind")} for o in objs]  # noqa: E731
+    forbidden = (403, {"kind": "Status", "apiVersion": "v1", "code": 403, "reason": "Forbidden",
+                       "message": "persistentvolumeclaims is forbidden"})
+    with FakeAPI() as api:
+        install(api, {"rel": ("policylib", {})}, [], NAMESPACES)
+        api.route("GET", "/apis/apps/v1/statefulsets", paged_list("StatefulSet", strip([sts]), 500))
+        api.route("GET", "/api/v1/persistentvolumeclaims", forbidden)
+        api.route("GET", "/api/v1/persistentvolumes", paged_list("PersistentVolume", strip(volumes[1::2]), 500))
+        api.route("GET", "/api/v1/nodes", paged_list("Node", strip(NODES), 500))
+        api.route("GET", "/api/v1/pods", paged_list("Pod", [], 500))
+        api.route("GET", "/version", (200, {"gitVersion": "v1.37.0"}))
+        api.route("GET", "/apis", (200, {"kind": "APIGroupList", "groups": []}))
+        code, out, err = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k"), "-o", "json"])
+    assert code == 0, err
+    assert [f for f in json.loads(out) if f["key"] == "volume-pinned-skew"] == []
+    assert [line for line in err.splitlines() if "persistentvolumeclaims" in line] == [
+        "policylib: warning: cannot list persistentvolumeclaims: HTTP 403 Forbidden: persistentvolumeclaims is "
+        "forbidden; StatefulSets are checked without their volumes' zones"]

@@ -351,7 +351,7 @@ def test_simulate_names_what_it_did_not_simulate(tmp_path):
     import yaml
     nodes = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
               "status": {"allocatable": {"cpu": "8", "memory": "8Gi", "pods": "110"}}}]
-    sts = {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": "db", "namespace": "ml"}, "spec": {}}
+    sts = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "db", "namespace": "ml"}, "spec": {}}
     tf = {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "t", "namespace": "ml"}, "spec": {}}
     f = tmp_path / "w.yaml"
     f.write_text(yaml.safe_dump_all([deployment(replicas=1), sts, tf, _hpa(1)]))
@@ -360,7 +360,7 @@ def test_simulate_names_what_it_did_not_simulate(tmp_path):
     code, _, err = _cli(["simulate", "-f", str(f), "--nodes", str(n)])
     assert code == 0
     assert [line.split(": kind")[0] for line in err.splitlines()] == [
-        "policylib: not simulated: StatefulSet ml/db", "policylib: not simulated: CronJob ml/t"]
+        "policylib: not simulated: DaemonSet ml/db", "policylib: not simulated: CronJob ml/t"]
 
 
 def test_cluster_commands_take_kubeconfig_and_namespace(tmp_path):
