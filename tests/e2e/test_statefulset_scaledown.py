@@ -226,6 +226,14 @@ def test_statefulset_scale_in_removes_the_highest_ordinals_wherever_they_are(set
         answer = simulated_scale_in(r, tmp)
         assert answer["removed"] == [f"{r['name']}-{i}" for i in range(r["up"] - 1, r["down"] - 1, -1)], report
         assert answer["zones"] == r["zones_down"] and answer["podsInInput"] == r["up"], (report, answer)
+        if r["policy"] == "OrderedReady":
+            # monotonic: each ordinal was created only once the one below it was Ready (the fake kubelet's Ready
+            # condition is what the controller waited on; timestamps have a resolution of one second)
+            pods = {ordinal(p, r["name"]): p for p in r["snapshot"][1:]}
+            ready = {i: next(c["lastTransitionTime"] for c in p["status"]["conditions"] if c["type"] == "Ready")
+                     for i, p in pods.items()}
+            assert all(pods[i]["metadata"]["creationTimestamp"] >= ready[i - 1] for i in range(1, r["up"])), \
+                (r["name"], {i: (pods[i]["metadata"]["creationTimestamp"], ready[i]) for i in pods})
         # ordinals 0, 1 and 2 are placed first (one by one, or in Parallel's first batches of 1 and 2) and the
         # zone spread's score puts them in the three zones: no scale-in to 3 or more empties a zone ...
         assert len({zone_of[r["placed"][i][0]] for i in range(3)}) == 3, (report, r["name"])
