@@ -327,9 +327,75 @@ def test_simulate_scale_refuses_an_unknown_name_and_a_bad_count(tmp_path):
     path = tmp_path / "in.yaml"
     path.write_text(yaml.safe_dump_all([deployment([zone_constraint()]), *NODES]))
     code, _, err = _cli("simulate", "-f", str(path), "--scale", "api=3")
-    assert code == 2 and "--scale api=3: no Deployment named api in the input; Deployments: default/web" in err
+    assert code == 2 and ("--scale api=3: no Deployment or StatefulSet named api in the input; Deployments and "
+                          "StatefulSets: default/web") in err
     code, _, err = _cli("simulate", "-f", str(path), "--scale", "web=-1")
     assert code == 2 and "--scale web=-1: expected NAME=N" in err
+
+
+def statefulset(name: str = "db", start: int | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": 9, "serviceName": name, "selector": {"matchLabels": {"app": name}},
+                            "template": {"metadata": {"labels": {"app": name}}, "spec": {"containers": []}}}
+    if start is not None:
+        spec["ordinals"] = {"start": start}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "namespace": "default"},
+            "spec": spec}
+
+
+def statefulset_pod(name: str, node_name: str, app: str = "db", **kw: Any) -> dict[str, Any]:
+    p = pod(name, node_name, **kw)
+    p["metadata"]["labels"] = {"app": app, "apps.kubernetes.io/pod-index": name.rsplit("-", 1)[1]}
+    p["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": app,
+                                         "uid": f"sts-{app}", "controller": True}]
+    return p
+
+
+#: Nine ordinals on zones a, b, c: the first three in three zones, the rest all in zone a (cost annotations and
+#: colocation that would steer the ReplicaSet controller mean nothing to the StatefulSet controller).
+NINE = ["a1", "b1", "c1", "a1", "a2", "a1", "a2", "a1", "a2"]
+
+
+def test_a_statefulset_scale_in_removes_the_highest_ordinals_whatever_their_zones_and_costs():
+    from policylib.scaledown.ordinals import scale_in
+    pods = [statefulset_pod(f"db-{i}", n, cost="-1000" if i == 8 else None) for i, n in enumerate(NINE)]
+    pods.append(statefulset_pod("db-9", "b2", phase="Succeeded"))            # finished: not a pod it removes
+    pods.append(statefulset_pod("other-1", "b2", app="db"))                 # matched by the selector, not its name
+    pods.append(pod("web-0", "c2"))                                          # another workload
+    out = scale_in(statefulset(), pods, ZONE_OF, 4)
+    assert out.removed == ["db-8", "db-7", "db-6", "db-5", "db-4"]
+    assert (out.found, out.before, out.after) == (9, {"a": 7, "b": 1, "c": 1}, {"a": 2, "b": 1, "c": 1})
+    assert scale_in(statefulset(), pods, ZONE_OF, 2).after == {"a": 1, "b": 1, "c": 0}   # zone c emptied
+    assert scale_in(statefulset(), pods, ZONE_OF, 12).removed == []
+    # spec.ordinals.start: the ordinals kept are [start, start + replicas)
+    shifted = [statefulset_pod(f"db-{i + 5}", n) for i, n in enumerate(NINE)]
+    out = scale_in(statefulset(start=5), shifted, ZONE_OF, 3)
+    assert out.removed == [f"db-{i}" for i in range(13, 7, -1)] and out.after == {"a": 1, "b": 1, "c": 1}
+
+
+def test_simulate_scale_of_a_statefulset_prints_the_ordinals_it_removes_or_that_it_has_no_pods(tmp_path):
+    import json
+
+    import yaml
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([statefulset(), *NODES,
+                                        *[statefulset_pod(f"db-{i}", n) for i, n in enumerate(NINE)]]))
+    code, out, err = _cli("simulate", "-f", str(path), "--scale", "db=4")
+    assert code == 0, err
+    assert out.splitlines() == [
+        "statefulset default/db: 9 -> 4 replicas; pods per zone now a=7, b=1, c=1",
+        "  removes db-8, db-7, db-6, db-5, db-4 (the highest ordinals: the StatefulSet controller reads no deletion "
+        "cost); leaves a=2, b=1, c=1 (zone skew 1)"]
+    code, out, _ = _cli("simulate", "-f", str(path), "--scale", "default/db=2", "-o", "json")
+    assert code == 0
+    assert json.loads(out) == [{"kind": "StatefulSet", "namespace": "default", "name": "db", "replicas": 2,
+                                "podsInInput": 9, "zonesBefore": {"a": 7, "b": 1, "c": 1},
+                                "removed": [f"db-{i}" for i in range(8, 1, -1)], "zones": {"a": 1, "b": 1, "c": 0},
+                                "zoneSkew": 1}]
+    path.write_text(yaml.safe_dump_all([statefulset(), *NODES]))
+    code, out, err = _cli("simulate", "-f", str(path), "--scale", "db=4")
+    assert code == 0, err
+    assert out == ("statefulset default/db: no bound pod of it in the input, so no scale-in to 4 to replay (give its "
+                   "pods: kubectl get pods -o yaml, or --cluster)\n")
 
 
 def test_cluster_report_lists_violations_and_foreign_costs_of_managed_deployments_only():

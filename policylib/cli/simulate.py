@@ -25,7 +25,8 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
                     help="table (default), json, or svg: a bar chart per workload")
     sm.add_argument("--scale", metavar="NAME=N", action="append",
                     help="scale Deployment NAME (or NAMESPACE/NAME) to N: which of its bound pods the ReplicaSet "
-                         "controller removes, without and with policylib's pod deletion costs (repeatable)")
+                         "controller removes, without and with policylib's pod deletion costs; or StatefulSet NAME: "
+                         "the pods of its highest ordinals (repeatable)")
     return sm
 
 
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
     config = resolve_config(args, stderr)
     docs: list[Document] = []
     nodes, objects, _ = nodes_and_objects(args, stdin, stderr, docs=docs)
-    if args.scale:   # rule S26: the ReplicaSet controller's victims, without and with the deletion costs
+    if args.scale:   # rule S26: the ReplicaSet or StatefulSet controller's victims
         from ..scaledown import scale_report
         stdout.write(scale_report(args.scale, objects, nodes, config.zoneTopologySpread.topologyKey, args.output))
         return EXIT_OK

@@ -9,6 +9,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from ..errors import INT32_MAX, InputError
 from ..result import is_opted_out
 from ..spread import RECORD_REPLICAS, is_deployment
+from ..statefulset import is_statefulset
+from .ordinals import OrdinalScaleIn, scale_in
 from .pods import DELETION_COST, cost_owner, deployment_pods, foreign_cost, metadata_of
 from .scale import ScaleDown, scale_down
 from .skew import SpreadNodes, Violation, skew_of, spread_violations
@@ -76,11 +78,15 @@ def _by_first_label(deployments: Sequence[Mapping[str, Any]], pods: Sequence[Map
     return out
 
 
-def scale_table(results: Sequence[ScaleDown]) -> str:
+def scale_table(results: Sequence[ScaleDown | OrdinalScaleIn]) -> str:
     """``simulate --scale``'s table: per Deployment, the pods removed and the zones left, without and with
-    the costs."""
+    the costs; per StatefulSet, the pods removed (the highest ordinals) and the zones left, or that the input
+    holds none of its pods."""
     lines = []
     for r in results:
+        if isinstance(r, OrdinalScaleIn):
+            lines += _ordinal_lines(r)
+            continue
         lines.append(f"deployment {r.namespace}/{r.name}: {sum(r.before.values())} -> {r.replicas} replicas; "
                      f"pods per zone now {_zones(r.before)}")
         for label, removed, after in (("without the costs", r.removed_without, r.after_without),
@@ -90,28 +96,42 @@ def scale_table(results: Sequence[ScaleDown]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _ordinal_lines(r: OrdinalScaleIn) -> list[str]:
+    head = f"statefulset {r.namespace}/{r.name}: "
+    if not r.found:
+        return [head + f"no bound pod of it in the input, so no scale-in to {r.replicas} to replay (give its pods: "
+                "kubectl get pods -o yaml, or --cluster)"]
+    return [head + f"{r.found} -> {r.replicas} replicas; pods per zone now {_zones(r.before)}",
+            f"  removes {', '.join(r.removed) or 'nothing'} (the highest ordinals: the StatefulSet controller reads "
+            f"no deletion cost); leaves {_zones(r.after)} (zone skew {skew_of(r.after)})"]
+
+
 def _zones(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{z or '(no zone)'}={n}" for z, n in counts.items())
 
 
 def scale_report(specs: Sequence[str], objects: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
                  zone_key: str, output: str = "table", now: datetime | None = None) -> str:
-    """``simulate --scale NAME=N`` (rule S26): each named Deployment among ``objects`` scaled to N over its
-    bound pods among them; an unknown name or a count that is not a non-negative int32 is an InputError."""
-    deployments = [d for d in objects if is_deployment(d)]
-    results = []
+    """``simulate --scale NAME=N`` (rule S26): each named Deployment or StatefulSet among ``objects`` scaled to N
+    over its bound pods among them; an unknown name or a count that is not a non-negative int32 is an
+    InputError."""
+    workloads = [d for d in objects if is_deployment(d) or is_statefulset(d)]
+    zone_of = {str(metadata_of(n).get("name") or ""): str((metadata_of(n).get("labels") or {}).get(zone_key, ""))
+               for n in nodes}
+    results: list[ScaleDown | OrdinalScaleIn] = []
     for spec in specs:
-        deployment, replicas = _scale_target(spec, deployments)
-        results.append(scale_down(deployment, objects, nodes, replicas, zone_key, now))
+        workload, replicas = _scale_target(spec, workloads)
+        results.append(scale_in(workload, objects, zone_of, replicas) if is_statefulset(workload)
+                       else scale_down(workload, objects, nodes, replicas, zone_key, now))
     if output == "json":
         return json.dumps([r.as_dict() for r in results], indent=2) + "\n"
     return scale_table(results)
 
 
 def _scale_target(spec: str, deployments: Sequence[Mapping[str, Any]]) -> tuple[Mapping[str, Any], int]:
-    """The Deployment and replica count ``--scale NAME=N`` (or ``NAMESPACE/NAME=N``) names among
-    ``deployments``; an InputError naming the flag's value when N is not 0 to int32 max or the name matches
-    no Deployment, or more than one."""
+    """The Deployment or StatefulSet and replica count ``--scale NAME=N`` (or ``NAMESPACE/NAME=N``) names among
+    ``deployments`` (both kinds); an InputError naming the flag's value when N is not 0 to int32 max or the name
+    matches no workload, or more than one."""
     name, sep, count = spec.partition("=")
     if not sep or not count.isdigit() or int(count) > INT32_MAX:
         raise InputError(f"--scale {spec}: expected NAME=N or NAMESPACE/NAME=N with N a replica count (0 to "
@@ -122,6 +142,7 @@ def _scale_target(spec: str, deployments: Sequence[Mapping[str, Any]]) -> tuple[
     if len(found) != 1:
         known = ", ".join(sorted(f"{metadata_of(d).get('namespace') or 'default'}/{metadata_of(d).get('name')}"
                                  for d in deployments)) or "none"
-        what = "no Deployment" if not found else "more than one Deployment (give NAMESPACE/NAME)"
-        raise InputError(f"--scale {spec}: {what} named {name} in the input; Deployments: {known}")
+        what = "no Deployment or StatefulSet" if not found else \
+            "more than one Deployment or StatefulSet (give NAMESPACE/NAME)"
+        raise InputError(f"--scale {spec}: {what} named {name} in the input; Deployments and StatefulSets: {known}")
     return found[0], int(count)

@@ -36,8 +36,10 @@ import (
 //     controller (which needs kubelet heartbeats) removes.
 const disabledAdmission = "ServiceAccount,TaintNodesByCondition"
 
-// The controllers kube-controller-manager runs: what Deployments, their pods and namespaces need.
-const controllers = "deployment-controller,replicaset-controller,garbage-collector-controller,namespace-controller"
+// The controllers kube-controller-manager runs: what Deployments, StatefulSets, their pods and namespaces need
+// (the StatefulSet controller always: it does nothing while no StatefulSet exists).
+const controllers = "deployment-controller,replicaset-controller,statefulset-controller," +
+	"garbage-collector-controller,namespace-controller"
 
 // cluster is one running control plane.
 type cluster struct {
