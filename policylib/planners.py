@@ -17,11 +17,13 @@ from .gang.workload import min_count, native_gang, topology_keys
 from .jobset import is_jobset, mutate_jobset
 from .result import is_opted_out
 from .spread import (
+    DEPLOYMENT,
     RECORD_ANNOTATIONS,
     effective_replicas,
     is_deployment,
     mutate_workload,
     pending_rewrite,
+    pod_template_kind,
     recorded_replicas,
     spread_drift,
 )
@@ -129,7 +131,8 @@ def _plan_spread(deployment: dict[str, Any], config: Config, facts: ClusterFacts
                      unrecorded=True)
     if not reasons:
         return None
-    if config.host.rewrite == ON_NEXT_ROLLOUT and recorded is not None and recorded != effective.replicas:
+    held = (pod_template_kind(deployment) or DEPLOYMENT).settings(config).host.rewrite == ON_NEXT_ROLLOUT
+    if held and recorded is not None and recorded != effective.replicas:   # rules S19, A9
         # rule S19: the webhook's UPDATE path with nothing changed by a user: the count change alone
         # writes the pending record, never the pod template
         result = policy(deployment, config, old=deployment, facts=facts, namespace=ns)

@@ -898,6 +898,9 @@ def test_a_statefulset_rollout_is_complete_as_kubectl_rollout_status_says(status
     sts["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}
     sts["status"] = dict(status, updatedReplicas=2, currentRevision="db-0")
     assert rollout_complete(sts) is (status["observedGeneration"] == 2 and status["readyReplicas"] == 4)
+    sts["spec"]["updateStrategy"] = {"type": "Recreate"}   # every pod re-created: done as RollingUpdate is
+    sts["status"] = status
+    assert rollout_complete(sts) is done
     sts["spec"]["updateStrategy"] = {"type": "OnDelete"}
     assert rollout_complete(sts) is True
 
@@ -927,6 +930,26 @@ def test_drift_rewrites_a_legacy_statefulset_guarded_and_counts_it_against_the_r
     assert "affinity" not in stored and [c["topologyKey"] for c in stored["topologySpreadConstraints"]] == [
         "topology.kubernetes.io/zone", "kubernetes.io/hostname"]
     assert len(cluster.patches()) == 2
+
+
+def test_a_statefulset_that_finished_rolling_frees_its_rollout_slot(tmp_path):
+    config = {"hostTopologySpread": {"reconcileDrift": True}, "controller": {"maxConcurrentRollouts": 1}}
+    with FakeAPI() as api:
+        cluster = Cluster(api, [], statefulsets=[legacy_statefulset(n, rv="5") for n in "ab"])
+        c = controller(api, tmp_path, config)
+        c.elector.try_lead()
+        sync(c)
+        [patch] = cluster.patches()   # the cap is one rollout: the other StatefulSet waits
+        first = patch["path"].rsplit("/", 1)[1]
+        assert (c.reconciler.rollouts.rolling(), c.metrics.deferred._value.get()) == (1, 1)
+        done = copy.deepcopy(cluster.statefulsets[first])
+        done["apiVersion"], done["kind"] = "apps/v1", "StatefulSet"
+        done["metadata"]["generation"] = 2
+        done["status"] = {"observedGeneration": 2, "readyReplicas": 4, "replicas": 4, "currentRevision": "r2",
+                          "updateRevision": "r2"}
+        deliver(c, api, "MODIFIED", done)
+    assert sorted(p["path"].rsplit("/", 1)[1] for p in cluster.patches()) == ["a", "b"]
+    assert c.reconciler.rollouts.rolling() == 1   # the first freed its slot; the second holds it
 
 
 def test_statefulsets_off_are_neither_watched_nor_written(tmp_path):

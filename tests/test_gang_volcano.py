@@ -156,7 +156,7 @@ def test_cluster_reads_list_only_the_podgroups_the_settings_use(gang, extra):
     """plan/check --cluster read Volcano's and Kubernetes' own gang objects only when the settings use them: a
     Volcano cluster has a PodGroup per pod, and a namespaced user's role may not cover those groups."""
     from policylib.shell.kube import snapshot_resources
-    always = {"apps/v1 Deployment", "autoscaling/v2 HorizontalPodAutoscaler", "kubeflow.org/v1 TFJob",
+    always = {"apps/v1 Deployment", "apps/v1 StatefulSet", "autoscaling/v2 HorizontalPodAutoscaler", "kubeflow.org/v1 TFJob",
               "kubeflow.org/v1 PyTorchJob", "kubeflow.org/v1 MPIJob", "kubeflow.org/v2beta1 MPIJob",
               "jobset.x-k8s.io/v1alpha2 JobSet", "scheduling.x-k8s.io/v1alpha1 PodGroup",
               "scheduling.sigs.k8s.io/v1alpha1 PodGroup",

@@ -8,7 +8,7 @@ from policylib import ClusterFacts, PolicyError, load_config, mutate, spread_dri
 from policylib.families import PLANNERS, family_of, is_unhandled_workload
 from policylib.plan import plan
 from policylib.planners import plan_statefulset
-from policylib.spread import RECORD_KEYS, RECORD_REPLICAS, RECORD_REQUIRED, RECORD_SETTINGS, STATEFULSET
+from policylib.spread import PENDING, RECORD_KEYS, RECORD_REPLICAS, RECORD_REQUIRED, RECORD_SETTINGS, STATEFULSET
 from tests.helpers import by_key, constraints, deployment, hpa, legacy_anti_affinity, pod_spec
 
 ZONE, HOST = "topology.kubernetes.io/zone", "kubernetes.io/hostname"
@@ -159,7 +159,7 @@ def test_a_statefulset_without_a_selector_or_template_says_so_in_its_own_words()
 
 # --- UPDATE: no surprise restarts, re-apply idempotence (rules A4, S11-S13, S22) ----------------
 
-def test_an_update_with_the_same_count_keeps_the_placement_and_a_count_change_rewrites_it():
+def test_an_update_with_the_same_count_keeps_the_placement_and_a_count_change_waits_for_the_next_rollout():
     created = mutate(statefulset(replicas=3), load_config(CONFIGS["enforce"])).object
     manifest = statefulset(replicas=3)
     manifest["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/app:2"
@@ -168,9 +168,18 @@ def test_an_update_with_the_same_count_keeps_the_placement_and_a_count_change_re
     assert kept.reasons == ["effective replicas 3 (spec.replicas 3)", NO_REVISION_KEY,
                             f"restored the spread on {HOST}, {ZONE} from the old object",
                             "effective replica count unchanged: placement rules kept"]
+    # rule A9: a count change alone (kubectl scale, an HPA) never restarts the set: held, pending recorded
     grown = mutate(statefulset(replicas=7), load_config(CONFIGS["enforce"]), old=created)
-    assert "effective replicas changed 3 -> 7" in grown.reasons
-    assert by_key(grown.object)[HOST]["maxSkew"] == 3
+    assert constraints(grown.object) == constraints(created)
+    assert grown.object["metadata"]["annotations"][PENDING] == (
+        f"7 effective replicas (written for 3): {HOST} DoNotSchedule, maxSkew 1, minDomains 3 -> DoNotSchedule, "
+        "maxSkew 3, minDomains 3")
+    # the user's own rollout carries the new count's constraints
+    rolled = statefulset(replicas=7)
+    rolled["spec"]["template"]["spec"]["containers"][0]["image"] = "registry.example/app:2"
+    rolled = mutate(rolled, load_config(CONFIGS["enforce"]), old=created)
+    assert "effective replicas changed 3 -> 7" in rolled.reasons
+    assert by_key(rolled.object)[HOST]["maxSkew"] == 3
 
 
 def test_re_applying_the_manifest_with_its_anti_affinity_changes_nothing():
@@ -215,15 +224,50 @@ def test_on_delete_warns_that_the_spread_reaches_pods_only_when_they_are_recreat
 
 # --- plan and reconcileDrift (rules A4, S11, S17) -----------------------------------------------
 
-def test_plan_rewrites_a_statefulset_whose_hpa_minimum_changed():
-    stored = mutate(statefulset(replicas=3), load_config(CONFIGS["enforce"])).object
+@pytest.mark.parametrize("rewrite", ["OnCountChange", "OnNextRollout"])
+def test_plan_holds_a_statefulsets_count_change_for_its_next_rollout(rewrite):
+    config = load_config({**CONFIGS["enforce"], "hostTopologySpread": {
+        **CONFIGS["enforce"].get("hostTopologySpread", {}), "rewrite": rewrite}})
+    stored = mutate(statefulset(replicas=3), config).object
     stored["metadata"]["uid"] = "u1"
-    writes = plan([stored, sts_hpa("redis", 9)], load_config(CONFIGS["enforce"]), PLANNERS)
-    assert [(w.kind, w.name, w.rollout) for w in writes] == [("StatefulSet", "redis", True)]
+    writes = plan([stored, sts_hpa("redis", 9)], config, PLANNERS)
+    # rule A9: whatever hostTopologySpread.rewrite says, the pod template is left alone (no restart of every pod)
+    assert [(w.kind, w.name, w.rollout) for w in writes] == [("StatefulSet", "redis", False)]
     assert writes[0].reasons[0] == ("effective replicas changed: 3 when the spread was written, 9 now "
                                     "(HorizontalPodAutoscaler redis minReplicas 9)")
     patched = jsonpatch.apply_patch(stored, writes[0].patch)
-    assert by_key(patched)[HOST]["maxSkew"] == 3 and patched["metadata"]["annotations"][RECORD_REPLICAS] == "9"
+    assert patched["spec"]["template"] == stored["spec"]["template"]
+    assert patched["metadata"]["annotations"][PENDING] == (
+        f"9 effective replicas (written for 3): {HOST} DoNotSchedule, maxSkew 1, minDomains 3 -> DoNotSchedule, "
+        "maxSkew 3, minDomains 3")
+
+
+def test_recreate_warns_that_a_template_change_deletes_every_pod_first():
+    s = statefulset()
+    s["spec"]["updateStrategy"] = {"type": "Recreate"}
+    assert mutate(s).warnings == ["updateStrategy Recreate: a change of the pod template (the spread's included) "
+                                  "deletes every pod before the new ones are created"]
+
+
+def test_preview_says_a_statefulset_applied_before_its_hpa_waits_for_its_next_rollout(tmp_path):
+    import io
+
+    import yaml
+
+    from policylib.cli import main
+    path, config = tmp_path / "in.yaml", tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump_all([statefulset(replicas=3), sts_hpa("redis", 9)]))
+    config.write_text(yaml.safe_dump(CONFIGS["enforce"]))
+    err = io.StringIO()
+    assert main(["preview", "-f", str(path), "--config", str(config), "-o", "diff"], stdout=io.StringIO(),
+                stderr=err) == 0
+    assert err.getvalue().splitlines()[0] == (
+        f"policylib: note: {path}: StatefulSet {statefulset()['metadata']['namespace']}/redis: applied in this order "
+        "(the StatefulSet before HorizontalPodAutoscaler redis, as kubectl apply -f creates them in file order), it "
+        "is first stored with effective replicas 3 (host spread DoNotSchedule, maxSkew 1); the controller then "
+        "records the change to 9 (host spread DoNotSchedule, maxSkew 3) as pending: it is written on the "
+        "StatefulSet's next rollout (rewrite: OnNextRollout); to store it right at once, apply the HPA first or "
+        "annotate the StatefulSet policylib.io/autoscaling-min-replicas: \"9\"")
 
 
 def test_reconcile_drift_rewrites_a_legacy_statefulset_and_a_written_one_has_no_drift():
@@ -302,6 +346,19 @@ def test_check_says_nothing_where_the_pins_leave_the_spread_possible(pins, repli
     from policylib.check import check
     objects = [with_claims(statefulset(replicas=replicas))] + [o for i, z in pins.items() for o in bound(i, z)]
     assert [f for f in check(config, NODES, objects) if f.key == "volume-pinned-skew"] == []
+
+
+def test_check_never_crashes_on_a_malformed_statefulset_or_persistent_volume():
+    from policylib.check import check
+    from policylib.statefulset import pv_nodes
+    bad = with_claims(statefulset(replicas=4))
+    bad["spec"]["ordinals"] = {"start": "x"}
+    pv = {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}, "spec": "oops"}
+    assert [f for f in check(None, NODES, [bad, pv]) if f.key == "volume-pinned-skew"] == []
+    # a malformed PV pins nothing; the pinned set still gets its finding beside it
+    pinned = [with_claims(statefulset(replicas=4)), pv] + [o for i in range(3) for o in bound(i, ["zone-a"])]
+    assert [f.key for f in check(None, NODES, pinned) if f.key == "volume-pinned-skew"] == ["volume-pinned-skew"]
+    assert pv_nodes(pv, NODES) == ["a1", "a2", "b1", "b2", "c1"]
 
 
 def test_a_pv_allows_the_nodes_its_node_affinity_matches_and_its_zone_label_narrows():

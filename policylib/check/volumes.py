@@ -8,8 +8,10 @@ from ..facts import namespace_of
 from ..kubescheduler.model import NodeState, PodShape
 from ..kubescheduler.plugins import eligible_nodes
 from ..result import is_opted_out
+from ..spread.shape import deployment_shape_errors
 from ..statefulset import is_statefulset
 from ..statefulset.mutate import owned_skip
+from ..statefulset.shape import statefulset_errors
 from ..statefulset.volumes import least_skew, ordinal_range, pinned_zones, volume_pins
 from .finding import Finding
 
@@ -29,8 +31,9 @@ def check_volume_pins(config: Config, nodes: list[dict[str, Any]], objects: list
     claims = [o for o in objects if o.get("kind") in ("PersistentVolumeClaim", "PersistentVolume")]
     out = []
     for sts in objects:
-        if not is_statefulset(sts) or is_opted_out(sts) or owned_skip(sts) is not None:
-            continue
+        if not is_statefulset(sts) or is_opted_out(sts) or owned_skip(sts) is not None \
+                or statefulset_errors(sts) or deployment_shape_errors(sts):
+            continue   # one the API server would refuse: preview and simulate name its fields
         if not (sts.get("spec") or {}).get("volumeClaimTemplates"):
             continue
         ordinals = ordinal_range(sts)

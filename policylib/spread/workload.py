@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config import Config
+from ..config import ON_NEXT_ROLLOUT, Config
 from ..constants import APPS_API_VERSION, POD_TEMPLATE_HASH
 from ..facts import scale_target_name
 
@@ -27,6 +27,9 @@ class PodTemplateKind:
     kind: str
     #: ``matchLabelKeys`` the kind's pods never carry: left out of what the spread writes for it (rule A3).
     absent_pod_labels: frozenset[str] = frozenset()
+    #: A change of the effective count alone never rewrites the pod template: ``hostTopologySpread.rewrite`` is
+    #: read as ``OnNextRollout`` (rule A9: a StatefulSet's template change restarts every pod, one at a time).
+    holds_count_changes: bool = False
 
     def matches(self, obj: object) -> bool:
         return isinstance(obj, dict) and obj.get("kind") == self.kind and obj.get("apiVersion") == APPS_API_VERSION
@@ -37,17 +40,19 @@ class PodTemplateKind:
 
     def settings(self, config: Config) -> Config:
         """The spread settings as written for this kind: ``matchLabelKeys`` without the keys its pods never carry
-        (rule A3); the same object when nothing is left out."""
+        (rule A3), and count changes held for the next rollout where the kind holds them (rule A9); the same
+        object when nothing differs."""
         zone = tuple(k for k in config.zone.matchLabelKeys if k not in self.absent_pod_labels)
         host = tuple(k for k in config.host.matchLabelKeys if k not in self.absent_pod_labels)
-        if zone == config.zone.matchLabelKeys and host == config.host.matchLabelKeys:
+        rewrite = ON_NEXT_ROLLOUT if self.holds_count_changes else config.host.rewrite
+        if (zone, host, rewrite) == (config.zone.matchLabelKeys, config.host.matchLabelKeys, config.host.rewrite):
             return config
         return replace(config, zoneTopologySpread=replace(config.zone, matchLabelKeys=zone),
-                       hostTopologySpread=replace(config.host, matchLabelKeys=host))
+                       hostTopologySpread=replace(config.host, matchLabelKeys=host, rewrite=rewrite))
 
 
 DEPLOYMENT = PodTemplateKind("Deployment")
-STATEFULSET = PodTemplateKind("StatefulSet", absent_pod_labels=frozenset({POD_TEMPLATE_HASH}))
+STATEFULSET = PodTemplateKind("StatefulSet", absent_pod_labels=frozenset({POD_TEMPLATE_HASH}), holds_count_changes=True)
 #: Every kind the spread writes, in the order the families list them.
 POD_TEMPLATE_KINDS = (DEPLOYMENT, STATEFULSET)
 

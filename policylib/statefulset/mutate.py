@@ -32,10 +32,16 @@ def owned_skip(obj: dict[str, Any]) -> Result | None:
 
 def update_strategy_warning(obj: dict[str, Any]) -> list[str]:
     """Rule A6: under ``updateStrategy: OnDelete`` a change of the pod template reaches a pod only when that pod is
-    deleted: the written spread then holds only for pods created after it, which the warning says."""
-    if update_strategy(obj) != "OnDelete":
-        return []
-    return ["updateStrategy OnDelete: the spread reaches each pod only when it is deleted and re-created"]
+    deleted: the written spread then holds only for pods created after it, which the warning says; under the alpha
+    ``Recreate`` a change of the pod template deletes every pod before the new ones are created, which it says
+    too."""
+    strategy = update_strategy(obj)
+    if strategy == "OnDelete":
+        return ["updateStrategy OnDelete: the spread reaches each pod only when it is deleted and re-created"]
+    if strategy == "Recreate":
+        return ["updateStrategy Recreate: a change of the pod template (the spread's included) deletes every pod "
+                "before the new ones are created"]
+    return []
 
 
 def revision_key_note(config: Config) -> list[str]:

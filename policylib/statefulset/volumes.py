@@ -41,17 +41,30 @@ class VolumePins:
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
+    return _field(obj, "metadata")
+
+
+def _field(obj: Any, key: str) -> dict[str, Any]:
+    """``obj[key]`` where both are mappings, else empty: a malformed object pins nothing (never a crash)."""
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _required_terms(pv: dict[str, Any]) -> Any:
+    """A PersistentVolume's ``spec.nodeAffinity.required.nodeSelectorTerms`` (None where any level is missing)."""
+    return _field(_field(_field(pv, "spec"), "nodeAffinity"), "required").get("nodeSelectorTerms")
+
+
+def _labels(obj: dict[str, Any]) -> dict[str, Any]:
+    return _field(_meta(obj), "labels")
 
 
 def pv_nodes(pv: dict[str, Any], nodes: Iterable[dict[str, Any] | NodeState]) -> list[str]:
     """Rule A8: the Nodes a pod whose claim is bound to ``pv`` may run on: those its ``spec.nodeAffinity``
     (``required.nodeSelectorTerms``, one term must match: VolumeBinding) matches, whose zone and region labels
     are among the PV's own (VolumeZone: a PV label the Node lacks or does not match rules the Node out)."""
-    required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required"))
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
-    labels = _meta(pv).get("labels") or {}
+    terms = _required_terms(pv)
+    labels = _labels(pv)
     out = []
     for node in nodes:
         state = node if isinstance(node, NodeState) else NodeState.of(node)
@@ -71,13 +84,12 @@ def pv_zones(pv: dict[str, Any], nodes: Iterable[dict[str, Any]], zone_key: str)
     neither."""
     states = [NodeState.of(n) for n in nodes]
     zones = {str(s.labels[zone_key]) for s in states if zone_key in s.labels}
-    required = (((pv.get("spec") or {}).get("nodeAffinity") or {}).get("required"))
-    terms = required.get("nodeSelectorTerms") if isinstance(required, dict) else None
+    terms = _required_terms(pv)
     if isinstance(terms, list) and terms:
         # one term must match (VolumeBinding's CheckNodeAffinity, as a pod's required node affinity)
         zones = {str(s.labels[zone_key]) for s in states if zone_key in s.labels
                  and any(isinstance(t, dict) and node_selector_term_matches(t, s) for t in terms)}
-    labels = _meta(pv).get("labels") or {}
+    labels = _labels(pv)
     for key in PV_ZONE_LABELS:
         if key in labels:
             allowed = set(str(labels[key]).split("__"))   # VolumeZone: several zones joined by "__"
@@ -133,8 +145,9 @@ def _ordinal(claim_name: str, templates: list[str], set_name: str) -> int | None
 
 def ordinal_range(statefulset: dict[str, Any]) -> range:
     """The ordinals of the StatefulSet's pods: ``[ordinals.start, ordinals.start + replicas)``."""
-    spec = statefulset.get("spec") or {}
-    start = (spec.get("ordinals") or {}).get("start") or 0
+    spec = _field(statefulset, "spec")
+    start = _field(spec, "ordinals").get("start") or 0
+    start = start if isinstance(start, int) else 0
     replicas = spec.get("replicas")
     replicas = replicas if isinstance(replicas, int) else 1
     return range(start, start + replicas)

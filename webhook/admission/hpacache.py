@@ -93,9 +93,12 @@ class HpaCache(ClusterFacts):
 
     @property
     def ready(self) -> bool:
-        """The HPAs are listed, the served Workload API versions were asked for once (rule G22), and so were
-        Trainer's runtimes, listed where served (rule T6)."""
-        return self.reflector.synced.is_set() and self.discovery.attempted.is_set() and self.runtimes_watch.ready
+        """The HPAs are listed, the served Workload API versions were asked for once (rule G22), and so was whether
+        Trainer's runtimes are served (rule T6). The runtimes' list is not waited for: a TrainJob whose runtime the
+        watch does not hold yet reads it through, so a runtime list that fails (or is forbidden) never takes
+        admission down for every other kind; the status says why it fails."""
+        return (self.reflector.synced.is_set() and self.discovery.attempted.is_set()
+                and self.runtimes_watch.attempted.is_set())
 
     @property
     def last_error(self) -> str | None:

@@ -26,14 +26,15 @@ FIELD_LIMIT = 128
 
 
 def event_reason(write: Write) -> str:
-    """``SpreadRewritten`` for a Deployment; ``PodGroupCreated`` / ``PodGroupUpdated`` for a PodGroup."""
+    """``SpreadRewritten`` (``SpreadPending``) for a Deployment or a StatefulSet; ``PodGroupCreated`` /
+    ``PodGroupUpdated`` for a PodGroup."""
     if write.kind == "PodGroup":
         return "PodGroupCreated" if write.action == "create" else "PodGroupUpdated"
     if write.kind == "Workload" and write.action == "create":
         return "WorkloadCreated"
-    if write.kind == "Deployment" and write.pending:
+    if write.kind in ("Deployment", "StatefulSet") and write.pending:
         return "SpreadPending"
-    if write.kind == "Deployment":
+    if write.kind in ("Deployment", "StatefulSet"):
         return "SpreadRewritten"
     return f"{write.kind}Rewritten"[:FIELD_LIMIT]
 

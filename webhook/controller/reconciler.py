@@ -240,10 +240,10 @@ class Reconciler(Reconciling):
 
     def observe(self, key: ObjectKey, obj: dict[str, Any] | None) -> bool:
         """The worker's bookkeeping for one key before it plans (the one place per-key state changes):
-        a Deployment that finished rolling, or went, frees its slot and the deferred keys queue again;
-        a Deployment that went drops its notices (rules S19, S20). False when the key is not to be
-        planned now: our last write to it was undone by admission and the object has not changed since."""
-        if key[1] != "Deployment":
+        a Deployment or StatefulSet that finished rolling, or went, frees its slot and the deferred keys queue
+        again; one that went drops its notices (rules S19, S20). False when the key is not to be planned now:
+        our last write to it was undone by admission and the object has not changed since."""
+        if key[1] not in SPREAD_WRITES:
             return True
         for deferred in self.rollouts.observe(key, obj):
             self.queue.add(deferred)

@@ -25,12 +25,13 @@ def statefulset_rollout_complete(statefulset: dict[str, Any]) -> bool:
 
     Same test as ``kubectl rollout status`` of a StatefulSet: observedGeneration caught up, every replica
     ready, and then every replica at or above the partition updated, or with no partition the current revision
-    the update revision. ``OnDelete`` never rolls by itself: nothing to wait for.
+    the update revision (``Recreate`` too: every pod re-created). ``OnDelete`` never rolls by itself: nothing to
+    wait for.
     """
     meta, spec, status = (statefulset.get("metadata") or {}, statefulset.get("spec") or {},
                           statefulset.get("status") or {})
     strategy = spec.get("updateStrategy") or {}
-    if (strategy.get("type") or "RollingUpdate") != "RollingUpdate":
+    if strategy.get("type") == "OnDelete":
         return True
     observed = status.get("observedGeneration", 0)
     if not observed or meta.get("generation", 0) > observed:
