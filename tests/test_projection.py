@@ -143,11 +143,11 @@ def test_the_cluster_exercises_rollouts_metadata_writes_creates_and_the_annotati
     assert any(w.rollout for w in writes) and any(w.action == "patch" and not w.rollout for w in writes)
     gang = plan(whole, load_config(CONFIGS[4]), planners=PLANNERS)
     assert {w.action for w in gang if w.kind == "PodGroup"} == {"create", "patch"}
-    # StatefulSets (rule A4): the HPA's new minimum rewrites one, a rollout once the host spread is enforced; the
-    # one a LeaderWorkerSet owns gets nothing (rule A5)
+    # StatefulSets (rules A4, A9): the HPA's new minimum is recorded as pending on one, never a restart of its pods
+    # even once the host spread is enforced; the one a LeaderWorkerSet owns gets nothing (rule A5)
     enforced = plan(whole, load_config(CONFIGS[3]), planners=PLANNERS)
-    assert [(w.name, w.action, w.rollout) for w in enforced if w.kind == "StatefulSet" and w.action != "none"] == [
-        ("db-hpa", "patch", True)]
+    assert [(w.name, w.action, w.rollout, bool(w.pending)) for w in enforced
+            if w.kind == "StatefulSet" and w.action != "none"] == [("db-hpa", "patch", False, True)]
     assert not [w for w in enforced if w.name == "db-owned"]
     # a patch made from a projection whose last-applied annotation was dropped adds to the annotations,
     # never replaces the map (which would delete kubectl's annotation on the server)
