@@ -2,7 +2,9 @@
 ``make testcluster-trainer``) and gang scheduled through policylib's webhook and controller (rules J1, J3, J7): under
 scheduler-plugins' Coscheduling, Volcano, and Kubernetes' own Workload API with a rack topology (rule G25) on both
 minors. Each test creates only the JobSet; JobSet's controller makes its Jobs, the Job controller their pods, the
-real scheduler places them; ``policylib check``/``simulate`` on the same objects give the scheduler's verdict."""
+real scheduler places them; ``policylib check``/``simulate`` on the same objects give the scheduler's verdict.
+TrainJobs (rule T5): the real Trainer v2.3.0 controller makes each a JobSet, and for a runtime with ``podGroupPolicy``
+its own PodGroup, which Coscheduling binds all or nothing as ``simulate`` predicts from the runtime."""
 from __future__ import annotations
 
 import json
@@ -342,3 +344,103 @@ def test_a_native_jobset_gang_that_fits_no_rack_stays_pending_with_the_scheduler
     assert not ever, f"pods of a gang that fits no rack were bound: {sorted(ever)}"
     assert (seen["status"], seen["reason"]) == ("False", "Unschedulable")
     assert "0/2 placements are available" in seen["message"], seen["message"]
+
+
+# --- TrainJobs: Trainer's controller makes the JobSet and, for a runtime's podGroupPolicy, its own PodGroup ---------
+
+
+TRAINJOBS = "trainjobs.trainer.kubeflow.org"
+
+
+def torch_runtime(name: str, group: str, scheduler: str, pod_group_policy: dict | None = None) -> dict:
+    """A ClusterTrainingRuntime as Trainer's torch runtimes are (one replicated job, ``node``, the trainer step),
+    its pods of 1 CPU on the node group with the gang's scheduler; ``podGroupPolicy`` only when given."""
+    spec: dict = {"mlPolicy": {"numNodes": 1, "torch": {}}, "template": {"spec": {"replicatedJobs": [{
+        "name": "node", "template": {
+            "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+            "spec": {"template": {"spec": {"schedulerName": scheduler, "nodeSelector": {GROUP: group},
+                                           "containers": [{"name": "node", "image": "registry.example/torch:1", "resources": {
+                                               "requests": {"cpu": "1"}, "limits": {"cpu": "1"}}}]}}}}}]}}}
+    if pod_group_policy:
+        spec["podGroupPolicy"] = pod_group_policy
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
+            "metadata": {"name": name}, "spec": spec}
+
+
+def trainjob(name: str, ns: str, runtime: str, nodes: int) -> dict:
+    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": {"name": name, "namespace": ns},
+            "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": nodes}}}
+
+
+def submit_trainjob(c: Cluster, runtime: dict, job: dict) -> dict:
+    """The runtime, then the TrainJob through the API server; the stored TrainJob."""
+    c.apply(runtime)
+    c.kubectl("create", "-f", "-", input=json.dumps(job))
+    return c.get(TRAINJOBS, job["metadata"]["name"], job["metadata"]["namespace"])
+
+
+def made_by_trainer(c: Cluster, ns: str, name: str) -> dict:
+    """The JobSet Trainer makes of the TrainJob (its name, controlled by the TrainJob)."""
+    js = wait_for("Trainer creates the JobSet", lambda: c.get_or_none("jobsets.jobset.x-k8s.io", name, ns), timeout=90)
+    assert [(r["kind"], r["name"], r.get("controller")) for r in js["metadata"]["ownerReferences"]] == [
+        ("TrainJob", name, True)]
+    return js
+
+
+OWN_POLICY = {"coscheduling": {"scheduleTimeoutSeconds": 30}}
+
+
+@pytest.mark.proves(
+    scheduler="Coscheduling", settings="`method: podgroup` (policylib makes no PodGroup for it)",
+    operator="Kubeflow Trainer v2.3.0 (`podGroupPolicy.coscheduling` in the runtime) and JobSet v0.12.0",
+    jobs="TrainJob of 3 nodes whose runtime has `podGroupPolicy`",
+    outcome=("Trainer's JobSet, Job and pods; Trainer's own PodGroup (minMember 3) the namespace's only one; all bind, "
+             "as `simulate` and `check` predict from the runtime"))
+@pytest.mark.timeout(360)
+def test_a_trainjob_with_the_runtimes_pod_group_binds_as_simulate_predicts(cosched):
+    c = cosched
+    ns = c.namespace("tj-own-podgroup", config="gang")
+    runtime = torch_runtime("torch-own-fits", "fits3e", COSCHEDULING, OWN_POLICY)
+    job = trainjob("train", ns, "torch-own-fits", 3)
+    [predicted] = simulate([runtime, job], group_nodes(c, "fits3e"), COSCHEDULING_CONFIG)
+    assert (predicted.kind, predicted.pending, sum(predicted.placed.values())) == ("TrainJob", 0, 3)
+    assert [(f.key, f.message) for f in check(COSCHEDULING_CONFIG, group_nodes(c, "fits3e"), [runtime, job])
+            if f.severity == "error"] == []
+    submit_trainjob(c, runtime, job)
+    made_by_trainer(c, ns, "train")
+    pg = wait_for("Trainer creates its PodGroup", lambda: c.get_or_none(PODGROUP, "train", ns), timeout=90)
+    assert (pg["spec"]["minMember"], pg["spec"]["scheduleTimeoutSeconds"]) == (3, 30)
+    assert [(r["kind"], r["name"]) for r in pg["metadata"]["ownerReferences"]] == [("TrainJob", "train")]
+    pods = wait_pods(c, ns, "train", 3)
+    assert {p["metadata"]["labels"].get(POD_GROUP_LABEL) for p in pods} == {"train"}
+    assert {p["spec"]["schedulerName"] for p in pods} == {COSCHEDULING}
+    wait_for("all 3 pods bound", lambda: len(bound(jobset_pods(c, ns, "train"))) == 3, timeout=150)
+    assert [g["metadata"]["name"] for g in c.list(PODGROUP, ns)] == ["train"]
+
+
+@pytest.mark.proves(
+    scheduler="Coscheduling", settings="`method: podgroup` (policylib makes no PodGroup for it)",
+    operator="Kubeflow Trainer v2.3.0 (`podGroupPolicy.coscheduling`) and JobSet v0.12.0",
+    jobs="TrainJob of 4 nodes on 3 CPUs whose runtime has `podGroupPolicy`",
+    outcome=("`policylib check` and `simulate` predict it; none of the 4 pods binds; Coscheduling rejects Trainer's "
+             "PodGroup (`Insufficient cpu`)"))
+@pytest.mark.timeout(360)
+def test_a_trainjob_with_the_runtimes_pod_group_that_cannot_fit_binds_nothing(cosched):
+    c = cosched
+    ns = c.namespace("tj-own-podgroup-short", config="gang")
+    runtime = torch_runtime("torch-own-short", "war", COSCHEDULING, OWN_POLICY)
+    job = trainjob("train", ns, "torch-own-short", 4)
+    [predicted] = simulate([runtime, job], group_nodes(c, "war"), COSCHEDULING_CONFIG)
+    assert (predicted.pending, predicted.placed) == (4, {})
+    assert [(f.key, f.message) for f in check(COSCHEDULING_CONFIG, group_nodes(c, "war"), [runtime, job])
+            if f.severity == "error"] == [("simulate", (
+                f"TrainJob {ns}/train: 4 of its 4 replicas would stay Pending: wave 1 (node): gang train: 3 of its "
+                "minimum 4 pods placeable at once: the gang binds nothing"))]
+    submit_trainjob(c, runtime, job)
+    pg = wait_for("Trainer creates its PodGroup", lambda: c.get_or_none(PODGROUP, "train", ns), timeout=90)
+    assert pg["spec"]["minMember"] == 4
+    wait_pods(c, ns, "train", 4)
+    failures = none_bound_all_rejected(c, ns, "train", 4)
+    messages = [m for ms in failures.values() for m in ms]
+    assert any("Insufficient cpu" in m and f"PodGroup {ns}/train gets rejected due to Pod" in m
+               for m in messages), messages
