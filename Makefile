@@ -106,7 +106,7 @@ clean:
 K8S_MINORS := 1.36
 HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm trainer-crd testcluster-coscheduling \
 	testcluster-volcano testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
-	cert-manager jobset-crd $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
+	cert-manager jobset-crd testcluster-trainer $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
 .PHONY: harness
 harness: $(HARNESS)
 
@@ -192,14 +192,13 @@ e2e/bin/helm: $(call gosrc,e2e/helm,e2e/helm)
 	  $(GO) build -ldflags "$(GO_LDFLAGS) $$ld" -o ../bin/helm helm.sh/helm/v3/cmd/helm
 	touch $@
 
-# Kubeflow Trainer's TrainJob CRD (trainer.kubeflow.org/v1alpha1) from the github.com/kubeflow/trainer/v2 module at
-# TRAINER_VERSION (its manifests/base/crds), for the tests that send a TrainJob through the API server and the
-# webhook; no Trainer controller is built. A module download, no build.
-TRAINER_VERSION := v2.3.0
+# Kubeflow Trainer's TrainJob CRD (trainer.kubeflow.org/v1alpha1) from the github.com/kubeflow/trainer/v2 module
+# e2e/trainer/go.mod pins (v2.3.0, its manifests/base/crds), for the tests that send a TrainJob through the API server
+# and the webhook without running Trainer. A module download, no build.
 .PHONY: trainer-crd
 trainer-crd: e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml
-e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml: $(GO_BIN) Makefile
-	d=$$($(GO) mod download -json github.com/kubeflow/trainer/v2@$(TRAINER_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
+e2e/bin/trainer/crd/trainer.kubeflow.org_trainjobs.yaml: e2e/trainer/go.mod e2e/trainer/go.sum $(GO_BIN)
+	d=$$(cd e2e/trainer && $(GO) mod download -json github.com/kubeflow/trainer/v2 | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
 	  test -n "$$d" && mkdir -p $(@D) && install -m 644 $$d/manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml $@
 
 # The descheduler (sigs.k8s.io/descheduler; e2e/descheduler/go.mod pins v0.36.0 and repeats its kube-openapi
@@ -227,15 +226,33 @@ e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector &: $(call gosrc,
 	    > ../bin/cert-manager/crd/cert-manager.crds.yaml
 	touch e2e/bin/cert-manager/controller e2e/bin/cert-manager/cainjector
 
-# JobSet's CRD (jobset.x-k8s.io/v1alpha2) from the sigs.k8s.io/jobset module at JOBSET_VERSION (its
-# config/components/crd/bases), for the tests that send a JobSet through the API server; no JobSet controller is
-# built. A module download, no build: under a second warm.
-JOBSET_VERSION := v0.12.0
+# JobSet's CRD (jobset.x-k8s.io/v1alpha2) from the sigs.k8s.io/jobset module e2e/trainer/go.mod pins (v0.12.0, its
+# config/components/crd/bases), for the tests that send a JobSet through the API server without running its
+# controller. A module download, no build: under a second warm.
 .PHONY: jobset-crd
 jobset-crd: e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml
-e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml: $(GO_BIN) Makefile
-	d=$$($(GO) mod download -json sigs.k8s.io/jobset@$(JOBSET_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
+e2e/bin/jobset/crd/jobset.x-k8s.io_jobsets.yaml: e2e/trainer/go.mod e2e/trainer/go.sum $(GO_BIN)
+	d=$$(cd e2e/trainer && $(GO) mod download -json sigs.k8s.io/jobset | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p') && \
 	  test -n "$$d" && mkdir -p $(@D) && install -m 644 $$d/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $@
+
+# Kubeflow Trainer v2's controller manager and JobSet's controller for `testcluster --trainer` / `--jobset`, from
+# the github.com/kubeflow/trainer/v2 and sigs.k8s.io/jobset modules in e2e/trainer (one module, so the libraries
+# both share compile once), with Trainer's CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime:
+# manifests/base/crds) and JobSet's (config/components/crd/bases) into e2e/bin/trainer/crd/. Cold: about
+# 4 minutes of CPU on 2 cores (docs/figures.md); nothing to do warm.
+.PHONY: testcluster-trainer
+testcluster-trainer: testcluster e2e/bin/trainer/trainer-controller-manager
+e2e/bin/trainer/trainer-controller-manager e2e/bin/trainer/jobset &: $(call gosrc,e2e/trainer,e2e/trainer)
+	cd e2e/trainer && \
+	  $(GO) build -ldflags "$(GO_LDFLAGS)" -o ../bin/trainer/ github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager \
+	    sigs.k8s.io/jobset && \
+	  t=$$($(GO) list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2) && j=$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/jobset) && \
+	  mkdir -p ../bin/trainer/crd && \
+	  install -m 644 $$t/manifests/base/crds/trainer.kubeflow.org_trainjobs.yaml \
+	    $$t/manifests/base/crds/trainer.kubeflow.org_trainingruntimes.yaml \
+	    $$t/manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml \
+	    $$j/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml ../bin/trainer/crd/
+	touch e2e/bin/trainer/trainer-controller-manager e2e/bin/trainer/jobset
 
 e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

@@ -22,10 +22,13 @@ from typing import Any, Mapping, Sequence
 from .constants import (
     APPS_GROUP,
     INSTALL_NAMESPACE,
+    JOBSET_GROUP,
+    JOBSET_VERSION,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
     MPI_V2_VERSION,
     TRAINER_GROUP,
+    TRAINER_VERSION,
     VOLCANO_BATCH_GROUP,
     VOLCANO_JOB_VERSION,
     WEBHOOK_CONFIGURATION,
@@ -46,6 +49,7 @@ RESOURCES = {
     (KUBEFLOW_GROUP, "TFJob"): "tfjobs",
     (KUBEFLOW_GROUP, "PyTorchJob"): "pytorchjobs",
     (KUBEFLOW_GROUP, "MPIJob"): "mpijobs",
+    (JOBSET_GROUP, "JobSet"): "jobsets",
     ("", "Pod"): "pods",
 }
 
@@ -283,8 +287,8 @@ def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
 def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
-    no object labelled so), for Deployments, StatefulSets, Volcano Jobs and Kubeflow jobs: the scope a default
-    install makes."""
+    no object labelled so), for Deployments, StatefulSets, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs: the
+    scope a default install makes."""
     skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
     namespaces = {"matchExpressions": [
         {"key": NAMESPACE_NAME_LABEL, "operator": "NotIn",
@@ -294,7 +298,11 @@ def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[st
              {"apiGroups": [VOLCANO_BATCH_GROUP], "apiVersions": [VOLCANO_JOB_VERSION], "resources": ["jobs"],
               "operations": ["CREATE", "UPDATE"]},
              {"apiGroups": [KUBEFLOW_GROUP], "apiVersions": [KUBEFLOW_VERSION, MPI_V2_VERSION],
-              "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "operations": ["CREATE", "UPDATE"]}]
+              "resources": ["tfjobs", "pytorchjobs", "mpijobs"], "operations": ["CREATE", "UPDATE"]},
+             {"apiGroups": [JOBSET_GROUP], "apiVersions": [JOBSET_VERSION], "resources": ["jobsets"],
+              "operations": ["CREATE", "UPDATE"]},
+             {"apiGroups": [TRAINER_GROUP], "apiVersions": [TRAINER_VERSION], "resources": ["trainjobs"],
+              "operations": ["CREATE", "UPDATE"]}]
     return {"metadata": {"name": WEBHOOK_CONFIGURATION},
             "webhooks": [{"name": "default", "rules": rules, "namespaceSelector": namespaces,
                           "objectSelector": {"matchExpressions": [skip]}}]}

@@ -145,6 +145,12 @@ def test_the_default_configuration_is_the_manifests_selectors():
     assert scope.excluded_namespaces == {"rel"}
     assert not scope.admits(deployment("d", namespace="rel"), LABELS)
     assert scope.admits(deployment("d", namespace="policylib-system"), LABELS)
+    # manifests/base's webhooks cover every kind of RESOURCES (JobSets, TrainJobs, StatefulSets too): so does the default scope.
+    for group, kind in sorted(k for k in RESOURCES if k[1] != "Pod"):
+        assert scope.admits({"apiVersion": f"{group}/v1", "kind": kind, "metadata": {"name": "j", "namespace": "ml"}},
+                            LABELS), kind
+    assert scope.admits({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                         "metadata": {"name": "j", "namespace": "ml"}}, LABELS)
 
 
 @pytest.mark.parametrize("group, kind", sorted(k for k in RESOURCES if k[1] != "Pod"))

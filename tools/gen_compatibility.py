@@ -11,7 +11,8 @@ Sources:
   ``pytestmark``; every minor of tests/e2e/harness.py's ``MINORS`` when it names none), else the harness's default
   minor; a ``kubernetes`` keyword says it where no mark does.
 - The versions: the Go modules the harness builds each component from (``e2e/**/go*.mod``): Kubernetes (one
-  go.mod per minor), the operators, the schedulers, Helm, cert-manager, the descheduler.
+  go.mod per minor), the operators (Trainer and JobSet among them), the schedulers, Helm, cert-manager, the
+  descheduler.
 - What the page says besides (what a row means, what is not supported and why): this module's text.
 
 tools/gen_reference.py writes it with the reference pages; tests/test_docs.py fails when it is stale, and
@@ -38,6 +39,8 @@ COMPONENTS = (
     ("scheduler-plugins (Coscheduling)", "e2e/coscheduling/go.mod", "sigs.k8s.io/scheduler-plugins"),
     ("Volcano (scheduler, controller manager, admission)", "e2e/volcano/go.mod", "volcano.sh/volcano"),
     ("koord-scheduler", "e2e/koordinator/go.mod", "github.com/koordinator-sh/koordinator"),
+    ("Kubeflow Trainer v2 (controller manager, webhooks)", "e2e/trainer/go.mod", "github.com/kubeflow/trainer/v2"),
+    ("JobSet (controller, webhooks)", "e2e/trainer/go.mod", "sigs.k8s.io/jobset"),
     ("Helm", "e2e/helm/go.mod", "helm.sh/helm/v3"),
     ("cert-manager (controller, cainjector)", "e2e/cert-manager/go.mod", "github.com/cert-manager/cert-manager"),
     ("descheduler", "e2e/descheduler/go.mod", "sigs.k8s.io/descheduler"),

@@ -134,6 +134,10 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
     "descheduler": ("descheduler",),
     "cert-manager": ("cert-manager/controller", "cert-manager/cainjector", "cert-manager/crd/cert-manager.crds.yaml"),
     "jobset-crd": ("jobset/crd/jobset.x-k8s.io_jobsets.yaml",),
+    "testcluster-trainer": ("trainer/trainer-controller-manager", "trainer/jobset",
+                            "trainer/crd/jobset.x-k8s.io_jobsets.yaml", "trainer/crd/trainer.kubeflow.org_trainjobs.yaml",
+                            "trainer/crd/trainer.kubeflow.org_trainingruntimes.yaml",
+                            "trainer/crd/trainer.kubeflow.org_clustertrainingruntimes.yaml"),
 }
 
 
@@ -151,10 +155,16 @@ class Cluster:
     the minor's kubectl."""
 
     def __init__(self, directory: Path, nodes: Path | None = None, scheduler_config: Path | None = None,
-                 extra_args: tuple[str, ...] = (), minor: str = DEFAULT_MINOR):
+                 extra_args: tuple[str, ...] = (), minor: str = DEFAULT_MINOR, jobset: bool = False,
+                 trainer: bool = False):
+        """``jobset``: also JobSet's controller and webhooks (``testcluster --jobset``); ``trainer``: also Kubeflow
+        Trainer v2's (``--trainer``, JobSet's too); both built by ``make testcluster-trainer``."""
         if minor not in MINORS:
             raise ValueError(f"minor {minor!r}: the harness runs {', '.join(MINORS)}")
         require_built(minor_target(minor))
+        if jobset or trainer:
+            require_built("testcluster-trainer")
+            extra_args = (*extra_args, "--trainer" if trainer else "--jobset")
         self.dir, self.minor = directory, minor
         self.kubectl_path = minor_binary(minor, "kubectl")
         args = [str(TESTCLUSTER), "--dir", str(directory), "--kubernetes", minor]

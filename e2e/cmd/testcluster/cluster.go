@@ -49,7 +49,7 @@ type cluster struct {
 	crds             []*unstructured.Unstructured // --crd
 	coschedulingPath string                       // --coscheduling: the scheduler-plugins scheduler
 	volcano          *volcanoOptions              // --volcano
-	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --feature-gates
+	operators        *operatorOptions             // --training-operator, --mpi-operator, --koordinator, --jobset, --trainer, --feature-gates
 	realNodes        *realNodes                   // --real-node, --real-nodes
 	admissionConfig  string                       // --admission-control-config-file, absolute
 	failed           chan error

@@ -6,7 +6,7 @@
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
-//	            [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
+//	            [--jobset] [--trainer] [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
 //	            [--admission-control-config-file FILE]
 //
 // --kubernetes picks the Kubernetes minor of the control plane (and of the real node's kubelet): 1.37, the
@@ -16,7 +16,8 @@
 // Volcano's CRDs and runs its admission webhooks, controller manager and scheduler (volcano.go), from
 // the binaries `make testcluster-volcano` builds into bin/volcano/. --training-operator,
 // --mpi-operator and --koordinator run Kubeflow training-operator, the MPI Operator and
-// koord-scheduler with their CRDs; --feature-gates passes Kubernetes feature gates (of the minor run) to the
+// koord-scheduler with their CRDs; --jobset runs JobSet's controller and webhooks, --trainer also Kubeflow Trainer
+// v2's (trainer.go); --feature-gates passes Kubernetes feature gates (of the minor run) to the
 // API server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
 // real-0, with the real kubelet and Debian's containerd (realnode.go; built and installed by `make
 // testcluster-real-node`); stop removes everything it put on the machine, and so does the next
@@ -46,7 +47,7 @@ import (
 const usage = "usage: testcluster --dir DIR [--kubernetes 1.37|1.36] [--nodes FILE] [--scheduler-config FILE] [--crd FILE]... [--coscheduling] " +
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
-	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] " +
+	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] [--jobset] [--trainer] " +
 	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...] [--admission-control-config-file FILE]"
 
 type options struct {
@@ -65,6 +66,8 @@ type options struct {
 	mpiOperator          bool
 	mpiOperatorGang      string
 	koordinator          bool
+	jobset               bool
+	trainer              bool
 	featureGates         string
 	realNode             bool
 	realNodes            int
@@ -104,6 +107,8 @@ func run(args []string) int {
 	fs.BoolVar(&o.mpiOperator, "mpi-operator", false, "also run the MPI Operator (MPIJob v2beta1)")
 	fs.StringVar(&o.mpiOperatorGang, "mpi-operator-gang", "", "with --mpi-operator: its gang scheduler (--gang-scheduling), volcano|scheduler-plugins|none")
 	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
+	fs.BoolVar(&o.jobset, "jobset", false, "also run JobSet's controller and webhooks (JobSet v1alpha2; make testcluster-trainer)")
+	fs.BoolVar(&o.trainer, "trainer", false, "also run Kubeflow Trainer v2's controller manager and webhooks (TrainJob; implies --jobset; make testcluster-trainer)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
 	fs.IntVar(&o.realNodes, "real-nodes", 1, "with --real-node: how many real nodes, real-0 .. real-(N-1), each its own containerd and kubelet")

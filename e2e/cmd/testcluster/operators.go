@@ -14,6 +14,8 @@ package main
 //   - --koordinator: koord-scheduler (scheduler name koord-scheduler) with its Coscheduling (gang)
 //     plugin and every CRD of Koordinator's release, from bin/koordinator/ (make
 //     testcluster-koordinator);
+//   - --jobset and --trainer (implies --jobset): JobSet's controller and Kubeflow Trainer v2's controller
+//     manager, from bin/trainer/ (make testcluster-trainer; trainer.go);
 //   - --feature-gates GATES: Kubernetes feature gates for the API server, kube-scheduler and
 //     kube-controller-manager, each a gate of the minor run (--kubernetes); with GenericWorkload the API
 //     server also serves the minor's version of scheduling.k8s.io Workload and PodGroup (1.36: v1alpha2,
@@ -107,13 +109,16 @@ func findComponent(name, binary string) (*component, error) {
 	return &component{name: name, dir: dir, bin: bin}, nil
 }
 
-// operatorOptions is what --training-operator, --mpi-operator, --koordinator and --feature-gates ask for.
+// operatorOptions is what --training-operator, --mpi-operator, --koordinator, --jobset, --trainer and
+// --feature-gates ask for.
 type operatorOptions struct {
 	trainingOperator *component
 	gang             string // --training-operator-gang: none, scheduler-plugins or volcano
 	mpiOperator      *component
 	mpiGang          string // --mpi-operator-gang: none, scheduler-plugins or volcano
 	koordinator      *component
+	jobset           *component // --jobset, or --trainer (trainer.go)
+	trainer          *component // --trainer
 	featureGates     string
 	minor            string // the Kubernetes minor run (--kubernetes)
 }
@@ -158,6 +163,9 @@ func operatorFlags(o options, minor string) (*operatorOptions, error) {
 		if out.koordinator, err = findComponent("koordinator", koordSchedulerName); err != nil {
 			return nil, err
 		}
+	}
+	if err := trainerFlags(o, out); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -263,6 +271,13 @@ func (c *cluster) startOperators(ctx context.Context, client *kubernetes.Clients
 			return fmt.Errorf("%s: %v", comp.name, err)
 		}
 	}
+	crds, err := o.trainerCRDs()
+	if err != nil {
+		return err
+	}
+	if err := applyCRDs(ctx, dyn, crds); err != nil {
+		return fmt.Errorf("%s: %v", trainerDir, err)
+	}
 	if o.koordinator != nil {
 		if err := c.startKoordScheduler(ctx, client); err != nil {
 			return fmt.Errorf("%s: %v", koordSchedulerName, err)
@@ -278,7 +293,7 @@ func (c *cluster) startOperators(ctx context.Context, client *kubernetes.Clients
 			return fmt.Errorf("%s: %v", mpiOperatorName, err)
 		}
 	}
-	return nil
+	return c.startTrainerControllers(ctx, client, dyn)
 }
 
 func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
@@ -533,9 +548,9 @@ func (c *cluster) startKoordScheduler(ctx context.Context, client *kubernetes.Cl
 func (o *operatorOptions) featureGateArgsForKoord() []string { return nil }
 
 // controllers: kube-controller-manager's controllers, plus the Job controller for the MPI Operator
-// (v2beta1 runs the launcher as a batch/v1 Job).
+// (v2beta1 runs the launcher as a batch/v1 Job) and for JobSet (a JobSet's replicated jobs are batch/v1 Jobs).
 func (o *operatorOptions) controllers() string {
-	if o != nil && o.mpiOperator != nil {
+	if o != nil && (o.mpiOperator != nil || o.jobset != nil) {
 		return controllers + ",job-controller"
 	}
 	return controllers
