@@ -230,6 +230,29 @@ def test_simulate_places_a_trainjob_whose_runtime_is_in_the_input():
         "counts the pods of all 2 start waves, which never exist together: nothing binds"])
 
 
+def test_simulate_gives_the_trainer_step_the_trainjobs_resources_per_node():
+    """Rule T5: ``spec.trainer.resourcesPerNode`` replaces the runtime's requests of the trainer step's ``node``
+    container key by key, as Trainer does: 2 CPUs a pod, so a 4-CPU Node holds 2 of the 4 and the gang binds
+    nothing; a key the TrainJob does not give (memory) stays the runtime's."""
+    from policylib.simulate import simulate
+    from policylib.simulate.gangs import trainjob_as_jobset
+    from tests.test_jobset import node
+    job = trainjob()
+    job["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": "2"}, "limits": {"nvidia.com/gpu": "1"}}
+    runtime = copy.deepcopy(TORCH)
+    container = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"][0]
+    container["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+    made = trainjob_as_jobset(job, runtime)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert made["containers"][0]["resources"] == {"requests": {"cpu": "2", "memory": "1Gi"},
+                                                  "limits": {"nvidia.com/gpu": "1"}}
+    job["spec"]["trainer"]["resourcesPerNode"] = {"requests": {"cpu": "2"}}
+    [short] = simulate([runtime, job], [node("n1", 4, "r1")], PODGROUP)
+    assert (short.placed, short.pending) == ({}, 4)
+    [fits] = simulate([runtime, job], [node("n1", 8, "r1")], PODGROUP)
+    assert (fits.placed, fits.pending) == ({"n1": 4}, 0)
+
+
 def test_a_runtime_that_cannot_be_read_is_an_error_naming_it():
     """Rule T2: the runtime's replicated jobs are read as a JobSet's (rule J2), the errors named under the runtime."""
     broken = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",

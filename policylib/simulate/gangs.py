@@ -24,6 +24,7 @@ from ..jobset.read import JobSet, ReplicatedJob
 from ..kubescheduler.model import NodeState, PodShape
 from ..mutate import mutate
 from ..trainer import is_trainjob, read_trainjob, runtime_jobset
+from ..trainer.keys import ANCESTOR_LABEL, TRAINER_STEP
 from ..trainer.patch import entry_pod_metadata
 from ..trainer.runtime import pod_group_policy
 from ..volcano import is_volcano_job
@@ -622,6 +623,8 @@ def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict
     for name, rjob in by_name.items():
         job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
         job_spec["parallelism"] = job_spec["completions"] = counts.get(str(name), 1)
+    apply_resources_per_node(by_name, ((mutated.get("spec") or {}).get("trainer") or {}).get("resourcesPerNode"),
+                             (runtime.get("spec") or {}).get("mlPolicy"))
     template_meta = ((runtime.get("spec") or {}).get("template") or {}).get("metadata")
     annotations = _annotations(template_meta)
     for patch in trainjob.patches:
@@ -644,6 +647,37 @@ def trainjob_as_jobset(mutated: dict[str, Any], runtime: dict[str, Any]) -> dict
                 {"apiVersion": mutated["apiVersion"], "kind": "TrainJob", "name": trainjob.name, "controller": True}],
                 **({"annotations": annotations} if annotations else {})},
             "spec": spec}
+
+
+def apply_resources_per_node(by_name: dict[Any, dict[str, Any]], per_node: Any, ml_policy: Any) -> None:
+    """Rule T5: the TrainJob's ``spec.trainer.resourcesPerNode`` merged into the resources of the container named
+    ``node`` of the trainer step's replicated job (the one labelled ``trainjob-ancestor-step: trainer``, where the
+    runtime has an ``mlPolicy``; also the MPI launcher named ``node`` with ``runLauncherAsNode``), as Trainer v2.3.0's
+    core/trainingruntime.go does: a strategic merge of the two maps, ``requests`` and ``limits`` key by key, the
+    TrainJob's value winning (null removes)."""
+    if not isinstance(per_node, dict) or not isinstance(ml_policy, dict):
+        return
+    mpi = ml_policy.get("mpi")
+    launcher_as_node = isinstance(mpi, dict) and mpi.get("runLauncherAsNode") is True
+    for name, rjob in by_name.items():
+        labels = (((rjob.get("template") or {}).get("metadata") or {}).get("labels") or {})
+        if not ((isinstance(labels, dict) and labels.get(ANCESTOR_LABEL) == TRAINER_STEP)
+                or (launcher_as_node and name == "node")):
+            continue
+        pod = (((rjob.get("template") or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        container = next((c for c in pod.get("containers") or [] if isinstance(c, dict) and c.get("name") == "node"),
+                         None)
+        if container is None:
+            continue
+        base = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        merged = dict(base)
+        for part in ("requests", "limits"):
+            override = per_node.get(part)
+            if not isinstance(override, dict):
+                continue
+            values = {**(base.get(part) if isinstance(base.get(part), dict) else {}), **override}
+            merged[part] = {k: v for k, v in values.items() if v is not None}
+        container["resources"] = merged
 
 
 def _annotations(meta: Any) -> dict[str, Any]:
