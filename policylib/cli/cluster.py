@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Callable, TextIO, cast
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TextIO, cast
 
 from ..config import Config
 from ..constants import CONFIG_KEY
@@ -233,55 +233,53 @@ def live(args: argparse.Namespace, stderr: TextIO, workloads: bool,
     return nodes, pods + objects, version
 
 
+def listed_or_warned(api: Any, reads: Sequence[tuple[Any, str | None]], without: str, stderr: TextIO,
+                     project: Callable[[dict[str, Any]], Any] | None = None) -> list[dict[str, Any]]:
+    """The objects of each ``(resource, namespace)`` of ``reads``, where the cluster serves them (none where it does
+    not); a resource the user may not list is named in one warning saying what goes on ``without`` it (``{kind}``
+    there is the resource's kind)."""
+    from ..shell import kube
+    found: list[dict[str, Any]] = []
+    for res, ns in reads:
+        try:
+            found += kube.snapshot(api, ns, resources=(res,), project=project, limit=kube.PROJECTED_PAGE)
+        except kube.Forbidden as e:
+            name = f"{res.plural}.{res.group}" if res.group else res.plural
+            stderr.write(f"policylib: warning: cannot list {name}: {e}; {without.format(kind=res.kind)}\n")
+    return found
+
+
 def live_volumes(api: Any, namespace: str | None, stderr: TextIO) -> list[dict[str, Any]]:
     """Rules A7, A8: the PersistentVolumeClaims (of ``namespace``, or all) and the PersistentVolumes, what pins a
-    StatefulSet's ordinals to zones; a user who may not list them is told, and the check goes on without them."""
+    StatefulSet's ordinals to zones; checked without them where the user may not list them."""
     from ..shell import kube
-    out: list[dict[str, Any]] = []
-    for res, ns in ((kube.PVCS, namespace), (kube.PVS, None)):
-        try:
-            out += kube.snapshot(api, ns, resources=(res,), project=project_simulated, limit=kube.PROJECTED_PAGE)
-        except kube.Forbidden as e:
-            stderr.write(f"policylib: warning: cannot list {res.plural}: {e}; StatefulSets are checked without "
-                         "their volumes' zones\n")
-    return out
+    return listed_or_warned(api, ((kube.PVCS, namespace), (kube.PVS, None)),
+                            "StatefulSets are checked without their volumes' zones", stderr, project_simulated)
 
 
 def live_hypernodes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
-    """Rule V26: the cluster's Volcano HyperNodes, where it serves them (none where it does not); a user who
-    may not list them is told, and the check goes on without them."""
+    """Rule V26: the cluster's Volcano HyperNodes; Volcano Jobs are checked without them where the user may not list
+    them."""
     from ..shell import kube
-    try:
-        return kube.snapshot(api, resources=(kube.HYPERNODES,), limit=kube.PROJECTED_PAGE)
-    except kube.Forbidden as e:
-        stderr.write(f"policylib: warning: cannot list hypernodes.topology.volcano.sh: {e}; Volcano Jobs are "
-                     "checked without the cluster's HyperNodes\n")
-        return []
+    return listed_or_warned(api, ((kube.HYPERNODES, None),),
+                            "Volcano Jobs are checked without the cluster's HyperNodes", stderr)
 
 
 def live_runtimes(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
     """Rules T1, T5: the cluster's Kubeflow Trainer runtimes (TrainingRuntimes of every namespace and
-    ClusterTrainingRuntimes), where it serves them, so a TrainJob is placed and checked with the runtime it names;
-    a kind the user may not list is named in a warning, and its TrainJobs are left unplaced with the reason."""
+    ClusterTrainingRuntimes), so a TrainJob is placed and checked with the runtime it names; a TrainJob whose runtime
+    the user may not list is left unplaced with the reason."""
     from ..shell import kube
-    found: list[dict[str, Any]] = []
-    for res in kube.TRAINING_RUNTIMES:
-        try:
-            found += kube.snapshot(api, resources=(res,), limit=kube.PROJECTED_PAGE)
-        except kube.Forbidden as e:
-            stderr.write(f"policylib: warning: cannot list {res.plural}.{res.group}: {e}; a TrainJob that names a "
-                         f"{res.kind} is not placed\n")
-    return found
+    return listed_or_warned(api, tuple((res, None) for res in kube.TRAINING_RUNTIMES),
+                            "a TrainJob that names a {kind} is not placed", stderr)
+
+
 def live_kueue_topologies(api: Any, stderr: TextIO) -> list[dict[str, Any]]:
-    """Rule N10: Kueue's Topologies, where the cluster serves them (none where it does not), for the declared
-    levels to be compared with; a user who may not list them is told, and the check goes on without them."""
+    """Rule N10: Kueue's Topologies, for the declared levels to be compared with; the declaration is checked
+    without them where the user may not list them."""
     from ..shell import kube
-    try:
-        return kube.snapshot(api, resources=(kube.KUEUE_TOPOLOGIES,), limit=kube.PROJECTED_PAGE)
-    except kube.Forbidden as e:
-        stderr.write(f"policylib: warning: cannot list topologies.kueue.x-k8s.io: {e}; the declared topology is "
-                     "checked without Kueue's Topologies\n")
-        return []
+    return listed_or_warned(api, ((kube.KUEUE_TOPOLOGIES, None),),
+                            "the declared topology is checked without Kueue's Topologies", stderr)
 
 
 def unhandled_workloads(args: argparse.Namespace, stderr: TextIO) -> list[dict[str, Any]]:
