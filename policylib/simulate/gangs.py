@@ -669,13 +669,14 @@ def apply_resources_per_node(by_name: dict[Any, dict[str, Any]], per_node: Any, 
                          None)
         if container is None:
             continue
-        base = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        resources = container.get("resources")
+        base: dict[str, Any] = resources if isinstance(resources, dict) else {}
         merged = dict(base)
         for part in ("requests", "limits"):
-            override = per_node.get(part)
+            override, given = per_node.get(part), base.get(part)
             if not isinstance(override, dict):
                 continue
-            values = {**(base.get(part) if isinstance(base.get(part), dict) else {}), **override}
+            values = {**(given if isinstance(given, dict) else {}), **override}
             merged[part] = {k: v for k, v in values.items() if v is not None}
         container["resources"] = merged
 
