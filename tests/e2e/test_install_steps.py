@@ -59,6 +59,15 @@ def trainjob(namespace: str) -> dict:
             "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": 2}}}
 
 
+def statefulset(namespace: str) -> dict:
+    """A 3-replica StatefulSet (apps/v1): the Deployment's spread, rules A1-A9."""
+    obj = deployment("cache", namespace, 3)
+    obj["kind"] = "StatefulSet"
+    obj["spec"]["serviceName"] = "cache"
+    obj["spec"].pop("strategy", None)
+    return obj
+
+
 def gang_pod(namespace: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "gang-member", "namespace": namespace,
@@ -153,6 +162,7 @@ def test_an_object_of_every_kind_each_webhook_matches_is_admitted_through_the_do
         objects.append((jobset(ns), "jobsets.policylib.io"))
         objects.append((gang_pod(ns), "gang-pods.policylib.io"))
         objects.append((trainjob(ns), "trainjobs.policylib.io"))
+        objects.append((statefulset(ns), "statefulsets.policylib.io"))
         assert {hook for _, hook in objects} == {h["name"] for h in hooks}, "a webhook without an object here"
         refused = []
         for obj, _ in objects:
@@ -168,6 +178,8 @@ def test_an_object_of_every_kind_each_webhook_matches_is_admitted_through_the_do
         wait_for("a review of every object", lambda: wanted <= reviewed(), timeout=30)
         stored = cluster.get("deployment", "web", ns)
         assert "policylib.io/spread-effective-replicas" in stored["metadata"]["annotations"]
+        stored = cluster.get("statefulset", "cache", ns)
+        assert stored["metadata"]["annotations"]["policylib.io/spread-effective-replicas"] == "3"
     finally:
         server.terminate()
         server.wait(30)
