@@ -73,8 +73,8 @@ def test_a_trainjob_under_trainers_volcano_podgroup_stays_in_one_hypernode():
     assert (short.pending, short.placed) == (5, {})
     assert short.reasons == [
         f"wave 1: networkTopology hard highestTierAllowed 1: no HyperNode of tier <= 1 holds the gang's minimum 5 pods "
-        f"at once (pods placeable per HyperNode: {HN_A} 4, {HN_B} 4): Volcano's PodGroup stays Unschedulable, "
-        "\"5/5 tasks in gang unschedulable\"",
+        f"at once (pods placeable per HyperNode: {HN_A} 4, {HN_B} 4): Volcano's PodGroup stays Unschedulable "
+        "(reason NotEnoughResources, \"tasks in gang unschedulable\")",
         "wave 1 (node): gang llama: 0 of its minimum 5 pods placeable at once: the gang binds nothing"]
 
 
@@ -131,8 +131,8 @@ def test_a_volcano_jobs_hard_network_topology_holds_it_in_one_hypernode():
     [short] = simulate([volcano_job(5, hard)], NODES, config)
     assert (short.pending, short.placed, short.reasons) == (5, {}, [
         f"networkTopology hard highestTierAllowed 1: no HyperNode of tier <= 1 holds the Job's minimum 5 pods at once "
-        f"(pods placeable per HyperNode: {HN_A} 4, {HN_B} 4): Volcano's PodGroup stays Unschedulable, "
-        "\"5/5 tasks in gang unschedulable\""])
+        f"(pods placeable per HyperNode: {HN_A} 4, {HN_B} 4): Volcano's PodGroup stays Unschedulable "
+        "(reason NotEnoughResources, \"tasks in gang unschedulable\")"])
     [anywhere] = simulate([volcano_job(5)], NODES, config)
     assert (anywhere.pending, racks(anywhere.placed)) == (0, {"a", "b"})
     assert [f.message for f in check(config, NODES, [volcano_job(5, hard)]) if f.key.startswith("gang")] == [

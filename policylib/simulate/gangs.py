@@ -33,6 +33,11 @@ from .engine import Cluster
 from .placement import GangVerdict, Placement, node_zones, place_pods, zones
 from .topology import COSCHEDULING, VOLCANO, GangLevel, gang_level, gang_objects, label_domains
 
+#: Volcano's gang plugin on a PodGroup that cannot bind (v1.14.1 plugins/gang/gang.go ``OnSessionClose``): the
+#: condition's reason, and its message's words; the message's count (the minimum less what the last HyperNode it
+#: tried could hold) depends on Volcano's order of trial, which the simulation does not claim.
+UNSCHEDULABLE_WORDS = "reason NotEnoughResources, \"tasks in gang unschedulable\""
+
 
 def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeState],
                          raw_nodes: list[dict[str, Any]], facts: ClusterFacts | None = None) -> Placement:
@@ -73,8 +78,8 @@ def simulate_volcano_job(obj: dict[str, Any], config: Config, nodes: list[NodeSt
         if level is not None:
             counts = ", ".join(f"{d} {p}" for d, p in tried if d) or "no HyperNode"
             reasons = [f"{level.words}: no HyperNode of tier <= {level.tier} holds the Job's minimum {minimum} pods "
-                       f"at once (pods placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable, "
-                       f"\"{minimum}/{replicas} tasks in gang unschedulable\""]
+                       f"at once (pods placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable "
+                       f"({UNSCHEDULABLE_WORDS})"]
         else:
             reasons.append(f"{shortfall}: the gang binds nothing, all {replicas} pods stay Pending")
     else:
@@ -389,7 +394,7 @@ def place_in_hypernode(job: KubeflowJob, specs: dict[str, Any], nodes: list[Node
     and the cluster-top one where it is allowed) grouped by tier, the lowest tier first; the job is tried in
     each HyperNode of a tier on its Nodes alone, and the first tier where one holds the minimum wins (Volcano
     then scores those HyperNodes; here: the first in name order, the others named). None holds it: the gang
-    plugin's condition ``<minimum>/<pods> tasks in gang unschedulable`` and nothing binds."""
+    plugin's ``NotEnoughResources`` condition and nothing binds."""
     tried = _try_domains(job, specs, nodes, level)
     for tier in sorted({t for _, t, _ in level.domains}):
         names = {name for name, t, _ in level.domains if t == tier}
@@ -403,10 +408,10 @@ def place_in_hypernode(job: KubeflowJob, specs: dict[str, Any], nodes: list[Node
                                f"Volcano's network-topology-aware scores pick one; simulated in {value}")
             return trial, placed, count, reasons, count
     counts = ", ".join(f"{value} {count}" for value, _, _, count, _ in tried) or "no HyperNode"
-    return [n.copy() for n in nodes], {}, 0, [
-        f"{level.words}: no HyperNode of tier <= {level.tier} holds the gang's minimum {minimum} pods at once (pods "
-        f"placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable, \"{minimum}/{job.total} tasks "
-        "in gang unschedulable\""], max((t[3] for t in tried), default=0)
+    unschedulable = (f"{level.words}: no HyperNode of tier <= {level.tier} holds the gang's minimum {minimum} pods "
+                     f"at once (pods placeable per HyperNode: {counts}): Volcano's PodGroup stays Unschedulable "
+                     f"({UNSCHEDULABLE_WORDS})")
+    return [n.copy() for n in nodes], {}, 0, [unschedulable], max((t[3] for t in tried), default=0)
 
 
 def simulate_jobset(obj: dict[str, Any], config: Config, nodes: list[NodeState], raw_nodes: list[dict[str, Any]],
