@@ -18,7 +18,7 @@ from itertools import count
 import pytest
 import yaml
 
-from .harness import ROOT, SHARED, Cluster, Webhook, refused, require_built, wait_for
+from .harness import ROOT, SHARED, Cluster, Timeout, Webhook, refused, require_built, wait_for
 from .util import POLICYLIB
 
 EXAMPLES = SHARED / "examples" / "volcano"
@@ -324,9 +324,19 @@ def test_label_discovery_builds_what_policylib_hypernodes_builds(volcano):
     assert [(t, n) for t, n, *_ in ours] == [(1, "test-tier-1")] * 4 + [(2, "test-tier-2")] * 2 + [(3, "test-tier-3")]
 
     def discovered():
-        theirs = canonical(volcano_hypernodes(volcano))
-        return theirs if theirs == ours else None
-    wait_for("Volcano's label discovery builds policylib's HyperNodes", discovered, timeout=120)
+        hns = volcano_hypernodes(volcano)
+        extra = [h["metadata"]["name"] for h in copies(hns)]
+        if extra:   # the start-up race settle_hypernodes describes, run again by a later rediscovery under load
+            volcano.kubectl("delete", "hypernodes.topology.volcano.sh", *extra, "--ignore-not-found", "--wait=false")
+            volcano.removed_copies.extend(extra)
+            return None
+        seen[:] = [canonical(hns)]
+        return seen[0] if seen[0] == ours else None
+    seen: list = []
+    try:
+        wait_for("Volcano's label discovery builds policylib's HyperNodes", discovered, timeout=180)
+    except Timeout as e:
+        raise AssertionError(f"{e}: Volcano's {seen}, policylib's {ours}") from None
     # Copies the fixture removed (settle_hypernodes: a race in Volcano v1.14.1) are listed in the log.
     print(f"copies of HyperNodes Volcano made at start and the fixture deleted: {volcano.removed_copies}")
 
@@ -531,7 +541,8 @@ def test_job_level_restart_partition_acts_where_volcano_vap_is_off(volcano_witho
                          "[--coscheduling] [--volcano [--volcano-vap] [--volcano-dir DIR]] [--training-operator "
                          "[--training-operator-gang "
                              "volcano|scheduler-plugins|none]] [--mpi-operator [--mpi-operator-gang "
-                             "volcano|scheduler-plugins|none]] [--koordinator] [--feature-gates GATES] "
+                             "volcano|scheduler-plugins|none]] [--koordinator] [--jobset] [--trainer] "
+                             "[--feature-gates GATES] "
                              "[--real-node [--real-nodes N] [--image ARCHIVE]...] "
                              "[--admission-control-config-file FILE]"),
 ])
