@@ -89,6 +89,23 @@ def test_second_instance_with_its_own_nodes_and_scheduler_config(cluster, tmp_pa
     assert KUBECTL.exists()
 
 
+def test_a_port_taken_before_its_component_binds_it_starts_the_cluster_again(harness_built, tmp_path, monkeypatch):
+    """A port is picked free and bound later by its component; another process can take it in between. The harness
+    then starts again with other ports, saying so on stderr with the component's own words, and keeps the failed
+    attempt's logs. TESTCLUSTER_TAKE_API_PORT=1 makes the first attempt take the API server's port itself."""
+    monkeypatch.setenv("TESTCLUSTER_TAKE_API_PORT", "1")
+    c = Cluster(tmp_path / "c")
+    monkeypatch.delenv("TESTCLUSTER_TAKE_API_PORT")
+    try:
+        assert [n["metadata"]["name"] for n in c.list("nodes")], "the second attempt serves"
+        said = c.stderr_text()
+        assert said.startswith("testcluster: attempt 1: kube-apiserver exited: exit status 1; the end of its log:\n"), said
+        assert "bind: address already in use" in said and said.count("starting again with other ports") == 1, said
+        assert "bind: address already in use" in (tmp_path / "c" / "attempt-1" / "kube-apiserver.log").read_text()
+    finally:
+        assert c.stop() == 0, c.stderr_text()
+
+
 def test_help_prints_the_usage_and_exits_0(harness_built):
     for flag in ("--help", "-h"):
         run = subprocess.run([str(TESTCLUSTER), flag], capture_output=True, text=True, timeout=60)

@@ -124,7 +124,13 @@ def test_the_pods_run_the_image_with_the_charts_settings(chart_on_real_node, app
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
         assert pod["spec"]["securityContext"]["runAsNonRoot"] is True
-        assert all(container[p]["httpGet"] for p in ("readinessProbe", "livenessProbe", "startupProbe"))
+        assert all(container[p]["httpGet"] for p in ("readinessProbe", "startupProbe"))
+        # the webhook's liveness is its listener (a flood of TLS handshakes never restarts it); the controller's is HTTP
+        liveness = container["livenessProbe"]
+        if app == "policylib-webhook":
+            assert liveness["tcpSocket"] == {"port": "https"} and "httpGet" not in liveness, liveness
+        else:
+            assert liveness["httpGet"]["path"] == "/healthz", liveness
         # the ServiceAccount admission plugin mounted the projected token, CA and namespace
         (api,) = [v for v in pod["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]
         sources = {next(iter(s)) for s in api["projected"]["sources"]}
@@ -401,6 +407,16 @@ def container_memory_mib(pod: dict) -> tuple[int, int]:
     return int(now.read_text()) // 2**20, int(peak.read_text()) // 2**20
 
 
+def webhook_story(c: Cluster) -> str:
+    """The webhook pods' container states and the namespace's warning Events: what a failed connection needs."""
+    states = {p["metadata"]["name"]: [{k: s.get(k) for k in ("ready", "restartCount", "state", "lastState")}
+                                      for s in p["status"].get("containerStatuses", [])]
+              for p in c.list("pods", NAMESPACE, "app.kubernetes.io/name=policylib-webhook")}
+    events = [f"{e['involvedObject']['name']}: {e['reason']}: {e.get('message', '')} (x{e.get('count', 1)})"
+              for e in c.list("events", NAMESPACE) if e.get("type") == "Warning"]
+    return f"webhook containers {states}; warning events {events}"
+
+
 @pytest.mark.parametrize("kind", ["tls", "tcp"])
 def test_4000_idle_connections_to_the_service_keep_no_new_client_out(chart_on_real_node, kind, record_property):
     """4,000 connections to the Service's endpoints (the webhook pods, round robin as kube-proxy would spread them;
@@ -420,7 +436,10 @@ def test_4000_idle_connections_to_the_service_keep_no_new_client_out(chart_on_re
         latencies = []
         for i, endpoint in enumerate(endpoints):
             uid = f"service-{kind}-{i}"
-            status, answer, seconds = new_client_review(endpoint, context, uid, timeout=60)
+            try:
+                status, answer, seconds = new_client_review(endpoint, context, uid, timeout=60)
+            except OSError as e:
+                raise AssertionError(f"a new client at {endpoint}: {e!r}; {webhook_story(c)}") from e
             assert (status, answer["response"]["uid"], answer["response"]["allowed"]) == (200, uid, True)
             latencies.append(round(seconds, 3))
         started = time.monotonic()
@@ -443,4 +462,4 @@ def test_4000_idle_connections_to_the_service_keep_no_new_client_out(chart_on_re
     assert limit.endswith("Mi") and all(0 < now <= peak <= int(limit[:-2]) for now, peak in memory), (memory, limit)
     for pod in pods(c, "policylib-webhook"):
         (status,) = pod["status"]["containerStatuses"]
-        assert status["restartCount"] == 0, status
+        assert status["restartCount"] == 0, webhook_story(c)

@@ -1,6 +1,6 @@
 """The Flask shell around :mod:`.review`: HTTP, metrics, one log line per review.
 
-Routes: ``POST /mutate`` (AdmissionReview v1, answered by :mod:`.mutate`), ``GET /healthz`` (liveness),
+Routes: ``POST /mutate`` (AdmissionReview v1, answered by :mod:`.mutate`), ``GET /healthz`` (the startup probe),
 ``GET /readyz`` (config and certificates loaded, cluster facts synced),
 ``GET /metrics`` (Prometheus). Bad input gets a JSON error with 400, 405 or
 413, never a 500, and an error's message is cut to :data:`~.mutate.ERROR_CHARS`. Rule W13:

@@ -53,6 +53,10 @@ type cluster struct {
 	realNodes        *realNodes                   // --real-node, --real-nodes
 	admissionConfig  string                       // --admission-control-config-file, absolute
 	failed           chan error
+	// takeAPIPort: this start binds the API server's port itself before the API server does, as another process
+	// can (the harness's own test of starting again, TESTCLUSTER_TAKE_API_PORT=1, first attempt only).
+	takeAPIPort bool
+	taken       net.Listener
 
 	etcd       *embed.Etcd
 	pki        *pki
@@ -128,6 +132,11 @@ func (c *cluster) start(ctx context.Context) error {
 	etcdClient, etcdPeer := ports[0], ports[1]
 	c.apiHost, c.apiPort = "127.0.0.1", ports[2]
 	schedulerPort, cmPort := ports[3], ports[4]
+	if c.takeAPIPort && c.realNodes == nil {
+		if c.taken, err = net.Listen("tcp4", net.JoinHostPort(c.apiHost, strconv.Itoa(c.apiPort))); err != nil {
+			return err
+		}
+	}
 	services, disabled := "10.96.0.0/16", disabledAdmission
 	// On loopback nothing maintains the `kubernetes` Service's endpoints: an endpoint cannot be a loopback address
 	// (Kubernetes 1.37 refuses to start the reconciler with one; 1.36 wrote it anyway), and nothing here routes
@@ -385,6 +394,9 @@ func (c *cluster) launchExec(name, path string, args []string) {
 func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.stopping { // an attempt given up (main's failed): its start may still be running
+		return
+	}
 	p := &process{name: name, args: args, done: make(chan struct{})}
 	c.components[name] = p
 	logf, err := os.OpenFile(filepath.Join(c.dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -412,9 +424,66 @@ func (c *cluster) launchEnv(name, path string, args []string, env ...string) {
 		expected := c.stopping || c.components[name] != p
 		c.mu.Unlock()
 		if !expected {
-			c.failed <- fmt.Errorf("%s exited: %v", name, err)
+			c.failed <- fmt.Errorf("%s exited: %v; the end of its log:\n%s", name, err,
+				logTail(filepath.Join(c.dir, name+".log"), logTailLines))
 		}
 	}()
+}
+
+// logTailLines is how many of a component's last log lines its unexpected exit quotes: its reason is there, and
+// a test's log keeps it after the cluster's directory is gone.
+const logTailLines = 12
+
+// logTail is the last n lines of the file at path, each indented (or why it cannot be read).
+func logTail(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return "    " + err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, line := range lines {
+		if len(line) > 400 {
+			line = line[:400] + " ..."
+		}
+		lines[i] = "    " + line
+	}
+	return strings.Join(lines, "\n")
+}
+
+// startAttempts is how many times testcluster starts a cluster whose components found a port taken.
+const startAttempts = 3
+
+// portTaken says whether this start failed because a port picked free was bound by another process first: err
+// says so, or a component's log does.
+func (c *cluster) portTaken(err error) bool {
+	const inUse = "address already in use"
+	if strings.Contains(err.Error(), inUse) {
+		return true
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, path := range logs {
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), inUse) {
+			return true
+		}
+	}
+	return false
+}
+
+// keepLogs moves the components' logs of a failed attempt into dir.
+func (c *cluster) keepLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	logs, _ := filepath.Glob(filepath.Join(c.dir, "*.log"))
+	for _, path := range logs {
+		if err := os.Rename(path, filepath.Join(dir, filepath.Base(path))); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // controllers are the controllers kube-controller-manager runs: with a real node, also the endpoint
@@ -461,6 +530,9 @@ func (c *cluster) stop() {
 	}
 	if c.realNodes != nil && c.realNodes.rec.PID != 0 {
 		removeRealNode(c.realNodes.rec)
+	}
+	if c.taken != nil {
+		c.taken.Close()
 	}
 }
 

@@ -199,21 +199,62 @@ func run(args []string) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	c := &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
-		volcano: volcano, operators: operators, realNodes: reals, admissionConfig: admissionConfig,
-		failed: make(chan error, 4)}
+	newCluster := func() *cluster {
+		return &cluster{dir: dir, nodes: nodes, schedulerConfig: schedCfg, crds: crds, coschedulingPath: coschedulingPath,
+			volcano: volcano, operators: operators, realNodes: reals, admissionConfig: admissionConfig,
+			failed: make(chan error, 4)}
+	}
+	c, attempt, ready := newCluster(), 1, false
+	c.takeAPIPort = os.Getenv("TESTCLUSTER_TAKE_API_PORT") == "1"
+	attemptCtx, cancelAttempt := context.WithCancel(ctx)
 	started := make(chan error, 1)
-	go func() { started <- c.start(ctx) }()
+	go func(c *cluster) { started <- c.start(attemptCtx) }(c)
+	// failed ends this attempt: before `ready`, an attempt whose component found its port taken starts again with
+	// other ports (freePorts: a port picked free can be bound by another process before its component binds it).
+	failed := func(err error) (retried bool) {
+		cancelAttempt()
+		c.stop()
+		if ready || attempt >= startAttempts || !c.portTaken(err) {
+			return false
+		}
+		select { // the attempt's start returns once its context is cancelled; its components are stopped
+		case <-started:
+		case <-time.After(time.Minute):
+		}
+		kept := filepath.Join(dir, fmt.Sprintf("attempt-%d", attempt))
+		if err := c.keepLogs(kept); err != nil {
+			fmt.Fprintf(os.Stderr, "testcluster: %v\n", err)
+		}
+		fmt.Fprintf(os.Stderr, "testcluster: attempt %d: %v: a port was taken; starting again with other ports "+
+			"(its logs in %s)\n", attempt, err, kept)
+		attempt++
+		c = newCluster()
+		attemptCtx, cancelAttempt = context.WithCancel(ctx)
+		started = make(chan error, 1)
+		go func(c *cluster) { started <- c.start(attemptCtx) }(c)
+		return true
+	}
+	defer func() { cancelAttempt() }()
 	for {
 		select {
 		case err := <-started:
 			if err != nil {
-				c.stop()
+				select { // a component's exit that ended the start says why in its own words
+				case exited := <-c.failed:
+					err = exited
+				case <-time.After(time.Second):
+				}
+				if failed(err) {
+					continue
+				}
 				return fail(1, "%v (logs in %s)", err, dir)
 			}
+			ready = true
 			fmt.Printf("ready %s\n", filepath.Join(dir, "kubeconfig"))
 		case err := <-c.failed:
-			c.stop()
+			if failed(err) {
+				continue
+			}
 			return fail(1, "%v (logs in %s)", err, dir)
 		case s := <-signals:
 			switch s {
