@@ -322,6 +322,16 @@ def test_simulate_scale_prints_the_victims_with_and_without_the_costs(tmp_path):
     assert result["withCosts"]["zones"] == {"a": 1, "b": 1, "c": 1} and len(result["withCosts"]["removed"]) == 9
 
 
+def test_simulate_scale_of_a_deployment_without_pods_in_the_input_says_so(tmp_path):
+    import yaml
+    path = tmp_path / "in.yaml"
+    path.write_text(yaml.safe_dump_all([deployment([zone_constraint()]), *NODES]))
+    code, out, err = _cli("simulate", "-f", str(path), "--scale", "web=3")
+    assert (code, err) == (0, "")
+    assert out == ("deployment default/web: no bound pod of it in the input, so no scale-down to 3 to replay (give "
+                   "its pods: kubectl get pods -o yaml, or --cluster)\n")
+
+
 def test_simulate_scale_refuses_an_unknown_name_and_a_bad_count(tmp_path):
     import yaml
     path = tmp_path / "in.yaml"

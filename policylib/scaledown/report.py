@@ -80,12 +80,16 @@ def _by_first_label(deployments: Sequence[Mapping[str, Any]], pods: Sequence[Map
 
 def scale_table(results: Sequence[ScaleDown | OrdinalScaleIn]) -> str:
     """``simulate --scale``'s table: per Deployment, the pods removed and the zones left, without and with
-    the costs; per StatefulSet, the pods removed (the highest ordinals) and the zones left, or that the input
+    the costs, or that the input holds none of its pods; per StatefulSet, the pods removed (the highest ordinals) and the zones left, or that the input
     holds none of its pods."""
     lines = []
     for r in results:
         if isinstance(r, OrdinalScaleIn):
             lines += _ordinal_lines(r)
+            continue
+        if not sum(r.before.values()):
+            lines.append(f"deployment {r.namespace}/{r.name}: no bound pod of it in the input, so no scale-down to "
+                         f"{r.replicas} to replay (give its pods: kubectl get pods -o yaml, or --cluster)")
             continue
         lines.append(f"deployment {r.namespace}/{r.name}: {sum(r.before.values())} -> {r.replicas} replicas; "
                      f"pods per zone now {_zones(r.before)}")
