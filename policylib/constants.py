@@ -97,6 +97,8 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"
 #: The label a Deployment's controller puts on each ReplicaSet's pods.
 POD_TEMPLATE_HASH = "pod-template-hash"
+#: The label the StatefulSet controller puts on each of its pods: the pod's name (``<set>-<ordinal>``).
+STATEFULSET_POD_NAME = "statefulset.kubernetes.io/pod-name"
 UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 
 # --- the install -------------------------------------------------------------------------------------------

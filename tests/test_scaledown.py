@@ -420,6 +420,26 @@ def test_cluster_report_lists_violations_and_foreign_costs_of_managed_deployment
     assert cluster_report([deployment([zone_constraint()]), *pods], NODES) == ([], [])
 
 
+def test_cluster_report_names_a_managed_statefulset_whose_ordinals_break_its_zone_spread():
+    """Rule S28 for StatefulSets: after a scale-in removed the highest ordinals, what is left breaks the zone spread;
+    the StatefulSet is named as such (the constraint has no revision key, rule A3)."""
+    from policylib.scaledown import cluster_report
+    managed = statefulset()
+    managed["metadata"]["annotations"] = {"policylib.io/spread-effective-replicas": "3"}
+    managed["spec"]["template"]["spec"]["topologySpreadConstraints"] = [
+        dict(zone_constraint(), labelSelector={"matchLabels": {"app": "db"}}, matchLabelKeys=[])]
+    left = [statefulset_pod(f"db-{i}", n) for i, n in enumerate(("a1", "a2", "b1"))]
+    violations, notes = cluster_report([managed, *left], NODES)
+    assert [(v.message(), v.as_dict()["kind"]) for v in violations] == [(
+        "statefulset default/db: topology.kubernetes.io/zone skew 2 > maxSkew 1 (ScheduleAnyway); pods per domain: "
+        "a=2, b=1, c=0", "statefulset")]
+    assert notes == []
+    unmanaged = statefulset()
+    unmanaged["spec"]["template"]["spec"]["topologySpreadConstraints"] = managed["spec"]["template"]["spec"][
+        "topologySpreadConstraints"]
+    assert cluster_report([unmanaged, *left], NODES) == ([], [])
+
+
 def test_cluster_report_reads_each_deployment_s_pods_by_namespace_and_selector():
     from policylib.scaledown import cluster_report
 

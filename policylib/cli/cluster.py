@@ -182,13 +182,14 @@ def planned_objects(args: argparse.Namespace, config: Config, stderr: TextIO,
 
 
 def deployment_pods_and_nodes(args: argparse.Namespace) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """What ``plan --cluster`` reads for rules S25 and S28: the pods Deployments made (only what the pod
-    costs read of each) and the Nodes (what the replay reads of them, rule W7)."""
+    """What ``plan --cluster`` reads for rules S25 and S28: the pods Deployments and StatefulSets made (only what
+    the pod costs read of each) and the Nodes (what the replay reads of them, rule W7)."""
     from ..scaledown import project_pod
     from ..shell import kube
     c = cluster(args)
     with c.reading():
-        pods = kube.snapshot(c.api, args.namespace, resources=(kube.DEPLOYMENT_PODS,), project=project_pod,
+        pods = kube.snapshot(c.api, args.namespace, resources=(kube.DEPLOYMENT_PODS, kube.STATEFULSET_PODS),
+                             project=project_pod,
                              limit=kube.PROJECTED_PAGE)
         nodes = kube.snapshot(c.api, resources=(kube.NODES,), project=project_simulated, limit=kube.PROJECTED_PAGE)
     return pods, nodes

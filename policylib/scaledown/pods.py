@@ -83,12 +83,21 @@ def deployment_name(pod: Mapping[str, Any]) -> str | None:
 
 
 def deployment_pods(deployment: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The pods of a Deployment: same namespace, matched by its selector, owned by a ReplicaSet."""
+    """The pods of a Deployment: same namespace, matched by its selector, owned by a ReplicaSet; of a StatefulSet
+    (rule S28): owned by that StatefulSet."""
     ns = str(metadata_of(deployment).get("namespace") or "default")
     selector = (deployment.get("spec") or {}).get("selector")
+    statefulset = metadata_of(deployment).get("name") if deployment.get("kind") == "StatefulSet" else None
     return [p for p in pods if isinstance(p, dict) and p.get("kind", "Pod") == "Pod"
-            and str(metadata_of(p).get("namespace") or "default") == ns and owner_uid(p) is not None
+            and str(metadata_of(p).get("namespace") or "default") == ns
+            and (owner_uid(p) is not None if statefulset is None else owned_by_statefulset(p, str(statefulset)))
             and selector_matches(selector, metadata_of(p).get("labels") or {})]
+
+
+def owned_by_statefulset(pod: Mapping[str, Any], name: str) -> bool:
+    """The pod's controller is the StatefulSet ``name`` (of the pod's namespace)."""
+    return any(isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == "StatefulSet"
+               and ref.get("name") == name for ref in metadata_of(pod).get("ownerReferences") or ())
 
 
 def parse_cost(value: object) -> int | None:

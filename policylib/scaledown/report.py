@@ -17,15 +17,16 @@ from .skew import SpreadNodes, Violation, skew_of, spread_violations
 
 
 def is_managed(deployment: Mapping[str, Any]) -> bool:
-    """A Deployment whose spread policylib wrote: it carries S15's record, and is not opted out (rule P1)."""
-    return is_deployment(deployment) and not is_opted_out(dict(deployment)) and \
+    """A Deployment or StatefulSet whose spread policylib wrote: it carries S15's record, and is not opted out (rule
+    P1)."""
+    return (is_deployment(deployment) or is_statefulset(deployment)) and not is_opted_out(dict(deployment)) and \
         RECORD_REPLICAS in (metadata_of(deployment).get("annotations") or {})
 
 
 def cluster_report(objects: Iterable[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]]) \
         -> tuple[list[Violation], list[str]]:
-    """Rules S25, S28: the spread violations of the managed Deployments among ``objects`` (their Pods
-    among them too), and a note per managed Deployment whose pods carry a deletion cost another field
+    """Rules S25, S28: the spread violations of the managed Deployments and StatefulSets among ``objects`` (their
+    Pods among them too), and a note per managed Deployment whose pods carry a deletion cost another field
     manager owns (policylib leaves those alone)."""
     objects = list(objects)
     pods = [o for o in objects if isinstance(o, dict) and o.get("kind") == "Pod"]
@@ -80,8 +81,8 @@ def _by_first_label(deployments: Sequence[Mapping[str, Any]], pods: Sequence[Map
 
 def scale_table(results: Sequence[ScaleDown | OrdinalScaleIn]) -> str:
     """``simulate --scale``'s table: per Deployment, the pods removed and the zones left, without and with
-    the costs, or that the input holds none of its pods; per StatefulSet, the pods removed (the highest ordinals) and the zones left, or that the input
-    holds none of its pods."""
+    the costs; per StatefulSet, the pods removed (the highest ordinals) and the zones left; for either, that the
+    input holds none of its pods when it does not."""
     lines = []
     for r in results:
         if isinstance(r, OrdinalScaleIn):

@@ -18,7 +18,7 @@ __all__ = ["SpreadNodes", "Violation", "skew_of", "spread_violations"]
 
 @dataclass(frozen=True)
 class Violation:
-    """A Deployment whose pods break one of its own spread constraints now."""
+    """A Deployment or StatefulSet (``kind``, lower case) whose pods break one of its own spread constraints now."""
 
     namespace: str
     name: str
@@ -28,10 +28,11 @@ class Violation:
     skew: int
     counts: dict[str, int] = field(default_factory=dict)
     group: str = ""
+    kind: str = "deployment"
 
     @property
     def reference(self) -> str:
-        return f"deployment {self.namespace}/{self.name}"
+        return f"{self.kind} {self.namespace}/{self.name}"
 
     def message(self) -> str:
         domains = ", ".join(f"{d}={n}" for d, n in sorted(self.counts.items()))
@@ -42,7 +43,7 @@ class Violation:
     def as_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "name": self.name, "topologyKey": self.topology_key,
                 "whenUnsatisfiable": self.when_unsatisfiable, "maxSkew": self.max_skew, "skew": self.skew,
-                "counts": dict(sorted(self.counts.items())), "group": self.group}
+                "counts": dict(sorted(self.counts.items())), "group": self.group, "kind": self.kind}
 
 
 class SpreadNodes:
@@ -97,7 +98,7 @@ def spread_violations(deployment: Mapping[str, Any], pods: Iterable[Mapping[str,
             if now.skew > max_skew:
                 found.setdefault((constraints.index(c), own), Violation(
                     ns, name, str(c.get("topologyKey")), str(c.get("whenUnsatisfiable") or ""), max_skew, now.skew,
-                    now.counts, ", ".join(own)))
+                    now.counts, ", ".join(own), str(deployment.get("kind") or "Deployment").lower()))
     return [found[k] for k in sorted(found)]
 
 

@@ -58,6 +58,7 @@ from .resources import (
     PYTORCHJOBS,
     REGISTRY,
     SNAPSHOT_RESOURCES,
+    STATEFULSET_PODS,
     STATEFULSETS,
     TFJOBS,
     TRAINING_RUNTIMES,
@@ -78,7 +79,7 @@ from .wire import PAGE, PROJECTED_PAGE, Fetch, continue_token, decode, one_by_on
 __all__ = [
     "AmbiguousInstall", "Api", "ApiError", "CONFIGMAPS", "CONFIG_LABELS", "CONNECT_SECONDS", "CONTROLLER_LABELS",
     "Conflict", "DEPLOYMENTS", "DEPLOYMENT_PODS", "EVENTS", "Fetch", "Forbidden", "Gone", "HPAS", "HYPERNODES",
-    "TRAINING_RUNTIMES",
+    "TRAINING_RUNTIMES", "STATEFULSET_PODS",
     "KUEUE_TOPOLOGIES",
     "GANG_JOBS", "Interner", "JOBSETS", "JSON_PATCH", "KUBEFLOW_JOBS", "KubeconfigNotFound", "LEASES", "METADATA_LIST",
     "MPIJOBS", "MPIJOBS_V2",

@@ -23,6 +23,7 @@ from ...constants import (
     NATIVE_GANG_VERSIONS,
     POD_TEMPLATE_HASH,
     SIGS_GROUP,
+    STATEFULSET_POD_NAME,
     TRAINER_GROUP,
     TRAINER_VERSION,
     VOLCANO_PODGROUP_VERSION,
@@ -136,6 +137,8 @@ TRAINING_RUNTIMES = (Resource(TRAINER_GROUP, TRAINER_VERSION, "trainingruntimes"
 KUEUE_TOPOLOGIES = Resource("kueue.x-k8s.io", "v1beta2", "topologies", "Topology", namespaced=False)
 #: Rule S27: the pods a Deployment's ReplicaSets made (the Deployment controller labels every one), no other.
 DEPLOYMENT_PODS = Resource("", "v1", "pods", "Pod", label_selector=POD_TEMPLATE_HASH)
+#: The pods StatefulSets made (rule S28 of ``plan --cluster``).
+STATEFULSET_PODS = Resource("", "v1", "pods", "Pod", label_selector=STATEFULSET_POD_NAME)
 #: Rule P9: the kinds that run pods and that no family handles (:data:`policylib.families.UNHANDLED_WORKLOADS`),
 #: each in the version its project serves now; ``check --cluster`` counts those in scope by their metadata.
 UNHANDLED_WORKLOADS = tuple(Resource(group, version, plural, kind, metadata_only=True) for group, version, plural, kind in (
