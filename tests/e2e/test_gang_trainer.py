@@ -133,20 +133,21 @@ VOLCANO_OUTCOME = "Volcano would keep its PodGroup Unschedulable and start none 
 
 
 @pytest.fixture(scope="module")
-def cosched(harness_built, tmp_path_factory):
-    """Coscheduling, JobSet's and Trainer's controllers; policylib's webhook (method podgroup, scheduler-plugins)
-    and controller (makes the PodGroups)."""
-    tmp = tmp_path_factory.mktemp("gang-trainer-cosched")
+def cosched(harness_built, tmp_path_factory, minor):
+    """Coscheduling, JobSet's and Trainer's controllers on a cluster of each minor; policylib's webhook (method
+    podgroup, scheduler-plugins) and controller (makes the PodGroups)."""
+    tmp = tmp_path_factory.mktemp(f"gang-trainer-cosched-{minor}")
     c = Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=("--coscheduling", "--crd", str(podgroup_crd())),
-                trainer=True)
+                minor=minor, trainer=True)
     try:
         c.namespace(LEASE_NS)
-        with gang_webhook_and_controller(c, COSCHEDULING_CONFIG, tmp, "gang-trainer", LEASE_NS):
+        with gang_webhook_and_controller(c, COSCHEDULING_CONFIG, tmp, f"gang-trainer-{minor}", LEASE_NS):
             yield c
     finally:
         assert c.stop() == 0
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Coscheduling (scheduler-plugins)", settings="`method: podgroup`, `scheduler: scheduler-plugins`",
     operator="JobSet v0.12.0 controller", jobs="JobSet of one Indexed Job of 3 pods",
@@ -172,6 +173,7 @@ def test_a_jobset_under_coscheduling_binds_as_one_gang(cosched):
     wait_for("all 3 pods bound", lambda: len(bound(jobset_pods(c, ns, "train"))) == 3, timeout=150)
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Coscheduling", settings="`method: podgroup`", operator="JobSet v0.12.0 controller",
     jobs="JobSet of 4 pods on 3 CPUs",
@@ -198,19 +200,20 @@ def test_a_jobset_that_cannot_fit_binds_nothing_under_coscheduling(cosched):
 
 
 @pytest.fixture(scope="module")
-def vc(harness_built, tmp_path_factory):
-    """Volcano, JobSet's and Trainer's controllers; policylib's webhook (method podgroup, scheduler volcano) and
-    controller (makes the Volcano PodGroups)."""
-    tmp = tmp_path_factory.mktemp("gang-trainer-volcano")
-    c = Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=("--volcano",), trainer=True)
+def vc(harness_built, tmp_path_factory, minor):
+    """Volcano, JobSet's and Trainer's controllers on a cluster of each minor; policylib's webhook (method podgroup,
+    scheduler volcano) and controller (makes the Volcano PodGroups)."""
+    tmp = tmp_path_factory.mktemp(f"gang-trainer-volcano-{minor}")
+    c = Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=("--volcano",), minor=minor, trainer=True)
     try:
         c.namespace(LEASE_NS)
-        with gang_webhook_and_controller(c, VOLCANO_CONFIG, tmp, "gang-trainer-volcano", LEASE_NS):
+        with gang_webhook_and_controller(c, VOLCANO_CONFIG, tmp, f"gang-trainer-volcano-{minor}", LEASE_NS):
             yield c
     finally:
         assert c.stop() == 0
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Volcano", settings="`method: podgroup`, `scheduler: volcano`", operator="JobSet v0.12.0 controller",
     jobs="JobSet of one Indexed Job of 3 pods",
@@ -236,6 +239,7 @@ def test_a_jobset_under_volcano_binds_as_one_gang(vc):
     assert [g["metadata"]["name"] for g in c.list(VC_PODGROUP, ns)] == ["train"]
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Volcano", settings="`method: podgroup`, `scheduler: volcano`", operator="JobSet v0.12.0 controller",
     jobs="JobSet of 4 pods on 3 CPUs",
@@ -257,8 +261,11 @@ def test_a_jobset_that_cannot_fit_binds_nothing_under_volcano(vc):
     def unschedulable():
         ever.update(bound(jobset_pods(c, ns, "train")))
         status = c.get(VC_PODGROUP, "train", ns).get("status") or {}
-        return ever or [x for x in status.get("conditions") or [] if x.get("type") == "Unschedulable"]
-    [condition, *_] = wait_for("Volcano marks the gang Unschedulable", unschedulable, timeout=180)
+        # the condition once Volcano tried the whole gang: one written while the Job controller had made only some
+        # of the pods says the gang is not ready yet, and names no resource
+        return ever or [x for x in status.get("conditions") or [] if x.get("type") == "Unschedulable"
+                        and "Insufficient cpu" in x.get("message", "")]
+    [condition, *_] = wait_for("Volcano marks the gang Unschedulable for want of CPU", unschedulable, timeout=180)
     assert not ever, f"pods of a gang that does not fit were bound: {sorted(ever)}"
     assert condition["reason"] == "NotEnoughResources"
     assert "4 minAvailable" in condition["message"] and "Insufficient cpu" in condition["message"], condition
@@ -401,6 +408,7 @@ def made_by_trainer(c: Cluster, ns: str, name: str) -> dict:
     return js
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Coscheduling", settings="`method: podgroup`, `scheduler: scheduler-plugins`",
     operator="Kubeflow Trainer v2.3.0 and JobSet v0.12.0 controllers",
@@ -432,6 +440,7 @@ def test_a_trainjob_becomes_a_jobset_whose_pods_bind_as_one_gang_under_coschedul
     wait_for("all 3 pods bound", lambda: len(bound(jobset_pods(c, ns, "train"))) == 3, timeout=150)
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Coscheduling", settings="`method: podgroup`",
     operator="Kubeflow Trainer v2.3.0 and JobSet v0.12.0 controllers", jobs="TrainJob of 4 nodes on 3 CPUs",
@@ -457,6 +466,7 @@ def test_a_trainjob_that_cannot_fit_binds_nothing_under_coscheduling(cosched):
                for m in messages), messages
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Coscheduling", settings="`method: podgroup`",
     operator="Kubeflow Trainer v2.3.0 (`podGroupPolicy.coscheduling` in the runtime) and JobSet v0.12.0",
@@ -483,6 +493,7 @@ def test_policylib_steps_aside_for_a_runtime_with_pod_group_policy(cosched):
     assert [g["metadata"]["name"] for g in c.list(PODGROUP, ns)] == ["train"]
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Volcano", settings="`method: podgroup`, `scheduler: volcano`",
     operator="Kubeflow Trainer v2.3.0 and JobSet v0.12.0 controllers",
@@ -547,6 +558,7 @@ def test_a_native_trainjob_gang_lands_in_one_rack(report, native):
            f"{', '.join(nodes)}, all in {placed.pop()}")
 
 
+@pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="Coscheduling", settings="`method: podgroup` (policylib makes no PodGroup for it)",
     operator="Kubeflow Trainer v2.3.0 (`podGroupPolicy.coscheduling`) and JobSet v0.12.0",

@@ -184,11 +184,11 @@ def test_a_volcano_jobset_gang_that_fits_only_across_racks_binds_nothing(report,
 
     def gang_verdict():
         """Volcano's gang plugin's condition once the session saw all 5 pods (before that, the session's job
-        validity check may write one of its own)."""
+        validity check may write one of its own, with the same reason: `... 3 Pending, 5 minAvailable`)."""
         ever.update(bound(jobset_pods(c, ns)))
         status = c.get(VC_PODGROUP, "train", ns).get("status") or {}
         found = [x for x in status.get("conditions") or [] if x.get("type") == "Unschedulable"
-                 and x.get("reason") == "NotEnoughResources"]
+                 and x.get("reason") == "NotEnoughResources" and "5 Pending" in x.get("message", "")]
         return ever or found
     seen = wait_for("Volcano marks the gang Unschedulable", gang_verdict, timeout=180)
     assert not ever, f"pods of a gang that fits no rack were bound: {sorted(ever)}"
