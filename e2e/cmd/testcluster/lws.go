@@ -211,15 +211,32 @@ func rulesCoverPods(rules []admissionv1.RuleWithOperations) bool {
 	return false
 }
 
-// registerLWSWebhooks creates both configurations; what is there already is kept.
+// registerLWSWebhooks creates both configurations, or points them at this start's port and CA when they exist
+// (a start that tried again with other ports, in the same etcd, registered the first port).
 func registerLWSWebhooks(ctx context.Context, client kubernetes.Interface,
 	mutating *admissionv1.MutatingWebhookConfiguration, validating *admissionv1.ValidatingWebhookConfiguration) error {
-	_, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mutating, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	mutations := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	_, err := mutations.Create(ctx, mutating, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var got *admissionv1.MutatingWebhookConfiguration
+		if got, err = mutations.Get(ctx, mutating.Name, metav1.GetOptions{}); err == nil {
+			got.Webhooks = mutating.Webhooks
+			_, err = mutations.Update(ctx, got, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("mutating webhooks: %v", err)
 	}
-	_, err = client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, validating, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	validations := client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+	_, err = validations.Create(ctx, validating, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var got *admissionv1.ValidatingWebhookConfiguration
+		if got, err = validations.Get(ctx, validating.Name, metav1.GetOptions{}); err == nil {
+			got.Webhooks = validating.Webhooks
+			_, err = validations.Update(ctx, got, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
 		return fmt.Errorf("validating webhooks: %v", err)
 	}
 	return nil
