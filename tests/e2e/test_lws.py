@@ -2,7 +2,7 @@
 testcluster-lws``), on fake Nodes: an LWS becomes a leader StatefulSet and one worker StatefulSet per group, whose pods
 kube-controller-manager's StatefulSet controller makes and the scheduler binds, on both minors; a scale-in removes
 the highest groups whole. With ``--lws-gang volcano``, LWS makes one Volcano PodGroup per group, and Volcano binds a
-group whole or not at all. No policylib here: these prove the controller the LWS e2e tests build on
+group whole or not at all, on both minors too. No policylib here: these prove the controller the LWS e2e tests build on
 (``leaderworkersets.lws`` makes the object)."""
 from __future__ import annotations
 
@@ -121,10 +121,12 @@ def test_an_lws_becomes_statefulsets_whose_groups_run_and_scale_in_whole(lws_clu
 
 
 @pytest.fixture(scope="module")
-def lws_volcano(harness_built, tmp_path_factory):
-    """Volcano, and LWS's manager with gangSchedulingManagement.schedulerProvider volcano."""
-    tmp = tmp_path_factory.mktemp("lws-volcano")
-    c = Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=("--volcano",), lws=True, lws_gang="volcano")
+def lws_volcano(harness_built, tmp_path_factory, minor):
+    """Volcano, and LWS's manager with gangSchedulingManagement.schedulerProvider volcano, on a cluster of each
+    minor."""
+    tmp = tmp_path_factory.mktemp(f"lws-volcano-{minor}")
+    c = Cluster(tmp / "c", nodes=write_nodes(tmp), extra_args=("--volcano",), minor=minor, lws=True,
+                lws_gang="volcano")
     try:
         yield c
     finally:
@@ -153,6 +155,7 @@ def assert_one_podgroup_per_group(c: Cluster, ns: str, name: str, size: int, rep
     return pgs
 
 
+@pytest.mark.minors()
 @pytest.mark.timeout(600)
 def test_volcano_binds_each_lws_group_whole_or_not_at_all(lws_volcano, report):
     c = lws_volcano
@@ -177,8 +180,8 @@ def test_volcano_binds_each_lws_group_whole_or_not_at_all(lws_volcano, report):
     conditions = wait_for("Volcano marks the short group's PodGroup Unschedulable", unschedulable, timeout=180)
     assert not ever, f"pods of a group that cannot fully fit were bound: {sorted(ever)}"
     assert bound(lws_pods(c, ns, "short")) == []
-    report(f"Volcano (--volcano --lws-gang volcano ready in {c.ready_seconds:.0f}s): LWS {ns}/fits 2 groups of 3 "
-           f"bound ({', '.join(running(pods))}); {ns}/short's group of 3 on 2 CPUs: none bound, PodGroup "
+    report(f"Kubernetes {c.minor}, Volcano (--volcano --lws-gang volcano ready in {c.ready_seconds:.0f}s): LWS "
+           f"{ns}/fits 2 groups of 3 bound ({', '.join(running(pods))}); {ns}/short's group of 3 on 2 CPUs: none bound, PodGroup "
            f"{short_pg['metadata']['name']} {conditions[0].get('message', '')!r}")
 
 
