@@ -106,7 +106,7 @@ clean:
 K8S_MINORS := 1.36
 HARNESS := testcluster $(addprefix testcluster-,$(K8S_MINORS)) noop-webhook helm trainer-crd testcluster-coscheduling \
 	testcluster-volcano testcluster-training-operator testcluster-mpi-operator testcluster-koordinator descheduler \
-	cert-manager jobset-crd testcluster-trainer $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
+	cert-manager jobset-crd testcluster-trainer testcluster-lws $(if $(AS_ROOT),testcluster-real-node $(addprefix testcluster-real-node-,$(K8S_MINORS)))
 .PHONY: harness
 harness: $(HARNESS)
 
@@ -253,6 +253,27 @@ e2e/bin/trainer/trainer-controller-manager e2e/bin/trainer/jobset &: $(call gosr
 	    $$t/manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml \
 	    $$j/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml ../bin/trainer/crd/
 	touch e2e/bin/trainer/trainer-controller-manager e2e/bin/trainer/jobset
+
+# LeaderWorkerSet's manager for `testcluster --lws` (leaderworkerset.x-k8s.io/v1: its controllers and the webhooks
+# that default an LWS and label its pods), from the sigs.k8s.io/lws module e2e/lws/go.mod pins (v0.9.0: the module
+# proxy refuses v0.10.0's zip), with its version variables set to the release's tag, commit and tag date (upstream's
+# Makefile sets them from git) instead of "v0.0.0-main"; its CRDs (config/crd/bases, without the kustomize conversion
+# patch: one served version needs none) into e2e/bin/lws/crd/ and its webhook manifests (config/webhook/
+# manifests.yaml, which testcluster registers by URL) into e2e/bin/lws/webhook/. Cold and warm: docs/figures.md.
+.PHONY: testcluster-lws
+testcluster-lws: testcluster e2e/bin/lws/lws-manager
+e2e/bin/lws/lws-manager: $(call gosrc,e2e/lws,e2e/lws)
+	cd e2e/lws && v=$$($(GO) list -m -f '{{.Version}}' sigs.k8s.io/lws) && \
+	  t=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' sigs.k8s.io/lws) && \
+	  h=$$($(GO) mod download -json sigs.k8s.io/lws@$$v | sed -n 's/^\t\t"Hash": "\(.*\)",$$/\1/p') && test -n "$$h" && \
+	  p=sigs.k8s.io/lws/pkg/version && mkdir -p ../bin/lws && \
+	  $(GO) build -ldflags "$(GO_LDFLAGS) -X $$p.GitVersion=$$v -X $$p.GitCommit=$$h -X $$p.BuildDate=$$t" \
+	    -o ../bin/lws/lws-manager sigs.k8s.io/lws/cmd && \
+	  src=$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/lws) && \
+	  rm -rf ../bin/lws/crd ../bin/lws/webhook && mkdir -p ../bin/lws/crd ../bin/lws/webhook && \
+	  install -m 644 $$src/config/crd/bases/*.yaml ../bin/lws/crd/ && \
+	  install -m 644 $$src/config/webhook/manifests.yaml ../bin/lws/webhook/
+	touch $@
 
 e2e: $(STAMP) testcluster $(addprefix testcluster-,$(K8S_MINORS))
 	$(BIN)/python -m pytest tests/e2e $(PYTEST_ARGS)

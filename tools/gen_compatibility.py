@@ -41,6 +41,7 @@ COMPONENTS = (
     ("koord-scheduler", "e2e/koordinator/go.mod", "github.com/koordinator-sh/koordinator"),
     ("Kubeflow Trainer v2 (controller manager, webhooks)", "e2e/trainer/go.mod", "github.com/kubeflow/trainer/v2"),
     ("JobSet (controller, webhooks)", "e2e/trainer/go.mod", "sigs.k8s.io/jobset"),
+    ("LeaderWorkerSet (manager, webhooks)", "e2e/lws/go.mod", "sigs.k8s.io/lws"),
     ("Helm", "e2e/helm/go.mod", "helm.sh/helm/v3"),
     ("cert-manager (controller, cainjector)", "e2e/cert-manager/go.mod", "github.com/cert-manager/cert-manager"),
     ("descheduler", "e2e/descheduler/go.mod", "sigs.k8s.io/descheduler"),

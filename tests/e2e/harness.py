@@ -138,6 +138,8 @@ BUILT_BY: dict[str, tuple[str, ...]] = {
                             "trainer/crd/jobset.x-k8s.io_jobsets.yaml", "trainer/crd/trainer.kubeflow.org_trainjobs.yaml",
                             "trainer/crd/trainer.kubeflow.org_trainingruntimes.yaml",
                             "trainer/crd/trainer.kubeflow.org_clustertrainingruntimes.yaml"),
+    "testcluster-lws": ("lws/lws-manager", "lws/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+                        "lws/crd/disaggregatedset.x-k8s.io_disaggregatedsets.yaml", "lws/webhook/manifests.yaml"),
 }
 
 
@@ -156,15 +158,20 @@ class Cluster:
 
     def __init__(self, directory: Path, nodes: Path | None = None, scheduler_config: Path | None = None,
                  extra_args: tuple[str, ...] = (), minor: str = DEFAULT_MINOR, jobset: bool = False,
-                 trainer: bool = False):
+                 trainer: bool = False, lws: bool = False, lws_gang: str | None = None):
         """``jobset``: also JobSet's controller and webhooks (``testcluster --jobset``); ``trainer``: also Kubeflow
-        Trainer v2's (``--trainer``, JobSet's too); both built by ``make testcluster-trainer``."""
+        Trainer v2's (``--trainer``, JobSet's too); both built by ``make testcluster-trainer``. ``lws``: also
+        LeaderWorkerSet's manager and webhooks (``--lws``, built by ``make testcluster-lws``), ``lws_gang`` its
+        ``--lws-gang`` (``"volcano"`` needs ``--volcano`` in ``extra_args``)."""
         if minor not in MINORS:
             raise ValueError(f"minor {minor!r}: the harness runs {', '.join(MINORS)}")
         require_built(minor_target(minor))
         if jobset or trainer:
             require_built("testcluster-trainer")
             extra_args = (*extra_args, "--trainer" if trainer else "--jobset")
+        if lws:
+            require_built("testcluster-lws")
+            extra_args = (*extra_args, "--lws", *(("--lws-gang", lws_gang) if lws_gang else ()))
         self.dir, self.minor = directory, minor
         self.kubectl_path = minor_binary(minor, "kubectl")
         args = [str(TESTCLUSTER), "--dir", str(directory), "--kubernetes", minor]

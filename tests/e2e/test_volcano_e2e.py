@@ -542,7 +542,7 @@ def test_job_level_restart_partition_acts_where_volcano_vap_is_off(volcano_witho
                          "[--training-operator-gang "
                              "volcano|scheduler-plugins|none]] [--mpi-operator [--mpi-operator-gang "
                              "volcano|scheduler-plugins|none]] [--koordinator] [--jobset] [--trainer] "
-                             "[--feature-gates GATES] "
+                             "[--lws [--lws-gang volcano|none]] [--feature-gates GATES] "
                              "[--real-node [--real-nodes N] [--image ARCHIVE]...] "
                              "[--admission-control-config-file FILE]"),
 ])

@@ -6,7 +6,7 @@
 //	            [--volcano [--volcano-vap] [--volcano-dir DIR]]
 //	            [--training-operator [--training-operator-gang volcano|scheduler-plugins|none]]
 //	            [--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator]
-//	            [--jobset] [--trainer] [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
+//	            [--jobset] [--trainer] [--lws [--lws-gang volcano|none]] [--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...]
 //	            [--admission-control-config-file FILE]
 //
 // --kubernetes picks the Kubernetes minor of the control plane (and of the real node's kubelet): 1.37, the
@@ -17,7 +17,8 @@
 // the binaries `make testcluster-volcano` builds into bin/volcano/. --training-operator,
 // --mpi-operator and --koordinator run Kubeflow training-operator, the MPI Operator and
 // koord-scheduler with their CRDs; --jobset runs JobSet's controller and webhooks, --trainer also Kubeflow Trainer
-// v2's (trainer.go); --feature-gates passes Kubernetes feature gates (of the minor run) to the
+// v2's (trainer.go); --lws runs LeaderWorkerSet's manager and webhooks, --lws-gang volcano with its Volcano gang
+// scheduling (lws.go); --feature-gates passes Kubernetes feature gates (of the minor run) to the
 // API server, kube-scheduler and kube-controller-manager (operators.go). --real-node also runs one Node,
 // real-0, with the real kubelet and Debian's containerd (realnode.go; built and installed by `make
 // testcluster-real-node`); stop removes everything it put on the machine, and so does the next
@@ -48,6 +49,7 @@ const usage = "usage: testcluster --dir DIR [--kubernetes 1.37|1.36] [--nodes FI
 	"[--volcano [--volcano-vap] [--volcano-dir DIR]] " +
 	"[--training-operator [--training-operator-gang volcano|scheduler-plugins|none]] " +
 	"[--mpi-operator [--mpi-operator-gang volcano|scheduler-plugins|none]] [--koordinator] [--jobset] [--trainer] " +
+	"[--lws [--lws-gang volcano|none]] " +
 	"[--feature-gates GATES] [--real-node [--real-nodes N] [--image ARCHIVE]...] [--admission-control-config-file FILE]"
 
 type options struct {
@@ -68,6 +70,8 @@ type options struct {
 	koordinator          bool
 	jobset               bool
 	trainer              bool
+	lws                  bool
+	lwsGang              string
 	featureGates         string
 	realNode             bool
 	realNodes            int
@@ -109,6 +113,8 @@ func run(args []string) int {
 	fs.BoolVar(&o.koordinator, "koordinator", false, "also run koord-scheduler (scheduler name koord-scheduler)")
 	fs.BoolVar(&o.jobset, "jobset", false, "also run JobSet's controller and webhooks (JobSet v1alpha2; make testcluster-trainer)")
 	fs.BoolVar(&o.trainer, "trainer", false, "also run Kubeflow Trainer v2's controller manager and webhooks (TrainJob; implies --jobset; make testcluster-trainer)")
+	fs.BoolVar(&o.lws, "lws", false, "also run LeaderWorkerSet's manager and webhooks (LeaderWorkerSet v1; make testcluster-lws)")
+	fs.StringVar(&o.lwsGang, "lws-gang", "", "with --lws: its gang scheduling provider (gangSchedulingManagement.schedulerProvider), volcano|none (default none; volcano needs --volcano)")
 	fs.StringVar(&o.featureGates, "feature-gates", "", "Kubernetes feature gates, Name=true,... (API server, scheduler, controller-manager)")
 	fs.BoolVar(&o.realNode, "real-node", false, "also run a Node, real-0, with the real kubelet and containerd (root; make testcluster-real-node)")
 	fs.IntVar(&o.realNodes, "real-nodes", 1, "with --real-node: how many real nodes, real-0 .. real-(N-1), each its own containerd and kubelet")

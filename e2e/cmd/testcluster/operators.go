@@ -16,6 +16,9 @@ package main
 //     testcluster-koordinator);
 //   - --jobset and --trainer (implies --jobset): JobSet's controller and Kubeflow Trainer v2's controller
 //     manager, from bin/trainer/ (make testcluster-trainer; trainer.go);
+//   - --lws: LeaderWorkerSet's manager, from bin/lws/ (make testcluster-lws); --lws-gang volcano|none is its
+//     gangSchedulingManagement.schedulerProvider (none, the default: no gang scheduling; volcano needs --volcano)
+//     (lws.go);
 //   - --feature-gates GATES: Kubernetes feature gates for the API server, kube-scheduler and
 //     kube-controller-manager, each a gate of the minor run (--kubernetes); with GenericWorkload the API
 //     server also serves the minor's version of scheduling.k8s.io Workload and PodGroup (1.36: v1alpha2,
@@ -119,6 +122,8 @@ type operatorOptions struct {
 	koordinator      *component
 	jobset           *component // --jobset, or --trainer (trainer.go)
 	trainer          *component // --trainer
+	lws              *component // --lws
+	lwsGang          string     // --lws-gang: none or volcano
 	featureGates     string
 	minor            string // the Kubernetes minor run (--kubernetes)
 }
@@ -165,6 +170,9 @@ func operatorFlags(o options, minor string) (*operatorOptions, error) {
 		}
 	}
 	if err := trainerFlags(o, out); err != nil {
+		return nil, err
+	}
+	if err := lwsFlags(o, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -278,6 +286,15 @@ func (c *cluster) startOperators(ctx context.Context, client *kubernetes.Clients
 	if err := applyCRDs(ctx, dyn, crds); err != nil {
 		return fmt.Errorf("%s: %v", trainerDir, err)
 	}
+	if o.lws != nil {
+		crds, err := componentCRDs(o.lws)
+		if err != nil {
+			return err
+		}
+		if err := applyCRDs(ctx, dyn, crds); err != nil {
+			return fmt.Errorf("%s: %v", lwsName, err)
+		}
+	}
 	if o.koordinator != nil {
 		if err := c.startKoordScheduler(ctx, client); err != nil {
 			return fmt.Errorf("%s: %v", koordSchedulerName, err)
@@ -293,7 +310,15 @@ func (c *cluster) startOperators(ctx context.Context, client *kubernetes.Clients
 			return fmt.Errorf("%s: %v", mpiOperatorName, err)
 		}
 	}
-	return c.startTrainerControllers(ctx, client, dyn)
+	if err := c.startTrainerControllers(ctx, client, dyn); err != nil {
+		return err
+	}
+	if o.lws != nil {
+		if err := c.startLWS(ctx, client, dyn); err != nil {
+			return fmt.Errorf("%s: %v", lwsName, err)
+		}
+	}
+	return nil
 }
 
 func ensureNamespace(ctx context.Context, client kubernetes.Interface, name string) error {
