@@ -635,7 +635,8 @@ def test_random_kinds_share_one_metric_series(app):
     text = app.client.get("/metrics").get_data(as_text=True)
     # (HyperJob, JobSet, TrainJob: policy_failures starts at 0 for every kind with a policy.)
     assert set(re.findall(r'kind="([^"]*)"', text)) == {"other", "Deployment", "Job", "TFJob", "PyTorchJob", "MPIJob",
-                                                       "JobSet", "TrainJob", "HyperJob", "Pod", "StatefulSet"}
+                                                       "JobSet", "TrainJob", "HyperJob", "Pod", "StatefulSet",
+                                                       "LeaderWorkerSet"}
     assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="unchanged"}') == 50
     assert app.metric('policylib_webhook_review_duration_seconds_count{kind="other",operation="CREATE"}') == 50
 

@@ -111,7 +111,8 @@ def mutate_leaderworkerset(obj: dict[str, Any], config: Config | None = None, *,
             draft.dict_at(ANNOTATIONS)[LEADER_TEMPLATE_RECORD] = GENERATED
             out.reason("leaderTemplate generated from the workerTemplate: it carries the leaders' spread, and is "
                        "derived again from the workerTemplate on every update")
-            out.warn(GENERATED_WARNING)
+            if annotations_of(obj).get(LEADER_TEMPLATE_RECORD) != GENERATED:
+                out.warn(GENERATED_WARNING)   # once, when it is first generated
     elif LEADER_TEMPLATE_RECORD in annotations_of(obj):
         draft.dict_at(ANNOTATIONS).pop(LEADER_TEMPLATE_RECORD)
         out.reason("leaderTemplate written by the user: it is the user's from now on (mutated in place)")

@@ -52,9 +52,11 @@ def group_packing(obj: dict[str, Any], config: Config) -> tuple[Packing | None, 
                       "(LWS's own rule); policylib never writes or overrides it")
     packing = Packing(p.within.node_label, p.mode)
     how = "preferred (weight 100)" if p.mode == PREFERRED else "required"
+    volcano = ("; Volcano reads it as a pod affinity (no HyperNode networkTopology: LWS's PodGroups carry none)"
+               if config.gang.scheduler == "volcano" else "")
     return packing, (f"{p.describe_within()}: each group packed within one {p.within.name} domain: a {how} pod "
                      f"affinity on {p.within.node_label} to this LeaderWorkerSet's pods, matchLabelKeys "
-                     f"{LWS_GROUP_KEY_LABEL}, in the leader and the worker templates")
+                     f"{LWS_GROUP_KEY_LABEL}, in the leader and the worker templates{volcano}")
 
 
 def packing_term(name: str, node_label: str) -> dict[str, Any]:
