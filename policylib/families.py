@@ -19,8 +19,8 @@ from .constants import (
     APPS_GROUP,
     JOBSET_API_VERSION,
     KUBEFLOW_API_VERSION,
-    LWS_API_VERSION,
     KUBEFLOW_GROUP,
+    LWS_API_VERSION,
     MPI_V2_API_VERSION,
     TRAINER_API_VERSION,
     VOLCANO_JOB_API_VERSION,
@@ -152,8 +152,8 @@ FAMILIES: tuple[Family, ...] = (
 HANDLED_KINDS: tuple[str, ...] = tuple(kind for family in FAMILIES for kind in family.kinds)
 
 #: The handled kinds in one phrase, for the unhandled-kind reason.
-HANDLED_SUMMARY = ("it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
-                   "Volcano Jobs and gang Pods")
+HANDLED_SUMMARY = ("it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, "
+                   "JobSets, TrainJobs, Volcano Jobs and gang Pods")
 
 #: Kinds that run pods and that no family handles: ``preview`` notes each one it reads and ``check --cluster``
 #: counts those in scope (rule P9), so "not handled" never looks like "nothing to do". Matched by API group

@@ -225,8 +225,8 @@ def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(
     assert code == 0, err
     message = ("4 workload(s) of kinds policylib does not handle, left as they are: CronJob 1 (ml/nightly); "
                "DaemonSet 2 (ml/cache, ml/db); RayJob 1 (ml/llama): policylib has no policy for them (it "
-               "handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
-               "Volcano Jobs and gang Pods)")
+               "handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
+               "TrainJobs, Volcano Jobs and gang Pods)")
     assert [f for f in json.loads(out) if f["key"] == "unhandled"] == [
         {"severity": "info", "key": "unhandled", "message": message}]
     assert [line.split(None, 2) for line in table.splitlines() if " unhandled " in line] == [

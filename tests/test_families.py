@@ -101,8 +101,8 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
     result = mutate(trainjob, None)
     assert (result.object, result.patch, result.changed) == (trainjob, [], False)
     assert result.unhandled == ("not handled: policylib has no policy for ray.io/v1 RayJob "
-                                "(it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
-                                "TrainJobs, Volcano Jobs and gang Pods)")
+                                "(it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and "
+                                "MPIJobs, JobSets, TrainJobs, Volcano Jobs and gang Pods)")
     assert result.reasons == [result.unhandled]
     # a handled kind with nothing to do is not "unhandled"
     assert mutate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}, None).unhandled is None

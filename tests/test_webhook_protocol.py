@@ -127,8 +127,8 @@ def test_unknown_kind_is_allowed_without_patch_and_the_audit_log_says_it_is_not_
     assert app.answer(review_of(config_map)) == {
         "uid": "uid-1", "allowed": True,
         "auditAnnotations": {"reasons": "not handled: policylib has no policy for v1 ConfigMap (it handles "
-                                        "Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
-                                        "TrainJobs, Volcano Jobs and gang Pods)"}}
+                                        "Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and "
+                                        "MPIJobs, JobSets, TrainJobs, Volcano Jobs and gang Pods)"}}
 
 
 @pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
@@ -606,6 +606,7 @@ def test_two_apps_in_one_process_keep_separate_metrics():
 @pytest.mark.parametrize("group, kind, label", [
     ("apps", "Deployment", "Deployment"),
     ("apps", "StatefulSet", "StatefulSet"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "LeaderWorkerSet"),
     ("batch.volcano.sh", "Job", "Job"),
     ("kubeflow.org", "TFJob", "TFJob"),
     ("kubeflow.org", "PyTorchJob", "PyTorchJob"),

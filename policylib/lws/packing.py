@@ -17,7 +17,7 @@ from ..config import Config
 from ..constants import LWS_GROUP_KEY_LABEL, LWS_NAME_LABEL
 from ..patch import Draft
 from ..topology.levels import PREFERRED, placement
-from .model import GROUP_PACKING_RECORD, exclusive_annotations
+from .model import exclusive_annotations
 
 REQUIRED_TERMS = "requiredDuringSchedulingIgnoredDuringExecution"
 PREFERRED_TERMS = "preferredDuringSchedulingIgnoredDuringExecution"
