@@ -79,6 +79,7 @@ from .workload import (
     PodTemplateKind,
     is_spread_workload,
     pod_template_kind,
+    scaled_kind,
 )
 from .write import invalid_constraint_warnings, matches_current_settings, write_spread
 
@@ -91,6 +92,7 @@ __all__ = [
     "is_spread_workload",
     "mutate_workload",
     "pod_template_kind",
+    "scaled_kind",
     "AFFINITY",
     "ANNOTATIONS",
     "ANTI_AFFINITY_TERMS",

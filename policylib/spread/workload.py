@@ -70,6 +70,12 @@ def pod_template_kind(obj: object) -> PodTemplateKind | None:
     return next((k for k in POD_TEMPLATE_KINDS if k.matches(obj)), None)
 
 
+def scaled_kind(obj: object) -> PodTemplateKind | None:
+    """The kind an HPA of ``obj`` is indexed by (rules S2, A2, E2): a Deployment's, a StatefulSet's or a
+    LeaderWorkerSet's (whose leaders the spread writes); None for any other object."""
+    return pod_template_kind(obj) or (LEADER_WORKER_SET if LEADER_WORKER_SET.matches(obj) else None)
+
+
 def is_spread_workload(obj: object) -> bool:
     """A Deployment or a StatefulSet: an object the spread writes."""
     return pod_template_kind(obj) is not None
