@@ -7,6 +7,8 @@ import json
 import jsonpatch
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import webhook
 from policylib import ClusterFacts, PolicyError, load_config, mutate
@@ -448,3 +450,33 @@ def test_a_leaderworkerset_review_is_answered_with_the_familys_json_patch_and_a_
     failed = answer(review_of(bad))
     assert failed["allowed"] is True and "patch" not in failed
     assert any("spec.leaderWorkerTemplate.size" in w for w in failed.get("warnings", []))
+
+
+# --- no crash: a malformed LeaderWorkerSet is a PolicyError naming its fields, never another exception ---------
+
+JUNK = st.one_of(st.none(), st.integers(-3, 5), st.booleans(), st.text(max_size=3), st.lists(st.integers(), max_size=2),
+                 st.dictionaries(st.sampled_from(["spec", "metadata", "labels", "x"]), st.integers(), max_size=2))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(field=st.sampled_from([("spec", "replicas"), ("spec", "startupPolicy"), ("spec", "leaderWorkerTemplate"),
+                              ("spec", "leaderWorkerTemplate", "size"),
+                              ("spec", "leaderWorkerTemplate", "workerTemplate"),
+                              ("spec", "leaderWorkerTemplate", "leaderTemplate"),
+                              ("spec", "leaderWorkerTemplate", "workerTemplate", "spec", "affinity"),
+                              ("spec", "leaderWorkerTemplate", "workerTemplate", "metadata"),
+                              ("metadata", "annotations"), ("metadata", "name")]),
+       value=JUNK, packing=st.booleans(), update=st.booleans())
+def test_any_malformed_field_is_a_policy_error_or_a_patch_that_applies(field, value, packing, update):
+    obj = lws()
+    node = obj
+    for key in field[:-1]:
+        node = node[key]
+    node[field[-1]] = value
+    config = load_config(packed() if packing else None)
+    try:
+        r = mutate(copy.deepcopy(obj), config, old=lws() if update else None)
+    except PolicyError as err:
+        assert err.errors and all(e.field for e in err.errors)
+        return
+    assert jsonpatch.apply_patch(obj, r.patch) == r.object
