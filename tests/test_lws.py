@@ -280,6 +280,21 @@ def test_packing_removed_when_the_placement_goes_with_a_template_change_and_kept
     assert leader_pod_spec(r.object)["containers"][0]["image"] == "vllm:v2"
 
 
+def test_a_packing_written_before_is_replaced_not_repeated_and_goes_beside_exclusive_topology():
+    stored = mutate(lws(), packed()).object
+    changed = copy.deepcopy(stored)
+    changed["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"][0]["image"] = "vllm:v2"
+    preferred = mutate(changed, packed(mode="preferred"), old=stored).object
+    assert worker_pod_spec(preferred)["affinity"] == {"podAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 100, "podAffinityTerm": packing_term()}]}}
+    assert preferred["metadata"]["annotations"][PACKING] == f"{RACK} preferred"
+    exclusive = copy.deepcopy(changed)
+    exclusive["metadata"]["annotations"]["leaderworkerset.sigs.k8s.io/exclusive-topology"] = RACK
+    r = mutate(exclusive, packed(), old=stored).object
+    assert "affinity" not in worker_pod_spec(r) and "affinity" not in leader_pod_spec(r)
+    assert PACKING not in r["metadata"]["annotations"]
+
+
 # --- rule E3 on UPDATE: the generated leaderTemplate follows the workerTemplate ----------------------
 
 def test_a_generated_leader_template_is_derived_again_from_an_updated_worker_template():
