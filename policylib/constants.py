@@ -46,6 +46,21 @@ TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_VERSION = "v1alpha1"
 TRAINER_API_VERSION = f"{TRAINER_GROUP}/{TRAINER_VERSION}"
 
+# --- LeaderWorkerSet ---------------------------------------------------------------------------------------
+
+#: LeaderWorkerSet (sigs.k8s.io/lws v0.10.0): ``replicas`` groups of ``size`` pods, a leader and its workers.
+LWS_GROUP = "leaderworkerset.x-k8s.io"
+LWS_VERSION = "v1"
+LWS_API_VERSION = f"{LWS_GROUP}/{LWS_VERSION}"
+#: The labels LWS puts on every pod of a LeaderWorkerSet (``api/leaderworkerset/v1`` constants): its name, the
+#: pod's index in its group (``"0"`` on the leader) and the group's key (the same on each pod of one group).
+LWS_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_GROUP_KEY_LABEL = "leaderworkerset.sigs.k8s.io/group-key"
+#: LWS's annotations on the LeaderWorkerSet that place one group (or subgroup) per topology domain.
+LWS_EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/exclusive-topology"
+LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION = "leaderworkerset.sigs.k8s.io/subgroup-exclusive-topology"
+
 # --- Volcano -----------------------------------------------------------------------------------------------
 
 #: Every Volcano API group ends with this (batch.volcano.sh, scheduling.volcano.sh, topology.volcano.sh, ...).

@@ -12,6 +12,7 @@ from .constants import (
     APPS_GROUP,
     AUTOSCALING_GROUP,
     HYPERNODE_API_VERSION,
+    LWS_GROUP,
     NATIVE_GANG_API_VERSIONS,
     SIGS_PODGROUP_API_VERSION,
     TRAINER_API_VERSION,
@@ -34,10 +35,11 @@ def is_hpa(obj: object) -> bool:
         str(obj.get("apiVersion", "")).startswith(f"{AUTOSCALING_GROUP}/")
 
 
-#: The ``apps`` kinds whose HPA counts in their spread (rules S2, A2), and the API groups their ``scaleTargetRef``
-#: may name (a Deployment's also the old ``extensions``).
+#: The kinds whose HPA counts in their spread (rules S2, A2, E2), and the API groups their ``scaleTargetRef``
+#: may name (a Deployment's also the old ``extensions``; a LeaderWorkerSet's its own group).
 SCALED_KINDS: dict[str, tuple[str, ...]] = {"Deployment": (f"{APPS_GROUP}/", "extensions/"),
-                                            "StatefulSet": (f"{APPS_GROUP}/",)}
+                                            "StatefulSet": (f"{APPS_GROUP}/",),
+                                            "LeaderWorkerSet": (f"{LWS_GROUP}/",)}
 
 
 def scale_target_name(kind: str, name: str) -> str:

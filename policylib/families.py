@@ -20,6 +20,7 @@ from .constants import (
     JOBSET_API_VERSION,
     KUBEFLOW_API_VERSION,
     KUBEFLOW_GROUP,
+    LWS_API_VERSION,
     MPI_V2_API_VERSION,
     TRAINER_API_VERSION,
     VOLCANO_JOB_API_VERSION,
@@ -28,6 +29,7 @@ from .facts import ClusterFacts
 from .gang import is_kubeflow_job, is_pod, mutate_kubeflow_job, mutate_pod
 from .gang.keys import REPLICA_SPECS
 from .jobset import is_jobset, mutate_jobset, trainjob_owner
+from .lws import is_leaderworkerset, mutate_leaderworkerset
 from .planners import Planner, plan_deployment, plan_podgroups, plan_statefulset, plan_workload
 from .result import Result, is_opted_out
 from .spread import is_deployment, mutate_deployment
@@ -122,7 +124,7 @@ def _volcano(obj: dict[str, Any], config: Config, *, old: dict[str, Any] | None,
 
 
 #: Every workload family, in the order an object is matched: Deployments (the spread, rules S1-S22), StatefulSets
-#: (the same spread, rules A1-A6),
+#: (the same spread, rules A1-A6), LeaderWorkerSets (the spread on their leaders, each group packed: rules E1-E8),
 #: Kubeflow jobs (gangs, rules G1-G21), JobSets (gangs per start wave, rules J1-J6), TrainJobs (rules T1-T4),
 #: Volcano Jobs and the other
 #: Volcano kinds (rules V1-V20), and pods (only those labelled for gang method workload change, rule G17).
@@ -131,6 +133,8 @@ FAMILIES: tuple[Family, ...] = (
            planners=(plan_deployment,)),
     Family("StatefulSet", is_statefulset, mutate_statefulset, kinds=(f"{APPS_API_VERSION} StatefulSet",),
            enabled="statefulSets.enabled", planners=(plan_statefulset,)),
+    Family("LeaderWorkerSet", is_leaderworkerset, mutate_leaderworkerset, kinds=(f"{LWS_API_VERSION} LeaderWorkerSet",),
+           enabled="leaderWorkerSets.enabled"),
     Family("gang", is_kubeflow_job, with_kueue_words(mutate_kubeflow_job, _kubeflow_templates),
            kinds=(f"{KUBEFLOW_API_VERSION} TFJob", f"{KUBEFLOW_API_VERSION} PyTorchJob",
                   f"{KUBEFLOW_API_VERSION} MPIJob", f"{MPI_V2_API_VERSION} MPIJob"),
@@ -148,15 +152,15 @@ FAMILIES: tuple[Family, ...] = (
 HANDLED_KINDS: tuple[str, ...] = tuple(kind for family in FAMILIES for kind in family.kinds)
 
 #: The handled kinds in one phrase, for the unhandled-kind reason.
-HANDLED_SUMMARY = ("it handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
-                   "Volcano Jobs and gang Pods")
+HANDLED_SUMMARY = ("it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, "
+                   "JobSets, TrainJobs, Volcano Jobs and gang Pods")
 
 #: Kinds that run pods and that no family handles: ``preview`` notes each one it reads and ``check --cluster``
 #: counts those in scope (rule P9), so "not handled" never looks like "nothing to do". Matched by API group
 #: and kind, whatever the version.
 UNHANDLED_WORKLOADS: frozenset[tuple[str, str]] = frozenset({
     (APPS_GROUP, "DaemonSet"), (APPS_GROUP, "ReplicaSet"), ("batch", "Job"), ("batch", "CronJob"),
-    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"), (KUBEFLOW_GROUP, "PaddleJob"), (KUBEFLOW_GROUP, "XGBoostJob"),
+    (KUBEFLOW_GROUP, "PaddleJob"), (KUBEFLOW_GROUP, "XGBoostJob"),
     (KUBEFLOW_GROUP, "JAXJob"), ("ray.io", "RayJob"), ("ray.io", "RayCluster"), ("ray.io", "RayService"),
 })
 

@@ -26,6 +26,8 @@ from .constants import (
     JOBSET_VERSION,
     KUBEFLOW_GROUP,
     KUBEFLOW_VERSION,
+    LWS_GROUP,
+    LWS_VERSION,
     MPI_V2_VERSION,
     TRAINER_GROUP,
     TRAINER_VERSION,
@@ -45,6 +47,7 @@ RESOURCES = {
     (TRAINER_GROUP, "TrainJob"): "trainjobs",
     (APPS_GROUP, "Deployment"): "deployments",
     (APPS_GROUP, "StatefulSet"): "statefulsets",
+    (LWS_GROUP, "LeaderWorkerSet"): "leaderworkersets",
     (VOLCANO_BATCH_GROUP, "Job"): "jobs",
     (KUBEFLOW_GROUP, "TFJob"): "tfjobs",
     (KUBEFLOW_GROUP, "PyTorchJob"): "pytorchjobs",
@@ -287,7 +290,8 @@ def scope_fields(configuration: Mapping[str, Any] | None) -> list[Any]:
 def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[str, Any]:
     """The selectors manifests/base/mutatingwebhookconfiguration.yaml installs (opt-out: every namespace
     but kube-system, kube-node-lease and the release's, and none labelled ``policylib.io/skip=true``;
-    no object labelled so), for Deployments, StatefulSets, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs: the
+    no object labelled so), for Deployments, StatefulSets, Volcano Jobs, Kubeflow jobs, JobSets, TrainJobs and
+    LeaderWorkerSets: the
     scope a default install makes."""
     skip = {"key": "policylib.io/skip", "operator": "NotIn", "values": ["true"]}
     namespaces = {"matchExpressions": [
@@ -302,6 +306,8 @@ def default_configuration(release_namespace: str = INSTALL_NAMESPACE) -> dict[st
              {"apiGroups": [JOBSET_GROUP], "apiVersions": [JOBSET_VERSION], "resources": ["jobsets"],
               "operations": ["CREATE", "UPDATE"]},
              {"apiGroups": [TRAINER_GROUP], "apiVersions": [TRAINER_VERSION], "resources": ["trainjobs"],
+              "operations": ["CREATE", "UPDATE"]},
+             {"apiGroups": [LWS_GROUP], "apiVersions": [LWS_VERSION], "resources": ["leaderworkersets"],
               "operations": ["CREATE", "UPDATE"]}]
     return {"metadata": {"name": WEBHOOK_CONFIGURATION},
             "webhooks": [{"name": "default", "rules": rules, "namespaceSelector": namespaces,

@@ -74,7 +74,7 @@ MATRIX: dict[str, dict] = {
                         "controller": {"rbac": {"namespaces": ["policylib-chart-team"]}}},
     "families-off": {"webhook": {"families": {"deployments": False, "volcanoJobs": False, "kubeflowJobs": False,
                                               "jobSets": False, "gangPods": False, "trainJobs": False,
-                                              "statefulSets": False}}},
+                                              "statefulSets": False, "leaderWorkerSets": False}}},
     "ha-off": {"webhook": {"replicas": 1}, "controller": {"replicas": 1}},
     "monitoring": {"serviceMonitor": {"enabled": True}, "prometheusRule": {"enabled": True},
                    "grafanaDashboard": {"enabled": True}, "networkPolicy": {"enabled": True}},

@@ -484,11 +484,11 @@ def test_patch_configuration_sets_the_ca_bundle_on_every_webhook_by_name_and_is_
     from webhook.cabundle import patch_configuration
     shipped = shipped_configuration()
     names = [h["name"] for h in shipped["webhooks"]]
-    assert len(names) == 7 and {"gang-pods.policylib.io", "jobsets.policylib.io", "trainjobs.policylib.io",
-                                "statefulsets.policylib.io"} <= set(names)
+    assert len(names) == 8 and {"gang-pods.policylib.io", "jobsets.policylib.io", "trainjobs.policylib.io",
+                                "statefulsets.policylib.io", "leaderworkersets.policylib.io"} <= set(names)
     api = FakeApi(shipped, conflicts=1)
     assert patch_configuration(api, "policylib-webhook", "Q0E=") == (names, names)
-    assert [h["clientConfig"]["caBundle"] for h in api.stored["webhooks"]] == ["Q0E="] * 7
+    assert [h["clientConfig"]["caBundle"] for h in api.stored["webhooks"]] == ["Q0E="] * 8
     assert [h["clientConfig"]["service"] for h in api.stored["webhooks"]] == \
         [h["clientConfig"]["service"] for h in shipped["webhooks"]]
     assert api.updates == 2       # one conflict, then written

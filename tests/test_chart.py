@@ -135,7 +135,7 @@ def test_defaults():
     assert [h["name"] for h in hooks] == ["deployments.policylib.io", "volcano-jobs.policylib.io",
                                           "kubeflow-jobs.policylib.io", "jobsets.policylib.io",
                                           "gang-pods.policylib.io", "trainjobs.policylib.io",
-                                          "statefulsets.policylib.io"]
+                                          "statefulsets.policylib.io", "leaderworkersets.policylib.io"]
     assert all("caBundle" not in h["clientConfig"] for h in hooks)  # the controller writes it
     controller = o[("Deployment", "policylib-controller")]["spec"]["template"]["spec"]["containers"][0]
     assert controller["args"] == ["controller", "--config=/etc/policylib/config/config.yaml", "--port=8081",
@@ -161,7 +161,8 @@ def test_every_family_off_leaves_no_webhook_configuration():
     kinds = {o["kind"] for o in render(MATRIX["families-off"])}
     assert "MutatingWebhookConfiguration" not in kinds and "Deployment" in kinds
     one = render({"webhook": {"families": {"volcanoJobs": False, "kubeflowJobs": False, "jobSets": False,
-                                           "trainJobs": False, "gangPods": False, "statefulSets": False}}})
+                                           "trainJobs": False, "gangPods": False, "statefulSets": False,
+                                           "leaderWorkerSets": False}}})
     assert [h["name"] for h in webhooks(one)] == ["deployments.policylib.io"]
 
 

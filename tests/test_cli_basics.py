@@ -351,8 +351,8 @@ def test_diff_names_each_object_and_adds_the_podgroup_as_a_new_document(tmp_path
                "+  namespace: ml\n+spec:\n+  scheduleTimeoutSeconds: 10\n+  minMember: 5\n")
     reasons = "".join(f"# {r}\n" for r in result.reasons)
     assert pg_yaml + reasons + "= ConfigMap ml/c: not handled\n# not handled: policylib has no policy for v1 " \
-        "ConfigMap (it handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, " \
-        "Volcano Jobs and gang Pods)\n" in out
+        "ConfigMap (it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, " \
+        "JobSets, TrainJobs, Volcano Jobs and gang Pods)\n" in out
     assert out.index("--- a/TFJob") < out.index("--- /dev/null") < out.index("= ConfigMap ml/c")
 
 

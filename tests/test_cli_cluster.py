@@ -208,7 +208,7 @@ def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(
         "/apis/apps/v1/replicasets": [{"name": "a-5d8f", "namespace": "ml", **owned}],
         "/apis/batch/v1/cronjobs": [{"name": "nightly", "namespace": "ml"}],
         "/apis/batch/v1/jobs": [{"name": "nightly-29000", "namespace": "ml", **owned}],
-        "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets": [{"name": "llama", "namespace": "ml"}],
+        "/apis/ray.io/v1/rayjobs": [{"name": "llama", "namespace": "ml"}],
     }
     node = {"metadata": {"name": "n1", "labels": {"kubernetes.io/hostname": "n1"}},
             "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}}}
@@ -224,9 +224,9 @@ def test_check_cluster_counts_the_workloads_in_scope_of_kinds_no_family_handles(
         _, table, _ = cli(["check", "--cluster", "--kubeconfig", api.kubeconfig(tmp_path / "k")])
     assert code == 0, err
     message = ("4 workload(s) of kinds policylib does not handle, left as they are: CronJob 1 (ml/nightly); "
-               "DaemonSet 2 (ml/cache, ml/db); LeaderWorkerSet 1 (ml/llama): policylib has no policy for them (it "
-               "handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, TrainJobs, "
-               "Volcano Jobs and gang Pods)")
+               "DaemonSet 2 (ml/cache, ml/db); RayJob 1 (ml/llama): policylib has no policy for them (it "
+               "handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
+               "TrainJobs, Volcano Jobs and gang Pods)")
     assert [f for f in json.loads(out) if f["key"] == "unhandled"] == [
         {"severity": "info", "key": "unhandled", "message": message}]
     assert [line.split(None, 2) for line in table.splitlines() if " unhandled " in line] == [

@@ -53,7 +53,7 @@ def test_the_manifests_have_a_webhook_that_fails_closed_and_the_chart_defaults_a
     assert found == {"deployments.policylib.io": "Ignore", "volcano-jobs.policylib.io": "Ignore",
                      "kubeflow-jobs.policylib.io": "Ignore", "jobsets.policylib.io": "Ignore",
                      "gang-pods.policylib.io": "Fail", "trainjobs.policylib.io": "Ignore",
-                     "statefulsets.policylib.io": "Ignore"}
+                     "statefulsets.policylib.io": "Ignore", "leaderworkersets.policylib.io": "Ignore"}
     webhook = yaml.safe_load((REPO / "charts" / "policylib" / "values.yaml").read_text())["webhook"]
     assert webhook["failurePolicy"] == found["deployments.policylib.io"]
     assert webhook["gangPodsFailurePolicy"] == found["gang-pods.policylib.io"]

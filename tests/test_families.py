@@ -40,7 +40,7 @@ def test_plan_runs_every_familys_planners_in_table_order():
     assert PLANNERS == PLAN_PLANNERS == tuple(dict.fromkeys(p for f in FAMILIES for p in f.planners))
     assert [p.__name__ for p in PLANNERS] == ["plan_deployment", "plan_statefulset", "plan_podgroups", "plan_workload"]
     # Kubeflow jobs, JobSets and TrainJobs share the gang planners: each runs once per object, on each family's objects
-    assert [f.name for f in FAMILIES if f.planners == FAMILIES[2].planners] == ["gang", "JobSet", "TrainJob"]
+    assert [f.name for f in FAMILIES if f.planners == FAMILIES[3].planners] == ["gang", "JobSet", "TrainJob"]
 
 
 @pytest.mark.parametrize("obj,setting", [(TFJOB, "gang.enabled"), (STS, "statefulSets.enabled"), (JOBSET, "gang.enabled"),
@@ -96,13 +96,13 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
 
     from policylib.cli import main
     from policylib.families import HANDLED_KINDS, HANDLED_SUMMARY, UNHANDLED_WORKLOADS, is_unhandled_workload
-    trainjob = {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
-                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"replicas": 4}}
+    trainjob = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": "llama", "namespace": "ml"}, "spec": {"entrypoint": "python train.py"}}
     result = mutate(trainjob, None)
     assert (result.object, result.patch, result.changed) == (trainjob, [], False)
-    assert result.unhandled == ("not handled: policylib has no policy for leaderworkerset.x-k8s.io/v1 LeaderWorkerSet "
-                                "(it handles Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
-                                "TrainJobs, Volcano Jobs and gang Pods)")
+    assert result.unhandled == ("not handled: policylib has no policy for ray.io/v1 RayJob "
+                                "(it handles Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and "
+                                "MPIJobs, JobSets, TrainJobs, Volcano Jobs and gang Pods)")
     assert result.reasons == [result.unhandled]
     # a handled kind with nothing to do is not "unhandled"
     assert mutate({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "ml"}}, None).unhandled is None
@@ -115,12 +115,12 @@ def test_a_kind_no_family_handles_says_so_in_the_result_and_in_preview(tmp_path)
                                                    "metadata": {"name": "c", "namespace": "ml"}}]))
     out, err = io.StringIO(), io.StringIO()
     assert main(["preview", "-f", str(path), "-o", "diff"], stdout=out, stderr=err) == 0
-    assert out.getvalue().splitlines()[0::2] == ["= LeaderWorkerSet ml/llama: not handled",
+    assert out.getvalue().splitlines()[0::2] == ["= RayJob ml/llama: not handled",
                                                  "= ConfigMap ml/c: not handled"]
-    assert err.getvalue() == f"policylib: note: {path}: LeaderWorkerSet ml/llama: {result.unhandled}\n"
+    assert err.getvalue() == f"policylib: note: {path}: RayJob ml/llama: {result.unhandled}\n"
     # -v prints each reason once: the workload's note is not repeated as a reason; a ConfigMap's is a reason only
     err = io.StringIO()
     assert main(["preview", "-f", str(path), "-o", "diff", "-v"], stdout=io.StringIO(), stderr=err) == 0
     configmap = mutate({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "ml"}}, None)
-    assert err.getvalue().splitlines() == [f"policylib: note: {path}: LeaderWorkerSet ml/llama: {result.unhandled}",
+    assert err.getvalue().splitlines() == [f"policylib: note: {path}: RayJob ml/llama: {result.unhandled}",
                                            f"policylib: {path}: ConfigMap ml/c: {configmap.unhandled}"]

@@ -95,7 +95,7 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
     hooks = {w["name"]: w for w in config["webhooks"]}
     assert set(hooks) == {"deployments.policylib.io", "volcano-jobs.policylib.io", "kubeflow-jobs.policylib.io",
                           "jobsets.policylib.io", "gang-pods.policylib.io", "trainjobs.policylib.io",
-                          "statefulsets.policylib.io"}
+                          "statefulsets.policylib.io", "leaderworkersets.policylib.io"}
     gang_pods = hooks.pop("gang-pods.policylib.io")
     # Rule G17: only Pods labelled policylib.io/scheduling-group reach it, on CREATE; it fails closed (a gang
     # pod admitted without its immutable schedulingGroup would be scheduled alone), which can block no other pod.
@@ -131,8 +131,11 @@ def test_webhook_configuration_cannot_block_the_cluster(base):
         "jobsets.policylib.io": [(["jobset.x-k8s.io"], ["v1alpha2"], ["jobsets"], ["CREATE", "UPDATE"])],
         "trainjobs.policylib.io": [(["trainer.kubeflow.org"], ["v1alpha1"], ["trainjobs"], ["CREATE", "UPDATE"])],
         "statefulsets.policylib.io": [(["apps"], ["v1"], ["statefulsets"], ["CREATE", "UPDATE"])],
+        "leaderworkersets.policylib.io": [(["leaderworkerset.x-k8s.io"], ["v1"], ["leaderworkersets"],
+                                           ["CREATE", "UPDATE"])],
     }
     assert [w["name"] for w in config["webhooks"]].index("statefulsets.policylib.io") == 6
+    assert [w["name"] for w in config["webhooks"]].index("leaderworkersets.policylib.io") == 7
 
 
 def test_rbac_is_least_privilege(base):
@@ -311,7 +314,7 @@ def test_configmap_shows_every_section_and_key_with_a_comment(base):
     document = yaml.safe_load(text)
     # The seed's nesting, as before: the sections at the top level (not under lrs-operator.operator.config).
     assert list(document) == ["zoneTopologySpread", "hostTopologySpread", "removePodAntiAffinity", "volcano",
-                              "gang", "topology", "controller", "statefulSets", "webhook"]
+                              "gang", "topology", "controller", "statefulSets", "leaderWorkerSets", "webhook"]
     assert set(document) == set(config_schema()["properties"])
     for name, cls in section_classes().items():  # every key the section stores, none left to a hidden default
         assert set(document[name]) == {f.name for f in fields(cls)}, name

@@ -279,6 +279,19 @@ def test_a_statefulset_create_reads_the_namespace_for_the_hpa_that_scales_it(api
     assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 0.0}
 
 
+def test_a_leaderworkerset_create_reads_the_namespace_for_the_hpa_that_scales_it(api, synced_empty_cache):
+    """Rules W4, E2: an HPA of the LeaderWorkerSet not yet in the watch is read, and counts its groups; an HPA of a
+    Deployment of the same name does not count."""
+    from tests.test_lws import lws, lws_hpa
+    api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler",
+                                                     [hpa("vllm", 9, "ml"), lws_hpa("vllm", 5, "ml")], 500))
+    app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()
+    reasons = app.post("/mutate", json=review_of(lws(namespace="ml"))).get_json()["response"]["auditAnnotations"]
+    assert reasons["reasons"].startswith("effective replicas 5 (HorizontalPodAutoscaler vllm minReplicas 5)")
+    assert len([r for r in api.requests if r["path"] == NAMESPACED_HPA_PATH]) == 1
+    assert confirming_reads(app) == {"found": 1.0, "none": 0.0, "error": 0.0}
+
+
 def test_create_without_any_hpa_reads_once_and_update_never(api, synced_empty_cache):
     api.route("GET", NAMESPACED_HPA_PATH, paged_list("HorizontalPodAutoscaler", [hpa("other", 9, "ml")], 500))
     app = webhook.create_app(None, facts=synced_empty_cache, review_log=lambda line: None).test_client()

@@ -127,8 +127,8 @@ def test_unknown_kind_is_allowed_without_patch_and_the_audit_log_says_it_is_not_
     assert app.answer(review_of(config_map)) == {
         "uid": "uid-1", "allowed": True,
         "auditAnnotations": {"reasons": "not handled: policylib has no policy for v1 ConfigMap (it handles "
-                                        "Deployments, StatefulSets, Kubeflow TFJobs, PyTorchJobs and MPIJobs, JobSets, "
-                                        "TrainJobs, Volcano Jobs and gang Pods)"}}
+                                        "Deployments, StatefulSets, LeaderWorkerSets, Kubeflow TFJobs, PyTorchJobs and "
+                                        "MPIJobs, JobSets, TrainJobs, Volcano Jobs and gang Pods)"}}
 
 
 @pytest.mark.parametrize("operation", ["DELETE", "CONNECT"])
@@ -606,6 +606,7 @@ def test_two_apps_in_one_process_keep_separate_metrics():
 @pytest.mark.parametrize("group, kind, label", [
     ("apps", "Deployment", "Deployment"),
     ("apps", "StatefulSet", "StatefulSet"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet", "LeaderWorkerSet"),
     ("batch.volcano.sh", "Job", "Job"),
     ("kubeflow.org", "TFJob", "TFJob"),
     ("kubeflow.org", "PyTorchJob", "PyTorchJob"),
@@ -635,7 +636,8 @@ def test_random_kinds_share_one_metric_series(app):
     text = app.client.get("/metrics").get_data(as_text=True)
     # (HyperJob, JobSet, TrainJob: policy_failures starts at 0 for every kind with a policy.)
     assert set(re.findall(r'kind="([^"]*)"', text)) == {"other", "Deployment", "Job", "TFJob", "PyTorchJob", "MPIJob",
-                                                       "JobSet", "TrainJob", "HyperJob", "Pod", "StatefulSet"}
+                                                       "JobSet", "TrainJob", "HyperJob", "Pod", "StatefulSet",
+                                                       "LeaderWorkerSet"}
     assert app.metric('policylib_webhook_reviews_total{kind="other",operation="CREATE",outcome="unchanged"}') == 50
     assert app.metric('policylib_webhook_review_duration_seconds_count{kind="other",operation="CREATE"}') == 50
 

@@ -119,6 +119,15 @@ class StatefulSetSettings:
 
 
 @dataclass(frozen=True)
+class LeaderWorkerSetSettings:
+    """``leaderWorkerSets`` (rules E1-E8): LeaderWorkerSets' leaders get the zone and host spread of Deployments,
+    counting groups, and each group is kept within the gang placement's level."""
+
+    enabled: bool = flag(True, "Apply the zone and host spread to the leaders of LeaderWorkerSets (counting groups) "
+                         "and keep each group within topology.gangs.within.", "P2")
+
+
+@dataclass(frozen=True)
 class WebhookSettings:
     """``webhook``: how the admission webhook treats a policy failure and big bodies.
 
@@ -417,6 +426,9 @@ class Config:
                                              "plan.", None)
     statefulSets: StatefulSetSettings = section(StatefulSetSettings, "StatefulSets: the zone and host spread of "
                                                 "Deployments.", "A4")
+    leaderWorkerSets: LeaderWorkerSetSettings = section(LeaderWorkerSetSettings, "LeaderWorkerSets: the "
+                                                        "Deployments' spread on their leaders, each group packed.",
+                                                        "E2")
 
     @property
     def zone(self) -> ZoneSpread:

@@ -71,17 +71,28 @@ from .update import (
     restored_anti_affinity,
     update_trigger,
 )
-from .workload import DEPLOYMENT, POD_TEMPLATE_KINDS, STATEFULSET, PodTemplateKind, is_spread_workload, pod_template_kind
+from .workload import (
+    DEPLOYMENT,
+    LEADER_WORKER_SET,
+    POD_TEMPLATE_KINDS,
+    STATEFULSET,
+    PodTemplateKind,
+    is_spread_workload,
+    pod_template_kind,
+    scaled_kind,
+)
 from .write import invalid_constraint_warnings, matches_current_settings, write_spread
 
 __all__ = [
     "DEPLOYMENT",
+    "LEADER_WORKER_SET",
     "POD_TEMPLATE_KINDS",
     "PodTemplateKind",
     "STATEFULSET",
     "is_spread_workload",
     "mutate_workload",
     "pod_template_kind",
+    "scaled_kind",
     "AFFINITY",
     "ANNOTATIONS",
     "ANTI_AFFINITY_TERMS",

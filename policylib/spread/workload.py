@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config import ON_NEXT_ROLLOUT, Config
-from ..constants import APPS_API_VERSION, POD_TEMPLATE_HASH
+from ..constants import APPS_API_VERSION, LWS_API_VERSION, POD_TEMPLATE_HASH
 from ..facts import scale_target_name
 
 
@@ -30,9 +30,10 @@ class PodTemplateKind:
     #: A change of the effective count alone never rewrites the pod template: ``hostTopologySpread.rewrite`` is
     #: read as ``OnNextRollout`` (rule A9: a StatefulSet's template change restarts every pod, one at a time).
     holds_count_changes: bool = False
+    api_version: str = APPS_API_VERSION
 
     def matches(self, obj: object) -> bool:
-        return isinstance(obj, dict) and obj.get("kind") == self.kind and obj.get("apiVersion") == APPS_API_VERSION
+        return isinstance(obj, dict) and obj.get("kind") == self.kind and obj.get("apiVersion") == self.api_version
 
     def hpa_index_name(self, name: str) -> str:
         """The name the HPA facts index this kind's object ``name`` by (rules S2, A2)."""
@@ -55,11 +56,24 @@ DEPLOYMENT = PodTemplateKind("Deployment")
 STATEFULSET = PodTemplateKind("StatefulSet", absent_pod_labels=frozenset({POD_TEMPLATE_HASH}), holds_count_changes=True)
 #: Every kind the spread writes, in the order the families list them.
 POD_TEMPLATE_KINDS = (DEPLOYMENT, STATEFULSET)
+#: A LeaderWorkerSet's leaders, as the LeaderWorkerSet family shows them to the spread (rule E2): a view with the
+#: leader template as ``spec.template`` and the leaders' selector as ``spec.selector``; never matched on a
+#: LeaderWorkerSet itself (its templates are elsewhere), so it is not among :data:`POD_TEMPLATE_KINDS`. Its
+#: leaders have no ``pod-template-hash``, and a change of its templates recreates every group, so a count change
+#: alone is held for the next rollout (rules E2, A3, A9).
+LEADER_WORKER_SET = PodTemplateKind("LeaderWorkerSet", absent_pod_labels=frozenset({POD_TEMPLATE_HASH}),
+                                    holds_count_changes=True, api_version=LWS_API_VERSION)
 
 
 def pod_template_kind(obj: object) -> PodTemplateKind | None:
     """The kind of a workload the spread reads, or None for any other object."""
     return next((k for k in POD_TEMPLATE_KINDS if k.matches(obj)), None)
+
+
+def scaled_kind(obj: object) -> PodTemplateKind | None:
+    """The kind an HPA of ``obj`` is indexed by (rules S2, A2, E2): a Deployment's, a StatefulSet's or a
+    LeaderWorkerSet's (whose leaders the spread writes); None for any other object."""
+    return pod_template_kind(obj) or (LEADER_WORKER_SET if LEADER_WORKER_SET.matches(obj) else None)
 
 
 def is_spread_workload(obj: object) -> bool:
@@ -68,5 +82,6 @@ def is_spread_workload(obj: object) -> bool:
 
 
 def kind_of(obj: dict[str, Any]) -> PodTemplateKind:
-    """The object's kind; a Deployment's rules for anything else (the callers checked the kind first)."""
-    return pod_template_kind(obj) or DEPLOYMENT
+    """The object's kind (a LeaderWorkerSet's leader view too); a Deployment's rules for anything else (the callers
+    checked the kind first)."""
+    return pod_template_kind(obj) or (LEADER_WORKER_SET if LEADER_WORKER_SET.matches(obj) else DEPLOYMENT)

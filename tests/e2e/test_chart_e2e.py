@@ -178,7 +178,7 @@ def test_install_upgrade_uninstall(cluster, tmp_path):
             wait_for(f"{app} rolled", lambda a=app: len(replica_sets(cluster, a)) == 2, timeout=60)
             assert revision(cluster, app) == "2"
         hooks = cluster.get("mutatingwebhookconfiguration", "policylib-webhook")["webhooks"]
-        assert [h["clientConfig"].get("caBundle") for h in hooks] == [bundle] * 7   # every family
+        assert [h["clientConfig"].get("caBundle") for h in hooks] == [bundle] * 8   # every family
         assert hooks[0]["namespaceSelector"]["matchExpressions"][0]["key"] == "policylib.io/enabled"
 
         # The same values again: nothing rolls.

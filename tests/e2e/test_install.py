@@ -58,7 +58,8 @@ def test_every_overlay_is_accepted(installed, overlay):
     assert [(w["name"], w["failurePolicy"]) for w in hook["webhooks"]] == [
         ("deployments.policylib.io", "Ignore"), ("volcano-jobs.policylib.io", "Ignore"),
         ("kubeflow-jobs.policylib.io", "Ignore"), ("jobsets.policylib.io", "Ignore"), ("gang-pods.policylib.io", "Fail"),
-        ("trainjobs.policylib.io", "Ignore"), ("statefulsets.policylib.io", "Ignore")]
+        ("trainjobs.policylib.io", "Ignore"), ("statefulsets.policylib.io", "Ignore"),
+        ("leaderworkersets.policylib.io", "Ignore")]
     # The manifests are what the API server stores: nothing to diff (kubectl apply would still say
     # "configured" for the PodDisruptionBudget, a client-side no-op patch of its int-or-string field).
     diff = installed.kubectl("diff", "-k", str(ROOT / overlay), check=False)

@@ -238,7 +238,7 @@ def test_without_its_configuration_the_controller_acts_on_nothing_says_why_and_r
             hook["matchConditions"] = [{"name": "not-dry-run", "expression": "!request.dryRun"}]
         cluster.apply(conditional)
         wait_for("closed by matchConditions", lambda: ctl.metric("policylib_controller_scope_closed") == 1, timeout=60)
-        assert ctl.metric("policylib_controller_scope_skipped_webhooks") == len(conditional["webhooks"]) == 7
+        assert ctl.metric("policylib_controller_scope_skipped_webhooks") == len(conditional["webhooks"]) == 8
         reason, note = wait_for("the second ScopeClosed", lambda: scope_events(cluster, release_ns)[2:], timeout=60)[0]
         assert reason == "ScopeClosed" and note.startswith(
             f"nothing is acted on: every webhook of MutatingWebhookConfiguration {hooks_name} has matchConditions")

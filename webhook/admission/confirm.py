@@ -1,7 +1,8 @@
-"""Rule W4: a Deployment (or StatefulSet) CREATE for which the HPA cache has no HPA reads the namespace's HPAs from the API
-server once, because an HPA applied just before its Deployment (``kubectl apply`` of a file, HPA first) may not
-have reached the watch yet, and the Deployment would then be stored for its own ``spec.replicas``: the stored
-result would depend on timing. The read overlaps with the policy (:func:`decide_overlapped`)."""
+"""Rule W4: a Deployment (or StatefulSet, or LeaderWorkerSet) CREATE for which the HPA cache has no HPA reads the
+namespace's HPAs from the API server once, because an HPA applied just before its Deployment (``kubectl apply`` of a
+file, HPA first) may not have reached the watch yet, and the Deployment would then be stored for its own
+``spec.replicas``: the stored result would depend on timing. The read overlaps with the policy
+(:func:`decide_overlapped`)."""
 from __future__ import annotations
 
 import functools
@@ -9,7 +10,7 @@ import logging
 from typing import Any, Callable, TypeVar
 
 from policylib.facts import ClusterFacts, hpa_target
-from policylib.spread import pod_template_kind
+from policylib.spread import scaled_kind
 
 from .hpacache import HpaCache, slim_hpa
 from .hparead import CONFIRM_LIMIT
@@ -103,7 +104,7 @@ def decide_overlapped(decide: Callable[[Any], R], facts: ConfirmedHpas, namespac
     the one deciding with ``facts`` gives: without an HPA both see none, with one the second decision
     has it, and a failed read leaves the cache's answer."""
     name = ((obj or {}).get("metadata") or {}).get("name") if isinstance(obj, dict) else None
-    kind = pod_template_kind(obj)   # a Deployment or a StatefulSet: its HPAs are indexed by its kind's name (rule A2)
+    kind = scaled_kind(obj)   # a Deployment, StatefulSet or LeaderWorkerSet: HPAs indexed by its kind (rules A2, E2)
     if kind is None or not isinstance(name, str) or not facts.needs_read(namespace, kind.hpa_index_name(name)):
         return decide(facts)
     assert namespace is not None  # needs_read checked it

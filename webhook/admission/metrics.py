@@ -15,6 +15,7 @@ from policylib.constants import (
     APPS_GROUP,
     JOBSET_GROUP,
     KUBEFLOW_GROUP,
+    LWS_GROUP,
     TRAINER_GROUP,
     VOLCANO_BATCH_GROUP,
     VOLCANO_DOMAIN,
@@ -37,6 +38,7 @@ POLICY_KINDS = {
     KUBEFLOW_GROUP: frozenset({"TFJob", "PyTorchJob", "MPIJob"}),
     JOBSET_GROUP: frozenset({"JobSet"}),
     TRAINER_GROUP: frozenset({"TrainJob"}),
+    LWS_GROUP: frozenset({"LeaderWorkerSet"}),
     "": frozenset({"Pod"}),   # gang method workload: labelled Pods only (rule G17)
 }
 #: Volcano's HyperJob, in whichever ``*volcano.sh`` group (as policylib matches it).
