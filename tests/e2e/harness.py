@@ -260,11 +260,15 @@ class Cluster:
         self.kubectl("wait", "--for=condition=Established", *[f"crd/{n}" for n in names], "--timeout=120s")
         return names
 
-    def install_built_crds(self, target: str) -> list[str]:
-        """Apply the CRDs ``make target`` put under e2e/bin (read from an upstream module, as JobSet's) and wait
-        until they are served; returns their names. Fails when the target was not built."""
+    def install_built_crds(self, target: str, *names: str) -> list[str]:
+        """Apply the CRDs ``make target`` put under e2e/bin (read from an upstream module, as JobSet's), or only
+        ``names`` among its files, and wait until they are served; returns their names. Fails when the target was
+        not built."""
         require_built(target)
-        paths = [E2E / "bin" / name for name in BUILT_BY[target]]
+        unknown = [n for n in names if n not in BUILT_BY[target]]
+        if unknown:
+            raise ValueError(f"make {target} builds no {', '.join(unknown)}")
+        paths = [E2E / "bin" / name for name in names or BUILT_BY[target]]
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
         names = [yaml.safe_load(path.read_text())["metadata"]["name"] for path in paths]

@@ -26,6 +26,7 @@ import yaml
 from tests.helpers import documented_install_steps
 
 from .harness import E2E, ROOT, SHARED, deployment, free_port, wait_for
+from .leaderworkersets import lws
 
 #: The steps and the webhook configuration they write go through the API server of each minor.
 pytestmark = pytest.mark.minors()
@@ -82,6 +83,7 @@ def installed(cluster, tmp_path_factory):
     cluster.install_crds(*CRDS)
     cluster.install_built_crds("jobset-crd")
     cluster.install_built_crds("trainer-crd")
+    cluster.install_built_crds("testcluster-lws", "lws/crd/leaderworkerset.x-k8s.io_leaderworkersets.yaml")
     work = tmp_path_factory.mktemp("install-steps")
     # The paths the steps name, relative to a checkout: a copy of the manifests, the project's environment.
     shutil.copytree(ROOT / "manifests", work / "manifests")
@@ -163,6 +165,7 @@ def test_an_object_of_every_kind_each_webhook_matches_is_admitted_through_the_do
         objects.append((gang_pod(ns), "gang-pods.policylib.io"))
         objects.append((trainjob(ns), "trainjobs.policylib.io"))
         objects.append((statefulset(ns), "statefulsets.policylib.io"))
+        objects.append((lws("serving", ns, size=2, replicas=3), "leaderworkersets.policylib.io"))
         assert {hook for _, hook in objects} == {h["name"] for h in hooks}, "a webhook without an object here"
         refused = []
         for obj, _ in objects:
@@ -180,6 +183,9 @@ def test_an_object_of_every_kind_each_webhook_matches_is_admitted_through_the_do
         assert "policylib.io/spread-effective-replicas" in stored["metadata"]["annotations"]
         stored = cluster.get("statefulset", "cache", ns)
         assert stored["metadata"]["annotations"]["policylib.io/spread-effective-replicas"] == "3"
+        stored = cluster.get("leaderworkersets.leaderworkerset.x-k8s.io", "serving", ns)
+        assert stored["metadata"]["annotations"]["policylib.io/spread-effective-replicas"] == "3"
+        assert stored["metadata"]["annotations"]["policylib.io/leader-template"] == "generated"
     finally:
         server.terminate()
         server.wait(30)
