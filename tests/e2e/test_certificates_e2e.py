@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,33 @@ def apiserver_counter(cluster, metric: str, hook: str) -> float:
                if line.startswith(metric + "{") and f'name="{hook}"' in line)
 
 
+def rotation_story(cluster, controller, webhook_log: Path, port: int) -> str:
+    """What a failed admission's reason needs: the API server's words about calling the webhook (it logs each
+    failure, with the error, at its default verbosity), the controller's certificate steps, the webhook's
+    reloads and warnings, each with its time, and the webhook's connection counters (a connection it closed as too
+    slow is logged at debug only)."""
+    apiserver = (cluster.dir / "kube-apiserver.log").read_text(errors="replace").splitlines()
+    called = [line[:400] for line in apiserver if HOOK in line][-8:]
+    steps = [f"{e.get('time')} {e.get('action')}: {e.get('reason')}"
+             for e in controller.log_entries("certificates")]
+    served = [line[:300] for line in webhook_log.read_text(errors="replace").splitlines()
+              if any(word in line for word in ("certificate", '"level":"warning"', '"level":"error"', "[WARNING]",
+                                                "[ERROR]", "[CRITICAL]", "Booting worker", "Worker exiting"))][-12:]
+    try:
+        context = ssl.create_default_context()
+        context.check_hostname, context.verify_mode = False, ssl.CERT_NONE   # our own test server's counters
+        with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=context, timeout=10) as answer:
+            counters = [line for line in answer.read().decode().splitlines()
+                        if line.startswith(("policylib_webhook_slow_clients_total", "policylib_webhook_tls_handshakes_total",
+                                            "policylib_webhook_connection_limit_reached_total"))]
+    except OSError as e:
+        counters = [f"(metrics unreadable: {e})"]
+    return ("the API server on the webhook:\n  " + "\n  ".join(called or ["(nothing)"])
+            + "\nthe controller's steps:\n  " + "\n  ".join(steps or ["(none)"])
+            + "\nthe webhook:\n  " + "\n  ".join(served or ["(nothing)"])
+            + "\nits counters:\n  " + "\n  ".join(counters or ["(none)"]))
+
+
 def served_fingerprint(port: int) -> str:
     der = ssl.get_server_certificate(("127.0.0.1", port))
     return hashlib.sha256(ssl.PEM_cert_to_DER_cert(der)).hexdigest()
@@ -98,6 +126,7 @@ def test_rotation_under_load_never_fails_an_admission(cluster, tmp_path):
     log = open(tmp_path / "webhook.log", "a")  # noqa: SIM115 -- the process's log
     stop_load = threading.Event()
     results: list[tuple[str, bool, str]] = []
+    when: dict[str, str] = {}      # each admission's start, as the logs write time
     try:
         wait_for("the serving Secret", lambda: (volume.sync(), volume.seen)[1], timeout=60)
         volume.thread.start()
@@ -123,6 +152,7 @@ def test_rotation_under_load_never_fails_an_admission(cluster, tmp_path):
             i = 0
             while not stop_load.is_set():
                 name = f"load-{i}"
+                when[name] = time.strftime("%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}"
                 try:
                     results.append((name, mutated(name), ""))
                 except Exception as e:  # noqa: BLE001 -- a refused create is a failed admission: recorded
@@ -145,7 +175,9 @@ def test_rotation_under_load_never_fails_an_admission(cluster, tmp_path):
         elapsed = time.monotonic() - started
 
         failed = [r for r in results if not r[1]]
-        assert failed == [], f"{len(failed)} of {len(results)} admissions failed or were not mutated: {failed[:5]}"
+        assert failed == [], (f"{len(failed)} of {len(results)} admissions failed or were not mutated: "
+                              f"{[(*r, when[r[0]]) for r in failed[:5]]}\n"
+                              + rotation_story(cluster, controller, tmp_path / "webhook.log", port))
         assert apiserver_counter(cluster, "apiserver_admission_webhook_fail_open_count", HOOK) - fail_open == 0
         assert apiserver_counter(cluster, "apiserver_admission_webhook_rejection_count", HOOK) - rejected == 0
         assert (steps("rotate-ca"), steps("create-ca")) == (1, 1)
