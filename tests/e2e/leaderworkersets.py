@@ -16,8 +16,11 @@ policylib's in the order of their configurations' names."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from .harness import Cluster, wait_for
+import yaml
+
+from .harness import NODE_GROUP_LABEL, Cluster, wait_for
 
 LWS_RESOURCE = "leaderworkersets.leaderworkerset.x-k8s.io"
 NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
@@ -25,6 +28,27 @@ GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
 VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 VC_PODGROUP = "podgroups.scheduling.volcano.sh"
+GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
+ZONE, RACK, HOST = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"
+#: Racks of two Nodes of 2 CPUs (``write_rack_nodes``): two in zone a, one in b, one in c. A group of 3 pods of 1 CPU
+#: fits in one rack, and no rack holds two such groups.
+RACKS = {"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
+#: policylib's settings that pack each group within one rack (rules E5, E6), on zone, rack and host.
+PACKED_CONFIG = {"topology": {"levels": [{"name": "zone", "nodeLabel": ZONE}, {"name": "rack", "nodeLabel": RACK},
+                                         {"name": "host", "nodeLabel": HOST}],
+                              "gangs": {"within": "rack", "mode": "required"}}}
+
+
+def write_rack_nodes(tmp: Path) -> Path:
+    """The Nodes of ``RACKS`` (``<rack>-0``, ``<rack>-1``, labelled with their zone, rack and node group ``lws``) as a
+    List file for ``Cluster(nodes=...)``."""
+    items = [{"kind": "Node", "metadata": {"name": f"{rack}-{i}", "labels": {
+        NODE_GROUP_LABEL: "lws", ZONE: zone, RACK: rack}},
+        "status": {"allocatable": {"cpu": "2", "memory": "64Gi", "pods": "110"}}}
+        for rack, zone in RACKS.items() for i in range(2)]
+    path = tmp / "nodes.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
+    return path
 
 
 def lws(name: str, namespace: str, *, size: int, replicas: int, cpu: str = "100m", scheduler: str | None = None,
@@ -108,3 +132,11 @@ def wait_running(c: Cluster, ns: str, name: str, size: int, replicas: int, timeo
         return pods if names == want and running(pods) == want else None
     return wait_for(f"LWS {ns}/{name}: exactly {replicas} groups of {size} pods Running ({', '.join(want)})",
                     settled, timeout=timeout, interval=1)
+
+
+def racks_per_group(c: Cluster, pods: list[dict]) -> dict[str, list[str]]:
+    """The racks (``RACK`` of their Nodes) each group's bound pods are in, by group index, sorted."""
+    node_rack = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(RACK, "") for n in c.list("nodes")}
+    return {g: sorted({node_rack[p["spec"]["nodeName"]] for p in pods
+                       if p["metadata"]["labels"][GROUP_INDEX] == g and p["spec"].get("nodeName")})
+            for g in groups(pods)}

@@ -4,42 +4,34 @@ E2-E6), LWS's controller and the StatefulSet controller make the pods from it, a
 within one rack, the groups' leaders in three zones."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from .harness import NODE_GROUP_LABEL, Cluster, Webhook, wait_for
-from .leaderworkersets import GROUP_INDEX, LWS_RESOURCE, WORKER_INDEX, create_lws, groups, lws, wait_running
-
-ZONE, RACK, HOST = "topology.kubernetes.io/zone", "example.com/rack", "kubernetes.io/hostname"
-GROUP_KEY = "leaderworkerset.sigs.k8s.io/group-key"
-#: Racks of two Nodes of 2 CPUs: two in zone a, one in b, one in c. A group of 3 pods of 1 CPU fits in one rack,
-#: and no rack holds two groups.
-RACKS = {"a1": "a", "a2": "a", "b1": "b", "c1": "c"}
-CONFIG = {"topology": {"levels": [{"name": "zone", "nodeLabel": ZONE}, {"name": "rack", "nodeLabel": RACK},
-                                  {"name": "host", "nodeLabel": HOST}],
-                       "gangs": {"within": "rack", "mode": "required"}}}
-
-
-def write_nodes(tmp: Path) -> Path:
-    items = [{"kind": "Node", "metadata": {"name": f"{rack}-{i}", "labels": {
-        NODE_GROUP_LABEL: "lws", ZONE: zone, RACK: rack}},
-        "status": {"allocatable": {"cpu": "2", "memory": "64Gi", "pods": "110"}}}
-        for rack, zone in RACKS.items() for i in range(2)]
-    path = tmp / "nodes.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}))
-    return path
+from .leaderworkersets import (
+    GROUP_KEY,
+    HOST,
+    LWS_RESOURCE,
+    PACKED_CONFIG,
+    RACK,
+    RACKS,
+    WORKER_INDEX,
+    ZONE,
+    create_lws,
+    lws,
+    racks_per_group,
+    wait_running,
+    write_rack_nodes,
+)
 
 
 @pytest.fixture(scope="module")
 def lws_with_policylib(harness_built, tmp_path_factory, minor):
     """A cluster of each minor running LWS's manager and webhooks, and policylib's webhook with the rack packing."""
     tmp = tmp_path_factory.mktemp(f"lws-policylib-{minor}")
-    c = Cluster(tmp / "c", nodes=write_nodes(tmp), minor=minor, lws=True)
+    c = Cluster(tmp / "c", nodes=write_rack_nodes(tmp), minor=minor, lws=True)
     hook = None
     try:
-        hook = Webhook(c, "lws", CONFIG, tmp).start()
+        hook = Webhook(c, "lws", PACKED_CONFIG, tmp).start()
         hook.register()
         yield c
     finally:
@@ -77,8 +69,7 @@ def test_each_lws_group_lands_in_one_rack_and_the_leaders_in_three_zones(lws_wit
 
     pods = wait_running(c, ns, "vllm", size=3, replicas=3)
     node_rack = {n["metadata"]["name"]: n["metadata"]["labels"][RACK] for n in c.list("nodes")}
-    by_group = {g: sorted({node_rack[p["spec"]["nodeName"]] for p in pods
-                           if p["metadata"]["labels"][GROUP_INDEX] == g}) for g in groups(pods)}
+    by_group = racks_per_group(c, pods)
     assert all(len(racks) == 1 for racks in by_group.values()), by_group
     assert len({racks[0] for racks in by_group.values()}) == 3, by_group   # no rack holds two groups
     leader_zones = sorted(RACKS[node_rack[p["spec"]["nodeName"]]] for p in pods
