@@ -193,7 +193,8 @@ def test_the_controller_adds_it_only_with_the_setting_on():
 
     from webhook.controller import core
     source = inspect.getsource(core.run_controller)
-    assert "if config.controller.spreadAwareScaleDown:" in source and "c.add(c.pod_costs()" in source
+    assert "if config.controller.spreadAwareScaleDown:" in source and "costs = c.pod_costs()" in source
+    assert 'c.add(costs, error_stage="podcost")' in source
     assert load_config(None).controller.spreadAwareScaleDown is True
     assert load_config({"controller": {"spreadAwareScaleDown": False}}).controller.spreadAwareScaleDown is False
 

@@ -275,7 +275,8 @@ def metrics_page() -> str:
     lines = [HEADER + "# Metrics reference", "",
              "Every metric, from `webhook/admission/metrics.py`, `webhook/controller/metrics.py`, "
              "`webhook/controller/workqueue.py`, "
-             "`webhook/controller/certrotator.py` and `webhook/controller/podcost.py`. "
+             "`webhook/controller/certrotator.py`, `webhook/controller/podcost.py` and "
+             "`webhook/controller/stsspread.py`. "
              "Label values are "
              "described in [the webhook page](../webhook.md#metrics).", "",
              "## Webhook (`/metrics` on the webhook's HTTPS port)", ""]
@@ -283,7 +284,7 @@ def metrics_page() -> str:
     controller = ControllerMetrics()
     lines += ["## Controller (`/metrics` on port 8081)", ""] + metric_rows(controller) + [""]
     lines += ["Its work queues', as client-go's workqueue metrics (`name` is the queue's reconciler: `controller` for "
-              "Deployments and jobs, `podcost`, `certificates`):", ""] + metric_rows(controller.queue) + [""]
+              "Deployments and jobs, `podcost`, `stsspread`, `certificates`):", ""] + metric_rows(controller.queue) + [""]
     lines += ["Its process's, from prometheus_client's `ProcessCollector` (where `/proc` exists):", ""]
     lines += process_rows(controller.process) + [""]
     lines += ["With `--certificates self` (webhook/controller/certrotator.py; [operations](../operations.md#certificates)), "
@@ -294,6 +295,10 @@ def metrics_page() -> str:
     costs = PodCostMetrics(CollectorRegistry())
     lines += ["With `controller.spreadAwareScaleDown` (webhook/controller/podcost.py; [scale-down](../concepts/deployments.md"
               "#scale-down-which-replicas-go)), on the same port:", ""] + metric_rows(costs) + [""]
+    from webhook.controller.stsspread import StatefulSetSpreadMetrics
+    lines += ["With `controller.spreadAwareScaleDown` and `statefulSets.enabled` (webhook/controller/stsspread.py; "
+              "[StatefulSets](../concepts/statefulsets.md#scale-down-measured)), on the same port:", ""]
+    lines += metric_rows(StatefulSetSpreadMetrics(CollectorRegistry())) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -49,6 +49,7 @@ from .podcost import PodCosts
 from .reconciler import Reconciler
 from .rollouts import ObjectKey
 from .runtime import KeyReconciler, Manager, Task, Worker
+from .stsspread import StatefulSetSpread
 
 log = logging.getLogger(__name__)
 GANG_KINDS = frozenset(r.kind for r in kube.GANG_JOBS)
@@ -280,6 +281,16 @@ class Controller:
         self.follow(kube.DEPLOYMENTS, costs.on_deployment)
         return costs
 
+    def statefulset_spread(self, costs: PodCosts) -> StatefulSetSpread:
+        """Rule S28 for StatefulSets: the controller's StatefulSet store and scope, the Nodes as ``costs`` read them."""
+        spread = StatefulSetSpread(statefulsets=self.stores[kube.STATEFULSETS], nodes=costs.spread_nodes,
+                                   informer=self.informer, in_scope=self.reconciler.scopes.in_scope,
+                                   ready=lambda: self.synced, leading=lambda: self.leading, dry_run=self.dry_run,
+                                   metrics=self.metrics, recorder=self.recorder)
+        self.follow(kube.STATEFULSETS, spread.on_statefulset)
+        costs.node_listeners.append(spread.on_node_labels)
+        return spread
+
     def run(self) -> None:
         """Lead, follow the watches, run the workers while leading; give the Lease up when stopped."""
         self.manager.run()
@@ -304,7 +315,10 @@ def run_controller(config_source: str | None = None, *, dry_run: bool = False, n
     if certificates is not None:  # the leader keeps the webhook's certificates (webhook/controller/certrotator.py)
         c.add(Rotator(api, certificates, c.metrics.registry, queue_metrics=c.metrics.queue), synced=False)
     if config.controller.spreadAwareScaleDown:   # rule S23: the pod deletion costs, under the same Lease
-        c.add(c.pod_costs(), error_stage="podcost")
+        costs = c.pod_costs()
+        c.add(costs, error_stage="podcost")
+        if config.statefulSets.enabled:   # rule S28 for StatefulSets, on the Nodes the pod costs read
+            c.add(c.statefulset_spread(costs), error_stage="stsspread")
     signal.signal(signal.SIGTERM, lambda *_: c.stop.set())
     signal.signal(signal.SIGINT, lambda *_: c.stop.set())
     log.info("controller started", extra={"identity": identity, "namespace": namespace, "dry_run": c.dry_run,

@@ -122,6 +122,9 @@ class PodCosts(Reconciling):
         #: and the Nodes as read for rule S28 after the last of them.
         self.node_events = 0
         self._spread_nodes: tuple[int, SpreadNodes] | None = None
+        #: Called with a Node's name when its labels change (another reconciler counting on these Nodes:
+        #: :class:`.stsspread.StatefulSetSpread`).
+        self.node_listeners: list[Callable[[str], None]] = []
         self.reflectors = [informer(DEPLOYMENT_PODS, self._on_pod, self.pods),
                            informer(kube.NODES, self._on_node, self.nodes)]
         self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
@@ -151,10 +154,13 @@ class PodCosts(Reconciling):
         if old is not None and event_type == "MODIFIED" and \
                 (old.get("metadata") or {}).get("labels") == (obj.get("metadata") or {}).get("labels"):
             return
-        for pod in self.pods.by_index("node", (obj.get("metadata") or {}).get("name") or ""):
+        name = (obj.get("metadata") or {}).get("name") or ""
+        for pod in self.pods.by_index("node", name):
             key = pod_key(pod)
             if key:
                 self.queue.add(key)
+        for listener in self.node_listeners:
+            listener(name)
 
     def spread_nodes(self) -> SpreadNodes:
         """The Nodes as rule S28 counts on them, read again only after a Node event."""
