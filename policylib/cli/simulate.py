@@ -47,9 +47,9 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
         raise locate(e, docs) from None
     for obj in not_simulated(objects):
         stderr.write(f"policylib: not simulated: {object_ref(obj)}: kind {obj.get('kind')} (simulate places "
-                     "Deployments, StatefulSets, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
+                     "Deployments, StatefulSets, LeaderWorkerSets, Volcano Jobs, Kubeflow jobs, JobSets and TrainJobs)\n")
     if not placements:
-        raise InputError(f"no Deployment, StatefulSet, Volcano Job, Kubeflow job, JobSet or TrainJob in "
+        raise InputError(f"no Deployment, StatefulSet, LeaderWorkerSet, Volcano Job, Kubeflow job, JobSet or TrainJob in "
                          f"{', '.join(args.filename)}")
     if args.output == "json":
         stdout.write(json_array([p.as_dict() for p in placements]))
@@ -61,12 +61,14 @@ def run(args: argparse.Namespace, stdin: TextIO, stdout: TextIO, stderr: TextIO)
 
 
 def not_simulated(objects: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The workloads ``simulate`` does not place: anything but Deployments, StatefulSets, the gang kinds of
-    :data:`~policylib.simulate.gangs.GANG_MODELS` (Volcano Jobs, Kubeflow jobs, JobSets, TrainJobs) and the context
-    it reads (Pods as load, HPAs, PodGroups, runtimes, PersistentVolumeClaims and PersistentVolumes: rule A8)."""
+    """The workloads ``simulate`` does not place: anything but Deployments, StatefulSets, LeaderWorkerSets, the gang
+    kinds of :data:`~policylib.simulate.gangs.GANG_MODELS` (Volcano Jobs, Kubeflow jobs, JobSets, TrainJobs) and the
+    context it reads (Pods as load, HPAs, PodGroups, runtimes, PersistentVolumeClaims and PersistentVolumes: rule A8)."""
+    from ..lws.model import is_leaderworkerset
     from ..simulate.gangs import gang_model
     from ..spread import is_spread_workload
     from ..statefulset import is_claim, is_volume
     return [o for o in objects if isinstance(o, dict) and not (is_spread_workload(o) or gang_model(o) is not None
+                                                                or is_leaderworkerset(o)
                                                                 or is_fact(o) or is_claim(o) or is_volume(o)
                                                                 or o.get("kind") in ("Pod", "Node"))]

@@ -29,11 +29,13 @@ from ..kubescheduler.plugins.node_unschedulable import MSG_UNSCHEDULABLE
 from ..kubescheduler.plugins.pod_topology_spread import MSG_SPREAD, MSG_SPREAD_LABEL
 from ..kubescheduler.resources import DEFAULT_CPU_MILLI, DEFAULT_MEMORY, fits, pod_requests
 from ..kubescheduler.snapshot import node_states
+from ..lws.model import is_leaderworkerset
 from ..spread import is_deployment
 from ..statefulset import is_statefulset
 from ..workload_api import WorkloadApi
 from .engine import Cluster
 from .gangs import gang_model, gang_owner, owner_of
+from .lws import simulate_leaderworkerset
 from .ordered import simulate_statefulset
 from .placement import TIE_ORDERS, GangVerdict, Placement, order_independent, place_pods, simulate_deployment
 from .topology import COSCHEDULING, KUBE_SCHEDULER, VOLCANO
@@ -63,7 +65,8 @@ def _replicas(obj: dict[str, Any]) -> int:
 
 def simulate(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]],
              config: Config | dict[str, Any] | None = None, *, workload_api: WorkloadApi | None = None) -> list[Placement]:
-    """Place every Deployment, StatefulSet (rule A8), Volcano Job and Kubeflow job of ``objects`` on ``nodes``, in
+    """Place every Deployment, StatefulSet (rule A8), LeaderWorkerSet (rule E9), Volcano Job and Kubeflow job of
+    ``objects`` on ``nodes``, in
     order (the jobs as gangs: all their minimum or nothing; a native gang with ``gang.topology`` in one domain,
     rule G25). Bound Pods among ``objects`` count as load; HPAs give the effective replica counts;
     ``workload_api`` is what the cluster serves of Kubernetes' Workload API (``--kube-version``, ``--cluster``;
@@ -103,6 +106,12 @@ def _run(objects: Iterable[dict[str, Any]], nodes: Iterable[dict[str, Any]], con
                 p = simulate_statefulset(obj, config, facts, cluster, objects)
                 for world, order in worlds:
                     other = simulate_statefulset(obj, config, facts, world, objects, order)
+                    p.pending, p.pending_max = min(p.pending, other.pending), max(p.pending_max, other.pending_max)
+                out.append(p)
+            elif is_leaderworkerset(obj):   # rule E9: group by group, the leader then its workers
+                p = simulate_leaderworkerset(obj, config, facts, cluster)
+                for world, order in worlds:
+                    other = simulate_leaderworkerset(obj, config, facts, world, order)
                     p.pending, p.pending_max = min(p.pending, other.pending), max(p.pending_max, other.pending_max)
                 out.append(p)
             elif model is not None:

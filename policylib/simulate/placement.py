@@ -57,6 +57,9 @@ class Placement:
     deterministic: bool = True      # every replica went to the one best-scored node (no tie was broken)
     gangs: list[GangVerdict] = field(default_factory=list)     # each gang the model judged, for check (G26)
     owner: str = ""     # whose its gang pods are on the Nodes (NodeState.release takes them off again)
+    #: A LeaderWorkerSet's groups (rule E9): ``count``, ``size``, ``leaderZones`` (leaders per zone) and ``inOneZone``
+    #: (the groups whose pods are all in one zone); None for other kinds.
+    groups: dict[str, Any] | None = None
 
     @property
     def pending_range(self) -> str:
@@ -69,6 +72,8 @@ class Placement:
             out["pendingMax"] = self.pending_max
         if self.not_modelled:
             out["notModelled"] = self.not_modelled
+        if self.groups is not None:
+            out["groups"] = self.groups
         return out
 
 

@@ -17,10 +17,14 @@ asserts:
   ``controller.kubernetes.io/pod-deletion-cost``): what a scale-in leaves per zone is decided by where each group was
   placed;
 - with policylib, every group's pods are in one zone, the first three groups' leaders in three zones, so no scale-in
-  to 3 or more groups empties a zone, and one to 3 or 4 leaves the zones within one group of each other.
+  to 3 or more groups empties a zone, and one to 3 or 4 leaves the zones within one group of each other;
+- ``policylib simulate`` of each served LeaderWorkerSet (rule E9: group by group) on its Nodes puts every group in one
+  zone as the real scheduler did, the leaders of 12 groups 5/4/3 as it did every time, and of 9 within one of it in
+  every zone (kube-scheduler breaks the tie of the last leaders at random).
 """
 from __future__ import annotations
 
+import io
 import json
 import sys
 import time
@@ -30,6 +34,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from policylib.cli.app import main as policylib
 from policylib.scaledown import skew_of
 
 from .harness import Cluster, Webhook, wait_for
@@ -73,7 +78,7 @@ def setup(harness_built, tmp_path_factory, minor):
     try:
         hook = Webhook(cluster, "lwsdown", CONFIG, tmp).start()
         hook.register()
-        yield cluster
+        yield cluster, tmp
     finally:
         if hook:
             hook.stop()
@@ -148,6 +153,22 @@ def run_mode(cluster: Cluster, mode: str, config: str | None, zone_of: dict[str,
     return records
 
 
+def simulated_groups(cluster: Cluster, record: dict, tmp: Path) -> dict:
+    """``policylib simulate -o json``'s ``groups`` for the LeaderWorkerSet with its scale-up count of groups, on its
+    Nodes as the cluster has them, with the webhook's settings."""
+    nodes, obj, config = (tmp / f"{record['name']}-{kind}.json" for kind in ("nodes", "lws", "config"))
+    nodes.write_text(cluster.kubectl("get", "nodes", "-l", f"{GROUP}={record['group']}", "-o", "json").stdout)
+    obj.write_text(json.dumps(lws(record["name"], record["namespace"], size=SIZE, replicas=record["up"],
+                                  node_selector={GROUP: record["group"]})))
+    config.write_text(json.dumps(CONFIG))
+    out, err = io.StringIO(), io.StringIO()
+    code = policylib(["simulate", "-f", str(obj), "--nodes", str(nodes), "--config", str(config), "-o", "json"],
+                     stdin=io.StringIO(), stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    [placed] = json.loads(out.getvalue())
+    return placed["groups"]
+
+
 @pytest.mark.minors()
 @pytest.mark.proves(
     scheduler="kube-scheduler; per LeaderWorkerSet 6 Nodes: zone-a 3, zone-b 2, zone-c 1",
@@ -156,9 +177,10 @@ def run_mode(cluster: Cluster, mode: str, config: str | None, zone_of: dict[str,
     jobs="LeaderWorkerSets of groups of 2 scaled 0 -> 12 -> 3, 0 -> 9 -> 4, 0 -> 12 -> 6 through the scale subresource",
     outcome=("a scale-in removes the highest group indices and keeps every other pod where it was; with policylib "
              "each group is in one zone, groups 0-2 lead in three zones, and scale-ins to 3 and 4 groups leave "
-             "every zone a leader, zones within one group of each other"))
+             "every zone a leader, zones within one group of each other; `simulate` places the groups as the real "
+             "scheduler did (every group in one zone, 12 leaders 5/4/3)"))
 def test_lws_scale_in_removes_the_highest_groups_wherever_they_are(setup):
-    cluster = setup
+    cluster, tmp = setup
     zone_of = {n["metadata"]["name"]: n["metadata"]["labels"][ZONE] for n in cluster.list("nodes")}
 
     with ThreadPoolExecutor(len(MODES)) as pool:
@@ -197,3 +219,10 @@ def test_lws_scale_in_removes_the_highest_groups_wherever_they_are(setup):
             assert min(r["zones_down"].values()) >= 1, report
             if r["down"] in (3, 4):
                 assert skew_of(r["zones_down"]) <= 1, report
+            # rule E9: simulate places the groups as the real scheduler did
+            sim = simulated_groups(cluster, r, tmp)
+            assert (sim["count"], sim["inOneZone"]) == (r["up"], r["up"]), (r["name"], sim)
+            if r["up"] == 12:
+                assert sim["leaderZones"] == r["zones_up"] == {"zone-a": 5, "zone-b": 4, "zone-c": 3}, (report, sim)
+            else:
+                assert all(abs(sim["leaderZones"][z] - r["zones_up"][z]) <= 1 for z in r["zones_up"]), (report, sim)
