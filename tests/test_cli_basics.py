@@ -154,7 +154,8 @@ def test_simulate_and_check_keep_their_own_empty_input_behaviour(tmp_path):
     (tmp_path / "empty.yaml").write_text("")
     f = str(tmp_path / "empty.yaml")
     assert cli("simulate", "-f", f, "--nodes", nodes) == \
-        (2, "", f"policylib: error: no Deployment, StatefulSet, Volcano Job, Kubeflow job, JobSet or TrainJob in {f}\n")
+        (2, "", "policylib: error: no Deployment, StatefulSet, LeaderWorkerSet, Volcano Job, Kubeflow job, JobSet or "
+                f"TrainJob in {f}\n")
     rc, out, err = cli("check", "-f", f, "--nodes", nodes)
     assert (rc, err) == (0, "")
 
