@@ -67,7 +67,8 @@ class Simulations:
 
 def check_simulated(objects: list[dict[str, Any]], simulations: Simulations, found: list[Finding]) -> list[Finding]:
     """Every outcome ``policylib simulate`` reports for the input's manifests: an error for each workload with
-    replicas that would stay Pending, unless another error names it already."""
+    replicas that would stay Pending, unless another error names it already; a warning for each it did not place
+    at all (another scheduler's pods, a TrainJob's unknown runtime): no verdict, so no error."""
     run = simulations.manifests(objects)
     if run is None or run.error is not None:
         return []
@@ -75,6 +76,10 @@ def check_simulated(objects: list[dict[str, Any]], simulations: Simulations, fou
     named = " ".join(f.message for f in found if f.severity == "error")
     out = []
     for p in placements:
+        if p.unsimulated is not None:   # not a verdict: nothing is known of where its replicas would go
+            out.append(Finding("warning", "simulate", f"{p.kind} {p.namespace}/{p.name}: not simulated: {p.unsimulated}; "
+                                                      "check cannot tell whether its replicas fit"))
+            continue
         if not p.pending_max or f"{p.namespace}/{p.name} " in named or f"{p.namespace}/{p.name}:" in named:
             continue
         why = f": {p.reasons[-1]}" if p.reasons else ""

@@ -30,7 +30,7 @@ from ..trainer.runtime import pod_group_policy
 from ..volcano import is_volcano_job
 from ..volcano_api.partitions import unenforced_partition_tier_name
 from .engine import Cluster
-from .placement import GangVerdict, Placement, node_zones, place_pods, zones
+from .placement import NOT_SIMULATED, GangVerdict, Placement, node_zones, place_pods, zones
 from .topology import COSCHEDULING, VOLCANO, GangLevel, gang_level, gang_objects, label_domains
 
 #: Volcano's gang plugin on a PodGroup that cannot bind (v1.14.1 plugins/gang/gang.go ``OnSessionClose``): the
@@ -707,7 +707,7 @@ def simulate_trainjob(obj: dict[str, Any], config: Config, nodes: list[NodeState
     runtime = facts.runtime(trainjob.runtime_kind, ns, trainjob.runtime_name)
     if runtime is None:
         return Placement("TrainJob", ns, trainjob.name, 0, {}, {}, 0, 0, [
-            f"not simulated: runtime {trainjob.runtime_ref} is not known{RUNTIME_SOURCES}"])
+            f"{NOT_SIMULATED}runtime {trainjob.runtime_ref} is not known{RUNTIME_SOURCES}"])
     jobset_obj = trainjob_as_jobset(mutated, runtime)
     jobset = read_jobset(jobset_obj, ns)
     waves = jobset.waves()

@@ -21,7 +21,7 @@ from ..lws.model import LEADER_TEMPLATE, WORKER_TEMPLATE, at, group_size, leader
 from ..lws.mutate import mutate_leaderworkerset
 from ..spread import effective_replicas
 from .engine import Cluster
-from .placement import DEFAULT_SCHEDULER, Placement, node_zones, tie_rank, unmodelled_features, zones
+from .placement import DEFAULT_SCHEDULER, NOT_SIMULATED, Placement, node_zones, tie_rank, unmodelled_features, zones
 
 KIND = "LeaderWorkerSet"
 
@@ -69,7 +69,7 @@ def simulate_leaderworkerset(obj: dict[str, Any], config: Config, facts: Cluster
     count = groups * size
     problem = next((p for t in (leaders_t, workers_t) if (p := scheduler_problem(t.get("spec") or {}))), None)
     if problem:
-        return Placement(KIND, ns, name, count, {}, {}, 0, count, [f"not simulated: {problem}"],
+        return Placement(KIND, ns, name, count, {}, {}, 0, count, [f"{NOT_SIMULATED}{problem}"],
                          not_modelled=[problem], deterministic=False)
     ranks = tie_rank(len(cluster.states), order)
     placed: dict[str, int] = {}

@@ -11,7 +11,7 @@ from ..kubescheduler.model import PodShape
 from ..spread import effective_replicas
 from ..statefulset import bound_volumes, mutate_statefulset, pv_nodes
 from .engine import Cluster
-from .placement import DEFAULT_SCHEDULER, Placement, node_zones, tie_rank, zones
+from .placement import DEFAULT_SCHEDULER, NOT_SIMULATED, Placement, node_zones, tie_rank, zones
 
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
@@ -59,7 +59,7 @@ def simulate_statefulset(obj: dict[str, Any], config: Config, facts: ClusterFact
     if scheduler != DEFAULT_SCHEDULER or spec.get("nodeName"):
         why = (f"schedulerName {scheduler!r} is not kube-scheduler's default profile" if scheduler != DEFAULT_SCHEDULER
                else f"spec.nodeName {spec.get('nodeName')!r} binds the pods without the scheduler")
-        return Placement("StatefulSet", ns, name, count, {}, {}, 0, count, [f"not simulated: {why}"],
+        return Placement("StatefulSet", ns, name, count, {}, {}, 0, count, [f"{NOT_SIMULATED}{why}"],
                          not_modelled=[why], deterministic=False)
     selector = (mutated.get("spec") or {}).get("selector")
     selector = selector if isinstance(selector, dict) else None

@@ -17,6 +17,8 @@ from .engine import Cluster
 #: Tie-breaking orders tried to find the range of Pending counts: name order, reversed, two shuffles.
 TIE_ORDERS = ("name", "reverse", 1, 2)
 DEFAULT_SCHEDULER = "default-scheduler"
+#: How a workload's first reason starts when the simulator did not place it (:attr:`Placement.unsimulated`).
+NOT_SIMULATED = "not simulated: "
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,13 @@ class Placement:
     #: A LeaderWorkerSet's groups (rule E9): ``count``, ``size``, ``leaderZones`` (leaders per zone) and ``inOneZone``
     #: (the groups whose pods are all in one zone); None for other kinds.
     groups: dict[str, Any] | None = None
+
+    @property
+    def unsimulated(self) -> str | None:
+        """Why the workload was not placed at all (another scheduler's pods, an unknown runtime), or None."""
+        if not self.placed and self.reasons and self.reasons[0].startswith(NOT_SIMULATED):
+            return self.reasons[0].removeprefix(NOT_SIMULATED)
+        return None
 
     @property
     def pending_range(self) -> str:
@@ -151,7 +160,7 @@ def simulate_deployment(obj: dict[str, Any], config: Config, facts: ClusterFacts
     if scheduler != DEFAULT_SCHEDULER or spec.get("nodeName"):
         why = (f"schedulerName {scheduler!r} is not kube-scheduler's default profile" if scheduler != DEFAULT_SCHEDULER
                else f"spec.nodeName {spec.get('nodeName')!r} binds the pods without the scheduler")
-        return Placement("Deployment", ns, name, count, {}, {}, 0, count, [f"not simulated: {why}"],
+        return Placement("Deployment", ns, name, count, {}, {}, 0, count, [f"{NOT_SIMULATED}{why}"],
                          not_modelled=[why], deterministic=False)
     if spec.get("schedulingGates"):
         gates = ", ".join(str(g.get("name")) for g in spec["schedulingGates"] if isinstance(g, dict))
