@@ -28,7 +28,8 @@ def nodes(zones: dict[str, int], cpu: str = "64", racks: bool = False) -> list[d
     return out
 
 
-def lws(groups: int | None, size: int, cpu: str = "100m", scheduler: str | None = None) -> dict[str, Any]:
+def lws(groups: int | None, size: int, cpu: str = "100m", scheduler: str | None = None,
+        annotations: dict[str, str] | None = None) -> dict[str, Any]:
     spec: dict[str, Any] = {"containers": [{"name": "s", "image": "serve:1", "resources": {"requests": {"cpu": cpu}}}]}
     if scheduler:
         spec["schedulerName"] = scheduler
@@ -37,6 +38,8 @@ def lws(groups: int | None, size: int, cpu: str = "100m", scheduler: str | None 
                            "spec": {"leaderWorkerTemplate": {"size": size, "workerTemplate": {"spec": spec}}}}
     if groups is not None:
         out["spec"]["replicas"] = groups
+    if annotations:
+        out["metadata"]["annotations"] = annotations
     return out
 
 
@@ -66,8 +69,9 @@ def test_a_group_larger_than_any_rack_leaves_its_last_workers_pending_behind_the
     [p] = simulate([lws(1, 5, cpu="1")], nodes({"a": 4}, cpu="2", racks=True), config)
     assert (p.replicas, sum(p.placed.values()), p.pending) == (5, 4, 1)
     assert len({n[:1] + str(int(n[1:]) // 2) for n in p.placed}) == 1   # one rack
-    assert p.reasons[0].startswith("1 worker(s) of group 0: 0/4 nodes are available: "), p.reasons
-    assert "didn't match pod affinity rules" in p.reasons[0], p.reasons
+    assert p.reasons[0] == "1 group(s) of 5: leaders per zone zone-a=1; 0 of 1 group(s) with every pod in one zone"
+    assert p.reasons[1].startswith("1 worker(s) of group 0: 0/4 nodes are available: "), p.reasons
+    assert "didn't match pod affinity rules" in p.reasons[1], p.reasons
     assert p.groups is not None and p.groups["inOneZone"] == 0   # a group with a Pending pod is not whole
 
 
@@ -101,3 +105,25 @@ def test_the_cli_places_it_and_no_longer_calls_it_unsimulated(tmp_path, output):
     else:
         assert "serving/vllm: 12 group(s) of 2: leaders per zone zone-a=5, zone-b=4, zone-c=3; 12 of 12 group(s) " \
                "with every pod in one zone" in out.getvalue()
+
+
+def test_lws_exclusive_topology_puts_each_group_alone_in_one_domain_and_the_rest_pending():
+    """LWS's pod webhook gives every pod of a LeaderWorkerSet annotated ``exclusive-topology: <key>`` a required
+    affinity to its own group and anti-affinity to every other group on that key: 5 groups on 3 zones, 3 placed
+    (one per zone, each whole), 2 Pending with the scheduler's reason."""
+    exclusive = {"leaderworkerset.sigs.k8s.io/exclusive-topology": ZONE}
+    [p] = simulate([lws(5, 2, annotations=exclusive)], nodes(UNEVEN))
+    assert (p.replicas, p.pending, p.pending_max) == (10, 4, 4)
+    assert p.groups == {"count": 5, "size": 2, "leaderZones": {"zone-a": 1, "zone-b": 1, "zone-c": 1}, "inOneZone": 3}
+    assert p.zones == {"zone-a": 2, "zone-b": 2, "zone-c": 2}
+    assert [r.split(":")[0] for r in p.reasons[1:]] == ["vllm-3", "1 worker(s) of group 3", "vllm-4",
+                                                         "1 worker(s) of group 4"]
+    assert "didn't match pod anti-affinity rules" in p.reasons[1], p.reasons
+
+
+def test_scheduling_gates_keep_every_pod_pending():
+    gated = lws(2, 2)
+    gated["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["schedulingGates"] = [{"name": "example.com/wait"}]
+    [p] = simulate([gated], nodes(UNEVEN))
+    assert (p.placed, p.pending, p.pending_max) == ({}, 4, 4)
+    assert p.reasons == ["SchedulingGated: the pods wait for their scheduling gates (example.com/wait) to be removed"]

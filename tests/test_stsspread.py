@@ -160,3 +160,23 @@ def test_the_controller_adds_it_beside_the_pod_costs_on_their_nodes(tmp_path):
         statefulsets.handler("MODIFIED", statefulset("db"), None)   # as the controller's StatefulSet watch calls it
         assert spread.queue.get(timeout=0) == ("default", "db")
     assert load_config(None).statefulSets.enabled is True
+
+
+def test_a_deleted_statefulset_leaves_the_gauge_and_a_dry_run_tells_nothing(tmp_path):
+    pods = [sts_pod("db", 0, "a1"), sts_pod("db", 1, "a2")]
+    with FakeAPI() as api:
+        spread = spread_of(api, tmp_path, pods, [statefulset("db")])
+        assert spread.violated._value.get() == 1
+        gone = statefulset("db")
+        spread.statefulsets.apply("DELETED", gone)
+        spread.on_statefulset("DELETED", gone, None)
+        work(spread)
+        assert spread.violated._value.get() == 0 and spread.violations == {}
+    with FakeAPI() as api:
+        spread = spread_of(api, tmp_path, pods, [statefulset("db")], SimpleNamespace(ready=True, leading=True))
+        api.requests.clear()
+        spread.dry_run = True
+        spread.violations.clear()
+        spread.resync()
+        work(spread)
+        assert events(api) == []

@@ -13,17 +13,33 @@ import dataclasses
 from typing import Any
 
 from ..config import Config
-from ..constants import LWS_GROUP_INDEX_LABEL, LWS_GROUP_KEY_LABEL, LWS_NAME_LABEL, LWS_WORKER_INDEX_LABEL
+from ..constants import (
+    LWS_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    LWS_GROUP_INDEX_LABEL,
+    LWS_GROUP_KEY_LABEL,
+    LWS_NAME_LABEL,
+    LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    LWS_WORKER_INDEX_LABEL,
+)
 from ..facts import ClusterFacts, namespace_of
 from ..kubescheduler.model import ZONE_LABEL, PodShape
 from ..lws.leaders import leader_view
-from ..lws.model import LEADER_TEMPLATE, WORKER_TEMPLATE, at, group_size, leader_selector, name_of
+from ..lws.model import (
+    LEADER_TEMPLATE,
+    WORKER_TEMPLATE,
+    at,
+    exclusive_annotations,
+    group_size,
+    leader_selector,
+    name_of,
+)
 from ..lws.mutate import mutate_leaderworkerset
 from ..spread import effective_replicas
 from .engine import Cluster
 from .placement import DEFAULT_SCHEDULER, NOT_SIMULATED, Placement, node_zones, tie_rank, unmodelled_features, zones
 
 KIND = "LeaderWorkerSet"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 
 
 def group_labels(template: Any, name: str, group: int, worker: int) -> dict[str, Any]:
@@ -34,11 +50,32 @@ def group_labels(template: Any, name: str, group: int, worker: int) -> dict[str,
     return labels
 
 
-def group_pod(template: Any, ns: str, name: str, group: int, worker: int) -> PodShape:
+def exclusive_terms(spec: dict[str, Any], topology_key: str, group_key: str) -> dict[str, Any]:
+    """``spec`` with the terms LWS's pod webhook adds for ``exclusive-topology`` (``SetExclusiveAffinities``): a
+    required pod affinity to the pod's own group, and a required anti-affinity to every other group's pods (any
+    pod with a ``group-key`` but its own), both on ``topology_key``."""
+    affinity = dict(spec.get("affinity") or {})
+    own = {"labelSelector": {"matchExpressions": [{"key": LWS_GROUP_KEY_LABEL, "operator": "In", "values": [group_key]}]},
+           "topologyKey": topology_key}
+    others = {"labelSelector": {"matchExpressions": [{"key": LWS_GROUP_KEY_LABEL, "operator": "Exists"},
+                                                     {"key": LWS_GROUP_KEY_LABEL, "operator": "NotIn",
+                                                      "values": [group_key]}]}, "topologyKey": topology_key}
+    for kind, term in (("podAffinity", own), ("podAntiAffinity", others)):
+        block = dict(affinity.get(kind) or {})
+        block[REQUIRED] = list(block.get(REQUIRED) or []) + [term]
+        affinity[kind] = block
+    return dict(spec, affinity=affinity)
+
+
+def group_pod(template: Any, ns: str, name: str, group: int, worker: int, exclusive: str | None = None) -> PodShape:
     """One pod of a group as the scheduler reads it; its StatefulSet's selector spreads it where it has no constraint
-    of its own (the system defaults)."""
-    labelled = dict(template or {}, metadata=dict((template or {}).get("metadata") or {},
-                                                  labels=group_labels(template, name, group, worker)))
+    of its own (the system defaults); with ``exclusive`` (LWS's ``exclusive-topology`` key), the terms LWS's pod
+    webhook adds."""
+    labels = group_labels(template, name, group, worker)
+    spec = dict((template or {}).get("spec") or {})
+    if exclusive:
+        spec = exclusive_terms(spec, exclusive, labels[LWS_GROUP_KEY_LABEL])
+    labelled = dict(template or {}, metadata=dict((template or {}).get("metadata") or {}, labels=labels), spec=spec)
     pod = PodShape.of_template(labelled, ns, "")
     selector = leader_selector(name) if worker == 0 else {"matchLabels": {
         k: pod.labels[k] for k in (LWS_NAME_LABEL, LWS_GROUP_INDEX_LABEL, LWS_GROUP_KEY_LABEL)}}
@@ -68,9 +105,17 @@ def simulate_leaderworkerset(obj: dict[str, Any], config: Config, facts: Cluster
     groups = effective_replicas(leader_view(mutated, leaders_t), facts, ns).replicas
     count = groups * size
     problem = next((p for t in (leaders_t, workers_t) if (p := scheduler_problem(t.get("spec") or {}))), None)
+    exclusive = exclusive_annotations(mutated)
+    one_domain = exclusive.get(LWS_EXCLUSIVE_TOPOLOGY_ANNOTATION) or None
     if problem:
         return Placement(KIND, ns, name, count, {}, {}, 0, count, [f"{NOT_SIMULATED}{problem}"],
                          not_modelled=[problem], deterministic=False)
+    gated = [str(g.get("name")) for t in (leaders_t, workers_t)
+             for g in (t.get("spec") or {}).get("schedulingGates") or [] if isinstance(g, dict)]
+    if gated:
+        return Placement(KIND, ns, name, count, {}, {}, count, count, [
+            f"SchedulingGated: the pods wait for their scheduling gates ({', '.join(dict.fromkeys(gated))}) to be "
+            "removed"])
     ranks = tie_rank(len(cluster.states), order)
     placed: dict[str, int] = {}
     leaders: dict[str, int] = {}
@@ -82,7 +127,8 @@ def simulate_leaderworkerset(obj: dict[str, Any], config: Config, facts: Cluster
         for template, worker, n in ((leaders_t, 0, 1), (workers_t, 1, size - 1)):
             if not n:
                 continue
-            got, missed, failures, tie_free = cluster.place(group_pod(template, ns, name, g, worker), n, ranks)
+            got, missed, failures, tie_free = cluster.place(group_pod(template, ns, name, g, worker, one_domain), n,
+                                                            ranks)
             deterministic = deterministic and tie_free
             for node, k in got.items():
                 placed[node] = placed.get(node, 0) + k
@@ -99,10 +145,12 @@ def simulate_leaderworkerset(obj: dict[str, Any], config: Config, facts: Cluster
     by_name = {k: cluster.states[cluster.index[k]] for k in placed}
     leader_zones = zones(leaders, by_name)
     per_zone = ", ".join(f"{z or '(no zone)'}={n}" for z, n in leader_zones.items())
-    reasons += [f"{groups} group(s) of {size}: leaders per zone {per_zone or '(none placed)'}; "
-                f"{whole} of {groups} group(s) with every pod in one zone"]
+    reasons.insert(0, f"{groups} group(s) of {size}: leaders per zone {per_zone or '(none placed)'}; "
+                      f"{whole} of {groups} group(s) with every pod in one zone")
     notes = list(dict.fromkeys(unmodelled_features(leaders_t.get("spec") or {}, group_pod(leaders_t, ns, name, 0, 0))
                                + unmodelled_features(workers_t.get("spec") or {}, group_pod(workers_t, ns, name, 0, 1))))
+    if exclusive.get(LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION):
+        notes.append(f"{LWS_SUBGROUP_EXCLUSIVE_TOPOLOGY_ANNOTATION} (one subgroup per domain)")
     return Placement(KIND, ns, name, count, dict(sorted(placed.items())), zones(placed, by_name), pending,
                      count if notes else pending, reasons + [f"not modelled: {n}" for n in notes],
                      node_zones(placed, by_name), notes, deterministic and not notes,

@@ -78,6 +78,13 @@ def apiserver_counter(cluster, metric: str, hook: str) -> float:
 
 
 def rotation_story(cluster, controller, webhook_log: Path, port: int) -> str:
+    try:
+        return _rotation_story(cluster, controller, webhook_log, port)
+    except Exception as e:  # noqa: BLE001 -- the story must not hide the failure it explains
+        return f"(the logs could not be read: {type(e).__name__}: {e})"
+
+
+def _rotation_story(cluster, controller, webhook_log: Path, port: int) -> str:
     """What a failed admission's reason needs: the API server's words about calling the webhook (it logs each
     failure, with the error, at its default verbosity), the controller's certificate steps, the webhook's
     reloads and warnings, each with its time, and the webhook's connection counters (a connection it closed as too
@@ -152,7 +159,8 @@ def test_rotation_under_load_never_fails_an_admission(cluster, tmp_path):
             i = 0
             while not stop_load.is_set():
                 name = f"load-{i}"
-                when[name] = time.strftime("%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}"
+                now = time.time()
+                when[name] = time.strftime("%H:%M:%S", time.gmtime(now)) + f".{int(now * 1000) % 1000:03d}"
                 try:
                     results.append((name, mutated(name), ""))
                 except Exception as e:  # noqa: BLE001 -- a refused create is a failed admission: recorded

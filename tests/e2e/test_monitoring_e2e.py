@@ -127,5 +127,5 @@ def test_every_queried_metric_is_exposed(cluster, webhooks, tmp_path, ns):
                     unlabelled.append((label, sorted(names)))
     assert sorted(set(missing)) == []
     assert unlabelled == []
-    assert len(queries()) == 32   # with the controller memory alert, the memory panel's two targets, the spread alert,
-    # the scope alert and the connection-limit alert
+    assert len(queries()) == 33   # with the controller memory alert, the memory panel's two targets, the spread alert,
+    # the scope alert, the connection-limit alert and the StatefulSets' spread alert

@@ -10,12 +10,13 @@ under the controller's Lease:
 - its own informer of Pods, only those a StatefulSet made (label selector ``statefulset.kubernetes.io/pod-name``:
   the StatefulSet controller sets it on every pod), each cut on decode to :func:`policylib.scaledown.project_pod`;
 - the Nodes as the pod costs read them (one Node watch, one store: :meth:`.PodCosts.spread_nodes`), and a Node's
-  label change queues the StatefulSets with pods on it (:meth:`.PodCosts.on_node_labels`);
+  label change queues the StatefulSets with pods on it (:meth:`on_node_labels`, one of ``PodCosts.node_listeners``);
 - its own queue of StatefulSet keys (``workqueue_*{name="stsspread"}``): a pod's event queues the key of the
   StatefulSet that controls it, a StatefulSet's event (``Controller.follow``) its own key;
 - ``policylib_spread_violated_statefulsets`` counts the managed StatefulSets whose pods break one of their
   constraints now, and each new violation gets one Warning Event ``SpreadViolated`` on the StatefulSet;
-- it tells only while the controller holds the Lease, and not in dry run.
+- it tells only while the controller holds the Lease, and not in dry run. A replica that lost the Lease keeps its
+  last gauge value; the chart's alert reads the gauge of the replica that leads (``policylib_controller_leader``).
 """
 from __future__ import annotations
 
