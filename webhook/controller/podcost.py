@@ -30,7 +30,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 import policylib
 from policylib.constants import APPS_API_VERSION
-from policylib.result import is_opted_out
 from policylib.scaledown import (
     DELETION_COST,
     FIELD_MANAGER,
@@ -45,13 +44,13 @@ from policylib.scaledown import (
     spread_violations,
 )
 from policylib.shell import kube
-from policylib.spread import RECORD_REPLICAS
 
 from ..informer import Handler, Key, Reflector, Store
 from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .overlay import Overlay
 from .runtime import DONE, Reconciling, Result
+from .violations import ViolationSignal, spread_managed
 from .workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
@@ -130,8 +129,10 @@ class PodCosts(Reconciling):
         self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
         self.metrics = PodCostMetrics(metrics.registry)
         self.writes, self.violated, self.foreign = self.metrics.writes, self.metrics.violated, self.metrics.foreign
-        #: Per Deployment key: the violations and the foreign managers last told by an Event (once per state).
-        self.violations: dict[Key, frozenset[str]] = {}
+        #: Rule S28's gauge and Events; per Deployment key the violations last told (``violations``), and the
+        #: foreign managers last told by an Event (once per state).
+        self.signal = ViolationSignal(self.violated, lambda obj, reason, note: self._event(obj, reason, note))
+        self.violations = self.signal.told
         self.foreigners: dict[Key, frozenset[str]] = {}
         #: Pods the worker wrote that the store may not show yet (few entries: the pods written since their last
         #: watch event).
@@ -176,10 +177,7 @@ class PodCosts(Reconciling):
     # one Deployment ---------------------------------------------------------------------------------
     def managed(self, deployment: dict[str, Any] | None) -> bool:
         """Rule S23: a Deployment whose spread policylib wrote (S15's record), in scope, not opted out."""
-        if deployment is None or is_opted_out(deployment):
-            return False
-        annotations = (deployment.get("metadata") or {}).get("annotations") or {}
-        return RECORD_REPLICAS in annotations and self.in_scope(deployment)
+        return spread_managed(deployment, self.in_scope)
 
     def reconcile(self, key: Key) -> Result:
         """Plan one Deployment's pods and write their costs; a refused write is retried with backoff (raised)."""
@@ -209,7 +207,7 @@ class PodCosts(Reconciling):
             # leader's, so a violation that appears before a failover is told by the next leader.
             return 0
         self._tell_foreign(key, deployment, pods)
-        self._tell_violations(key, deployment, spread_violations(deployment, pods, self.spread_nodes()))
+        self.signal.tell(key, deployment, spread_violations(deployment, pods, self.spread_nodes()))
         made, failed = 0, None
         for w in cost_writes(pods, zone_of):
             if not self.leading:   # the Lease can be lost between two writes (each may take seconds)
@@ -235,8 +233,7 @@ class PodCosts(Reconciling):
         return made
 
     def _forget(self, key: Key) -> None:
-        if self.violations.pop(key, None) is not None:
-            self.violated.set(len(self.violations))
+        self.signal.forget(key)
         if self.foreigners.pop(key, None) is not None:
             self.foreign.set(len(self.foreigners))
 
@@ -254,18 +251,6 @@ class PodCosts(Reconciling):
             self._event(deployment, "DeletionCostOwnedElsewhere",
                         f"{count} pod(s) carry a {DELETION_COST} set by {', '.join(sorted(managers))}; policylib "
                         "leaves their cost alone, so a scale-down may not keep the zone spread")
-
-    def _tell_violations(self, key: Key, deployment: dict[str, Any], found: list[Any]) -> None:
-        """Rule S28: the gauge, and one Warning Event ``SpreadViolated`` per violation not told before."""
-        now = frozenset(v.message() for v in found)
-        before = self.violations.get(key, frozenset())
-        if now:
-            self.violations[key] = now
-        else:
-            self.violations.pop(key, None)
-        self.violated.set(len(self.violations))
-        for message in sorted(now - before):
-            self._event(deployment, "SpreadViolated", message)
 
     def _event(self, deployment: dict[str, Any], reason: str, note: str) -> None:
         if not self.dry_run and self.leading:

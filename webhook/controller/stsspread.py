@@ -25,15 +25,14 @@ from typing import Any, Callable
 from prometheus_client import CollectorRegistry, Gauge
 
 from policylib.constants import APPS_API_VERSION
-from policylib.result import is_opted_out
 from policylib.scaledown import SpreadNodes, deployment_pods, node_of, project_pod, spread_violations
 from policylib.shell import kube
-from policylib.spread import RECORD_REPLICAS
 
 from ..informer import Handler, Key, Reflector, Store
 from .events import EventRecorder
 from .metrics import ControllerMetrics
 from .runtime import DONE, Reconciling, Result
+from .violations import ViolationSignal, spread_managed
 from .workqueue import WorkQueue
 
 #: Makes a reflector of a resource into a store, calling a handler on every change (``Controller.informer``).
@@ -74,8 +73,10 @@ class StatefulSetSpread(Reconciling):
         self.reflectors = [informer(kube.STATEFULSET_PODS, self._on_pod, self.pods)]
         self.queue: WorkQueue[Key] = WorkQueue(self.name, metrics=metrics.queue)
         self.violated = StatefulSetSpreadMetrics(metrics.registry).violated
+        self.signal = ViolationSignal(self.violated, lambda obj, reason, note: recorder.warn(obj, reason, note,
+                                                                                          action="ScaleDown"))
         #: Per StatefulSet key: the violations last told by an Event (once per state).
-        self.violations: dict[Key, frozenset[str]] = {}
+        self.violations = self.signal.told
 
     # events -> keys (reflector threads) ----------------------------------------------------------------
     def _on_pod(self, event_type: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
@@ -102,10 +103,7 @@ class StatefulSetSpread(Reconciling):
     # one StatefulSet --------------------------------------------------------------------------------
     def managed(self, statefulset: dict[str, Any] | None) -> bool:
         """A StatefulSet whose spread policylib wrote (rule S15's record), in scope, not opted out."""
-        if statefulset is None or is_opted_out(statefulset):
-            return False
-        annotations = (statefulset.get("metadata") or {}).get("annotations") or {}
-        return RECORD_REPLICAS in annotations and self.in_scope(statefulset)
+        return spread_managed(statefulset, self.in_scope)
 
     def reconcile(self, key: Key) -> Result:
         ns, name = key
@@ -113,31 +111,15 @@ class StatefulSetSpread(Reconciling):
             return DONE   # the first sync's started_leading/resync queues every StatefulSet again
         statefulset = self.statefulsets.get(ns, name)
         if not self.managed(statefulset):
-            self._forget(key)
+            self.signal.forget(key)
             return DONE
         if self.dry_run or not self.leading:
             return DONE   # a standby tells nothing: the next leader tells every violation
         assert statefulset is not None
         obj = dict(statefulset, apiVersion=APPS_API_VERSION, kind="StatefulSet")
         pods = deployment_pods(obj, self.pods.by_index("statefulset", key))
-        self._tell(key, obj, spread_violations(obj, pods, self.nodes()))
+        self.signal.tell(key, obj, spread_violations(obj, pods, self.nodes()))
         return DONE
-
-    def _forget(self, key: Key) -> None:
-        if self.violations.pop(key, None) is not None:
-            self.violated.set(len(self.violations))
-
-    def _tell(self, key: Key, statefulset: dict[str, Any], found: list[Any]) -> None:
-        """The gauge, and one Warning Event ``SpreadViolated`` per violation not told before."""
-        now = frozenset(v.message() for v in found)
-        before = self.violations.get(key, frozenset())
-        if now:
-            self.violations[key] = now
-        else:
-            self.violations.pop(key, None)
-        self.violated.set(len(self.violations))
-        for message in sorted(now - before):
-            self.recorder.warn(statefulset, "SpreadViolated", message, action="ScaleDown")
 
     # the reconciler's keys ---------------------------------------------------------------------------
     def started_leading(self) -> None:
