@@ -337,8 +337,8 @@ def test_simulate_scale_refuses_an_unknown_name_and_a_bad_count(tmp_path):
     path = tmp_path / "in.yaml"
     path.write_text(yaml.safe_dump_all([deployment([zone_constraint()]), *NODES]))
     code, _, err = _cli("simulate", "-f", str(path), "--scale", "api=3")
-    assert code == 2 and ("--scale api=3: no Deployment or StatefulSet named api in the input; Deployments and "
-                          "StatefulSets: default/web") in err
+    assert code == 2 and ("--scale api=3: no Deployment, StatefulSet or LeaderWorkerSet named api in the input; "
+                          "Deployments, StatefulSets and LeaderWorkerSets: default/web") in err
     code, _, err = _cli("simulate", "-f", str(path), "--scale", "web=-1")
     assert code == 2 and "--scale web=-1: expected NAME=N" in err
 

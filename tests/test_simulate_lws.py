@@ -127,3 +127,51 @@ def test_scheduling_gates_keep_every_pod_pending():
     [p] = simulate([gated], nodes(UNEVEN))
     assert (p.placed, p.pending, p.pending_max) == ({}, 4, 4)
     assert p.reasons == ["SchedulingGated: the pods wait for their scheduling gates (example.com/wait) to be removed"]
+
+
+def lws_pod(group: int, worker: int, node: str, name: str = "vllm") -> dict[str, Any]:
+    pod = f"{name}-{group}" if worker == 0 else f"{name}-{group}-{worker}"
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": pod, "namespace": "serving", "labels": {
+                "leaderworkerset.sigs.k8s.io/name": name, "leaderworkerset.sigs.k8s.io/group-index": str(group),
+                "leaderworkerset.sigs.k8s.io/worker-index": str(worker)}},
+            "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+
+
+#: 6 groups of 2 as the real scheduler left them once (leaders a, b, c, a, b, a; each worker beside its leader's zone)
+SIX = [p for g, (leader, worker) in enumerate([("a0", "a1"), ("b0", "b1"), ("c0", "c0"), ("a1", "a2"), ("b1", "b0"),
+                                                ("a2", "a0")])
+       for p in (lws_pod(g, 0, leader), lws_pod(g, 1, worker))]
+
+
+def test_scale_removes_the_highest_groups_whole_and_says_what_they_leave(tmp_path):
+    (tmp_path / "in.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List",
+                                                  "items": [lws(6, 2), *SIX, *nodes(UNEVEN)]}))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["simulate", "-f", str(tmp_path / "in.json"), "--scale", "serving/vllm=3", "-o", "json"],
+                stdin=io.StringIO(), stdout=out, stderr=err)
+    assert (code, err.getvalue()) == (0, "")
+    assert json.loads(out.getvalue()) == [{
+        "kind": "LeaderWorkerSet", "namespace": "serving", "name": "vllm", "replicas": 3, "podsInInput": 12,
+        "zonesBefore": {"zone-a": 3, "zone-b": 2, "zone-c": 1}, "removedGroups": [5, 4, 3],
+        "removed": ["vllm-5", "vllm-5-1", "vllm-4", "vllm-4-1", "vllm-3", "vllm-3-1"],
+        "zones": {"zone-a": 1, "zone-b": 1, "zone-c": 1}, "podZones": {"zone-a": 2, "zone-b": 2, "zone-c": 2},
+        "zoneSkew": 0}]
+    out = io.StringIO()
+    assert main(["simulate", "-f", str(tmp_path / "in.json"), "--scale", "vllm=3"], stdin=io.StringIO(), stdout=out,
+                stderr=io.StringIO()) == 0
+    assert out.getvalue() == (
+        "leaderworkerset serving/vllm: 6 -> 3 groups; leaders per zone now zone-a=3, zone-b=2, zone-c=1\n"
+        "  removes group(s) 5, 4, 3 (6 pods: the highest group indices, each leader with its workers; the leader "
+        "StatefulSet reads no deletion cost); leaves leaders zone-a=1, zone-b=1, zone-c=1 (zone skew 0), pods "
+        "zone-a=2, zone-b=2, zone-c=2\n")
+
+
+def test_scale_without_its_pods_says_there_is_nothing_to_replay(tmp_path):
+    (tmp_path / "in.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [lws(6, 2),
+                                                                                                *nodes(UNEVEN)]}))
+    out = io.StringIO()
+    assert main(["simulate", "-f", str(tmp_path / "in.json"), "--scale", "vllm=3"], stdin=io.StringIO(), stdout=out,
+                stderr=io.StringIO()) == 0
+    assert out.getvalue() == ("leaderworkerset serving/vllm: no bound pod of it in the input, so no scale-in to 3 "
+                              "groups to replay (give its pods: kubectl get pods -o yaml, or --cluster)\n")

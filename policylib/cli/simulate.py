@@ -26,7 +26,8 @@ def add_parser(add: AddParser) -> argparse.ArgumentParser:
     sm.add_argument("--scale", metavar="NAME=N", action="append",
                     help="scale Deployment NAME (or NAMESPACE/NAME) to N: which of its bound pods the ReplicaSet "
                          "controller removes, without and with policylib's pod deletion costs; or StatefulSet NAME: "
-                         "the pods of its highest ordinals (repeatable)")
+                         "the pods of its highest ordinals; or LeaderWorkerSet NAME to N groups: its highest groups, "
+                         "leaders and workers (repeatable)")
     return sm
 
 

@@ -7,9 +7,11 @@ from datetime import datetime
 from typing import Any, Iterable, Mapping, Sequence
 
 from ..errors import INT32_MAX, InputError
+from ..lws.model import is_leaderworkerset
 from ..result import is_opted_out
 from ..spread import RECORD_REPLICAS, is_deployment
 from ..statefulset import is_statefulset
+from .groups import GroupScaleIn, scale_in_groups
 from .ordinals import OrdinalScaleIn, scale_in
 from .pods import DELETION_COST, cost_owner, deployment_pods, foreign_cost, metadata_of
 from .scale import ScaleDown, scale_down
@@ -79,7 +81,7 @@ def _by_first_label(deployments: Sequence[Mapping[str, Any]], pods: Sequence[Map
     return out
 
 
-def scale_table(results: Sequence[ScaleDown | OrdinalScaleIn]) -> str:
+def scale_table(results: Sequence[ScaleDown | OrdinalScaleIn | GroupScaleIn]) -> str:
     """``simulate --scale``'s table: per Deployment, the pods removed and the zones left, without and with
     the costs; per StatefulSet, the pods removed (the highest ordinals) and the zones left; for either, that the
     input holds none of its pods when it does not."""
@@ -87,6 +89,9 @@ def scale_table(results: Sequence[ScaleDown | OrdinalScaleIn]) -> str:
     for r in results:
         if isinstance(r, OrdinalScaleIn):
             lines += _ordinal_lines(r)
+            continue
+        if isinstance(r, GroupScaleIn):
+            lines += _group_lines(r)
             continue
         if not sum(r.before.values()):
             lines.append(f"deployment {r.namespace}/{r.name}: no bound pod of it in the input, so no scale-down to "
@@ -111,23 +116,39 @@ def _ordinal_lines(r: OrdinalScaleIn) -> list[str]:
             f"no deletion cost); leaves {_zones(r.after)} (zone skew {skew_of(r.after)})"]
 
 
+def _group_lines(r: GroupScaleIn) -> list[str]:
+    head = f"leaderworkerset {r.namespace}/{r.name}: "
+    if not r.found:
+        return [head + f"no bound pod of it in the input, so no scale-in to {r.groups} groups to replay (give its "
+                "pods: kubectl get pods -o yaml, or --cluster)"]
+    groups = sum(r.leaders_before.values())
+    return [head + f"{groups} -> {r.groups} groups; leaders per zone now {_zones(r.leaders_before)}",
+            f"  removes group(s) {', '.join(map(str, r.removed_groups)) or 'none'} ({len(r.removed)} pods: the "
+            "highest group indices, each leader with its workers; the leader StatefulSet reads no deletion cost); "
+            f"leaves leaders {_zones(r.leaders_after)} (zone skew {skew_of(r.leaders_after)}), pods "
+            f"{_zones(r.pods_after)}"]
+
+
 def _zones(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{z or '(no zone)'}={n}" for z, n in counts.items())
 
 
 def scale_report(specs: Sequence[str], objects: Sequence[Mapping[str, Any]], nodes: Sequence[Mapping[str, Any]],
                  zone_key: str, output: str = "table", now: datetime | None = None) -> str:
-    """``simulate --scale NAME=N`` (rule S26): each named Deployment or StatefulSet among ``objects`` scaled to N
-    over its bound pods among them; an unknown name or a count that is not a non-negative int32 is an
-    InputError."""
-    workloads = [d for d in objects if is_deployment(d) or is_statefulset(d)]
+    """``simulate --scale NAME=N`` (rule S26): each named Deployment, StatefulSet or LeaderWorkerSet (N groups) among
+    ``objects`` scaled to N over its bound pods among them; an unknown name or a count that is not a non-negative
+    int32 is an InputError."""
+    workloads = [d for d in objects if is_deployment(d) or is_statefulset(d) or is_leaderworkerset(d)]
     zone_of = {str(metadata_of(n).get("name") or ""): str((metadata_of(n).get("labels") or {}).get(zone_key, ""))
                for n in nodes}
-    results: list[ScaleDown | OrdinalScaleIn] = []
+    results: list[ScaleDown | OrdinalScaleIn | GroupScaleIn] = []
     for spec in specs:
         workload, replicas = _scale_target(spec, workloads)
-        results.append(scale_in(workload, objects, zone_of, replicas) if is_statefulset(workload)
-                       else scale_down(workload, objects, nodes, replicas, zone_key, now))
+        if is_leaderworkerset(workload):   # its groups: the leader StatefulSet's highest ordinals, workers with them
+            results.append(scale_in_groups(workload, objects, zone_of, replicas))
+        else:
+            results.append(scale_in(workload, objects, zone_of, replicas) if is_statefulset(workload)
+                           else scale_down(workload, objects, nodes, replicas, zone_key, now))
     if output == "json":
         return json.dumps([r.as_dict() for r in results], indent=2) + "\n"
     return scale_table(results)
@@ -147,7 +168,8 @@ def _scale_target(spec: str, deployments: Sequence[Mapping[str, Any]]) -> tuple[
     if len(found) != 1:
         known = ", ".join(sorted(f"{metadata_of(d).get('namespace') or 'default'}/{metadata_of(d).get('name')}"
                                  for d in deployments)) or "none"
-        what = "no Deployment or StatefulSet" if not found else \
-            "more than one Deployment or StatefulSet (give NAMESPACE/NAME)"
-        raise InputError(f"--scale {spec}: {what} named {name} in the input; Deployments and StatefulSets: {known}")
+        what = "no Deployment, StatefulSet or LeaderWorkerSet" if not found else \
+            "more than one Deployment, StatefulSet or LeaderWorkerSet (give NAMESPACE/NAME)"
+        raise InputError(f"--scale {spec}: {what} named {name} in the input; Deployments, StatefulSets and "
+                         f"LeaderWorkerSets: {known}")
     return found[0], int(count)

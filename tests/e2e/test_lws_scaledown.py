@@ -18,6 +18,8 @@ asserts:
   placed;
 - with policylib, every group's pods are in one zone, the first three groups' leaders in three zones, so no scale-in
   to 3 or more groups empties a zone, and one to 3 or 4 leaves the zones within one group of each other;
+- ``policylib simulate --scale`` on each LeaderWorkerSet's pods before the scale-in names the groups it removed and
+  the leaders per zone it left (rule S26);
 - ``policylib simulate`` of each served LeaderWorkerSet (rule E9: group by group) on its Nodes puts every group in one
   zone as the real scheduler did, the leaders of 12 groups 5/4/3 as it did every time, and of 9 within one of it in
   every zone (kube-scheduler breaks the tie of the last leaders at random).
@@ -137,6 +139,8 @@ def run_mode(cluster: Cluster, mode: str, config: str | None, zone_of: dict[str,
         r["placed"] = wait_for(f"LWS {ns}/{r['name']}: {r['up']} groups Ready", lambda r=r: placement(
             cluster, ns, r["name"], r["up"]), timeout=400, interval=1.0)
     scaled_up = time.monotonic()
+    for r in records:   # the input of ``simulate --scale``: the LWS and its pods as the cluster has them
+        r["snapshot"] = [cluster.get(LWS_RESOURCE, r["name"], ns), *lws_pods(cluster, ns, r["name"])]
     for down in {down for _, _, down, _ in sets}:
         cluster.kubectl("-n", ns, "scale", LWS_RESOURCE, *[n for n, _, d, _ in sets if d == down],
                         f"--replicas={down}")
@@ -151,6 +155,20 @@ def run_mode(cluster: Cluster, mode: str, config: str | None, zone_of: dict[str,
         r["whole"] = sum(len({zone_of[node] for node, _ in g.values()}) == 1 for g in r["placed"].values())
         r["seconds_up"], r["seconds_down"] = round(scaled_up - started, 1), round(done - scaled_up, 1)
     return records
+
+
+def simulated_scale_in(cluster: Cluster, record: dict, tmp: Path) -> dict:
+    """``policylib simulate --scale NS/NAME=N -o json`` on the LeaderWorkerSet and its pods before the scale-in."""
+    objects, nodes = tmp / f"{record['name']}-{record['mode']}-pods.json", tmp / f"{record['name']}-{record['mode']}-nodes.json"
+    objects.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": record["snapshot"]}))
+    nodes.write_text(cluster.kubectl("get", "nodes", "-l", f"{GROUP}={record['group']}", "-o", "json").stdout)
+    out, err = io.StringIO(), io.StringIO()
+    code = policylib(["simulate", "-f", str(objects), "--nodes", str(nodes), "--scale",
+                      f"{record['namespace']}/{record['name']}={record['down']}", "-o", "json"],
+                     stdin=io.StringIO(), stdout=out, stderr=err)
+    assert code == 0, err.getvalue()
+    [answer] = json.loads(out.getvalue())
+    return answer
 
 
 def simulated_groups(cluster: Cluster, record: dict, tmp: Path) -> dict:
@@ -211,6 +229,10 @@ def test_lws_scale_in_removes_the_highest_groups_wherever_they_are(setup):
         assert all(r["kept"][g] == r["placed"][g] for g in r["kept"]), (report, r["name"])
         # so the zones a scale-in leaves are those of the groups placed first
         assert r["zones_down"] == leaders_per_zone({g: r["placed"][g] for g in range(r["down"])}, zone_of), report
+        # and simulate --scale on the pods before the scale-in names the same groups and the same zones (rule S26)
+        answer = simulated_scale_in(cluster, r, tmp)
+        assert answer["removedGroups"] == list(range(r["up"] - 1, r["down"] - 1, -1)), (r["name"], answer)
+        assert (answer["zones"], answer["podsInInput"]) == (r["zones_down"], r["up"] * SIZE), (report, answer)
         if served:
             # each group within one zone (its worker followed its leader), and the leaders of groups 0-2 (the
             # leader StatefulSet's first two batches, of 1 and 2) in the three zones
