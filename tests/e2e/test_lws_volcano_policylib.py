@@ -83,8 +83,6 @@ def test_volcano_binds_each_packed_group_whole_within_one_rack_or_not_at_all(lws
     conditions = wait_for("Volcano marks the group of 5's PodGroup Unschedulable for its 5 pods", unschedulable,
                           timeout=180)
     assert not ever, f"pods of a group that fits in no one rack were bound: {sorted(ever)}"
-    # the pod that failed saw free CPUs outside its group's rack, refused by the packing's affinity
-    assert "didn't match pod affinity rules" in conditions[0].get("message", ""), conditions
     assert bound(lws_pods(c, ns, "wide")) == []
     assert bound(lws_pods(c, ns, "vllm")) == sorted(p["metadata"]["name"] for p in pods)   # the others stay bound
     report(f"Kubernetes {c.minor}, Volcano gangs + policylib rack packing: LWS {ns}/vllm 3 groups of 3, racks per "

@@ -25,6 +25,8 @@ TLS12_CIPHERS = ":".join(("ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM
 #: ``--tls-min-version``'s values.
 TLS_VERSIONS = {"1.2": ssl.TLSVersion.TLSv1_2, "1.3": ssl.TLSVersion.TLSv1_3}
 log = logging.getLogger(__name__)
+#: How many times one connection loads files that keep changing under it before it takes the context it has.
+RELOAD_ATTEMPTS = 3
 
 
 class ServingCertificate:
@@ -71,28 +73,37 @@ class ServingCertificate:
             return None
 
     def context(self) -> ssl.SSLContext | None:
-        """The current context, reloaded first if the files changed."""
-        signature = self._files_signature()
-        if signature is not None and signature != self._signature:
+        """The current context, reloaded first if the files changed. Files that change while they load (a Secret
+        volume's update swapping them) are loaded again at once, up to :data:`RELOAD_ATTEMPTS` times: the connection
+        that found them changed must not get the previous context, which may have expired (a renewed certificate is
+        only loaded when a connection comes)."""
+        for _ in range(RELOAD_ATTEMPTS):
+            signature = self._files_signature()
+            if signature is None or signature == self._signature:
+                break
             with self._lock:
-                if signature != self._signature:
-                    self._reload(signature)
+                if signature == self._signature or self._reload(signature):
+                    break
         return self._context
 
-    def _reload(self, signature: Signature) -> None:
+    def _reload(self, signature: Signature) -> bool:
+        """Load the files of ``signature``; False when they changed while loading (load them again)."""
         try:
             context = make_server_context(self.cert_path, self.key_path, self.context_class,
                                           minimum_version=self.minimum_version, client_ca=self.client_ca)
             not_after = certificate_not_after(self.cert_path)
         except (ssl.SSLError, OSError, ValueError) as e:
+            if self._files_signature() != signature:
+                return False   # one file new, the other old: swapped under the load
             self.error = f"{type(e).__name__}: {e}"
             log.warning("serving certificate not reloaded, keeping the previous one",
                         extra={"certificate": str(self.cert_path), "error": self.error})
-            return
+            return True
         if self._files_signature() != signature:
-            return  # changed while loading: load again on the next connection
+            return False   # changed while loading
         self._context, self._signature, self.not_after, self.error = context, signature, not_after, None
         log.info("serving certificate loaded", extra={"certificate": str(self.cert_path), "not_after": round(not_after)})
+        return True
 
     def status(self) -> dict[str, Any]:
         return {"loaded": self._context is not None, "certificate": str(self.cert_path),
